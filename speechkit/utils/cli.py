@@ -1,0 +1,64 @@
+"""Shared plumbing for the ``speechkit-*`` command-line tools.
+
+Every CLI module in :mod:`speechkit.bin` defines ``main(argv=None) -> int`` and wraps its body with
+:func:`run_main`, so that bad input ends in one clear line on stderr and a non-zero exit instead
+of a traceback::
+
+    def main(argv=None) -> int:
+        parser = make_parser(__doc__)
+        parser.add_argument(...)
+        args = parser.parse_args(argv)
+        return run_main("speechkit-foo", lambda: _run(args))
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Callable
+
+from speechkit.utils.fileio import DataError
+
+
+class ConfigError(ValueError):
+    """A configuration problem (unknown key, wrong type, bad value); the message names the key."""
+
+
+def make_parser(doc: str | None, prog: str | None = None) -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` whose description is the module docstring and whose help shows defaults."""
+    return argparse.ArgumentParser(
+        prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = False) -> None:
+    """Log ``time level name: message`` to stderr and, if given, append to ``log_file``."""
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+def run_main(prog: str, body: Callable[[], int | None]) -> int:
+    """Run ``body``; turn expected failures into ``prog: error: message`` and exit status 1.
+
+    Handled: :class:`DataError`, :class:`ConfigError`, ``FileNotFoundError``, ``ValueError``
+    (all carry a message naming the file/line/key). ``KeyboardInterrupt`` exits 130.
+    Anything else is a bug and keeps its traceback.
+    """
+    try:
+        rc = body()
+        return 0 if rc is None else int(rc)
+    except (DataError, ConfigError, FileNotFoundError, ValueError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,99 @@
+"""Small file helpers shared by every module: atomic writes and Kaldi-style ``key value`` tables.
+
+Kaldi tables (``wav.scp``, ``text``, ``utt2spk`` ...) are UTF-8 text, one entry per line,
+``<key><space><value>``. Errors always name the file and the 1-based line number.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator, Mapping
+
+
+class DataError(ValueError):
+    """Malformed input data. The message names the file (and line or key) at fault."""
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator:
+    """Open a temporary file next to ``path`` and rename it onto ``path`` only on success.
+
+    A crash or exception inside the ``with`` block leaves ``path`` untouched (either absent or
+    its previous complete content), so a later stage never mistakes a half-written file for
+    a finished one.
+
+    Args:
+        path: destination file.
+        mode: ``"w"`` (text) or ``"wb"`` (binary).
+        encoding: text encoding; ignored for binary modes.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Read a UTF-8 text file into lines (without ``\\n``).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        DataError: the file is not valid UTF-8 (names the file and line).
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def read_table(path: str | os.PathLike, allow_empty_value: bool = False) -> dict[str, str]:
+    """Read a Kaldi ``key value...`` table into an insertion-ordered dict.
+
+    The value is everything after the first run of whitespace (so ``text`` keeps its spaces).
+
+    Raises:
+        DataError: empty line, missing value, or duplicate key; the message names file and line.
+    """
+    table: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(read_lines(path), 1):
+        parts = line.strip().split(maxsplit=1)
+        if not parts:
+            raise DataError(f"{path}:{lineno}: empty line")
+        key = parts[0]
+        if len(parts) < 2 and not allow_empty_value:
+            raise DataError(f"{path}:{lineno}: key '{key}' has no value")
+        if key in table:
+            raise DataError(f"{path}:{lineno}: duplicate key '{key}' (first on line {first_line[key]})")
+        table[key] = parts[1] if len(parts) > 1 else ""
+        first_line[key] = lineno
+    return table
+
+
+def write_table(path: str | os.PathLike, table: Mapping[str, object], sort: bool = True) -> None:
+    """Write ``key value`` lines atomically, sorted by key in C-locale (byte) order by default."""
+    keys = sorted(table, key=lambda k: k.encode("utf-8")) if sort else list(table)
+    with atomic_write(path) as f:
+        for k in keys:
+            v = table[k]
+            if isinstance(v, (list, tuple)):
+                v = " ".join(str(x) for x in v)
+            f.write(f"{k} {v}\n" if str(v) != "" else f"{k}\n")
