@@ -1,0 +1,275 @@
+"""Audio I/O for ``wav.scp`` entries (soundfile only; torchaudio is not required).
+
+A ``wav.scp`` value is either a file path (WAV, FLAC, Ogg Vorbis, anything libsndfile reads) or a
+shell command ending in ``|`` whose stdout is audio (Kaldi's "extended filename"), e.g.::
+
+    rec1 /corpus/rec1.flac
+    rec2 sox /corpus/rec2.sph -t wav -r 16000 - |
+
+Every failure is a :class:`~speechkit.utils.fileio.DataError` whose message names the source
+file (``wav.scp`` by default) and the key, so a recipe log says which entry to fix::
+
+    wav.scp: 'spk1_utt3': /corpus/spk1_utt3.wav: file is empty
+    wav.scp: 'rec2': has 8000 Hz, config expects 16000 Hz
+
+Samples are returned as mono ``float32`` in ``[-1, 1]`` (integer PCM is scaled by libsndfile;
+floating-point files are returned as stored). Multi-channel audio keeps only the **first**
+channel, as Kaldi's ``--channel=0`` default does.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+import soundfile as sf
+
+from speechkit.utils.fileio import DataError, atomic_write
+
+if TYPE_CHECKING:  # pragma: no cover
+    from speechkit.data.datadir import DataDir
+
+logger = logging.getLogger(__name__)
+
+#: Segments may end up to this many seconds past the end of the audio; they are then cut at the
+#: end (Kaldi's ``extract-segments --max-overshoot``, default 0.5 s there too). Further is an error.
+MAX_OVERSHOOT = 0.5
+
+# libsndfile's log line for a WAV whose header promises more data than the file holds.
+_DATA_SHOULD_BE = re.compile(r"^data\s*:\s*(\d+)\s*\(should be (\d+)\)", re.MULTILINE)
+# Sizes that streaming writers put in the header when the length is unknown.
+_STREAMING_SIZES = {0, 0xFFFFFFFF, 0x7FFFF000, 0x7FFFFFFF}
+
+
+def is_command(spec: str) -> bool:
+    """True if a ``wav.scp`` value is a command (``... |``) rather than a path."""
+    return spec.rstrip().endswith("|")
+
+
+def _where(source: str, key: str) -> str:
+    return f"{source}: '{key}'"
+
+
+def _load_source(spec: str, where: str) -> tuple[object, str]:
+    """Return a soundfile-openable object for ``spec`` (a path or, for a command, its bytes)."""
+    spec = spec.strip()
+    if is_command(spec):
+        cmd = spec[:-1].strip()
+        if not cmd:
+            raise DataError(f"{where}: empty command before '|'")
+        try:
+            proc = subprocess.run(["bash", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  check=False)
+        except OSError as e:  # bash itself missing
+            raise DataError(f"{where}: cannot run command {cmd!r}: {e}") from None
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            tail = f": {err[-1]}" if err else ""
+            raise DataError(f"{where}: command {cmd!r} failed with exit code {proc.returncode}{tail}")
+        if not proc.stdout:
+            raise DataError(f"{where}: command {cmd!r} wrote no audio to stdout")
+        return io.BytesIO(proc.stdout), f"command {cmd!r}"
+    path = Path(spec)
+    if not path.exists():
+        raise DataError(f"{where}: {path}: no such file")
+    if not path.is_file():
+        raise DataError(f"{where}: {path}: not a regular file")
+    if path.stat().st_size == 0:
+        raise DataError(f"{where}: {path}: file is empty")
+    return str(path), str(path)
+
+
+def _open(spec: str, where: str) -> tuple[sf.SoundFile, str]:
+    src, what = _load_source(spec, where)
+    try:
+        f = sf.SoundFile(src)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        msg = str(e).split(": ", 1)[-1] if isinstance(src, str) else str(e)
+        raise DataError(f"{where}: {what}: not a readable audio file ({msg})") from None
+    try:
+        _check_complete(f, where, what)
+    except BaseException:
+        f.close()
+        raise
+    return f, what
+
+
+def _check_complete(f: sf.SoundFile, where: str, what: str) -> None:
+    """Reject files whose header promises more audio than they contain (truncated copies)."""
+    info = f.extra_info or ""
+    m = _DATA_SHOULD_BE.search(info)
+    if m and int(m.group(1)) not in _STREAMING_SIZES and int(m.group(1)) > int(m.group(2)):
+        raise DataError(f"{where}: {what}: truncated file (header declares {m.group(1)} bytes of "
+                        f"audio data, only {m.group(2)} present)")
+    if "File ended unexpectedly" in info:
+        raise DataError(f"{where}: {what}: truncated file (stream ended unexpectedly)")
+    if f.frames == 0:
+        raise DataError(f"{where}: {what}: contains no audio samples")
+
+
+def _check_sr(sr: int, expected_sr: int | None, where: str) -> None:
+    if expected_sr is not None and sr != expected_sr:
+        raise DataError(f"{where}: has {sr} Hz, config expects {expected_sr} Hz")
+
+
+def _segment_bounds(start: float, end: float | None, sr: int, frames: int, where: str) -> tuple[int, int]:
+    dur = frames / sr
+    if start < 0:
+        raise DataError(f"{where}: segment start {start:.3f} s is negative")
+    if end is not None and end <= start:
+        raise DataError(f"{where}: segment end {end:.3f} s is not after its start {start:.3f} s")
+    if start >= dur:
+        raise DataError(f"{where}: segment starts at {start:.3f} s, beyond the end of the audio ({dur:.3f} s)")
+    if end is not None and end > dur + MAX_OVERSHOOT:
+        raise DataError(f"{where}: segment ends at {end:.3f} s, beyond the end of the audio ({dur:.3f} s)")
+    b = int(round(start * sr))
+    e = frames if end is None else min(frames, int(round(end * sr)))
+    if e <= b:
+        raise DataError(f"{where}: segment {start:.3f}-{end} s is shorter than one sample")
+    return b, e
+
+
+def _read(f: sf.SoundFile, b: int, e: int, where: str, what: str) -> np.ndarray:
+    try:
+        if b:
+            f.seek(b)
+        x = f.read(e - b, dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError) as err:
+        raise DataError(f"{where}: {what}: truncated or corrupt audio ({err})") from None
+    if x.shape[0] < e - b:
+        raise DataError(f"{where}: {what}: truncated file (read {x.shape[0]} of {e - b} samples)")
+    if x.shape[1] > 1:
+        logger.debug("%s: %d channels, keeping the first", where, x.shape[1])
+    return np.ascontiguousarray(x[:, 0])
+
+
+def read_audio(spec: str, *, key: str = "?", start: float = 0.0, end: float | None = None,
+               expected_sr: int | None = None, source: str = "wav.scp") -> tuple[np.ndarray, int]:
+    """Read one ``wav.scp`` entry (optionally a segment of it).
+
+    Args:
+        spec: the ``wav.scp`` value: a path, or a shell command ending in ``|`` whose stdout is
+            audio (run with ``bash -c``; its stdout is read into memory).
+        key: the entry's id, for error messages.
+        start: segment start in seconds (``segments`` field 3).
+        end: segment end in seconds, ``None`` for the end of the audio. An end up to
+            :data:`MAX_OVERSHOOT` (0.5 s) past the audio is cut at the end, as in Kaldi.
+        expected_sr: if given, the required sample rate in Hz.
+        source: the file that holds ``spec``, for error messages.
+
+    Returns:
+        ``(samples, sr)``: ``samples`` is a 1-D ``float32`` array of shape ``(num_samples,)`` in
+        ``[-1, 1]``, the first channel of multi-channel audio; ``sr`` the sample rate in Hz.
+
+    Raises:
+        DataError: missing, empty, truncated, undecodable or non-audio file; a failing command;
+            a segment outside the audio; a sample rate other than ``expected_sr``. The message
+            names ``source`` and ``key``.
+    """
+    where = _where(source, key)
+    f, what = _open(spec, where)
+    with f:
+        _check_sr(f.samplerate, expected_sr, where)
+        if start == 0.0 and end is None:
+            b, e = 0, f.frames
+        else:
+            b, e = _segment_bounds(start, end, f.samplerate, f.frames, where)
+        return _read(f, b, e, where, what), f.samplerate
+
+
+def probe_audio(path: str, *, key: str | None = None, source: str = "wav.scp") -> tuple[int, int]:
+    """Number of samples and sample rate of a file (or ``wav.scp`` command) without decoding it.
+
+    Used by corpus preparers to count durations and to skip bad files. The same checks as
+    :func:`read_audio` apply (missing, empty, truncated header, non-audio, no samples).
+
+    Returns:
+        ``(num_samples, sr)`` (samples per channel; sample rate in Hz).
+
+    Raises:
+        DataError: as :func:`read_audio`; the message names ``source`` and ``key`` (default: the path).
+    """
+    where = _where(source, key if key is not None else str(path))
+    f, _ = _open(str(path), where)
+    with f:
+        return f.frames, f.samplerate
+
+
+def iter_audio(datadir: "DataDir", expected_sr: int | None = None) -> Iterator[tuple[str, np.ndarray, int]]:
+    """Yield ``(utt, samples, sr)`` for every utterance of ``datadir`` in (C-sorted) utterance order.
+
+    With ``segments`` each recording is decoded only once, however its utterances are ordered;
+    it is kept in memory until its last segment has been yielded.
+
+    Raises:
+        DataError: an utterance whose recording is not in ``wav.scp``, or any :func:`read_audio`
+            error (the message names ``wav.scp`` or ``segments`` and the key).
+    """
+    base = Path(datadir.path) if datadir.path is not None else None
+    wav_src = str(base / "wav.scp") if base is not None else "wav.scp"
+    seg_src = str(base / "segments") if base is not None else "segments"
+    if datadir.wav_scp is None:
+        raise DataError(f"{wav_src}: missing (needed to read audio)")
+    utts = datadir.utts
+    if datadir.segments is None:
+        for utt in utts:
+            if utt not in datadir.wav_scp:
+                raise DataError(f"{wav_src}: no entry for utterance '{utt}'")
+            x, sr = read_audio(datadir.wav_scp[utt], key=utt, expected_sr=expected_sr, source=wav_src)
+            yield utt, x, sr
+        return
+    remaining: Counter[str] = Counter()
+    for utt in utts:
+        if utt not in datadir.segments:
+            raise DataError(f"{seg_src}: no entry for utterance '{utt}'")
+        rec = datadir.segments[utt].recording
+        if rec not in datadir.wav_scp:
+            raise DataError(f"{seg_src}: utterance '{utt}' refers to recording '{rec}', not in {wav_src}")
+        remaining[rec] += 1
+    cache: dict[str, tuple[np.ndarray, int]] = {}
+    for utt in utts:
+        seg = datadir.segments[utt]
+        rec = seg.recording
+        if rec not in cache:
+            cache[rec] = read_audio(datadir.wav_scp[rec], key=rec, expected_sr=expected_sr, source=wav_src)
+        x, sr = cache[rec]
+        b, e = _segment_bounds(seg.start, seg.end, sr, len(x), _where(seg_src, utt))
+        remaining[rec] -= 1
+        if remaining[rec] == 0:
+            del cache[rec]
+        yield utt, x[b:e], sr
+
+
+def write_wav(path: str | os.PathLike, samples: np.ndarray, sr: int) -> None:
+    """Write 16-bit PCM WAV atomically (temp file + rename).
+
+    Args:
+        path: destination file; parent directories are created.
+        samples: shape ``(num_samples,)`` or ``(num_samples, channels)``; float in ``[-1, 1]``
+            (values outside are clipped, with a warning) or ``int16``.
+        sr: sample rate in Hz.
+
+    Raises:
+        ValueError: empty or non-finite samples, or a non-positive sample rate.
+    """
+    x = np.asarray(samples)
+    if x.ndim not in (1, 2) or x.shape[0] == 0:
+        raise ValueError(f"{path}: samples must have shape (num_samples,) or (num_samples, channels), got {x.shape}")
+    if int(sr) <= 0:
+        raise ValueError(f"{path}: sample rate must be positive, got {sr}")
+    if x.dtype != np.int16:
+        x = x.astype(np.float32)
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"{path}: samples contain NaN or infinity")
+        peak = float(np.max(np.abs(x)))
+        if peak > 1.0:
+            logger.warning("%s: clipping samples (peak %.3f > 1.0)", path, peak)
+            x = np.clip(x, -1.0, 1.0)
+    with atomic_write(path, "wb") as f:
+        sf.write(f, x, int(sr), format="WAV", subtype="PCM_16")
