@@ -1,0 +1,331 @@
+"""RNN-T (transducer) loss in pure PyTorch: log-space forward-backward with a closed-form gradient.
+
+Graves, "Sequence Transduction with Recurrent Neural Networks" (ICML 2012 workshop, arXiv:1211.3711),
+section 2.  For one utterance with ``T`` encoder frames and labels ``y_1..y_U`` the joint network
+gives, at every lattice node ``(t, u)`` (``0 <= t < T``, ``0 <= u <= U``), a distribution over
+``V`` outputs; write ``b(t,u)`` for the log-probability of blank and ``y(t,u)`` for that of label
+``y_{u+1}``.  Then (eq. 7-10, in log space)::
+
+    alpha(0,0) = 0
+    alpha(t,u) = logaddexp(alpha(t-1,u) + b(t-1,u), alpha(t,u-1) + y(t,u-1))
+    beta(T-1,U) = b(T-1,U)
+    beta(t,u)  = logaddexp(beta(t+1,u) + b(t,u), beta(t,u+1) + y(t,u))
+    log P(y|x) = alpha(T-1,U) + b(T-1,U) = beta(0,0)
+
+and the gradient of ``L = -log P(y|x)`` w.r.t. the (unnormalised) joint output ``z(t,u,k)``
+(eq. 15/16 combined with the log-softmax Jacobian)::
+
+    dL/dz(t,u,k) = softmax(z(t,u))_k * exp(alpha(t,u) + beta(t,u) - log P)
+                   - [k = blank]   * exp(alpha(t,u) + b(t,u) + beta(t+1,u) - log P)
+                   - [k = y_{u+1}] * exp(alpha(t,u) + y(t,u) + beta(t,u+1) - log P)
+
+Implementation notes:
+
+* The blank and label log-probabilities are gathered from the joint output first (``(B, T, U+1)``
+  each); with ``fused_log_softmax`` only the log-sum-exp normaliser ``(B, T, U+1)`` is computed
+  from the ``(B, T, U+1, V)`` joint output, so the lattice itself costs ``O(B T U)`` memory.
+* The recursions run over anti-diagonals ``n = t + u`` (all nodes of a diagonal depend only on the
+  previous one), vectorised over the batch and over ``u``: the lattice is stored *skewed* as
+  ``(B, T+U+1, U+1)`` with ``X_skew[b, n, u] = X[b, n-u, u]``, so each step is a few whole-row ops.
+  ``T + U`` Python steps per direction instead of ``T * U``.
+* A custom :class:`torch.autograd.Function` applies the closed-form gradient in ``backward``
+  (one ``(B, T, U+1, V)`` tensor, the gradient itself), so autograd keeps no lattice graph.
+* Variable lengths: the padded lattice is masked so that utterance ``b`` ends at node
+  ``(T_b - 1, U_b)``; padded frames/labels get zero gradient.
+
+:func:`rnnt_loss_reference` is a straightforward per-node loop (autograd through every node) kept
+as an independent reference for tests and ``test/bench/bench_rnnt_loss.py``.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["rnnt_loss", "rnnt_loss_reference", "RNNTLoss"]
+
+_NEG_INF = float("-inf")
+
+
+def _validate(logits, targets, logit_lengths, target_lengths, blank, reduction):
+    if logits.dim() != 4:
+        raise ValueError(f"logits must be (B, T, U+1, V), got shape {tuple(logits.shape)}")
+    if not logits.is_floating_point():
+        raise ValueError(f"logits must be floating point, got {logits.dtype}")
+    B, T, U1, V = logits.shape
+    if targets.dim() != 2 or targets.size(0) != B:
+        raise ValueError(f"targets must be (B={B}, U), got shape {tuple(targets.shape)}")
+    for name, x in (("targets", targets), ("logit_lengths", logit_lengths), ("target_lengths", target_lengths)):
+        if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+            raise ValueError(f"{name} must be an integer tensor, got {x.dtype}")
+    if logit_lengths.shape != (B,) or target_lengths.shape != (B,):
+        raise ValueError(
+            f"logit_lengths and target_lengths must be (B={B},), got {tuple(logit_lengths.shape)} "
+            f"and {tuple(target_lengths.shape)}"
+        )
+    if not 0 <= blank < V:
+        raise ValueError(f"blank={blank} is not a valid output index for V={V}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if B == 0:
+        return
+    bad = ((logit_lengths < 1) | (logit_lengths > T)).nonzero().flatten()
+    if bad.numel():
+        i = int(bad[0])
+        raise ValueError(f"utterance {i}: logit_lengths={int(logit_lengths[i])} not in [1, T={T}]")
+    max_u = min(U1 - 1, targets.size(1))
+    bad = ((target_lengths < 0) | (target_lengths > max_u)).nonzero().flatten()
+    if bad.numel():
+        i = int(bad[0])
+        raise ValueError(
+            f"utterance {i}: target_lengths={int(target_lengths[i])} not in [0, {max_u}] "
+            f"(logits have U+1={U1} label positions, targets have {targets.size(1)} columns)"
+        )
+    if targets.size(1):
+        valid = torch.arange(targets.size(1), device=targets.device)[None, :] < target_lengths[:, None]
+        vals = targets[valid]
+        if vals.numel():
+            if int(vals.min()) < 0 or int(vals.max()) >= V:
+                raise ValueError(f"targets must lie in [0, V={V}) within target_lengths")
+            if bool((vals == blank).any()):
+                b = int((valid & (targets == blank)).any(1).nonzero()[0])
+                raise ValueError(f"utterance {b}: targets contain the blank id {blank} within target_lengths")
+
+
+def _skew_index(T: int, U1: int, device):
+    """Index tensors mapping the skewed layout ``(n, u)`` to ``(t = n - u, u)``."""
+    N = T + U1
+    n = torch.arange(N, device=device)[:, None]
+    u = torch.arange(U1, device=device)[None, :]
+    t = n - u
+    valid = (t >= 0) & (t < T)
+    return t.clamp(0, T - 1), u.expand(N, U1), valid
+
+
+def _skew(x: torch.Tensor, tidx, uidx, valid) -> torch.Tensor:
+    """(B, T, U1) -> (B, T+U1, U1) with out[b, n, u] = x[b, n-u, u] (-inf off the lattice)."""
+    return x[:, tidx, uidx].masked_fill(~valid, _NEG_INF)
+
+
+def _unskew(xs: torch.Tensor, T: int) -> torch.Tensor:
+    """(B, T+U1, U1) -> (B, T, U1) with out[b, t, u] = xs[b, t+u, u]."""
+    U1 = xs.size(2)
+    t = torch.arange(T, device=xs.device)[:, None]
+    u = torch.arange(U1, device=xs.device)[None, :]
+    return xs[:, t + u, u.expand(T, U1)]
+
+
+def _lattice(lp_blank, lp_label, logit_lengths, target_lengths):
+    """Alpha and beta over anti-diagonals.
+
+    Args:
+        lp_blank, lp_label: (B, T, U1) log-probs of blank / of the next label at each node,
+            already -inf outside each utterance's lattice.
+    Returns:
+        (alpha_s, beta_s, lb_s, ly_s, loglik): skewed (B, N, U1) tensors (N = T + U1) and (B,).
+    """
+    B, T, U1 = lp_blank.shape
+    N = T + U1
+    tidx, uidx, valid = _skew_index(T, U1, lp_blank.device)
+    lb = _skew(lp_blank, tidx, uidx, valid)
+    ly = _skew(lp_label, tidx, uidx, valid)
+
+    alpha = lp_blank.new_full((B, N, U1), _NEG_INF)
+    alpha[:, 0, 0] = 0.0
+    for n in range(1, N):
+        prev = alpha[:, n - 1]
+        cur = prev + lb[:, n - 1]  # blank: (t-1, u) -> (t, u)
+        if U1 > 1:  # label: (t, u-1) -> (t, u)
+            cur[:, 1:] = torch.logaddexp(cur[:, 1:], prev[:, :-1] + ly[:, n - 1, :-1])
+        alpha[:, n] = cur
+
+    # beta is initialised at each utterance's virtual end node (T_b, U_b), reached from
+    # (T_b - 1, U_b) by the final blank; all other cells start at -inf.
+    bidx = torch.arange(B, device=lp_blank.device)
+    end_n = logit_lengths.long() + target_lengths.long()
+    beta = lp_blank.new_full((B, N, U1), _NEG_INF)
+    beta[bidx, end_n, target_lengths.long()] = 0.0
+    for n in range(N - 2, -1, -1):
+        nxt = beta[:, n + 1]
+        cur = nxt + lb[:, n]  # blank: (t, u) -> (t+1, u)
+        if U1 > 1:  # label: (t, u) -> (t, u+1)
+            cur[:, :-1] = torch.logaddexp(cur[:, :-1], nxt[:, 1:] + ly[:, n, :-1])
+        beta[:, n] = torch.logaddexp(cur, beta[:, n])
+    loglik = alpha[bidx, end_n, target_lengths.long()]
+    return alpha, beta, lb, ly, loglik
+
+
+def _gather(acts, targets, logit_lengths, target_lengths, blank, fused, cdt):
+    """Blank / next-label log-probs (B, T, U1), masked to each utterance's lattice, and the
+    log-softmax normaliser (B, T, U1) (None when not fused)."""
+    B, T, U1, V = acts.shape
+    U = min(U1 - 1, targets.size(1))
+    tgt = torch.full((B, U1), blank, dtype=torch.long, device=acts.device)
+    if U > 0:
+        tgt[:, :U] = targets[:, :U].long()
+    upos = torch.arange(U1, device=acts.device)
+    tpos = torch.arange(T, device=acts.device)
+    tgt = tgt.masked_fill(upos[None, :] >= target_lengths[:, None], blank)
+    idx = tgt[:, None, :, None].expand(B, T, U1, 1)
+    lp_blank = acts[..., blank].to(cdt)
+    lp_label = torch.gather(acts, 3, idx).squeeze(3).to(cdt)
+    lse = None
+    if fused:
+        lse = torch.logsumexp(acts.to(cdt) if acts.dtype != cdt else acts, dim=3)
+        lp_blank = lp_blank - lse
+        lp_label = lp_label - lse
+    t_ok = tpos[None, :, None] < logit_lengths[:, None, None]
+    lp_blank = lp_blank.masked_fill(~(t_ok & (upos[None, None, :] <= target_lengths[:, None, None])), _NEG_INF)
+    lp_label = lp_label.masked_fill(~(t_ok & (upos[None, None, :] < target_lengths[:, None, None])), _NEG_INF)
+    return lp_blank, lp_label, lse, idx
+
+
+class _RNNTLossFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, acts, targets, logit_lengths, target_lengths, blank, fused, clamp):
+        cdt = torch.float64 if acts.dtype == torch.float64 else torch.float32
+        with torch.no_grad():
+            lp_blank, lp_label, lse, idx = _gather(
+                acts, targets, logit_lengths, target_lengths, blank, fused, cdt
+            )
+            alpha, beta, lb, ly, loglik = _lattice(lp_blank, lp_label, logit_lengths, target_lengths)
+        ctx.blank, ctx.fused, ctx.clamp = blank, fused, clamp
+        ctx.save_for_backward(acts, lse if lse is not None else acts.new_empty(0), idx, alpha, beta, lb, ly, loglik)
+        return (-loglik).to(acts.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        acts, lse, idx, alpha, beta, lb, ly, loglik = ctx.saved_tensors
+        B, T, U1, V = acts.shape
+        cdt = alpha.dtype
+        # Arc occupancies (posterior probability of taking the arc), skewed layout.
+        beta_next = torch.cat([beta[:, 1:], beta.new_full((B, 1, U1), _NEG_INF)], dim=1)
+        ll = loglik[:, None, None]
+        g_blank = torch.exp(alpha + lb + beta_next - ll)
+        g_label = torch.zeros_like(g_blank)
+        if U1 > 1:
+            g_label[:, :, :-1] = torch.exp(alpha[:, :, :-1] + ly[:, :, :-1] + beta_next[:, :, 1:] - ll)
+        g_blank = _unskew(g_blank, T)
+        g_label = _unskew(g_label, T)
+        scale = grad_out.to(cdt)[:, None, None]
+        g_blank = g_blank * scale
+        g_label = g_label * scale
+        if ctx.fused:
+            # softmax * node occupancy, computed in place in the one (B, T, U1, V) buffer.
+            grad = acts.to(cdt) if acts.dtype != cdt else acts.clone()
+            grad.sub_(lse.unsqueeze(3)).exp_().mul_((g_blank + g_label).unsqueeze(3))
+        else:
+            grad = torch.zeros(acts.shape, dtype=cdt, device=acts.device)
+        grad[..., ctx.blank] -= g_blank
+        grad.scatter_add_(3, idx, -g_label.unsqueeze(3))
+        if ctx.clamp > 0:
+            grad.clamp_(-ctx.clamp, ctx.clamp)
+        return grad.to(acts.dtype), None, None, None, None, None, None
+
+
+def rnnt_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    blank: int = 0,
+    reduction: str = "mean",
+    fused_log_softmax: bool = True,
+    clamp: float = -1.0,
+) -> torch.Tensor:
+    """RNN-T loss ``-log P(y | x)`` (Graves 2012), same conventions as ``torchaudio.functional.rnnt_loss``.
+
+    Args:
+        logits: ``(B, T, U+1, V)`` joint network output.  Unnormalised logits when
+            ``fused_log_softmax`` (log-softmax applied inside, gradient w.r.t. the logits), else
+            already-normalised log-probabilities (the loss treats them as given).
+            float32/float64 (float16/bfloat16 are computed in float32).
+        targets: ``(B, U)`` integer labels (padding past ``target_lengths`` is ignored); must not
+            contain ``blank`` within ``target_lengths``.
+        logit_lengths: ``(B,)`` encoder frames per utterance, each in ``[1, T]``.
+        target_lengths: ``(B,)`` labels per utterance, each in ``[0, U]`` and ``< logits.size(2)``.
+        blank: index of the blank output.
+        reduction: ``"mean"`` (average over utterances), ``"sum"`` or ``"none"`` (``(B,)``), in nats.
+        fused_log_softmax: see ``logits``.
+        clamp: if > 0, clamp the gradient w.r.t. ``logits`` element-wise to ``[-clamp, clamp]``.
+
+    Returns:
+        The loss: a scalar, or ``(B,)`` with ``reduction="none"``.
+
+    Raises:
+        ValueError: inconsistent shapes, lengths out of range (an utterance with no frames), labels
+        outside ``[0, V)`` or equal to ``blank``, unknown ``reduction``.
+    """
+    _validate(logits, targets, logit_lengths, target_lengths, blank, reduction)
+    losses = _RNNTLossFunction.apply(
+        logits, targets, logit_lengths.to(logits.device), target_lengths.to(logits.device),
+        int(blank), bool(fused_log_softmax), float(clamp),
+    )
+    if reduction == "mean":
+        return losses.mean()
+    if reduction == "sum":
+        return losses.sum()
+    return losses
+
+
+class RNNTLoss(torch.nn.Module):
+    """Module wrapper of :func:`rnnt_loss` (``blank``, ``reduction``, ``fused_log_softmax``, ``clamp``)."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", fused_log_softmax: bool = True, clamp: float = -1.0):
+        super().__init__()
+        self.blank, self.reduction, self.fused_log_softmax, self.clamp = blank, reduction, fused_log_softmax, clamp
+
+    def forward(self, logits, targets, logit_lengths, target_lengths):
+        return rnnt_loss(logits, targets, logit_lengths, target_lengths, self.blank, self.reduction,
+                         self.fused_log_softmax, self.clamp)
+
+
+def rnnt_loss_reference(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    blank: int = 0,
+    reduction: str = "mean",
+    fused_log_softmax: bool = True,
+) -> torch.Tensor:
+    """Straightforward RNN-T loss: a Python loop over every lattice node, autograd for the gradient.
+
+    Same arguments and result as :func:`rnnt_loss` (``O(T U)`` Python steps, each vectorised over
+    the batch only).  Slow; it exists as an independent reference for tests and the benchmark.
+    """
+    _validate(logits, targets, logit_lengths, target_lengths, blank, reduction)
+    B, T, U1, V = logits.shape
+    lp = torch.log_softmax(logits, dim=-1) if fused_log_softmax else logits
+    U = U1 - 1
+    tgt = torch.full((B, U1), blank, dtype=torch.long, device=logits.device)
+    if min(U, targets.size(1)) > 0:
+        k = min(U, targets.size(1))
+        tgt[:, :k] = targets[:, :k].long()
+    tgt = tgt.masked_fill(torch.arange(U1, device=logits.device)[None] >= target_lengths[:, None].to(logits.device), blank)
+    lp_blank = lp[..., blank]  # (B, T, U1)
+    lp_label = torch.gather(lp, 3, tgt[:, None, :, None].expand(B, T, U1, 1)).squeeze(3)
+    # Per-node views (unbind keeps autograd cheap: its backward is one stack).
+    blank_nodes = [row.unbind(1) for row in lp_blank.unbind(1)]  # [t][u] -> (B,)
+    label_nodes = [row.unbind(1) for row in lp_label.unbind(1)]
+    alpha = [[None] * U1 for _ in range(T)]
+    for t in range(T):
+        for u in range(U1):
+            if t == 0 and u == 0:
+                alpha[t][u] = lp_blank.new_zeros(B)
+                continue
+            terms = []
+            if t > 0:
+                terms.append(alpha[t - 1][u] + blank_nodes[t - 1][u])
+            if u > 0:
+                terms.append(alpha[t][u - 1] + label_nodes[t][u - 1])
+            alpha[t][u] = terms[0] if len(terms) == 1 else torch.logaddexp(terms[0], terms[1])
+    losses = []
+    for b in range(B):
+        tb, ub = int(logit_lengths[b]) - 1, int(target_lengths[b])
+        losses.append(-(alpha[tb][ub][b] + blank_nodes[tb][ub][b]))
+    losses = torch.stack(losses)
+    if reduction == "mean":
+        return losses.mean()
+    if reduction == "sum":
+        return losses.sum()
+    return losses
