@@ -23,12 +23,15 @@ Without ``segments``, recording ids are utterance ids. All files are sorted in C
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from speechkit.utils.fileio import DataError, read_table, write_table
+from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table, write_table
+
+logger = logging.getLogger(__name__)
 
 
 class Segment(NamedTuple):
@@ -56,6 +59,17 @@ TABLES: dict[str, str] = {
 def c_sorted(keys) -> list[str]:
     """Sort strings as ``LC_ALL=C sort`` does (by UTF-8 bytes)."""
     return sorted(keys, key=lambda k: k.encode("utf-8"))
+
+
+def fmt_seconds(v: float) -> str:
+    """Format a time in seconds with 3 decimals, or up to 6 when 3 would lose precision.
+
+    (``0.077125`` s, a TIMIT boundary at sample 1234 of 16 kHz audio, must survive a round trip.)
+    """
+    s = f"{v:.3f}"
+    if abs(float(s) - v) > 1e-9:
+        s = f"{v:.6f}".rstrip("0")
+    return s
 
 
 @dataclass
@@ -116,7 +130,7 @@ class DataDir:
             f = path / fname
             if not f.is_file():
                 continue
-            table = read_table(f)
+            table = read_table(f, allow_empty_value=(fname == "text"))
             if attr == "segments":
                 table = {k: _parse_segment(f, i, k, v) for i, (k, v) in enumerate(table.items(), 1)}
             elif attr == "utt2dur":
@@ -126,6 +140,26 @@ class DataDir:
             setattr(d, attr, table)
         return d
 
+    def tables(self) -> dict[str, dict[str, str]]:
+        """Every present table as it is written to disk: file name -> {id: value string}.
+
+        Includes the derived ``spk2utt``; absent (``None``) tables are left out.
+        """
+        out: dict[str, dict[str, str]] = {}
+        for fname, attr in TABLES.items():
+            table = getattr(self, attr)
+            if table is None:
+                continue
+            if attr == "segments":
+                table = {k: f"{s.recording} {fmt_seconds(s.start)} {fmt_seconds(s.end)}" for k, s in table.items()}
+            elif attr == "utt2dur":
+                table = {k: fmt_seconds(v) for k, v in table.items()}
+            else:
+                table = {k: str(v) for k, v in table.items()}
+            out[fname] = table
+        out["spk2utt"] = {s: " ".join(u) for s, u in self.spk2utt.items()}
+        return out
+
     def write(self, path: str | os.PathLike | None = None) -> Path:
         """Write every present table (sorted, atomically) plus the derived ``spk2utt``.
 
@@ -134,18 +168,13 @@ class DataDir:
         """
         path = Path(path if path is not None else self.path)
         path.mkdir(parents=True, exist_ok=True)
-        for fname, attr in TABLES.items():
-            table = getattr(self, attr)
-            if table is None:
+        tables = self.tables()
+        for fname in (*TABLES, "spk2utt"):
+            if fname not in tables:
                 if (path / fname).exists():
                     (path / fname).unlink()
                 continue
-            if attr == "segments":
-                table = {k: f"{s.recording} {s.start:.3f} {s.end:.3f}" for k, s in table.items()}
-            elif attr == "utt2dur":
-                table = {k: f"{v:.3f}" for k, v in table.items()}
-            write_table(path / fname, table)
-        write_table(path / "spk2utt", {s: " ".join(u) for s, u in self.spk2utt.items()})
+            write_table(path / fname, tables[fname])
         self.path = path
         return path
 
@@ -166,3 +195,786 @@ def _parse_number(f: Path, lineno: int, key: str, value: str, typ):
         return typ(value)
     except ValueError:
         raise DataError(f"{f}:{lineno}: value for '{key}' is not a{'n integer' if typ is int else ' number'}: {value!r}") from None
+
+
+# ====================================================================== validation
+#: Files copied as they are by subset/split/combine/copy (Kaldi carries ``frame_shift`` too).
+EXTRA_FILES = ("frame_shift", "feats.yaml")
+#: Per-file cap on reported problems (a 100k-line unsorted file gives one line, not 100k).
+MAX_PROBLEMS_PER_FILE = 20
+_PER_UTT = ("text", "utt2lang", "utt2dur", "feats.scp", "utt2num_frames")
+
+
+class _Report:
+    """Collects ``<file>:<line>: <message>`` lines, at most MAX_PROBLEMS_PER_FILE per file."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.count: dict[str, int] = {}
+
+    def add(self, label: str, lineno: int | None, msg: str) -> None:
+        n = self.count[label] = self.count.get(label, 0) + 1
+        if n <= MAX_PROBLEMS_PER_FILE:
+            self.lines.append(f"{label}:{lineno}: {msg}" if lineno else f"{label}: {msg}")
+
+    def result(self) -> list[str]:
+        more = [f"{label}: ... and {n - MAX_PROBLEMS_PER_FILE} more problems in this file"
+                for label, n in self.count.items() if n > MAX_PROBLEMS_PER_FILE]
+        return self.lines + more
+
+
+def _scan(label: str, data: bytes, report: _Report, allow_empty_value: bool = False
+          ) -> dict[str, tuple[int, str]]:
+    """Parse raw table bytes, reporting every format problem; returns id -> (line, value).
+
+    Checks: trailing newline, empty lines, carriage returns, UTF-8, leading whitespace, ids
+    unique and in C-locale order, a value after the id. Duplicates keep their first line.
+    """
+    out: dict[str, tuple[int, str]] = {}
+    if not data:
+        return out
+    raw_lines = data.split(b"\n")
+    no_final_newline = raw_lines[-1] != b""
+    if not no_final_newline:
+        raw_lines.pop()
+    prev: bytes | None = None
+    unsorted = 0
+    for lineno, raw in enumerate(raw_lines, 1):
+        if b"\r" in raw:
+            report.add(label, lineno, "carriage return in line (DOS line endings?)")
+            raw = raw.replace(b"\r", b"")
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            report.add(label, lineno, f"not valid UTF-8 ({e.reason} at byte {e.start} of the line)")
+            line = raw.decode("utf-8", "replace")
+        if not line.strip():
+            report.add(label, lineno, "empty line")
+            continue
+        if line[0].isspace():
+            report.add(label, lineno, "line starts with whitespace")
+        parts = line.split(maxsplit=1)
+        key, value = parts[0], (parts[1].strip() if len(parts) > 1 else "")
+        if not value and not allow_empty_value:
+            report.add(label, lineno, f"id '{key}' has no value")
+        if key in out:
+            report.add(label, lineno, f"duplicate id '{key}' (first on line {out[key][0]})")
+            continue
+        kb = key.encode("utf-8")
+        if prev is not None and kb < prev:
+            unsorted += 1
+            if unsorted == 1:
+                report.add(label, lineno, f"not sorted in C-locale order: '{key}' after "
+                           f"'{prev.decode('utf-8', 'replace')}' (sort with LC_ALL=C, or run fix_data_dir.sh)")
+        prev = kb if prev is None or kb > prev else prev
+        out[key] = (lineno, value)
+    if no_final_newline:
+        report.add(label, len(raw_lines), "no newline at end of file")
+    return out
+
+
+def _compare_ids(report: _Report, a_label: str, a: dict, b_label: str, b: dict, what: str = "utterance") -> None:
+    """Report ids of ``a`` missing from ``b`` (at their ``a`` line) and vice versa."""
+    for k, (ln, _) in a.items():
+        if k not in b:
+            report.add(a_label, ln, f"{what} '{k}' has no entry in {Path(b_label).name}")
+    for k, (ln, _) in b.items():
+        if k not in a:
+            report.add(b_label, ln, f"{what} '{k}' is not in {Path(a_label).name}")
+
+
+def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, no_text: bool = False,
+             no_wav: bool = False, no_spk_sort: bool = False) -> list[str]:
+    """Check a data directory the way Kaldi's ``utils/validate_data_dir.sh`` does.
+
+    Works on the raw files (so it can report line numbers, sort order, duplicates, missing final
+    newlines, non-UTF-8 bytes) and keeps going after a bad file. An in-memory :class:`DataDir` is
+    checked as it would be written (its tables, rendered).
+
+    Checks: every file sorted (C locale), unique ids, ends with a newline, no empty lines, valid
+    UTF-8; ``utt2spk`` present and non-empty; ``spk2utt`` present and consistent with ``utt2spk``;
+    speaker ids are prefixes of utterance ids and ``utt2spk`` sorts the same by speaker as by
+    utterance (skipped with ``no_spk_sort``, Kaldi's ``--no-spk-sort``); ``text`` ids == ``utt2spk``
+    ids (unless ``no_text``); ``wav.scp`` present (unless ``no_wav``) with exactly the recordings
+    used; ``segments`` lines with 4 fields, ``end > start >= 0`` and recordings in ``wav.scp``;
+    ``utt2lang``/``utt2dur`` covering the utterances (durations positive); ``feats.scp`` present
+    and ``utt2num_frames`` covering the same utterances with positive integer counts (unless
+    ``no_feats``); ``cmvn.scp`` keyed by the speakers (or the single id ``global``).
+
+    Returns:
+        One ``"<file>:<line>: <message>"`` (or ``"<file>: <message>"``) string per problem,
+        empty if the directory is valid. At most :data:`MAX_PROBLEMS_PER_FILE` per file, plus a
+        count of the rest.
+    """
+    report = _Report()
+    files: dict[str, bytes | None] = {}
+    if isinstance(d_or_path, DataDir):
+        base = str(d_or_path.path) if d_or_path.path is not None else "<DataDir>"
+        for fname, table in d_or_path.tables().items():
+            files[fname] = "".join(f"{k} {v}\n" if v != "" else f"{k}\n"
+                                   for k, v in ((k, table[k]) for k in c_sorted(table))).encode("utf-8")
+    else:
+        base = str(d_or_path)
+        p = Path(d_or_path)
+        if not p.is_dir():
+            return [f"{base}: no such data directory"]
+        for fname in (*TABLES, "spk2utt"):
+            f = p / fname
+            if f.is_file():
+                try:
+                    files[fname] = f.read_bytes()
+                except OSError as e:
+                    report.add(f"{base}/{fname}", None, f"cannot read ({e.strerror})")
+            elif f.exists():
+                report.add(f"{base}/{fname}", None, "is not a regular file")
+
+    def lab(fname: str) -> str:
+        return f"{base}/{fname}"
+
+    tabs: dict[str, dict[str, tuple[int, str]]] = {}
+    for fname, data in files.items():
+        if data is not None:
+            tabs[fname] = _scan(lab(fname), data, report, allow_empty_value=(fname == "text"))
+            if not data:
+                report.add(lab(fname), None, "file is empty")
+
+    # -------------------------------------------------- utt2spk / spk2utt
+    u2s = tabs.get("utt2spk")
+    if u2s is None:
+        report.add(lab("utt2spk"), None, "missing (every data directory needs one)")
+        return report.result()
+    spk2utt: dict[str, list[str]] = {}
+    for utt, (ln, spk) in u2s.items():
+        if len(spk.split()) != 1:
+            report.add(lab("utt2spk"), ln, f"speaker of '{utt}' must be one id, got {spk!r}")
+            continue
+        spk2utt.setdefault(spk, []).append(utt)
+        if not no_spk_sort and not utt.startswith(spk):
+            report.add(lab("utt2spk"), ln, f"speaker id '{spk}' is not a prefix of utterance id '{utt}' "
+                       "(Kaldi needs speaker-id prefixes so that files sort the same by speaker and "
+                       "by utterance; --no-spk-sort skips this check)")
+    if not no_spk_sort:
+        by_utt = c_sorted(k for k, (_, v) in u2s.items() if len(v.split()) == 1)
+        by_spk = sorted(by_utt, key=lambda u: (u2s[u][1].encode(), u.encode()))
+        for a, b in zip(by_utt, by_spk):
+            if a != b:
+                report.add(lab("utt2spk"), u2s[a][0], f"not in the same order when sorted by speaker as by "
+                           f"utterance (first difference: '{a}' vs '{b}'); make speaker ids prefixes of "
+                           "utterance ids")
+                break
+    s2u = tabs.get("spk2utt")
+    if s2u is None:
+        report.add(lab("spk2utt"), None, "missing (run utils/utt2spk_to_spk2utt.pl or fix_data_dir.sh)")
+    else:
+        for spk, (ln, value) in s2u.items():
+            got = value.split()
+            want = c_sorted(spk2utt.get(spk, []))
+            if spk not in spk2utt:
+                report.add(lab("spk2utt"), ln, f"speaker '{spk}' is not in utt2spk")
+            elif got != want:
+                missing = [u for u in want if u not in got][:3]
+                extra = [u for u in got if u not in want][:3]
+                detail = ("missing " + ", ".join(missing) if missing else "") + \
+                         ("; " if missing and extra else "") + ("extra " + ", ".join(extra) if extra else "")
+                report.add(lab("spk2utt"), ln, f"utterances of speaker '{spk}' disagree with utt2spk "
+                           f"({detail or 'order differs'})")
+        for spk, utts in spk2utt.items():
+            if spk not in s2u:
+                report.add(lab("utt2spk"), u2s[utts[0]][0], f"speaker '{spk}' has no entry in spk2utt")
+
+    # -------------------------------------------------- text
+    if not no_text:
+        if "text" not in tabs:
+            report.add(lab("text"), None, "missing (use --no-text if the data has no transcripts)")
+        else:
+            _compare_ids(report, lab("utt2spk"), u2s, lab("text"), tabs["text"])
+
+    # -------------------------------------------------- wav.scp / segments
+    if not no_wav:
+        wav = tabs.get("wav.scp")
+        seg = tabs.get("segments")
+        if wav is None:
+            report.add(lab("wav.scp"), None, "missing (use --no-wav if the data has no audio)")
+        if seg is not None:
+            _compare_ids(report, lab("utt2spk"), u2s, lab("segments"), seg)
+            used: dict[str, int] = {}
+            for utt, (ln, value) in seg.items():
+                parts = value.split()
+                if len(parts) != 3:
+                    report.add(lab("segments"), ln, f"'{utt}': needs 4 fields "
+                               f"(<utt> <recording> <start> <end>), got {len(parts) + 1}")
+                    continue
+                rec = parts[0]
+                used.setdefault(rec, ln)
+                try:
+                    start, end = float(parts[1]), float(parts[2])
+                except ValueError:
+                    report.add(lab("segments"), ln, f"'{utt}': start/end are not numbers: {value!r}")
+                else:
+                    if start < 0:
+                        report.add(lab("segments"), ln, f"'{utt}': start {parts[1]} is negative")
+                    if end <= start:
+                        report.add(lab("segments"), ln, f"'{utt}': end {parts[2]} is not after start {parts[1]}")
+                if wav is not None and rec not in wav:
+                    report.add(lab("segments"), ln, f"'{utt}': recording '{rec}' is not in wav.scp")
+            if wav is not None:
+                for rec, (ln, _) in wav.items():
+                    if rec not in used:
+                        report.add(lab("wav.scp"), ln, f"recording '{rec}' is not used by any segment")
+        elif wav is not None:
+            _compare_ids(report, lab("utt2spk"), u2s, lab("wav.scp"), wav)
+
+    # -------------------------------------------------- utt2lang / utt2dur
+    if "utt2lang" in tabs:
+        _compare_ids(report, lab("utt2spk"), u2s, lab("utt2lang"), tabs["utt2lang"])
+        for utt, (ln, v) in tabs["utt2lang"].items():
+            if len(v.split()) > 1:
+                report.add(lab("utt2lang"), ln, f"language of '{utt}' must be one id, got {v!r}")
+    if "utt2dur" in tabs:
+        _compare_ids(report, lab("utt2spk"), u2s, lab("utt2dur"), tabs["utt2dur"])
+        for utt, (ln, v) in tabs["utt2dur"].items():
+            try:
+                ok = float(v) > 0
+            except ValueError:
+                ok = False
+            if not ok and v:
+                report.add(lab("utt2dur"), ln, f"duration of '{utt}' must be a positive number of seconds, got {v!r}")
+
+    # -------------------------------------------------- features
+    if not no_feats:
+        feats = tabs.get("feats.scp")
+        if feats is None:
+            report.add(lab("feats.scp"), None, "missing (use --no-feats before features are computed)")
+        else:
+            _compare_ids(report, lab("utt2spk"), u2s, lab("feats.scp"), feats)
+        if "utt2num_frames" in tabs:
+            nf = tabs["utt2num_frames"]
+            if feats is not None:
+                _compare_ids(report, lab("feats.scp"), feats, lab("utt2num_frames"), nf)
+            else:
+                _compare_ids(report, lab("utt2spk"), u2s, lab("utt2num_frames"), nf)
+            for utt, (ln, v) in nf.items():
+                if not (v.isdigit() and int(v) > 0) and v:
+                    report.add(lab("utt2num_frames"), ln, f"frame count of '{utt}' must be a positive integer, got {v!r}")
+    if "cmvn.scp" in tabs:
+        cmvn = tabs["cmvn.scp"]
+        if set(cmvn) != {"global"}:
+            spk_tab = {s: u2s[u[0]] for s, u in spk2utt.items()}
+            _compare_ids(report, lab("utt2spk"), spk_tab, lab("cmvn.scp"), cmvn, what="speaker")
+    return report.result()
+
+
+# ====================================================================== fix
+def _lenient_tables(path: Path) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
+    """Read every table of ``path`` tolerating format problems (logged); non-UTF-8 is an error."""
+    tables: dict[str, dict[str, str]] = {}
+    counts: dict[str, int] = {}
+    for fname in (*TABLES, "spk2utt"):
+        f = path / fname
+        if not f.is_file():
+            continue
+        report = _Report()
+        scanned = _scan(str(f), f.read_bytes(), report, allow_empty_value=True)
+        for line in report.result():
+            if "not valid UTF-8" in line:
+                raise DataError(f"{line} (fix the encoding by hand; nothing was modified)")
+            logger.info("fixing %s", line)
+        table = {}
+        for key, (ln, value) in scanned.items():
+            bad = _bad_value(fname, value)
+            if bad:
+                logger.warning("%s:%d: dropping '%s': %s", f, ln, key, bad)
+                continue
+            table[key] = value
+        tables[fname] = table
+        counts[fname] = len(scanned)
+    return tables, counts
+
+
+def _bad_value(fname: str, value: str) -> str | None:
+    """Why a line of ``fname`` cannot be kept by fix_data_dir (None if it can)."""
+    if fname == "text":
+        return None
+    if not value:
+        return "no value"
+    if fname in ("utt2spk", "utt2lang") and len(value.split()) != 1:
+        return f"expected one id, got {value!r}"
+    if fname == "segments":
+        parts = value.split()
+        if len(parts) != 3:
+            return f"needs 4 fields, got {len(parts) + 1}"
+        try:
+            start, end = float(parts[1]), float(parts[2])
+        except ValueError:
+            return f"start/end are not numbers: {value!r}"
+        if start < 0 or end <= start:
+            return f"bad times (start {parts[1]}, end {parts[2]})"
+    if fname == "utt2dur":
+        try:
+            if float(value) <= 0:
+                return f"non-positive duration {value!r}"
+        except ValueError:
+            return f"duration is not a number: {value!r}"
+    if fname == "utt2num_frames" and not (value.isdigit() and int(value) > 0):
+        return f"frame count is not a positive integer: {value!r}"
+    return None
+
+
+def _render(table: dict[str, str]) -> bytes:
+    return "".join(f"{k} {table[k]}\n" if table[k] != "" else f"{k}\n" for k in c_sorted(table)).encode("utf-8")
+
+
+def fix_data_dir(path: str | os.PathLike) -> tuple[int, int]:
+    """Repair a data directory in place, as Kaldi's ``utils/fix_data_dir.sh`` does.
+
+    Sorts every table (C locale), drops duplicate ids (keeping the first), empty and malformed
+    lines, keeps only the utterances present in every per-utterance file (``utt2spk``, ``text``,
+    ``segments``, ``utt2lang``, ``utt2dur``, ``feats.scp``, ``utt2num_frames``; and ``wav.scp``
+    without segments) whose recording is in ``wav.scp``; prunes ``wav.scp`` to the recordings and
+    ``cmvn.scp`` to the speakers still used; regenerates ``spk2utt`` (``utt2spk`` is rebuilt from
+    ``spk2utt`` if only that exists). Every original file is first copied to ``path/.backup/``.
+    A directory that needs no change is left untouched (its earlier backup too).
+
+    Returns:
+        ``(kept, total)``: utterances kept and utterances in the original ``utt2spk``.
+
+    Raises:
+        FileNotFoundError: no such directory, or neither ``utt2spk`` nor ``spk2utt``.
+        DataError: a file is not valid UTF-8, or no utterance would remain (nothing is modified).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such data directory")
+    tables, counts = _lenient_tables(path)
+    if "utt2spk" not in tables:
+        if "spk2utt" not in tables:
+            raise FileNotFoundError(f"{path}/utt2spk: missing (and no spk2utt to rebuild it from)")
+        tables["utt2spk"] = {u: s for s, us in tables["spk2utt"].items() for u in us.split()}
+        counts["utt2spk"] = len(tables["utt2spk"])
+        logger.info("%s: rebuilt utt2spk from spk2utt", path)
+    total = counts["utt2spk"]
+    segments = tables.get("segments")
+    wav = tables.get("wav.scp")
+    per_utt = ["utt2spk", *(f for f in _PER_UTT if f in tables)]
+    if segments is not None:
+        per_utt.append("segments")
+    elif wav is not None:
+        per_utt.append("wav.scp")
+    keep = set(tables["utt2spk"])
+    for fname in per_utt[1:]:
+        before = len(keep)
+        keep &= set(tables[fname])
+        if len(keep) < before:
+            logger.info("%s: %d utterances have no entry in %s", path, before - len(keep), fname)
+    if segments is not None and wav is not None:
+        no_rec = {u for u in keep if segments[u].split()[0] not in wav}
+        if no_rec:
+            logger.info("%s: %d utterances have a recording missing from wav.scp", path, len(no_rec))
+        keep -= no_rec
+    if not keep:
+        sizes = ", ".join(f"{f}: {len(tables[f])}" for f in per_utt)
+        raise DataError(f"{path}: no utterance is in every file ({sizes}); nothing was modified")
+
+    new: dict[str, dict[str, str]] = {}
+    for fname in per_utt:
+        new[fname] = {k: v for k, v in tables[fname].items() if k in keep}
+    if segments is not None and wav is not None:
+        used = {new["segments"][u].split()[0] for u in keep}
+        new["wav.scp"] = {k: v for k, v in wav.items() if k in used}
+    spks = {new["utt2spk"][u] for u in keep}
+    if "cmvn.scp" in tables:
+        new["cmvn.scp"] = {k: v for k, v in tables["cmvn.scp"].items() if k in spks or k == "global"}
+    spk2utt: dict[str, list[str]] = {}
+    for u in c_sorted(keep):
+        spk2utt.setdefault(new["utt2spk"][u], []).append(u)
+    new["spk2utt"] = {s: " ".join(us) for s, us in spk2utt.items()}
+
+    rendered = {fname: _render(t) for fname, t in new.items()}
+    changed = [f for f, b in rendered.items() if not (path / f).is_file() or (path / f).read_bytes() != b]
+    if changed:
+        backup = path / ".backup"
+        backup.mkdir(exist_ok=True)
+        for fname in (*TABLES, "spk2utt"):
+            if (path / fname).is_file():
+                with atomic_write(backup / fname, "wb") as out:
+                    out.write((path / fname).read_bytes())
+        for fname in changed:
+            with atomic_write(path / fname, "wb") as out:
+                out.write(rendered[fname])
+        logger.info("%s: rewrote %s (originals in %s)", path, " ".join(changed), backup)
+    return len(keep), total
+
+
+# ====================================================================== subset / split / combine / copy
+def subset(d: DataDir, utts) -> DataDir:
+    """A new in-memory :class:`DataDir` with only the utterances ``utts``.
+
+    ``wav.scp`` keeps only the recordings used, ``cmvn.scp`` only the speakers used (and
+    ``global``). Ids of ``utts`` not in ``d`` are ignored with a warning (as Kaldi's
+    ``filter_scp.pl``).
+
+    Raises:
+        DataError: none of ``utts`` is in ``d``.
+    """
+    wanted = set(utts)
+    keep = wanted & set(d.utt2spk)
+    if len(keep) < len(wanted):
+        logger.warning("%s: %d of the requested utterances are not in the data dir (ignored)",
+                       d.path or "subset", len(wanted) - len(keep))
+    if not keep:
+        raise DataError(f"{d.path or 'data dir'}: none of the {len(wanted)} requested utterances is in utt2spk")
+    out = DataDir()
+    for attr in ("utt2spk", "text", "segments", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames"):
+        table = getattr(d, attr)
+        if table is not None:
+            setattr(out, attr, {k: v for k, v in table.items() if k in keep})
+    if d.wav_scp is not None:
+        recs = {d.recording_of(u) for u in keep if d.segments is None or u in d.segments}
+        out.wav_scp = {k: v for k, v in d.wav_scp.items() if k in recs}
+    if d.cmvn_scp is not None:
+        spks = {d.utt2spk[u] for u in keep}
+        out.cmvn_scp = {k: v for k, v in d.cmvn_scp.items() if k in spks or k == "global"}
+    return out
+
+
+def _copy_extras(src: Path | None, dest: Path) -> None:
+    if src is None:
+        return
+    for name in EXTRA_FILES:
+        if (src / name).is_file():
+            with atomic_write(dest / name, "wb") as out:
+                out.write((src / name).read_bytes())
+
+
+def _as_datadir(d: "DataDir | str | os.PathLike") -> DataDir:
+    return d if isinstance(d, DataDir) else DataDir.load(d)
+
+
+def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike, *, first: int | None = None,
+                    last: int | None = None, utt_list: str | os.PathLike | None = None,
+                    spk_list: str | os.PathLike | None = None, num: int | None = None,
+                    seed: int = 777) -> DataDir:
+    """Write a subset of ``src`` to ``dest`` (Kaldi's ``utils/subset_data_dir.sh``); exactly one mode.
+
+    Modes: ``first``/``last`` N utterances in sorted order; the utterances listed (first field
+    per line) in ``utt_list``; all utterances of the speakers in ``spk_list``; ``num`` utterances
+    drawn at random with ``seed`` (the same seed gives the same subset). ``frame_shift`` and
+    ``feats.yaml`` are copied along.
+
+    Raises:
+        ValueError: not exactly one mode, or N < 1.
+        DataError: N larger than the number of utterances, or an empty result.
+    """
+    import random
+
+    d = _as_datadir(src)
+    modes = [m for m, v in (("first", first), ("last", last), ("utt_list", utt_list), ("spk_list", spk_list),
+                            ("num", num)) if v is not None]
+    if len(modes) != 1:
+        raise ValueError(f"choose exactly one of --first, --last, --utt-list, --spk-list, N (got {modes or 'none'})")
+    if d.path is not None and Path(dest).resolve() == Path(d.path).resolve():
+        raise ValueError(f"{dest}: destination is the source directory")
+    utts = d.utts
+    n = first if first is not None else last if last is not None else num
+    if n is not None:
+        if n < 1:
+            raise ValueError(f"number of utterances must be >= 1, got {n}")
+        if n > len(utts):
+            raise DataError(f"{d.path}: cannot take {n} utterances, there are only {len(utts)}")
+    if first is not None:
+        chosen = utts[:first]
+    elif last is not None:
+        chosen = utts[-last:]
+    elif num is not None:
+        chosen = random.Random(seed).sample(utts, num)
+    elif utt_list is not None:
+        chosen = [line.split()[0] for line in read_lines(utt_list) if line.strip()]
+    else:
+        spks = {line.split()[0] for line in read_lines(spk_list) if line.strip()}
+        unknown = spks - set(d.utt2spk.values())
+        if unknown:
+            logger.warning("%s: %d speakers of %s are not in the data dir (ignored)", d.path, len(unknown), spk_list)
+        chosen = [u for u in utts if d.utt2spk[u] in spks]
+        if not chosen:
+            raise DataError(f"{spk_list}: none of its {len(spks)} speakers is in {d.path}")
+    out = subset(d, chosen)
+    out.write(dest)
+    _copy_extras(d.path, Path(dest))
+    logger.info("%s: %d utterances of %s", dest, len(out), d.path)
+    return out
+
+
+def _split_groups(items: list[str], n: int, weights: dict[str, int] | None = None) -> list[list[str]]:
+    """Split ``items`` into ``n`` contiguous non-empty groups with balanced total weight.
+
+    Without weights: sizes differ by at most one (the first ``len % n`` groups get one more).
+    With weights (utterances per speaker): start from even item boundaries, then move boundary
+    items to the neighbour while that reduces the size difference, as Kaldi's ``split_scp.pl``
+    does, never emptying a group.
+    """
+    if weights is None:
+        q, r = divmod(len(items), n)
+        out, i = [], 0
+        for j in range(n):
+            k = q + (1 if j < r else 0)
+            out.append(items[i:i + k])
+            i += k
+        return out
+    groups: list[list[str]] = [[] for _ in range(n)]
+    for i, it in enumerate(items):
+        groups[i * n // len(items)].append(it)
+    size = [sum(weights[x] for x in g) for g in groups]
+    changed = True
+    while changed:
+        changed = False
+        for j in range(n):
+            if j < n - 1 and len(groups[j]) > 1:
+                c = weights[groups[j][-1]]
+                if abs((size[j + 1] + c) - (size[j] - c)) < abs(size[j + 1] - size[j]):
+                    groups[j + 1].insert(0, groups[j].pop())
+                    size[j] -= c
+                    size[j + 1] += c
+                    changed = True
+            if j > 0 and len(groups[j]) > 1:
+                c = weights[groups[j][0]]
+                if abs((size[j] - c) - (size[j - 1] + c)) < abs(size[j] - size[j - 1]):
+                    groups[j - 1].append(groups[j].pop(0))
+                    size[j] -= c
+                    size[j - 1] += c
+                    changed = True
+    return groups
+
+
+def split_dir_name(n: int, by_speaker: bool = True) -> str:
+    """Kaldi's name for a split: ``split4`` (by speaker) or ``split4utt`` (by utterance)."""
+    return f"split{n}" if by_speaker else f"split{n}utt"
+
+
+def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> list[DataDir]:
+    """Split into ``n`` parts ``DIR/split{n}[utt]/{1..n}``, as Kaldi's ``utils/split_data.sh``.
+
+    Parts are contiguous in sorted order and deterministic. By speaker (default) every speaker is
+    in one part and parts are balanced in utterances (Kaldi's ``split_scp.pl --utt2spk``); with
+    ``by_speaker=False`` (``--per-utt``) parts differ by at most one utterance. An existing split
+    dir is reused when all its files are newer than the source files (as Kaldi does); otherwise it
+    is rebuilt in a temporary directory and swapped in. A :class:`DataDir` without a ``path`` is
+    split in memory only.
+
+    Raises:
+        ValueError: ``n < 1``.
+        DataError: ``n`` larger than the number of speakers (or utterances with ``by_speaker=False``).
+    """
+    import shutil
+    import tempfile
+
+    d = _as_datadir(d)
+    if n < 1:
+        raise ValueError(f"number of splits must be >= 1, got {n}")
+    if by_speaker:
+        spk2utt = d.spk2utt
+        if n > len(spk2utt):
+            raise DataError(f"{d.path}: cannot split {len(spk2utt)} speakers into {n} parts "
+                            "(use --per-utt, or fewer jobs)")
+        groups = _split_groups(list(spk2utt), n, {s: len(u) for s, u in spk2utt.items()})
+        parts = [[u for s in g for u in spk2utt[s]] for g in groups]
+    else:
+        if n > len(d):
+            raise DataError(f"{d.path}: cannot split {len(d)} utterances into {n} parts")
+        parts = _split_groups(d.utts, n)
+    if d.path is None:
+        return [subset(d, p) for p in parts]
+
+    src = Path(d.path)
+    top = src / split_dir_name(n, by_speaker)
+    sources = [src / f for f in (*TABLES, "spk2utt", *EXTRA_FILES) if (src / f).is_file()]
+    if _split_is_fresh(top, n, sources):
+        logger.info("%s: up to date, reusing it", top)
+        return [DataDir.load(top / str(j)) for j in range(1, n + 1)]
+    tmp = Path(tempfile.mkdtemp(prefix=f".{top.name}.tmp-", dir=src))
+    try:
+        out = []
+        for j, p in enumerate(parts, 1):
+            sub = subset(d, p)
+            sub.write(tmp / str(j))
+            _copy_extras(src, tmp / str(j))
+            out.append(sub)
+        old = None
+        if top.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{top.name}.old-", dir=src))
+            os.replace(top, old / "x")
+        os.replace(tmp, top)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for j, sub in enumerate(out, 1):
+        sub.path = top / str(j)
+    return out
+
+
+def _split_is_fresh(top: Path, n: int, sources: list[Path]) -> bool:
+    if not top.is_dir():
+        return False
+    newest_src = max(f.stat().st_mtime_ns for f in sources)
+    oldest = None
+    for j in range(1, n + 1):
+        part = top / str(j)
+        if not (part / "utt2spk").is_file():
+            return False
+        for f in part.iterdir():
+            t = f.stat().st_mtime_ns
+            oldest = t if oldest is None else min(oldest, t)
+        # a part holds exactly the tables (and extra files) the source has
+        if {f.name for f in sources} != {f.name for f in part.iterdir() if f.name in (*TABLES, "spk2utt", *EXTRA_FILES)}:
+            return False
+    return oldest is not None and oldest > newest_src
+
+
+def combine(dirs) -> DataDir:
+    """The union of several data dirs (Kaldi's ``utils/combine_data.sh``), in memory.
+
+    Optional tables (``text``, ``utt2lang``, ``utt2dur``, ``feats.scp``, ``utt2num_frames``,
+    ``cmvn.scp``) are kept only if every source has them (else dropped with a warning). When only
+    some sources have ``segments``, the others get whole-recording segments (durations from
+    ``utt2dur``, else read from the audio headers). A recording id in two sources must have the
+    same ``wav.scp`` entry; conflicting ``cmvn.scp`` entries drop ``cmvn.scp`` (recompute it).
+
+    Raises:
+        ValueError: fewer than one source.
+        DataError: an utterance id in two sources (naming both), or a recording id with two
+            different ``wav.scp`` entries.
+    """
+    ds = [_as_datadir(x) for x in dirs]
+    if not ds:
+        raise ValueError("combine: no source data directories")
+    names = [str(x.path) if x.path is not None else f"<source {i + 1}>" for i, x in enumerate(ds)]
+    out = DataDir()
+    owner: dict[str, int] = {}
+    for i, x in enumerate(ds):
+        for u in x.utt2spk:
+            if u in owner:
+                raise DataError(f"utterance '{u}' is in both {names[owner[u]]} and {names[i]}")
+            owner[u] = i
+        out.utt2spk.update(x.utt2spk)
+
+    for attr in ("text", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames"):
+        have = [x for x in ds if getattr(x, attr) is not None]
+        if len(have) == len(ds):
+            setattr(out, attr, {k: v for x in ds for k, v in getattr(x, attr).items()})
+        elif have:
+            logger.warning("combine: only %d of %d sources have %s; not creating it",
+                           len(have), len(ds), _file_of(attr))
+
+    if all(x.wav_scp is not None for x in ds):
+        out.wav_scp = {}
+        rec_owner: dict[str, int] = {}
+        for i, x in enumerate(ds):
+            for rec, v in x.wav_scp.items():
+                if rec in out.wav_scp and out.wav_scp[rec] != v:
+                    raise DataError(f"recording '{rec}' has different wav.scp entries in "
+                                    f"{names[rec_owner[rec]]} and {names[i]}")
+                out.wav_scp[rec] = v
+                rec_owner.setdefault(rec, i)
+        if any(x.segments is not None for x in ds):
+            out.segments = {}
+            for i, x in enumerate(ds):
+                out.segments.update(x.segments if x.segments is not None else _whole_segments(x, names[i]))
+    elif any(x.wav_scp is not None for x in ds):
+        logger.warning("combine: not every source has wav.scp; not creating wav.scp/segments")
+
+    if all(x.cmvn_scp is not None for x in ds):
+        out.cmvn_scp = {}
+        for x in ds:
+            for k, v in x.cmvn_scp.items():
+                if k in out.cmvn_scp and out.cmvn_scp[k] != v:
+                    logger.warning("combine: conflicting cmvn.scp entries for '%s'; not creating cmvn.scp "
+                                   "(recompute the stats for the combined data)", k)
+                    out.cmvn_scp = None
+                    break
+                out.cmvn_scp[k] = v
+            if out.cmvn_scp is None:
+                break
+    return out
+
+
+def _file_of(attr: str) -> str:
+    return next(f for f, a in TABLES.items() if a == attr)
+
+
+def _whole_segments(x: DataDir, name: str) -> dict[str, Segment]:
+    from speechkit.data.audio import probe_audio
+
+    seg = {}
+    for u in x.utts:
+        if x.utt2dur is not None and u in x.utt2dur:
+            dur = x.utt2dur[u]
+        else:
+            n, sr = probe_audio(x.wav_scp[u], key=u, source=f"{name}/wav.scp")
+            dur = n / sr
+        seg[u] = Segment(u, 0.0, dur)
+    return seg
+
+
+def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
+    """Combine the data dirs ``srcs`` into ``dest`` (see :func:`combine`) and write it.
+
+    ``frame_shift``/``feats.yaml`` are copied when every source has the same one.
+
+    Raises:
+        ValueError: ``dest`` is one of the sources.
+        DataError: as :func:`combine`.
+    """
+    dest = Path(dest)
+    srcs = [Path(s) for s in srcs]
+    if any(dest.resolve() == s.resolve() for s in srcs):
+        raise ValueError(f"{dest}: destination is also a source")
+    out = combine(srcs)
+    out.write(dest)
+    for name in EXTRA_FILES:
+        contents = {(s / name).read_bytes() if (s / name).is_file() else None for s in srcs}
+        if len(contents) == 1 and None not in contents:
+            with atomic_write(dest / name, "wb") as f:
+                f.write(contents.pop())
+    logger.info("%s: combined %d utterances from %d dirs", dest, len(out), len(srcs))
+    return out
+
+
+def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix: str = "", spk_prefix: str = "",
+                  utt_suffix: str = "", spk_suffix: str = "") -> DataDir:
+    """Copy a data dir, optionally renaming utterances and speakers (Kaldi's ``utils/copy_data_dir.sh``).
+
+    Utterance ids become ``utt_prefix + utt + utt_suffix`` in every per-utterance table (and in
+    ``wav.scp`` when there is no ``segments``; recording ids are kept otherwise); speaker ids
+    become ``spk_prefix + spk + spk_suffix`` in ``utt2spk`` and ``cmvn.scp`` (``global`` is kept).
+    Use the same prefix for both to keep speaker ids prefixes of utterance ids.
+
+    Raises:
+        ValueError: ``dest`` is ``src``.
+    """
+    d = DataDir.load(src)
+    if Path(dest).resolve() == Path(src).resolve():
+        raise ValueError(f"{dest}: destination is the source directory")
+    if utt_prefix != spk_prefix:
+        logger.warning("copy_data_dir: --utt-prefix %r differs from --spk-prefix %r; speaker ids may no "
+                       "longer be prefixes of utterance ids", utt_prefix, spk_prefix)
+
+    def mu(u: str) -> str:
+        return f"{utt_prefix}{u}{utt_suffix}"
+
+    def ms(s: str) -> str:
+        return s if s == "global" else f"{spk_prefix}{s}{spk_suffix}"
+
+    out = DataDir()
+    out.utt2spk = {mu(u): ms(s) for u, s in d.utt2spk.items()}
+    for attr in ("text", "segments", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames"):
+        table = getattr(d, attr)
+        if table is not None:
+            setattr(out, attr, {mu(k): v for k, v in table.items()})
+    if d.wav_scp is not None:
+        out.wav_scp = dict(d.wav_scp) if d.segments is not None else {mu(k): v for k, v in d.wav_scp.items()}
+    if d.cmvn_scp is not None:
+        out.cmvn_scp = {ms(k): v for k, v in d.cmvn_scp.items()}
+    out.write(dest)
+    _copy_extras(d.path, Path(dest))
+    return out

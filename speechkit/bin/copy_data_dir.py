@@ -1,0 +1,40 @@
+"""Copy a Kaldi data directory, optionally renaming ids (Kaldi's utils/copy_data_dir.sh).
+
+Utterance ids become PREFIX+utt+SUFFIX in every per-utterance file (and wav.scp when there are no
+segments); speaker ids become SPK_PREFIX+spk+SPK_SUFFIX in utt2spk/spk2utt/cmvn.scp. Give the same
+prefix to both so that speaker ids stay prefixes of utterance ids.
+
+Example:
+  python -m speechkit.bin.copy_data_dir --utt-prefix sp1.1- --spk-prefix sp1.1- data/train data/train_sp
+"""
+from __future__ import annotations
+
+import sys
+
+from speechkit.data.datadir import copy_data_dir
+from speechkit.utils.cli import make_parser, run_main, setup_logging
+
+PROG = "copy_data_dir"
+
+
+def main(argv=None) -> int:
+    parser = make_parser(__doc__, prog=PROG)
+    parser.add_argument("src", metavar="SRC", help="source data directory")
+    parser.add_argument("dest", metavar="DEST", help="destination data directory")
+    parser.add_argument("--utt-prefix", default="", help="prefix added to utterance ids (default: none)")
+    parser.add_argument("--spk-prefix", default="", help="prefix added to speaker ids (default: none)")
+    parser.add_argument("--utt-suffix", default="", help="suffix added to utterance ids (default: none)")
+    parser.add_argument("--spk-suffix", default="", help="suffix added to speaker ids (default: none)")
+    args = parser.parse_args(argv)
+
+    def body() -> None:
+        setup_logging()
+        out = copy_data_dir(args.src, args.dest, utt_prefix=args.utt_prefix, spk_prefix=args.spk_prefix,
+                            utt_suffix=args.utt_suffix, spk_suffix=args.spk_suffix)
+        print(f"{PROG}: copied {len(out)} utterances to {args.dest}")
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

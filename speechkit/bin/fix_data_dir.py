@@ -1,0 +1,37 @@
+"""Repair a Kaldi data directory in place (Kaldi's utils/fix_data_dir.sh).
+
+Sorts every file (LC_ALL=C), drops duplicate ids, empty and malformed lines, keeps only the
+utterances present in every per-utterance file (utt2spk, text, segments, utt2lang, utt2dur,
+feats.scp, utt2num_frames; wav.scp when there are no segments) whose recording is in wav.scp,
+prunes wav.scp and cmvn.scp to what is still used and regenerates spk2utt. The original files are
+copied to DIR/.backup/ first; a directory that needs no change is not touched. Prints
+`kept N utterances out of M`. Exits 1, modifying nothing, if no utterance would remain.
+
+Example:
+  speechkit-fix-data-dir data/train
+"""
+from __future__ import annotations
+
+import sys
+
+from speechkit.data.datadir import fix_data_dir
+from speechkit.utils.cli import make_parser, run_main, setup_logging
+
+PROG = "speechkit-fix-data-dir"
+
+
+def main(argv=None) -> int:
+    parser = make_parser(__doc__, prog=PROG)
+    parser.add_argument("data_dir", metavar="DIR", help="the data directory to fix (modified in place)")
+    args = parser.parse_args(argv)
+
+    def body() -> None:
+        setup_logging()
+        kept, total = fix_data_dir(args.data_dir)
+        print(f"{PROG}: kept {kept} utterances out of {total}")
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Check a Kaldi data directory (same checks as Kaldi's utils/validate_data_dir.sh).
+
+Prints one line per problem, `<file>:<line>: <message>`, to stderr and exits 1 if there is any;
+otherwise prints `Successfully validated data-directory DIR` and exits 0.
+
+Checked: every file sorted under LC_ALL=C, unique ids, a final newline, no empty lines, UTF-8;
+utt2spk/spk2utt present and consistent; speaker ids are prefixes of utterance ids; text ids ==
+utt2spk ids; wav.scp present and covering every recording (and segments well formed, with
+end > start >= 0 and recordings in wav.scp); utt2lang/utt2dur cover the utterances; feats.scp and
+utt2num_frames cover the same utterances with positive frame counts; cmvn.scp keyed by speaker.
+
+Example:
+  speechkit-validate-data-dir --no-feats data/train
+"""
+from __future__ import annotations
+
+import sys
+
+from speechkit.data.datadir import validate
+from speechkit.utils.cli import make_parser, run_main
+
+PROG = "speechkit-validate-data-dir"
+
+
+def main(argv=None) -> int:
+    parser = make_parser(__doc__, prog=PROG)
+    parser.add_argument("data_dir", metavar="DIR", help="the data directory to check")
+    parser.add_argument("--no-feats", action="store_true", help="do not require feats.scp (before feature extraction)")
+    parser.add_argument("--no-text", action="store_true", help="do not require text (untranscribed data)")
+    parser.add_argument("--no-wav", action="store_true", help="do not require wav.scp (features-only data)")
+    parser.add_argument("--no-spk-sort", action="store_true",
+                        help="do not require speaker ids to be prefixes of utterance ids")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        problems = validate(args.data_dir, no_feats=args.no_feats, no_text=args.no_text, no_wav=args.no_wav,
+                            no_spk_sort=args.no_spk_sort)
+        for p in problems:
+            print(p, file=sys.stderr)
+        if problems:
+            print(f"{PROG}: {len(problems)} problem(s) in {args.data_dir}", file=sys.stderr)
+            return 1
+        print(f"Successfully validated data-directory {args.data_dir}")
+        return 0
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
