@@ -1,0 +1,563 @@
+"""Streaming multilingual RNN-T models: vanilla, one-hot, multi-softmax (+LSP, +LID).
+
+Joshi, Das, Sun, Mehta, Li, Gong, "Multiple Softmax Architecture for Streaming Multilingual
+End-to-End ASR Systems" (Interspeech 2021).  All variants share the RNN-T skeleton (Graves 2012):
+a unidirectional LSTM encoder over stacked low-frame-rate features (:mod:`speechkit.features.stack`),
+an LSTM prediction network fed the previous non-blank output, and a joint network
+``z = W_out tanh(W_enc h_t + W_pred g_u)`` followed by a softmax.  ``config.variant`` selects:
+
+``vanilla``
+    one softmax over the *union* of all languages' units; no language information.
+``onehot``
+    as vanilla, with the language one-hot appended to every encoder input frame.
+``multisoftmax``
+    shared encoder and prediction LSTM; a language-specific embedding, joint network and softmax
+    over that language's units (section 3).
+``multisoftmax_lsp``
+    multisoftmax plus a language-specific prediction network (embedding + LSTM) per language.
+``multisoftmax_lid``
+    multisoftmax plus an LID head on the encoder output, trained with frame-level cross-entropy
+    added to the RNN-T loss; the LID head reads only the encoder, so the CE gradient reaches only
+    the encoder and the LID parameters (section 4.2).  Its frame posteriors drive LID-free
+    decoding and early switch-off (:mod:`speechkit.decode.rnnt_search`).
+
+Units: every language's inventory has blank at id 0 (``vocab_sizes[lang]`` includes it).  Targets
+are always given in per-language ids; the shared-softmax variants (vanilla, onehot) map them into
+the union inventory through ``config.union_maps`` (per language, list index = language id, value =
+union id; blank -> 0), by default a disjoint union (blank, then each language's non-blank units in
+``vocab_sizes`` order).  Their decoded hypotheses are union ids.
+
+Tensor conventions: ``feats (B, T, input_dim)`` stacked features, ``feat_lengths (B,)`` frames,
+``targets (B, U)`` per-language ids (padding past ``target_lengths`` ignored).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from speechkit.nn.rnnt_loss import rnnt_loss
+from speechkit.utils.cli import ConfigError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "VARIANTS", "RNNTConfig", "RNNT", "JointNetwork", "to_monolingual", "parameter_counts",
+    "parameter_table",
+]
+
+VARIANTS = ("vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid")
+Variant = Literal["vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid"]
+
+# Sizes for the presets.  "paper": Joshi et al. 2021 give a 6 x 1024 LSTM encoder and a 2-layer LSTM
+# prediction network; the 640-dim projections and joint dimension follow the same group's RNN-T
+# (Li et al., "Developing RNN-T models surpassing high-performance hybrid models with
+# customization capability", Interspeech 2020) -- an assumption, the paper does not restate them.
+PRESETS: dict[str, dict] = {
+    "paper": dict(encoder_layers=6, encoder_hidden=1024, encoder_proj=640, pred_layers=2,
+                  pred_hidden=1024, pred_proj=640, embed_dim=512, joint_dim=640, lid_hidden=0),
+    "small": dict(encoder_layers=3, encoder_hidden=256, encoder_proj=0, pred_layers=2,
+                  pred_hidden=192, pred_proj=0, embed_dim=64, joint_dim=192, lid_hidden=0),
+}
+
+
+@dataclass
+class RNNTConfig:
+    """Configuration of :class:`RNNT` (one place for every model size/choice).
+
+    Attributes:
+        vocab_sizes: output units per language, blank (id 0) included; the key order defines the
+            language ids (0, 1, ...) used by the LID head, the one-hot input and ``lang`` tensors.
+        variant: vanilla | onehot | multisoftmax | multisoftmax_lsp | multisoftmax_lid.
+        input_dim: encoder input dimension (stacked features: 8 x 80 = 640).
+        encoder_layers: unidirectional LSTM layers in the encoder (paper: 6).
+        encoder_hidden: LSTM cells per encoder layer (paper: 1024).
+        encoder_proj: LSTM projection size (LSTMP); 0 = no projection.  Encoder output dimension
+            is ``encoder_proj or encoder_hidden``.
+        pred_layers: LSTM layers in the prediction network (paper: 2).
+        pred_hidden: LSTM cells per prediction layer.
+        pred_proj: prediction LSTM projection size; 0 = none.
+        embed_dim: label embedding dimension of the prediction network.
+        joint_dim: joint network hidden dimension.
+        lid_hidden: LID head hidden layer size (ReLU); 0 = a linear LID head.
+        lid_weight: weight of the frame-level LID cross-entropy in ``total`` (multisoftmax_lid).
+        dropout: dropout between LSTM layers and on the encoder/prediction outputs.
+        union_maps: vanilla/onehot only: per language, union id of each per-language id
+            (``len == vocab_sizes[lang]``, blank -> 0); null = disjoint union.
+    """
+
+    vocab_sizes: dict[str, int] = field(default_factory=dict)
+    variant: Variant = "multisoftmax"
+    input_dim: int = 640
+    encoder_layers: int = 6
+    encoder_hidden: int = 1024
+    encoder_proj: int = 640
+    pred_layers: int = 2
+    pred_hidden: int = 1024
+    pred_proj: int = 640
+    embed_dim: int = 512
+    joint_dim: int = 640
+    lid_hidden: int = 0
+    lid_weight: float = 1.0
+    dropout: float = 0.0
+    union_maps: dict[str, list[int]] | None = None
+
+    def __post_init__(self):
+        self.validate()
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def preset(cls, name: str, vocab_sizes: Mapping[str, int], variant: str = "multisoftmax", **overrides):
+        """A config from a named size preset (``"paper"`` or ``"small"``) plus overrides.
+
+        Raises:
+            ConfigError: unknown preset name or override key, bad value.
+        """
+        if name not in PRESETS:
+            raise ConfigError(f"unknown RNN-T preset {name!r} (known: {', '.join(PRESETS)})")
+        kw = dict(PRESETS[name])
+        kw.update(overrides)
+        return cls.from_dict({"vocab_sizes": dict(vocab_sizes), "variant": variant, **kw})
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "RNNTConfig":
+        """Build from a plain dict (e.g. YAML); an unknown key is a :class:`ConfigError` naming it."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"unknown RNN-T config key {unknown[0]!r} (known: {', '.join(sorted(names))})")
+        return cls(**dict(d))
+
+    def to_dict(self) -> dict:
+        """Plain-dict form (YAML/checkpoint friendly); ``from_dict(to_dict())`` round-trips."""
+        return dataclasses.asdict(self)
+
+    # -- validation ---------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Check every field; raises :class:`ConfigError` naming the key."""
+        if self.variant not in VARIANTS:
+            raise ConfigError(f"variant: {self.variant!r} is not one of {', '.join(VARIANTS)}")
+        if not isinstance(self.vocab_sizes, Mapping) or not self.vocab_sizes:
+            raise ConfigError("vocab_sizes: needs at least one language (a mapping lang -> units incl. blank)")
+        for lang, v in self.vocab_sizes.items():
+            if not isinstance(lang, str) or not lang or "." in lang:
+                raise ConfigError(f"vocab_sizes: bad language name {lang!r} (non-empty, no '.')")
+            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+                raise ConfigError(f"vocab_sizes.{lang}: expected an int >= 2 (blank + units), got {v!r}")
+        for key in ("input_dim", "encoder_layers", "encoder_hidden", "pred_layers", "pred_hidden",
+                    "embed_dim", "joint_dim"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{key}: expected a positive int, got {v!r}")
+        for key in ("encoder_proj", "pred_proj", "lid_hidden"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"{key}: expected an int >= 0, got {v!r}")
+        if self.encoder_proj >= self.encoder_hidden:
+            raise ConfigError(f"encoder_proj: must be < encoder_hidden ({self.encoder_hidden}) or 0")
+        if self.pred_proj >= self.pred_hidden:
+            raise ConfigError(f"pred_proj: must be < pred_hidden ({self.pred_hidden}) or 0")
+        for key in ("lid_weight", "dropout"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ConfigError(f"{key}: expected a number >= 0, got {v!r}")
+        if self.dropout >= 1:
+            raise ConfigError(f"dropout: must be < 1, got {self.dropout}")
+        if self.union_maps is not None:
+            if self.variant not in ("vanilla", "onehot"):
+                raise ConfigError(f"union_maps: only for the vanilla/onehot variants, not {self.variant}")
+            for lang, v in self.vocab_sizes.items():
+                m = self.union_maps.get(lang)
+                if m is None or len(m) != v:
+                    raise ConfigError(f"union_maps.{lang}: expected a list of {v} union ids")
+                if m[0] != 0 or any((not isinstance(i, int)) or i < 1 for i in m[1:]):
+                    raise ConfigError(f"union_maps.{lang}: blank must map to 0 and every unit to an id >= 1")
+            extra = sorted(set(self.union_maps) - set(self.vocab_sizes))
+            if extra:
+                raise ConfigError(f"union_maps.{extra[0]}: language not in vocab_sizes")
+
+    # -- derived ------------------------------------------------------------------------------
+    @property
+    def languages(self) -> list[str]:
+        return list(self.vocab_sizes)
+
+    @property
+    def encoder_dim(self) -> int:
+        return self.encoder_proj or self.encoder_hidden
+
+    @property
+    def pred_dim(self) -> int:
+        return self.pred_proj or self.pred_hidden
+
+    @property
+    def shared_softmax(self) -> bool:
+        return self.variant in ("vanilla", "onehot")
+
+    def union_map_lists(self) -> dict[str, list[int]]:
+        """Per-language union ids (``union_maps`` or the default disjoint union)."""
+        if self.union_maps is not None:
+            return {k: list(self.union_maps[k]) for k in self.vocab_sizes}
+        out, nxt = {}, 1
+        for lang, v in self.vocab_sizes.items():
+            out[lang] = [0] + list(range(nxt, nxt + v - 1))
+            nxt += v - 1
+        return out
+
+
+class JointNetwork(nn.Module):
+    """``log_softmax(W_out tanh(W_enc enc + W_pred pred))`` (Graves 2012; He et al. 2019 form).
+
+    ``forward(enc (..., E), pred (..., P))`` broadcasts the leading dimensions and returns
+    ``(..., vocab_size)`` unnormalised logits; :meth:`log_probs` normalises.
+    """
+
+    def __init__(self, enc_dim: int, pred_dim: int, joint_dim: int, vocab_size: int):
+        super().__init__()
+        self.lin_enc = nn.Linear(enc_dim, joint_dim)
+        self.lin_pred = nn.Linear(pred_dim, joint_dim, bias=False)
+        self.out = nn.Linear(joint_dim, vocab_size)
+
+    def forward(self, enc: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.lin_enc(enc) + self.lin_pred(pred)))
+
+    def from_projections(self, enc_proj: torch.Tensor, pred_proj: torch.Tensor) -> torch.Tensor:
+        """Log-probs from ``lin_enc(enc)`` and ``lin_pred(pred)`` computed once and reused (decoding)."""
+        return torch.log_softmax(self.out(torch.tanh(enc_proj + pred_proj)), dim=-1)
+
+    def log_probs(self, enc: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.forward(enc, pred), dim=-1)
+
+
+def _lstm(input_size: int, hidden: int, layers: int, proj: int, dropout: float) -> nn.LSTM:
+    return nn.LSTM(input_size, hidden, num_layers=layers, batch_first=True,
+                   dropout=dropout if layers > 1 else 0.0, proj_size=proj)
+
+
+class RNNT(nn.Module):
+    """Multilingual RNN-T; the variant is ``config.variant`` (see the module docstring).
+
+    Languages are named by the keys of ``config.vocab_sizes``; wherever a ``lang`` argument is
+    taken it may be the name, the integer id, or (for batches) a ``(B,)`` tensor / list of either.
+    Blank is id 0 in every output inventory and is also the prediction network's start symbol
+    (its embedding is the zero vector).
+
+    Submodules: ``encoder`` (LSTM), ``lid_head`` (multisoftmax_lid); shared variants have
+    ``embedding``, ``pred_rnn``, ``joint_net``; multisoftmax has ``embeddings[lang]``,
+    ``pred_rnn``, ``joint_nets[lang]``; multisoftmax_lsp has ``pred_rnns[lang]`` instead of
+    ``pred_rnn``.
+    """
+
+    blank = 0
+
+    def __init__(self, config: RNNTConfig):
+        super().__init__()
+        config.validate()
+        self.config = config
+        c = config
+        L = len(c.languages)
+        self.languages = c.languages
+        self._lang_index = {k: i for i, k in enumerate(self.languages)}
+        enc_in = c.input_dim + (L if c.variant == "onehot" else 0)
+        self.encoder = _lstm(enc_in, c.encoder_hidden, c.encoder_layers, c.encoder_proj, c.dropout)
+        self.dropout = nn.Dropout(c.dropout)
+        if c.shared_softmax:
+            maps = c.union_map_lists()
+            self.union_vocab_size = 1 + max(max(m) for m in maps.values())
+            vmax = max(c.vocab_sizes.values())
+            table = torch.zeros(L, vmax, dtype=torch.long)
+            for i, lang in enumerate(self.languages):
+                table[i, : len(maps[lang])] = torch.tensor(maps[lang])
+            self.register_buffer("union_map", table, persistent=False)
+            self.embedding = nn.Embedding(self.union_vocab_size, c.embed_dim, padding_idx=self.blank)
+            self.pred_rnn = _lstm(c.embed_dim, c.pred_hidden, c.pred_layers, c.pred_proj, c.dropout)
+            self.joint_net = JointNetwork(c.encoder_dim, c.pred_dim, c.joint_dim, self.union_vocab_size)
+        else:
+            self.union_vocab_size = None
+            self.embeddings = nn.ModuleDict({
+                k: nn.Embedding(v, c.embed_dim, padding_idx=self.blank) for k, v in c.vocab_sizes.items()
+            })
+            if c.variant == "multisoftmax_lsp":
+                self.pred_rnns = nn.ModuleDict({
+                    k: _lstm(c.embed_dim, c.pred_hidden, c.pred_layers, c.pred_proj, c.dropout)
+                    for k in self.languages
+                })
+            else:
+                self.pred_rnn = _lstm(c.embed_dim, c.pred_hidden, c.pred_layers, c.pred_proj, c.dropout)
+            self.joint_nets = nn.ModuleDict({
+                k: JointNetwork(c.encoder_dim, c.pred_dim, c.joint_dim, v) for k, v in c.vocab_sizes.items()
+            })
+        self.has_lid = c.variant == "multisoftmax_lid"
+        if self.has_lid:
+            if c.lid_hidden:
+                self.lid_head = nn.Sequential(nn.Linear(c.encoder_dim, c.lid_hidden), nn.ReLU(),
+                                              nn.Linear(c.lid_hidden, L))
+            else:
+                self.lid_head = nn.Linear(c.encoder_dim, L)
+
+    # -- languages ------------------------------------------------------------------------------
+    def lang_id(self, lang: str | int) -> int:
+        """Integer id of a language name or id; raises ``ValueError`` for an unknown one."""
+        if isinstance(lang, torch.Tensor):
+            lang = lang.item()
+        if isinstance(lang, str):
+            if lang not in self._lang_index:
+                raise ValueError(f"unknown language {lang!r} (model languages: {', '.join(self.languages)})")
+            return self._lang_index[lang]
+        i = int(lang)
+        if not 0 <= i < len(self.languages):
+            raise ValueError(f"language id {i} out of range [0, {len(self.languages)})")
+        return i
+
+    def lang_name(self, lang: str | int) -> str:
+        return self.languages[self.lang_id(lang)]
+
+    def _lang_ids(self, lang, batch: int) -> torch.Tensor:
+        dev = self.encoder.weight_ih_l0.device
+        if isinstance(lang, (str, int)) or (isinstance(lang, torch.Tensor) and lang.dim() == 0):
+            return torch.full((batch,), self.lang_id(lang), dtype=torch.long, device=dev)
+        ids = torch.tensor([self.lang_id(x) for x in (lang.tolist() if isinstance(lang, torch.Tensor) else lang)],
+                           dtype=torch.long, device=dev)
+        if ids.numel() != batch:
+            raise ValueError(f"lang has {ids.numel()} entries for a batch of {batch}")
+        return ids
+
+    def vocab_size(self, lang: str | int | None = None) -> int:
+        """Output size of the softmax used for ``lang`` (the union size for vanilla/onehot)."""
+        if self.config.shared_softmax:
+            return self.union_vocab_size
+        return self.config.vocab_sizes[self.lang_name(lang)]
+
+    def to_union(self, lang: str | int, ids: torch.Tensor) -> torch.Tensor:
+        """Map per-language unit ids to union ids (vanilla/onehot)."""
+        if not self.config.shared_softmax:
+            raise ValueError(f"variant {self.config.variant} has per-language outputs, no union inventory")
+        return self.union_map[self.lang_id(lang)][ids]
+
+    # -- encoder --------------------------------------------------------------------------------
+    def encode(
+        self,
+        feats: torch.Tensor,
+        lengths: torch.Tensor | None = None,
+        state: tuple[torch.Tensor, torch.Tensor] | None = None,
+        lang=None,
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Run the (streaming, unidirectional) encoder.
+
+        Args:
+            feats: ``(B, T, input_dim)`` stacked features (a chunk when streaming).
+            lengths: ``(B,)`` valid frames (default: all ``T``); frames past a length are padding.
+            state: LSTM ``(h, c)`` from the previous chunk (``None``: start of utterance).  Feeding
+                an utterance chunk by chunk with the returned state gives the same output as one
+                call on the whole utterance (tested).  For a padded batch the returned state is
+                the one after the padded end, so stream one utterance (or equal lengths) at a time.
+            lang: language (name/id or ``(B,)``), required by the ``onehot`` variant only.
+
+        Returns:
+            ``(enc (B, T, encoder_dim), lengths (B,), state)``.
+        """
+        B, T, _ = feats.shape
+        if lengths is None:
+            lengths = torch.full((B,), T, dtype=torch.long, device=feats.device)
+        x = feats
+        if self.config.variant == "onehot":
+            if lang is None:
+                raise ValueError("the onehot variant needs the language of the input (lang=...)")
+            ids = self._lang_ids(lang, B)
+            onehot = F.one_hot(ids, len(self.languages)).to(feats.dtype)
+            x = torch.cat([feats, onehot[:, None, :].expand(B, T, -1)], dim=-1)
+        enc, state = self.encoder(x, state)
+        return self.dropout(enc), lengths, state
+
+    def lid_logits(self, enc: torch.Tensor) -> torch.Tensor:
+        """``(B, T, L)`` LID logits from encoder output (multisoftmax_lid only)."""
+        if not self.has_lid:
+            raise ValueError(f"variant {self.config.variant} has no LID head (use multisoftmax_lid)")
+        return self.lid_head(enc)
+
+    def lid_posteriors(self, enc: torch.Tensor) -> torch.Tensor:
+        """``(B, T, L)`` frame-level language posteriors P_t(l) (softmax of the LID head)."""
+        return torch.softmax(self.lid_logits(enc), dim=-1)
+
+    # -- prediction network ---------------------------------------------------------------------
+    def _embedding(self, lang) -> nn.Embedding:
+        return self.embedding if self.config.shared_softmax else self.embeddings[self.lang_name(lang)]
+
+    def _pred_rnn(self, lang) -> nn.LSTM:
+        return self.pred_rnns[self.lang_name(lang)] if self.config.variant == "multisoftmax_lsp" else self.pred_rnn
+
+    def joint_network(self, lang) -> JointNetwork:
+        """The :class:`JointNetwork` used for ``lang`` (the shared one for vanilla/onehot)."""
+        return self._joint_net(lang)
+
+    def _joint_net(self, lang) -> JointNetwork:
+        return self.joint_net if self.config.shared_softmax else self.joint_nets[self.lang_name(lang)]
+
+    def prediction_network(self, lang, tokens: torch.Tensor) -> torch.Tensor:
+        """Prediction network over whole label sequences: ``tokens (B, U+1)`` (blank first) -> ``(B, U+1, P)``.
+
+        Tokens are union ids for vanilla/onehot, ``lang``'s ids otherwise (``lang`` is one language).
+        """
+        out, _ = self._pred_rnn(lang)(self._embedding(lang)(tokens))
+        return self.dropout(out)
+
+    def prediction_step(
+        self, lang, token: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """One prediction-network step: ``token (N,)`` (blank = start) -> ``(out (N, P), state)``.
+
+        ``state`` is the LSTM ``(h, c)``, each ``(pred_layers, N, ·)``; ``None`` starts afresh.
+        ``lang`` is ignored by the shared-softmax variants (tokens are union ids there).
+        """
+        out, state = self._pred_rnn(lang)(self._embedding(lang)(token)[:, None, :], state)
+        return out[:, 0], state
+
+    def joint(self, lang, enc_t: torch.Tensor, pred_u: torch.Tensor) -> torch.Tensor:
+        """Joint network + log-softmax of ``lang`` (broadcasting ``(..., E)`` with ``(..., P)``) -> ``(..., V)``."""
+        return self._joint_net(lang).log_probs(enc_t, pred_u)
+
+    # -- training -------------------------------------------------------------------------------
+    def forward(
+        self,
+        feats: torch.Tensor,
+        feat_lengths: torch.Tensor,
+        targets: torch.Tensor,
+        target_lengths: torch.Tensor,
+        lang,
+    ) -> dict[str, torch.Tensor]:
+        """Training losses for a batch.
+
+        Args:
+            feats: ``(B, T, input_dim)`` stacked features; feat_lengths ``(B,)``.
+            targets: ``(B, U)`` per-language unit ids (no blank); target_lengths ``(B,)``.
+            lang: the batch's language (name or id) or a ``(B,)`` tensor/list of them (mixed
+                batches are split by language for the language-specific parts).
+
+        Returns:
+            ``{"rnnt", "lid_ce", "total"}`` scalars: ``rnnt`` is the RNN-T loss (nats) averaged
+            over utterances, ``lid_ce`` the frame-level LID cross-entropy averaged over valid
+            frames (0 without an LID head), ``total = rnnt + lid_weight * lid_ce``.
+
+        Raises:
+            ValueError: an utterance with no (stacked) frames, labels outside its language's
+            inventory or equal to blank, unknown language.
+        """
+        B = feats.size(0)
+        lang_ids = self._lang_ids(lang, B)
+        feat_lengths = feat_lengths.to(feats.device)
+        target_lengths = target_lengths.to(feats.device)
+        targets = targets.to(feats.device).long()
+        empty = (feat_lengths < 1).nonzero().flatten()
+        if empty.numel():
+            raise ValueError(f"utterance {int(empty[0])} of the batch has no encoder frames (too short to stack)")
+        enc, enc_lengths, _ = self.encode(feats, feat_lengths, lang=lang_ids)
+        U = targets.size(1)
+        valid = torch.arange(U, device=targets.device)[None, :] < target_lengths[:, None]
+        for i in lang_ids.unique().tolist():
+            sel = lang_ids == i
+            bad = valid[sel] & ((targets[sel] < 1) | (targets[sel] >= self.config.vocab_sizes[self.languages[i]]))
+            if bool(bad.any()):
+                raise ValueError(f"targets of language {self.languages[i]!r} outside [1, "
+                                 f"{self.config.vocab_sizes[self.languages[i]]})")
+        losses = feats.new_zeros(B)
+        tgt = targets.masked_fill(~valid, 0)
+        if self.config.shared_softmax:
+            groups = [(None, torch.arange(B, device=feats.device))]
+            tgt = self.union_map[lang_ids[:, None], tgt]  # blank (padding) stays 0
+        else:
+            groups = [(i, (lang_ids == i).nonzero().flatten()) for i in lang_ids.unique().tolist()]
+        for i, idx in groups:
+            g_lang = 0 if i is None else i
+            T_g = int(enc_lengths[idx].max())
+            U_g = int(target_lengths[idx].max())
+            y = tgt[idx, :U_g]
+            pred_in = torch.cat([y.new_zeros(len(idx), 1), y], dim=1)  # blank = start symbol
+            pred = self.prediction_network(g_lang, pred_in)  # (b, U_g+1, P)
+            logits = self._joint_net(g_lang)(enc[idx, :T_g, None, :], pred[:, None, :, :])
+            losses[idx] = rnnt_loss(logits, y, enc_lengths[idx], target_lengths[idx],
+                                    blank=self.blank, reduction="none")
+        out = {"rnnt": losses.mean()}
+        if self.has_lid:
+            T = enc.size(1)
+            frame_ok = torch.arange(T, device=enc.device)[None, :] < enc_lengths[:, None]
+            logits = self.lid_logits(enc)[frame_ok]  # (frames, L)
+            out["lid_ce"] = F.cross_entropy(logits, lang_ids[:, None].expand(B, T)[frame_ok])
+        else:
+            out["lid_ce"] = out["rnnt"].new_zeros(())
+        out["total"] = out["rnnt"] + self.config.lid_weight * out["lid_ce"]
+        return out
+
+
+def to_monolingual(model: RNNT, lang: str | int) -> RNNT:
+    """A one-language model for fine-tuning (Table 3): keep the shared encoder, ``lang``'s embedding,
+    prediction network and joint; drop the other languages' parameters and the LID head.
+
+    multisoftmax / multisoftmax_lid -> ``multisoftmax`` with one language; multisoftmax_lsp keeps
+    its variant.  The new model computes exactly the same outputs for ``lang`` (tested).
+
+    Raises:
+        ValueError: a vanilla/onehot model (its softmax is shared by all languages), unknown lang.
+    """
+    c = model.config
+    if c.shared_softmax:
+        raise ValueError(f"to_monolingual needs a multi-softmax model, got variant {c.variant!r}")
+    name = model.lang_name(lang)
+    variant = "multisoftmax_lsp" if c.variant == "multisoftmax_lsp" else "multisoftmax"
+    new_cfg = dataclasses.replace(c, vocab_sizes={name: c.vocab_sizes[name]}, variant=variant)
+    new = RNNT(new_cfg)
+    keep = {}
+    per_lang = ("embeddings.", "joint_nets.", "pred_rnns.")
+    for k, v in model.state_dict().items():
+        if k.startswith("lid_head."):
+            continue
+        if k.startswith(per_lang):
+            if k.split(".")[1] != name:
+                continue
+        keep[k] = v
+    new.load_state_dict(keep, strict=True)
+    new.train(model.training)
+    return new.to(next(model.parameters()).device)
+
+
+def _count(module: nn.Module | None) -> int:
+    return 0 if module is None else sum(p.numel() for p in module.parameters())
+
+
+def parameter_counts(model: RNNT) -> dict[str, int]:
+    """Parameter counts by part: ``encoder``, ``prediction`` (embeddings + LSTMs), ``joint``,
+    ``lid``, ``total``, and ``decode_<lang>``: parameters used when decoding one language."""
+    c = model.config
+    enc = _count(model.encoder)
+    lid = _count(getattr(model, "lid_head", None))
+    if c.shared_softmax:
+        pred = _count(model.embedding) + _count(model.pred_rnn)
+        joint = _count(model.joint_net)
+        per_lang = {k: enc + pred + joint for k in model.languages}
+    else:
+        emb = {k: _count(model.embeddings[k]) for k in model.languages}
+        rnn = ({k: _count(model.pred_rnns[k]) for k in model.languages} if c.variant == "multisoftmax_lsp"
+               else {k: _count(model.pred_rnn) for k in model.languages})
+        jn = {k: _count(model.joint_nets[k]) for k in model.languages}
+        pred = sum(emb.values()) + (sum(rnn.values()) if c.variant == "multisoftmax_lsp" else _count(model.pred_rnn))
+        joint = sum(jn.values())
+        per_lang = {k: enc + emb[k] + rnn[k] + jn[k] for k in model.languages}
+    counts = {"encoder": enc, "prediction": pred, "joint": joint, "lid": lid, "total": _count(model)}
+    assert counts["total"] == enc + pred + joint + lid
+    counts.update({f"decode_{k}": v for k, v in per_lang.items()})
+    return counts
+
+
+def parameter_table(
+    vocab_sizes: Mapping[str, int], preset: str = "paper", variants: Sequence[str] = VARIANTS, **overrides
+) -> dict[str, dict[str, int]]:
+    """:func:`parameter_counts` for each variant built from one preset (for the recipe README)."""
+    table = {}
+    for v in variants:
+        with torch.device("meta"):  # no memory for the weights
+            model = RNNT(RNNTConfig.preset(preset, vocab_sizes, v, **overrides))
+        table[v] = parameter_counts(model)
+    return table
