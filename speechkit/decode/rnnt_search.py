@@ -1,0 +1,445 @@
+"""Streaming RNN-T search: greedy and beam, LID-free decoding, early switch-off.
+
+Search methods (per language, frame-synchronous, so they stream naturally):
+
+* :class:`GreedyDecoder`: at each encoder frame emit argmax symbols until blank or
+  ``max_symbols_per_frame`` non-blank symbols (then move on to the next frame).
+* :class:`BeamDecoder`: the *modified beam search* of k2/icefall (one symbol per frame at most):
+  every hypothesis in the beam is extended by every output symbol (blank keeps the hypothesis),
+  the ``beam`` best extensions over the whole beam are kept, and extensions with the same label
+  sequence are merged by adding their probabilities (log-sum-exp).  With ``beam=1`` it is greedy
+  search with ``max_symbols_per_frame=1`` (tested).
+
+:class:`StreamingRecognizer` runs the model on chunks of raw feature frames: a
+:class:`~speechkit.features.stack.FrameStacker` (no look-ahead beyond the 8-frame stack), the LSTM
+encoder with its state carried over, the LID head, and one decoder per language.  Partial
+hypotheses are available after every chunk, and any chunking gives the same result as feeding the
+whole utterance at once (tested).
+
+Modes (Joshi et al., Interspeech 2021, section 4.2):
+
+* ``oracle``: decode with the known language's decoder only.
+* ``lid_free``: one decoder per language on the shared encoder output; the LID head's frame
+  posteriors ``P_t(l)`` are averaged over the utterance and the hypothesis of the language with the
+  highest average posterior is returned.
+
+Early switch-off (section 6.3), in ``lid_free`` mode when ``tau`` and ``s_th`` are given: with
+``s_l(t) = sum_{t' <= t} log P_t'(l)`` (``t`` = encoder frames seen so far, counting from 1),
+decoder ``l`` is stopped for the rest of the utterance as soon as ``t > tau`` and
+``s_l(t) < max_l' s_l'(t) - s_th``; it does not decode frame ``t``.  ``s_th = inf`` never stops a
+decoder (identical to plain LID-free decoding, tested).  The returned language is the one with the
+highest average posterior among the decoders still running at the end (the best-scoring language
+can never be switched off, so without ties this is the overall argmax).
+
+Decoding cost, ``T_avg``: the paper's eq. 2 could not be consulted here, so it is defined as follows
+(:func:`t_avg`): for utterance ``n`` with ``T_n`` encoder frames and ``T_{n,l}`` the number of frames
+decoder ``l`` processed, ``T_avg = (1/N) sum_n sum_l T_{n,l} / T_n``, the average number of active
+decoders per encoder frame: ``L`` (number of languages) without switch-off, 1 if every other
+decoder stopped at once.  Each :class:`RecognitionResult` carries the per-language frame counts.
+
+Real-time factor: ``rtf = decode_seconds / audio_seconds`` with ``audio_seconds`` = raw input
+frames x ``frame_shift`` (10 ms) and ``decode_seconds`` the wall-clock time spent inside the
+recognizer (stacking, encoder, LID, search).  Set ``torch.set_num_threads(1)`` for a one-core RTF.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Literal, Sequence
+
+import torch
+
+from speechkit.features.stack import FrameStacker
+from speechkit.models.rnnt import RNNT
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DecodeConfig", "GreedyDecoder", "BeamDecoder", "StreamingRecognizer", "RecognitionResult",
+    "recognize", "t_avg",
+]
+
+
+@dataclass
+class DecodeConfig:
+    """Decoding options (what ``speechkit-asr-decode`` exposes).
+
+    Attributes:
+        mode: oracle (known language) | lid_free (one decoder per language, LID head picks).
+        method: greedy | beam (modified beam search, one symbol per frame).
+        beam: beam width for ``method: beam``.
+        max_symbols_per_frame: greedy search: most non-blank symbols emitted per encoder frame.
+        tau: early switch-off: no decoder is stopped before frame ``tau`` (encoder frames, 30 ms
+            each with the paper's stacking); null disables switch-off.
+        s_th: early switch-off threshold on the cumulative LID log-posterior gap (nats); null
+            disables switch-off, ``.inf`` never switches off.
+        chunk_frames: raw feature frames fed per chunk (streaming); 0 = whole utterance at once.
+        num_stack: frames stacked per encoder input frame (paper: 8).
+        stack_stride: input frames between encoder frames (paper: 3).
+        frame_shift: seconds per raw feature frame (for the real-time factor).
+    """
+
+    mode: Literal["oracle", "lid_free"] = "oracle"
+    method: Literal["greedy", "beam"] = "greedy"
+    beam: int = 4
+    max_symbols_per_frame: int = 3
+    tau: int | None = None
+    s_th: float | None = None
+    chunk_frames: int = 0
+    num_stack: int = 8
+    stack_stride: int = 3
+    frame_shift: float = 0.01
+
+
+class GreedyDecoder:
+    """Streaming greedy search for one language.
+
+    Args:
+        model: an :class:`RNNT` (in eval mode).
+        lang: the language whose prediction/joint networks are used (ignored by vanilla/onehot).
+        max_symbols_per_frame: most non-blank symbols per encoder frame (>= 1).
+    """
+
+    def __init__(self, model: RNNT, lang, max_symbols_per_frame: int = 3):
+        if max_symbols_per_frame < 1:
+            raise ValueError(f"max_symbols_per_frame must be >= 1, got {max_symbols_per_frame}")
+        self.model, self.lang, self.max_symbols = model, lang, int(max_symbols_per_frame)
+        self.joint_net = model.joint_network(lang)
+        self.blank = model.blank
+        self.tokens: list[int] = []
+        self.log_prob = 0.0
+        self.num_frames = 0
+        dev = next(model.parameters()).device
+        self._token = torch.empty(1, dtype=torch.long, device=dev)
+        self._set_pred(self.blank, None)
+
+    def _set_pred(self, token: int, state):
+        self._token.fill_(token)
+        out, self.state = self.model.prediction_step(self.lang, self._token, state)
+        self.pred_proj = self.joint_net.lin_pred(out[0])
+
+    @torch.inference_mode()
+    def advance(self, enc: torch.Tensor) -> None:
+        """Consume encoder frames ``enc (T, E)``."""
+        enc_proj = self.joint_net.lin_enc(enc)
+        for t in range(enc_proj.size(0)):
+            e = enc_proj[t]
+            for _ in range(self.max_symbols):
+                lp = self.joint_net.from_projections(e, self.pred_proj)
+                k = int(lp.argmax())
+                self.log_prob += float(lp[k])
+                if k == self.blank:
+                    break
+                self.tokens.append(k)
+                self._set_pred(k, self.state)
+            self.num_frames += 1
+
+    def best(self) -> tuple[list[int], float]:
+        """``(tokens, log_prob)`` of the current hypothesis (log_prob: nats, blanks included)."""
+        return list(self.tokens), self.log_prob
+
+
+class BeamDecoder:
+    """Streaming modified beam search (k2/icefall style, at most one symbol per frame).
+
+    Args:
+        model: an :class:`RNNT` (in eval mode).
+        lang: the language whose prediction/joint networks are used.
+        beam: hypotheses kept after each frame (>= 1).
+    """
+
+    def __init__(self, model: RNNT, lang, beam: int = 4):
+        if beam < 1:
+            raise ValueError(f"beam must be >= 1, got {beam}")
+        self.model, self.lang, self.beam = model, lang, int(beam)
+        self.joint_net = model.joint_network(lang)
+        self.blank = model.blank
+        self.num_frames = 0
+        dev = next(model.parameters()).device
+        with torch.inference_mode():
+            out, (h, c) = model.prediction_step(lang, torch.full((1,), self.blank, dtype=torch.long, device=dev))
+            self.hyps: list[tuple[int, ...]] = [()]
+            self.scores = torch.zeros(1, dtype=torch.float64, device=dev)
+            self.pred_proj = self.joint_net.lin_pred(out)  # (K, J)
+            self.h, self.c = h, c  # (layers, K, .)
+
+    @torch.inference_mode()
+    def advance(self, enc: torch.Tensor) -> None:
+        """Consume encoder frames ``enc (T, E)``."""
+        enc_proj = self.joint_net.lin_enc(enc)
+        for t in range(enc_proj.size(0)):
+            self._step(enc_proj[t])
+            self.num_frames += 1
+
+    def _step(self, e: torch.Tensor) -> None:
+        lp = self.joint_net.from_projections(e[None, :], self.pred_proj).double()  # (K, V)
+        K, V = lp.shape
+        total = (lp + self.scores[:, None]).flatten()
+        top_scores, top_idx = total.topk(min(self.beam, total.numel()))
+        merged: dict[tuple[int, ...], list] = {}  # tokens -> [score, parent, new token or None]
+        for s, i in zip(top_scores.tolist(), top_idx.tolist()):
+            k, v = divmod(i, V)
+            toks = self.hyps[k] if v == self.blank else self.hyps[k] + (v,)
+            if toks in merged:
+                m = merged[toks]
+                m[0] = max(m[0], s) + math.log1p(math.exp(-abs(m[0] - s)))
+            else:
+                merged[toks] = [s, k, None if v == self.blank else v]
+        hyps = list(merged)
+        parents = torch.tensor([merged[h][1] for h in hyps], device=self.scores.device)
+        scores = torch.tensor([merged[h][0] for h in hyps], dtype=torch.float64, device=self.scores.device)
+        pred_proj = self.pred_proj[parents]
+        h, c = self.h[:, parents], self.c[:, parents]
+        ext = [j for j, hy in enumerate(hyps) if merged[hy][2] is not None]
+        if ext:
+            ext_t = torch.tensor(ext, device=self.scores.device)
+            tokens = torch.tensor([merged[hyps[j]][2] for j in ext], dtype=torch.long, device=self.scores.device)
+            out, (h2, c2) = self.model.prediction_step(self.lang, tokens, (h[:, ext_t].contiguous(), c[:, ext_t].contiguous()))
+            pred_proj[ext_t] = self.joint_net.lin_pred(out)
+            h[:, ext_t], c[:, ext_t] = h2, c2
+        self.hyps, self.scores, self.pred_proj, self.h, self.c = hyps, scores, pred_proj, h, c
+
+    def best(self) -> tuple[list[int], float]:
+        """``(tokens, log_prob)`` of the best hypothesis in the beam."""
+        k = int(self.scores.argmax())
+        return list(self.hyps[k]), float(self.scores[k])
+
+
+@dataclass
+class RecognitionResult:
+    """What :class:`StreamingRecognizer` returns for one utterance.
+
+    Attributes:
+        language: chosen language (oracle: the given one; lid_free: highest average LID posterior
+            among decoders still running); ``None`` for vanilla decoding without a language.
+        tokens: the chosen hypothesis (unit ids of ``language``; union ids for vanilla/onehot).
+        hyps: per decoder (language name, or ``"union"`` for vanilla without a language): tokens.
+        scores: per decoder: hypothesis log-probability (nats).
+        lid_posteriors: per language: ``P_t(l)`` averaged over the utterance's encoder frames
+            (``None`` without an LID head).
+        decoder_frames: per decoder: encoder frames it processed (``T_{n,l}``).
+        switched_off_at: per decoder: 0-based frame at which it was stopped, or ``None``.
+        num_frames: encoder frames of the utterance (``T_n``).
+        num_input_frames: raw feature frames.
+        audio_seconds: ``num_input_frames * frame_shift``.
+        decode_seconds: wall-clock seconds spent decoding.
+        rtf: real-time factor ``decode_seconds / audio_seconds``.
+    """
+
+    language: str | None
+    tokens: list[int]
+    hyps: dict[str, list[int]]
+    scores: dict[str, float]
+    lid_posteriors: dict[str, float] | None
+    decoder_frames: dict[str, int]
+    switched_off_at: dict[str, int | None]
+    num_frames: int
+    num_input_frames: int
+    audio_seconds: float
+    decode_seconds: float
+    rtf: float
+
+    @property
+    def active_decoders_per_frame(self) -> float:
+        """``sum_l T_{n,l} / T_n`` (see :func:`t_avg`)."""
+        return sum(self.decoder_frames.values()) / self.num_frames
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def t_avg(results: Sequence[RecognitionResult]) -> float:
+    """``T_avg = (1/N) sum_n sum_l T_{n,l} / T_n``: average active decoders per encoder frame.
+
+    The definition used here (the paper's eq. 2 was not available): ``L`` with all decoders running
+    for the whole utterance, 1 when every decoder but one stops immediately.
+
+    Raises:
+        ValueError: no results.
+    """
+    if not results:
+        raise ValueError("t_avg of no results")
+    return sum(r.active_decoders_per_frame for r in results) / len(results)
+
+
+class StreamingRecognizer:
+    """Chunk-by-chunk recognition of one utterance (create one per utterance).
+
+    Args:
+        model: an :class:`RNNT` (put in eval mode by the recognizer's callers; see :func:`recognize`).
+        config: :class:`DecodeConfig` (mode, method, beam, switch-off, stacking).
+        lang: the utterance's language: required in ``oracle`` mode except for vanilla models;
+            ignored in ``lid_free`` mode.
+        stacked_input: the features given to :meth:`accept` are already stacked (skip the stacker).
+
+    Raises:
+        ValueError: ``lid_free`` on a model without an LID head, ``oracle`` without ``lang`` on a
+        model that needs one, bad search options.
+
+    Example::
+
+        rec = StreamingRecognizer(model, DecodeConfig(mode="lid_free", tau=30, s_th=20.0))
+        for chunk in chunks:                  # (n, 80) log-mel frames
+            partial = rec.accept(chunk)       # {lang: tokens so far}
+        result = rec.finalize()
+    """
+
+    def __init__(self, model: RNNT, config: DecodeConfig | None = None, lang=None, stacked_input: bool = False):
+        cfg = config or DecodeConfig()
+        self.model, self.config = model, cfg
+        if cfg.method not in ("greedy", "beam"):
+            raise ValueError(f"method must be greedy or beam, got {cfg.method!r}")
+        if cfg.mode == "lid_free":
+            if not model.has_lid:
+                raise ValueError(f"lid_free decoding needs an LID head (variant multisoftmax_lid), "
+                                 f"this model is {model.config.variant}")
+            names = list(model.languages)
+            self.lang = None
+        elif cfg.mode == "oracle":
+            if lang is None and model.config.variant != "vanilla":
+                raise ValueError(f"oracle decoding with a {model.config.variant} model needs the language")
+            self.lang = None if lang is None else model.lang_name(lang)
+            names = [self.lang or "union"]
+        else:
+            raise ValueError(f"mode must be oracle or lid_free, got {cfg.mode!r}")
+        self.switch_off = cfg.mode == "lid_free" and cfg.tau is not None and cfg.s_th is not None
+        self.names = names
+
+        def make(name):
+            lang_arg = 0 if name == "union" else name
+            if cfg.method == "greedy":
+                return GreedyDecoder(model, lang_arg, cfg.max_symbols_per_frame)
+            return BeamDecoder(model, lang_arg, cfg.beam)
+
+        self.decoders = {n: make(n) for n in names}
+        self.active = {n: True for n in names}
+        self.switched_off_at: dict[str, int | None] = {n: None for n in names}
+        self.stacker = None if stacked_input else FrameStacker(cfg.num_stack, cfg.stack_stride)
+        self.enc_state = None
+        self.num_frames = 0
+        self.num_input_frames = 0
+        self.decode_seconds = 0.0
+        L = len(model.languages)
+        self.s = torch.zeros(L, dtype=torch.float64)  # cumulative LID log-posteriors s_l(t)
+        self.post_sum = torch.zeros(L, dtype=torch.float64)
+        self._finished = False
+
+    @torch.inference_mode()
+    def accept(self, feats: torch.Tensor) -> dict[str, list[int]]:
+        """Feed ``feats (n, D)`` raw frames (or stacked frames); return the partial hypotheses.
+
+        Raises:
+            ValueError: after :meth:`finalize`, or a chunk of the wrong shape.
+        """
+        if self._finished:
+            raise ValueError("this utterance is finalized; create a new StreamingRecognizer")
+        t0 = time.perf_counter()
+        dev = next(self.model.parameters()).device
+        feats = feats.to(dev, torch.float32)
+        self.num_input_frames += feats.size(0)
+        x = self.stacker.accept(feats) if self.stacker is not None else feats
+        if x.dim() != 2 or x.size(1) != self.model.config.input_dim:
+            raise ValueError(f"encoder input must be (n, {self.model.config.input_dim}), got {tuple(x.shape)}")
+        if x.size(0):
+            enc, _, self.enc_state = self.model.encode(x[None], state=self.enc_state, lang=self.lang)
+            enc = enc[0]
+            if self.model.has_lid:
+                logp = torch.log_softmax(self.model.lid_logits(enc), dim=-1).double().cpu()
+                self.post_sum += logp.exp().sum(0)
+            if self.switch_off:
+                for t in range(enc.size(0)):
+                    self.s += logp[t]
+                    self._maybe_switch_off(self.num_frames + t + 1)
+                    for n, d in self.decoders.items():
+                        if self.active[n]:
+                            d.advance(enc[t : t + 1])
+            else:
+                if self.model.has_lid:
+                    self.s += logp.sum(0)
+                for d in self.decoders.values():
+                    d.advance(enc)
+            self.num_frames += enc.size(0)
+        self.decode_seconds += time.perf_counter() - t0
+        return self.partial()
+
+    def _maybe_switch_off(self, t: int) -> None:
+        cfg = self.config
+        if t <= cfg.tau:
+            return
+        s_max = float(self.s.max())
+        for i, n in enumerate(self.names):
+            if self.active[n] and float(self.s[i]) < s_max - cfg.s_th:
+                self.active[n] = False
+                self.switched_off_at[n] = t - 1
+                logger.debug("switch-off: decoder %s stopped at frame %d", n, t - 1)
+
+    def partial(self) -> dict[str, list[int]]:
+        """Current best tokens of every decoder (stopped decoders keep their last hypothesis)."""
+        return {n: d.best()[0] for n, d in self.decoders.items()}
+
+    def finalize(self) -> RecognitionResult:
+        """Finish the utterance and return its :class:`RecognitionResult`.
+
+        Raises:
+            ValueError: the utterance produced no encoder frame (fewer raw frames than ``num_stack``).
+        """
+        if self.num_frames == 0:
+            raise ValueError(
+                f"utterance too short: {self.num_input_frames} input frames give no encoder frame "
+                f"(need >= {self.config.num_stack})"
+            )
+        self._finished = True
+        hyps, scores = {}, {}
+        for n, d in self.decoders.items():
+            hyps[n], scores[n] = d.best()
+        post = None
+        if self.model.has_lid:
+            avg = self.post_sum / self.num_frames
+            post = {k: float(avg[i]) for i, k in enumerate(self.model.languages)}
+        if self.config.mode == "lid_free":
+            running = [n for n in self.names if self.active[n]]
+            language = max(running, key=lambda n: post[n])
+        else:
+            language = self.lang
+        key = language if language is not None else self.names[0]
+        audio = self.num_input_frames * self.config.frame_shift
+        return RecognitionResult(
+            language=language,
+            tokens=hyps[key],
+            hyps=hyps,
+            scores=scores,
+            lid_posteriors=post,
+            decoder_frames={n: d.num_frames for n, d in self.decoders.items()},
+            switched_off_at=dict(self.switched_off_at),
+            num_frames=self.num_frames,
+            num_input_frames=self.num_input_frames,
+            audio_seconds=audio,
+            decode_seconds=self.decode_seconds,
+            rtf=self.decode_seconds / audio if audio > 0 else float("nan"),
+        )
+
+
+def recognize(
+    model: RNNT,
+    feats: torch.Tensor,
+    config: DecodeConfig | None = None,
+    lang=None,
+    stacked_input: bool = False,
+    on_partial=None,
+) -> RecognitionResult:
+    """Decode one utterance ``feats (T, D)``, in chunks of ``config.chunk_frames`` (0: all at once).
+
+    ``on_partial(partial_hyps)`` is called after every chunk if given.  The model is put in eval
+    mode.  See :class:`StreamingRecognizer` for the arguments and errors.
+    """
+    cfg = config or DecodeConfig()
+    model.eval()
+    rec = StreamingRecognizer(model, cfg, lang=lang, stacked_input=stacked_input)
+    step = cfg.chunk_frames if cfg.chunk_frames > 0 else max(1, feats.size(0))
+    for i in range(0, feats.size(0), step):
+        partial = rec.accept(feats[i : i + step])
+        if on_partial is not None:
+            on_partial(partial)
+    return rec.finalize()

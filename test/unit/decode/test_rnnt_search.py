@@ -1,0 +1,282 @@
+"""RNN-T search: scripted joint (greedy by hand, beam vs exhaustive), beam 1 == greedy, streaming
+== full-utterance, LID-free decoding, early switch-off, T_avg."""
+import itertools
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from speechkit.decode.rnnt_search import (
+    BeamDecoder, DecodeConfig, GreedyDecoder, RecognitionResult, StreamingRecognizer, recognize, t_avg,
+)
+from speechkit.models.rnnt import RNNT, RNNTConfig
+
+
+# --------------------------------------------------------------------------------------------
+# A scripted "model": the joint output is a table indexed by (frame t, labels emitted u, last
+# label); the encoder frame carries t, the prediction network carries (u, last label).
+class _ScriptedJoint:
+    def __init__(self, table):
+        self.table = table  # (T, U, V_last, V) log-probs
+
+    def lin_enc(self, enc):
+        return enc
+
+    def lin_pred(self, pred):
+        return pred
+
+    def from_projections(self, e, p):
+        t = e[..., 0].long()
+        u, last = p[..., 0].long(), p[..., 1].long()
+        t, u, last = torch.broadcast_tensors(t, u, last)
+        return self.table[t, u, last]
+
+
+class ScriptedModel(nn.Module):
+    blank = 0
+    has_lid = False
+    languages = ["x"]
+
+    def __init__(self, table):
+        super().__init__()
+        self.dummy = nn.Parameter(torch.zeros(1))
+        self.jn = _ScriptedJoint(table)
+
+    def joint_network(self, lang):
+        return self.jn
+
+    def prediction_step(self, lang, token, state=None):
+        n = token.numel()
+        if state is None:  # start symbol (blank)
+            out = torch.zeros(n, 2)
+        else:
+            out = torch.stack([state[0][0, :, 0] + 1, token.float()], dim=1)
+        h = out[None].clone()
+        return out, (h, h.clone())
+
+
+def frames(T):
+    return torch.arange(T, dtype=torch.float32)[:, None]
+
+
+def test_greedy_on_hand_set_joint():
+    T, U, V = 3, 5, 5
+    logits = torch.zeros(T, U, V, V)
+    logits[..., 0] = 3.0  # blank by default
+    # script: frame 0 emits 2; frame 1 nothing; frame 2 emits 3 then 4
+    logits[0, 0, :, 2] = 6.0
+    logits[2, 1, :, 3] = 6.0
+    logits[2, 2, :, 4] = 6.0
+    lp = torch.log_softmax(logits, -1)
+    m = ScriptedModel(lp)
+    want = {3: [2, 3, 4], 2: [2, 3, 4], 1: [2, 3]}
+    for cap, tokens in want.items():
+        d = GreedyDecoder(m, "x", max_symbols_per_frame=cap)
+        d.advance(frames(T))
+        got, score = d.best()
+        assert got == tokens, cap
+        assert d.num_frames == T
+    # log-prob of the greedy path (cap 3): emit 2, blank | blank | emit 3, emit 4, blank
+    d = GreedyDecoder(m, "x", 3)
+    d.advance(frames(T))
+    hand = lp[0, 0, 0, 2] + lp[0, 1, 2, 0] + lp[1, 1, 2, 0] + lp[2, 1, 2, 3] + lp[2, 2, 3, 4] + lp[2, 3, 4, 0]
+    assert d.best()[1] == pytest.approx(float(hand), abs=1e-5)
+
+
+def exhaustive_one_symbol_per_frame(lp, T):
+    """Label sequence with the highest total probability, summing over every path that emits at
+    most one symbol per frame (what modified beam search computes without pruning)."""
+    V = lp.size(-1)
+    totals = {}
+    for path in itertools.product(range(V), repeat=T):
+        u, last, logp, labels = 0, 0, 0.0, []
+        for t, s in enumerate(path):
+            logp += float(lp[t, u, last, s])
+            if s != 0:
+                u, last = u + 1, s
+                labels.append(s)
+        key = tuple(labels)
+        totals[key] = logp if key not in totals else float(torch.logaddexp(torch.tensor(totals[key]), torch.tensor(logp)))
+    best = max(totals, key=totals.get)
+    return list(best), totals[best]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beam_without_pruning_equals_exhaustive_search(seed):
+    g = torch.Generator().manual_seed(seed)
+    T, V = 4, 3
+    lp = torch.log_softmax(torch.randn(T, T + 1, V, V, generator=g) * 1.5, -1)
+    m = ScriptedModel(lp)
+    d = BeamDecoder(m, "x", beam=V**T)
+    d.advance(frames(T))
+    tokens, score = d.best()
+    want_tokens, want_score = exhaustive_one_symbol_per_frame(lp, T)
+    assert tokens == want_tokens
+    assert score == pytest.approx(want_score, abs=1e-5)
+
+
+def test_beam_finds_better_sequence_than_greedy():
+    # frame 0: blank 0.6 / a 0.4; after "a" frame 1 is sure; after blank frame 1 is split between
+    # blank and b: greedy takes blank (0.6) then at best 0.6*0.5 = 0.3 < 0.4
+    T, V = 2, 3
+    p = torch.full((T, T + 1, V, V), 1e-6)
+    p[0, 0, :, 0], p[0, 0, :, 1] = 0.6, 0.4
+    p[1, 0, :, 0], p[1, 0, :, 2] = 0.5, 0.5
+    p[1, 1, :, 0] = 1.0
+    lp = (p / p.sum(-1, keepdim=True)).log()
+    m = ScriptedModel(lp)
+    g = GreedyDecoder(m, "x", 1)
+    g.advance(frames(T))
+    b = BeamDecoder(m, "x", beam=2)
+    b.advance(frames(T))
+    assert g.best()[0] in ([], [2]) and b.best()[0] == [1]
+    assert math.exp(b.best()[1]) == pytest.approx(0.4, rel=1e-4)
+
+
+# --------------------------------------------------------------------------------------------
+# Real (random, tiny) models.
+VOCAB = {"hi": 9, "ta": 7, "gu": 8}
+RAW_DIM = 10
+
+
+def tiny(variant="multisoftmax_lid", seed=0):
+    torch.manual_seed(seed)
+    return RNNT(RNNTConfig.from_dict({
+        "vocab_sizes": VOCAB, "variant": variant, "input_dim": 8 * RAW_DIM, "encoder_layers": 2,
+        "encoder_hidden": 24, "encoder_proj": 0, "pred_layers": 2, "pred_hidden": 16, "pred_proj": 0,
+        "embed_dim": 8, "joint_dim": 16,
+    })).eval()
+
+
+def feats(T=100, seed=3):
+    return torch.randn(T, RAW_DIM, generator=torch.Generator().manual_seed(seed))
+
+
+def test_beam_width_one_equals_greedy_one_symbol_per_frame():
+    m = tiny("multisoftmax")
+    for lang in VOCAB:
+        g = recognize(m, feats(), DecodeConfig(method="greedy", max_symbols_per_frame=1), lang=lang)
+        b = recognize(m, feats(), DecodeConfig(method="beam", beam=1), lang=lang)
+        assert g.tokens == b.tokens and len(g.tokens) > 0
+        assert g.scores[lang] == pytest.approx(b.scores[lang], abs=1e-4)
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_streaming_chunks_equal_full_utterance(method):
+    m = tiny()
+    x = feats(130)
+    full = recognize(m, x, DecodeConfig(mode="lid_free", method=method, beam=3))
+    assert full.num_frames == (130 - 8) // 3 + 1
+    for chunk in (1, 5, 17):
+        r = recognize(m, x, DecodeConfig(mode="lid_free", method=method, beam=3, chunk_frames=chunk))
+        assert r.hyps == full.hyps and r.language == full.language
+        assert r.decoder_frames == full.decoder_frames and r.num_frames == full.num_frames
+        for k in VOCAB:
+            assert r.lid_posteriors[k] == pytest.approx(full.lid_posteriors[k], abs=1e-6)
+            assert r.scores[k] == pytest.approx(full.scores[k], abs=1e-3)
+
+
+def test_partial_hypotheses_per_chunk():
+    m = tiny()
+    partials = []
+    final = recognize(m, feats(90), DecodeConfig(mode="lid_free", chunk_frames=10), on_partial=partials.append)
+    assert len(partials) == 9
+    assert partials[0]["hi"] == [] or len(partials[0]["hi"]) <= len(final.hyps["hi"])
+    for p in partials:  # greedy partial hypotheses only grow
+        for k in VOCAB:
+            assert final.hyps[k][: len(p[k])] == p[k]
+    assert partials[-1] == final.hyps
+
+
+def test_oracle_equals_lid_free_hypothesis_of_that_language():
+    m = tiny()
+    lf = recognize(m, feats(), DecodeConfig(mode="lid_free"))
+    for lang in VOCAB:
+        o = recognize(m, feats(), DecodeConfig(mode="oracle"), lang=lang)
+        assert o.language == lang and o.tokens == lf.hyps[lang] and list(o.hyps) == [lang]
+    assert lf.language == max(lf.lid_posteriors, key=lf.lid_posteriors.get)
+    assert lf.tokens == lf.hyps[lf.language]
+    assert sum(lf.lid_posteriors.values()) == pytest.approx(1.0)
+
+
+def test_switch_off_with_infinite_threshold_equals_lid_free():
+    m = tiny()
+    plain = recognize(m, feats(), DecodeConfig(mode="lid_free"))
+    never = recognize(m, feats(), DecodeConfig(mode="lid_free", tau=0, s_th=math.inf))
+    assert never.switched_off_at == {k: None for k in VOCAB}
+    assert never.hyps == plain.hyps and never.language == plain.language
+    assert never.decoder_frames == plain.decoder_frames == {k: plain.num_frames for k in VOCAB}
+    assert never.active_decoders_per_frame == 3.0
+
+
+def test_low_posterior_language_switched_off_after_tau():
+    m = tiny()
+    with torch.no_grad():  # LID head: constant posteriors, "ta" far below the others
+        m.lid_head.weight.zero_()
+        m.lid_head.bias.copy_(torch.tensor([0.1, -20.0, 0.0]))
+    tau = 5
+    r = recognize(m, feats(), DecodeConfig(mode="lid_free", tau=tau, s_th=50.0, chunk_frames=7))
+    T = r.num_frames
+    # gap after t frames is ~20t: the first check allowed (t = tau + 1) stops "ta" before frame tau
+    assert r.switched_off_at == {"hi": None, "ta": tau, "gu": None}
+    assert r.decoder_frames == {"hi": T, "ta": tau, "gu": T}
+    assert r.language == "hi"
+    assert r.active_decoders_per_frame == pytest.approx((2 * T + tau) / T)
+    # its hypothesis is what it had after tau frames
+    short = recognize(m, feats()[: 3 * (tau - 1) + 8], DecodeConfig(mode="oracle"), lang="ta")
+    assert short.num_frames == tau and r.hyps["ta"] == short.tokens
+    # a larger tau delays the stop; without switch-off nothing stops
+    assert recognize(m, feats(), DecodeConfig(mode="lid_free", tau=12, s_th=50.0)).decoder_frames["ta"] == 12
+
+
+def _result(num_frames, frames_per_lang):
+    return RecognitionResult(
+        language="hi", tokens=[], hyps={}, scores={}, lid_posteriors=None, decoder_frames=frames_per_lang,
+        switched_off_at={}, num_frames=num_frames, num_input_frames=0, audio_seconds=1.0,
+        decode_seconds=0.1, rtf=0.1,
+    )
+
+
+def test_t_avg_by_hand():
+    rs = [_result(10, {"hi": 10, "ta": 10, "gu": 10}), _result(20, {"hi": 20, "ta": 5, "gu": 5})]
+    # (30/10 + 30/20) / 2 = (3 + 1.5) / 2
+    assert t_avg(rs) == pytest.approx(2.25)
+    with pytest.raises(ValueError):
+        t_avg([])
+
+
+def test_rtf_and_timing_fields():
+    r = recognize(tiny(), feats(100), DecodeConfig(mode="lid_free"))
+    assert r.num_input_frames == 100 and r.audio_seconds == pytest.approx(1.0)
+    assert r.decode_seconds > 0 and r.rtf == pytest.approx(r.decode_seconds / r.audio_seconds)
+    assert set(r.to_dict()) >= {"language", "tokens", "hyps", "lid_posteriors", "decoder_frames", "rtf"}
+
+
+def test_vanilla_and_onehot_oracle():
+    v = tiny("vanilla")
+    r = recognize(v, feats(), DecodeConfig())
+    assert r.language is None and list(r.hyps) == ["union"]
+    assert all(0 < t < v.union_vocab_size for t in r.tokens)
+    o = tiny("onehot")
+    assert recognize(o, feats(), lang="gu").language == "gu"
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="LID head"):
+        StreamingRecognizer(tiny("multisoftmax"), DecodeConfig(mode="lid_free"))
+    with pytest.raises(ValueError, match="needs the language"):
+        StreamingRecognizer(tiny("multisoftmax"), DecodeConfig(mode="oracle"))
+    with pytest.raises(ValueError, match="unknown language"):
+        StreamingRecognizer(tiny("multisoftmax"), DecodeConfig(), lang="en")
+    with pytest.raises(ValueError, match="too short"):
+        recognize(tiny(), feats(7), DecodeConfig(mode="lid_free"))
+    with pytest.raises(ValueError, match="beam"):
+        BeamDecoder(tiny(), "hi", beam=0)
+    rec = StreamingRecognizer(tiny(), DecodeConfig(mode="lid_free"))
+    rec.accept(feats(20))
+    rec.finalize()
+    with pytest.raises(ValueError, match="finalized"):
+        rec.accept(feats(5))
+    with pytest.raises(ValueError, match="encoder input"):
+        StreamingRecognizer(tiny(), DecodeConfig(mode="lid_free")).accept(torch.randn(20, RAW_DIM + 1))
