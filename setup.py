@@ -57,6 +57,7 @@ setup(
         "jiwer",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest", "pytest-timeout"]},
+    # kaldialign: Kaldi's own edit-distance code, the reference of test/unit/scoring/test_wer.py
+    extras_require={"test": ["pytest", "pytest-timeout", "kaldialign"]},
     entry_points={"console_scripts": [f"{cli}=speechkit.bin.{mod}:main" for cli, mod in CLIS.items()]},
 )

@@ -1,0 +1,156 @@
+"""Score ASR hypotheses: Kaldi compute-wer report, sclite trn files, per-language WER and WERR.
+
+    speechkit-score-wer REF HYP [--cer] [--mode present|all|strict] [--json OUT]
+                        [--trn-dir DIR] [--utt2lang F] [--baseline-json F]
+
+REF and HYP are Kaldi 'text' files (<uttid> <transcript>); a HYP line with only the id is an
+empty hypothesis. Prints compute-wer's three lines exactly:
+
+    %WER 12.34 [ 56 / 454, 3 ins, 10 del, 43 sub ]      (+ ' [PARTIAL]' if hypotheses are missing)
+    %SER 50.00 [ 5 / 10 ]
+    Scored 10 sentences, 0 not present in hyp.
+
+with Kaldi's tie-breaking of the edit distance (see speechkit.scoring.wer). --cer scores code
+points with whitespace removed (Kaldi's CER recipes); the lines still read %WER, as
+compute-wer's do on character tokens. With --utt2lang, a per-language table follows (lower-case
+'wer%' so that Kaldi's utils/best_wer.sh only ever picks the overall line), with the word-weighted
+average (pooled errors / pooled reference words, equal to the overall WER) and the unweighted
+mean over languages. With --baseline-json (a JSON this tool wrote), the relative WER reduction
+WERR = 100 * (WER_base - WER) / WER_base, in %, overall and per language.
+
+--json writes every number (full precision) and, next to it (or into --trn-dir), sclite
+ref.trn / hyp.trn ('tok tok ... (uttid)' for the scored utterances; ref.char.trn/hyp.char.trn
+with --cer) and Kaldi-style per_utt (per_utt.char) alignment details.
+
+Errors (exit 1, naming the file): HYP with no line at all; a HYP id that is not in REF (file and
+line); with --mode strict, a REF id without hypothesis; an utterance without a language in
+--utt2lang; no reference word to score.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+from speechkit.scoring.wer import (
+    MODES, check_hyp_ids, kaldi_percent, load_baseline, read_transcripts, score, werr, write_per_utt,
+    write_trn,
+)
+from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.fileio import DataError, atomic_write, read_table
+
+logger = logging.getLogger("speechkit-score-wer")
+
+
+def _fmt(x: float | None, nd: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def _run(args) -> int:
+    setup_logging()
+    unit = "char" if args.cer else "word"
+    refs = read_transcripts(args.ref, "reference")
+    hyps = read_transcripts(args.hyp, "hypothesis")
+    check_hyp_ids(hyps, refs, args.hyp, args.ref)
+    utt2lang = None
+    if args.utt2lang:
+        utt2lang = read_table(args.utt2lang)
+        for lineno, (utt, lang) in enumerate(utt2lang.items(), 1):
+            if len(lang.split()) != 1:
+                raise DataError(f"{args.utt2lang}:{lineno}: expected '<utt> <lang>', got {lang!r}")
+        for lineno, utt in enumerate(refs, 1):
+            if utt not in utt2lang:
+                raise DataError(f"{args.ref}:{lineno}: utterance '{utt}' has no language in {args.utt2lang}")
+    baseline = load_baseline(args.baseline_json) if args.baseline_json else None
+    if baseline is not None and baseline.get("unit", "word") != unit:
+        raise DataError(f"{args.baseline_json}: baseline scored {baseline.get('unit')}s, this run {unit}s "
+                        f"({'drop' if unit == 'word' else 'add'} --cer or use a matching baseline)")
+
+    try:
+        scored = score(refs, hyps, unit=unit, mode=args.mode, utt2lang=utt2lang)
+    except DataError as e:
+        raise DataError(f"{args.hyp}: {e}") from None
+    total = scored.total
+    if scored.absent:
+        shown = " ".join(scored.absent[:10])
+        logger.warning("%d of %d reference utterances have no hypothesis in %s (%s): %s%s",
+                       len(scored.absent), len(refs), args.hyp,
+                       "not scored" if args.mode == "present" else "scored as empty", shown,
+                       " ..." if len(scored.absent) > 10 else "")
+    if total.num_words == 0:
+        raise DataError(f"{args.ref}: the scored references have no {unit}s: error rate undefined")
+
+    lines = total.kaldi_lines()
+    result = {"ref": str(args.ref), "hyp": str(args.hyp), "unit": unit, "mode": args.mode, **total.to_dict(),
+              "absent": scored.absent}
+    if unit == "char":
+        result["cer"] = result["wer"]
+    if scored.per_language is not None:
+        avgs = scored.language_averages()
+        lines.append(f"per-language ({len(scored.per_language)} languages, word-weighted average = pooled):")
+        lines.append(f"  {'lang':<8} {'wer%':>7}  {'err':>6} / {'words':<6}  {'ins':>5} {'del':>5} {'sub':>5}"
+                     f"  {'ser%':>7}  {'sents':>5}  {'absent':>6}")
+        for lang, r in scored.per_language.items():
+            wer = _fmt(kaldi_percent(r.errors, r.num_words) if r.num_words else None)
+            ser = _fmt(kaldi_percent(r.sent_errs, r.num_sent) if r.num_sent else None)
+            lines.append(f"  {lang:<8} {wer:>7}  {r.errors:>6} / {r.num_words:<6}  {r.ins:>5} {r.dels:>5} "
+                         f"{r.subs:>5}  {ser:>7}  {r.num_sent:>5}  {r.num_absent:>6}")
+        lines.append(f"  average wer%: word-weighted {_fmt(avgs['weighted'])}, "
+                     f"unweighted mean over languages {_fmt(avgs['unweighted'])}")
+        result["per_language"] = {lang: r.to_dict() for lang, r in scored.per_language.items()}
+        result["avg_wer_weighted"] = avgs["weighted"]
+        result["avg_wer_unweighted"] = avgs["unweighted"]
+    if baseline is not None:
+        w = werr(baseline["wer"], total.wer)
+        result["baseline"] = str(args.baseline_json)
+        result["werr"] = w
+        lines.append(f"werr: {_fmt(w)} % relative to {args.baseline_json} "
+                     f"(wer% {baseline['wer']:.2f} -> {total.wer:.2f})")
+        if scored.per_language is not None and isinstance(baseline.get("per_language"), dict):
+            per = {}
+            for lang, r in scored.per_language.items():
+                b = baseline["per_language"].get(lang, {})
+                per[lang] = werr(b.get("wer") if isinstance(b, dict) else None, r.wer)
+            result["werr_per_language"] = per
+            lines.append("  werr% per language: " + ", ".join(f"{k} {_fmt(v)}" for k, v in per.items()))
+    print("\n".join(lines))
+
+    trn_dir = Path(args.trn_dir) if args.trn_dir else Path(args.json).parent if args.json else None
+    if trn_dir is not None:
+        trn_dir.mkdir(parents=True, exist_ok=True)
+        sfx = ".char" if unit == "char" else ""
+        write_trn(trn_dir / f"ref{sfx}.trn", ((u, r) for u, (r, _, _) in scored.utts.items()))
+        write_trn(trn_dir / f"hyp{sfx}.trn", ((u, h) for u, (_, h, _) in scored.utts.items()))
+        write_per_utt(trn_dir / f"per_utt{sfx}", scored)
+        result["trn_dir"] = str(trn_dir)
+    if args.json:
+        with atomic_write(args.json) as f:
+            json.dump(result, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = make_parser(__doc__, prog="speechkit-score-wer")
+    parser.add_argument("ref", help="reference Kaldi text file")
+    parser.add_argument("hyp", help="hypothesis Kaldi text file (ids must be in REF)")
+    parser.add_argument("--cer", action="store_true",
+                        help="score characters (code points, whitespace removed) instead of words")
+    parser.add_argument("--mode", choices=MODES, default="present",
+                        help="references without hypothesis: present = not scored (default, as Kaldi's "
+                             "score_kaldi.sh), all = scored as empty, strict = error; both non-strict "
+                             "modes mark the result [PARTIAL]")
+    parser.add_argument("--json", default=None, help="write all numbers here (trn files go next to it)")
+    parser.add_argument("--trn-dir", default=None,
+                        help="write ref.trn/hyp.trn/per_utt here (default: the --json directory; none "
+                             "without either)")
+    parser.add_argument("--utt2lang", default=None, help="utt2lang file: per-language WER and averages")
+    parser.add_argument("--baseline-json", default=None,
+                        help="a --json of an earlier run: print WERR (relative WER reduction, %%)")
+    args = parser.parse_args(argv)
+    return run_main("speechkit-score-wer", lambda: _run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

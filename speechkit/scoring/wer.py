@@ -1,0 +1,389 @@
+"""Word and character error rates, counted exactly as Kaldi's ``compute-wer``.
+
+Edit distance
+    Levenshtein distance with unit costs between the reference and hypothesis token sequences.
+    Several minimum-cost alignments can exist and they can split the same number of errors
+    differently into substitutions, insertions and deletions (ref ``a b``, hyp ``b c``: two
+    substitutions, or one deletion + one insertion). This module reproduces the choice of
+    Kaldi's ``LevenshteinEditDistance`` (``src/util/edit-distance-inl.h``, used by
+    ``compute-wer``): in the dynamic programme over (hypothesis position, reference position) a
+    cell takes the diagonal step (correct/substitution) only when it is *strictly* cheaper than
+    both alternatives, otherwise the deletion when strictly cheaper than the insertion, otherwise
+    the insertion. Ties therefore favour insertion/deletion pairs over substitutions, as sclite's
+    weighted alignment (ins = del = 3, sub = 4) also does. The per-utterance alignment written by
+    :func:`align` is the path those counts come from (Kaldi's own ``LevenshteinAlignment``, used
+    only for its detailed statistics, breaks ties the other way round and can disagree with its
+    own totals). jiwer/rapidfuzz break ties towards substitutions: the total error count and
+    hence the WER always agree with them, the sub/ins/del split only where the minimum-cost split
+    is unique (see the tests).
+
+Report lines (``compute-wer``, byte for byte)::
+
+    %WER 12.34 [ 56 / 454, 3 ins, 10 del, 43 sub ] [PARTIAL]
+    %SER 50.00 [ 5 / 10 ]
+    Scored 10 sentences, 0 not present in hyp.
+
+The percentages are computed as Kaldi does (double division stored in a 32-bit float, printed
+``%.2f``), so even the rounding of the last digit matches.
+
+Missing hypotheses (``mode``, Kaldi's ``--mode``): ``present`` (default, as Kaldi's
+``steps/score_kaldi.sh``) scores only references that have a hypothesis; ``all`` scores a
+missing one as empty (all deletions); ``strict`` makes it an error. Both non-strict modes count
+the missing ones in ``not present in hyp`` and append ``[PARTIAL]``.
+
+Tokens: words are split on whitespace (``str.split``); characters (``unit="char"``) are code
+points with all whitespace removed, as Kaldi's CER recipes score them (Mandarin, e.g. aishell;
+ESPnet instead keeps a ``<space>`` token, so its CERs are not comparable). No other
+normalisation (case, Unicode form) is applied: references and hypotheses are compared as written.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from speechkit.utils.fileio import DataError, atomic_write, read_table
+
+MODES = ("present", "all", "strict")
+EPS = "***"  # the empty side of an insertion/deletion in per-utterance alignments (Kaldi/sclite)
+
+# choices in the dynamic programme
+_DIAG, _DEL, _INS = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class EditCounts:
+    """Edit operations of one alignment (or a sum of them).
+
+    Attributes:
+        ref_len: reference tokens (words or characters).
+        ins / dels / subs: insertions, deletions, substitutions.
+    """
+
+    ref_len: int
+    ins: int
+    dels: int
+    subs: int
+
+    @property
+    def errors(self) -> int:
+        """ins + dels + subs (the Levenshtein distance for one utterance)."""
+        return self.ins + self.dels + self.subs
+
+    @property
+    def correct(self) -> int:
+        """Reference tokens aligned to an identical hypothesis token."""
+        return self.ref_len - self.dels - self.subs
+
+    def __add__(self, other: "EditCounts") -> "EditCounts":
+        return EditCounts(self.ref_len + other.ref_len, self.ins + other.ins, self.dels + other.dels,
+                          self.subs + other.subs)
+
+
+def _dp(ref: Sequence, hyp: Sequence) -> list[bytearray]:
+    """Kaldi's choice in every cell; ``choice[h][r]`` for h = 0..len(hyp), r = 0..len(ref)."""
+    R = len(ref)
+    prev = list(range(R + 1))  # cost of hyp[:0] against ref[:r]: r deletions
+    choice = [bytearray([_DEL]) * (R + 1)]
+    for h in range(1, len(hyp) + 1):
+        tok = hyp[h - 1]
+        cur = [0] * (R + 1)
+        ch = bytearray(R + 1)
+        cur[0] = prev[0] + 1
+        ch[0] = _INS
+        for r in range(1, R + 1):
+            ins = prev[r] + 1
+            dele = cur[r - 1] + 1
+            diag = prev[r - 1] + (tok != ref[r - 1])
+            if diag < ins and diag < dele:
+                cur[r] = diag
+                ch[r] = _DIAG
+            elif dele < ins:
+                cur[r] = dele
+                ch[r] = _DEL
+            else:
+                cur[r] = ins
+                ch[r] = _INS
+        prev = cur
+        choice.append(ch)
+    return choice
+
+
+def align(ref: Sequence[str], hyp: Sequence[str]) -> list[tuple[str | None, str | None]]:
+    """Kaldi-tie-broken minimum-edit alignment as ``(ref_token, hyp_token)`` pairs.
+
+    ``None`` on the reference side is an insertion, on the hypothesis side a deletion; equal
+    tokens are correct, different ones a substitution. Its counts equal :func:`edit_counts`.
+    O(len(ref) * len(hyp)) time and memory.
+    """
+    choice = _dp(ref, hyp)
+    out: list[tuple[str | None, str | None]] = []
+    h, r = len(hyp), len(ref)
+    while h or r:
+        c = choice[h][r] if h else _DEL
+        if c == _DIAG:
+            out.append((ref[r - 1], hyp[h - 1]))
+            h, r = h - 1, r - 1
+        elif c == _DEL:
+            out.append((ref[r - 1], None))
+            r -= 1
+        else:
+            out.append((None, hyp[h - 1]))
+            h -= 1
+    out.reverse()
+    return out
+
+
+def counts_of(alignment: Iterable[tuple[str | None, str | None]]) -> EditCounts:
+    """Count the operations of an alignment from :func:`align`."""
+    n = ins = dels = subs = 0
+    for a, b in alignment:
+        if a is None:
+            ins += 1
+            continue
+        n += 1
+        if b is None:
+            dels += 1
+        elif a != b:
+            subs += 1
+    return EditCounts(n, ins, dels, subs)
+
+
+def edit_counts(ref: Sequence[str], hyp: Sequence[str]) -> EditCounts:
+    """Insertions, deletions and substitutions of ``hyp`` against ``ref`` as Kaldi counts them."""
+    if not hyp or not ref:
+        return EditCounts(len(ref), len(hyp), len(ref), 0)
+    return counts_of(align(ref, hyp))
+
+
+def kaldi_percent(num: int, den: int) -> float:
+    """``100 * num / den`` rounded to a 32-bit float as compute-wer does (inf/nan for den = 0)."""
+    if den == 0:
+        return math.inf if num else math.nan
+    return float(np.float32(100.0 * num / den))
+
+
+def tokenize(text: str, unit: str = "word") -> list[str]:
+    """Words (whitespace split) or characters (code points, whitespace removed) of ``text``."""
+    if unit == "word":
+        return text.split()
+    if unit == "char":
+        return [c for c in text if not c.isspace()]
+    raise ValueError(f"unit must be 'word' or 'char', got {unit!r}")
+
+
+@dataclass
+class WerResult:
+    """compute-wer's totals over a set of utterances.
+
+    Attributes:
+        num_words: reference tokens scored; ins/dels/subs: edit counts;
+        num_sent: utterances scored; sent_errs: of those, hypotheses differing from the reference;
+        num_absent: references without a hypothesis (not scored in ``present`` mode, scored as
+            empty in ``all`` mode).
+    """
+
+    num_words: int = 0
+    ins: int = 0
+    dels: int = 0
+    subs: int = 0
+    num_sent: int = 0
+    sent_errs: int = 0
+    num_absent: int = 0
+
+    @property
+    def errors(self) -> int:
+        return self.ins + self.dels + self.subs
+
+    @property
+    def wer(self) -> float | None:
+        """Error rate in percent (full double precision); None without reference tokens."""
+        return 100.0 * self.errors / self.num_words if self.num_words else None
+
+    @property
+    def ser(self) -> float | None:
+        """Sentence error rate in percent; None when no sentence was scored."""
+        return 100.0 * self.sent_errs / self.num_sent if self.num_sent else None
+
+    @property
+    def partial(self) -> bool:
+        return self.num_absent > 0
+
+    def add(self, c: EditCounts, sentence_wrong: bool) -> None:
+        self.num_words += c.ref_len
+        self.ins += c.ins
+        self.dels += c.dels
+        self.subs += c.subs
+        self.num_sent += 1
+        self.sent_errs += int(sentence_wrong)
+
+    def kaldi_lines(self) -> list[str]:
+        """The three lines compute-wer prints (see the module docstring)."""
+        wer = kaldi_percent(self.errors, self.num_words)
+        ser = kaldi_percent(self.sent_errs, self.num_sent)
+        return [
+            f"%WER {wer:.2f} [ {self.errors} / {self.num_words}, {self.ins} ins, {self.dels} del, "
+            f"{self.subs} sub ]{' [PARTIAL]' if self.partial else ''}",
+            f"%SER {ser:.2f} [ {self.sent_errs} / {self.num_sent} ]",
+            f"Scored {self.num_sent} sentences, {self.num_absent} not present in hyp.",
+        ]
+
+    def to_dict(self) -> dict:
+        """JSON-ready totals plus ``wer``, ``ser`` (percent, None if undefined), ``errors``, ``partial``."""
+        return {**asdict(self), "errors": self.errors, "wer": self.wer, "ser": self.ser, "partial": self.partial}
+
+
+@dataclass
+class Scored:
+    """Everything :func:`score` computed.
+
+    Attributes:
+        total: totals over every scored utterance.
+        utts: scored utterance id -> (reference tokens, hypothesis tokens, counts), in reference order.
+        absent: reference ids without a hypothesis.
+        per_language: language -> totals of its utterances (when ``utt2lang`` was given).
+    """
+
+    total: WerResult
+    utts: dict[str, tuple[list[str], list[str], EditCounts]]
+    absent: list[str]
+    per_language: dict[str, WerResult] | None = None
+
+    def language_averages(self) -> dict[str, float | None]:
+        """``weighted``: errors / reference tokens pooled over the languages (the word-weighted
+        average, equal to the overall WER); ``unweighted``: mean of the per-language WERs (each
+        language counts once). None when undefined."""
+        if not self.per_language:
+            return {"weighted": None, "unweighted": None}
+        errs = sum(r.errors for r in self.per_language.values())
+        words = sum(r.num_words for r in self.per_language.values())
+        wers = [r.wer for r in self.per_language.values()]
+        return {"weighted": 100.0 * errs / words if words else None,
+                "unweighted": (sum(wers) / len(wers)) if all(w is not None for w in wers) else None}
+
+
+def score(refs: Mapping[str, str], hyps: Mapping[str, str], *, unit: str = "word", mode: str = "present",
+          utt2lang: Mapping[str, str] | None = None) -> Scored:
+    """Score hypotheses against references (both utterance id -> transcript).
+
+    Args:
+        refs, hyps: transcripts; every hypothesis id must be a reference id.
+        unit: ``word`` or ``char`` (see :func:`tokenize`).
+        mode: ``present``, ``all`` or ``strict`` (module docstring).
+        utt2lang: optional utterance -> language, for per-language totals; must cover every
+            scored utterance.
+
+    Raises:
+        ValueError: bad ``unit``/``mode``, a hypothesis id that is not a reference, an
+            utterance missing from ``utt2lang``.
+        DataError: ``strict`` mode and a reference without hypothesis.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    extra = [u for u in hyps if u not in refs]
+    if extra:
+        raise ValueError(f"{len(extra)} hypothesis ids are not in the reference, e.g. '{extra[0]}'")
+    total = WerResult()
+    per_lang: dict[str, WerResult] | None = {} if utt2lang is not None else None
+    utts: dict[str, tuple[list[str], list[str], EditCounts]] = {}
+    absent: list[str] = []
+    for utt, ref_text in refs.items():
+        if utt not in hyps:
+            if mode == "strict":
+                raise DataError(f"no hypothesis for utterance '{utt}' (mode strict)")
+            absent.append(utt)
+            if mode == "present":
+                continue
+        ref = tokenize(ref_text, unit)
+        hyp = tokenize(hyps.get(utt, ""), unit)
+        c = edit_counts(ref, hyp)
+        utts[utt] = (ref, hyp, c)
+        total.add(c, ref != hyp)
+        if per_lang is not None:
+            if utt not in utt2lang:
+                raise ValueError(f"utterance '{utt}' has no language in utt2lang")
+            per_lang.setdefault(utt2lang[utt], WerResult()).add(c, ref != hyp)
+    total.num_absent = len(absent)
+    if per_lang is not None and utt2lang is not None:
+        for utt in absent:
+            lang = utt2lang.get(utt)
+            if lang is not None:
+                per_lang.setdefault(lang, WerResult()).num_absent += 1
+        per_lang = {k: per_lang[k] for k in sorted(per_lang, key=lambda s: s.encode("utf-8"))}
+    return Scored(total, utts, absent, per_lang)
+
+
+def werr(baseline: float | None, new: float | None) -> float | None:
+    """Relative WER reduction in percent: ``100 * (baseline - new) / baseline`` (positive = better).
+
+    None when either is undefined or the baseline is 0.
+    """
+    if baseline is None or new is None or baseline == 0:
+        return None
+    return 100.0 * (baseline - new) / baseline
+
+
+# ---------------------------------------------------------------------------------- files
+def read_transcripts(path: str | os.PathLike, what: str = "transcript") -> dict[str, str]:
+    """Read a Kaldi ``text`` file; a line with only the id is an empty transcript.
+
+    Raises:
+        FileNotFoundError: no such file.
+        DataError: the file has no line at all (names it and ``what``), an empty line or a
+            duplicate id (names file and line).
+    """
+    table = read_table(path, allow_empty_value=True)
+    if not table:
+        raise DataError(f"{path}: empty {what} file (no utterances)")
+    return table
+
+
+def check_hyp_ids(hyps: Mapping[str, str], refs: Mapping[str, str], hyp_path, ref_path) -> None:
+    """Raise DataError naming ``hyp_path:line`` for the first hypothesis id not in the reference."""
+    for lineno, utt in enumerate(hyps, 1):  # read_table: one entry per line, in file order
+        if utt not in refs:
+            raise DataError(f"{hyp_path}:{lineno}: utterance '{utt}' is not in the reference {ref_path}")
+
+
+def write_trn(path: str | os.PathLike, items: Iterable[tuple[str, Sequence[str]]]) -> None:
+    """Write sclite ``trn`` lines ``tok tok ... (uttid)`` atomically."""
+    with atomic_write(path) as f:
+        for utt, toks in items:
+            f.write(" ".join([*toks, f"({utt})"]) + "\n")
+
+
+def write_per_utt(path: str | os.PathLike, scored: Scored) -> None:
+    """Kaldi ``per_utt``-style details: ``ref``/``hyp``/``op`` (C S I D) lines and ``#csid`` counts.
+
+    The alignment is the Kaldi-tie-broken one whose counts the totals use; ``***`` marks the
+    empty side of insertions and deletions.
+    """
+    with atomic_write(path) as f:
+        for utt, (ref, hyp, c) in scored.utts.items():
+            ali = align(ref, hyp)
+            f.write(f"{utt} ref " + " ".join(EPS if a is None else a for a, _ in ali) + "\n")
+            f.write(f"{utt} hyp " + " ".join(EPS if b is None else b for _, b in ali) + "\n")
+            ops = ["I" if a is None else "D" if b is None else "C" if a == b else "S" for a, b in ali]
+            f.write(f"{utt} op " + " ".join(ops) + "\n")
+            f.write(f"{utt} #csid {c.correct} {c.subs} {c.ins} {c.dels}\n")
+
+
+def load_baseline(path: str | os.PathLike) -> dict:
+    """Read a JSON written by ``speechkit-score-wer --json``; needs ``wer`` (number).
+
+    Raises:
+        FileNotFoundError, DataError (not JSON, or ``wer`` missing / not a number).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("wer"), (int, float)):
+        raise DataError(f"{path}: no numeric 'wer' key (expected a speechkit-score-wer --json file)")
+    return data

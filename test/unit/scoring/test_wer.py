@@ -1,0 +1,261 @@
+"""WER scoring: hand-worked cases, Kaldi's exact lines and tie-breaking, cross-checks with jiwer
+(and Kaldi's own code through kaldialign), per-language averages, WERR, CLI errors."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from speechkit.bin.score_wer import main
+from speechkit.scoring.wer import (
+    EditCounts, WerResult, align, counts_of, edit_counts, kaldi_percent, score, tokenize, werr,
+)
+from speechkit.utils.fileio import DataError
+
+
+def optimal_triples(ref, hyp) -> set[tuple[int, int, int]]:
+    """Brute force: every (ins, del, sub) of every minimum-cost alignment (independent reference)."""
+    R, H = len(ref), len(hyp)
+    cost = [[r + h if r == 0 or h == 0 else 0 for h in range(H + 1)] for r in range(R + 1)]
+    for r in range(1, R + 1):
+        for h in range(1, H + 1):
+            cost[r][h] = min(cost[r - 1][h - 1] + (ref[r - 1] != hyp[h - 1]), cost[r - 1][h] + 1, cost[r][h - 1] + 1)
+    sets = [[set() for _ in range(H + 1)] for _ in range(R + 1)]
+    sets[0][0] = {(0, 0, 0)}
+    for r in range(R + 1):
+        for h in range(H + 1):
+            if r == h == 0:
+                continue
+            s = set()
+            if r and h and cost[r - 1][h - 1] + (ref[r - 1] != hyp[h - 1]) == cost[r][h]:
+                s |= {(i, d, x + (ref[r - 1] != hyp[h - 1])) for i, d, x in sets[r - 1][h - 1]}
+            if r and cost[r - 1][h] + 1 == cost[r][h]:
+                s |= {(i, d + 1, x) for i, d, x in sets[r - 1][h]}
+            if h and cost[r][h - 1] + 1 == cost[r][h]:
+                s |= {(i + 1, d, x) for i, d, x in sets[r][h - 1]}
+            sets[r][h] = s
+    return sets[R][H]
+
+
+def _random_pairs(n, seed, vocab="abcde", max_len=9):
+    rng = random.Random(seed)
+    for _ in range(n):
+        v = vocab[: rng.randint(1, len(vocab))]
+        yield ([rng.choice(v) for _ in range(rng.randint(0, max_len))],
+               [rng.choice(v) for _ in range(rng.randint(0, max_len))])
+
+
+# ----------------------------------------------------------------------------- hand-worked
+@pytest.mark.parametrize("ref, hyp, expect", [
+    ("", "a b c", (0, 3, 0, 0)),              # empty reference: all insertions
+    ("a b c", "", (3, 0, 3, 0)),              # empty hypothesis: all deletions
+    ("a b c", "a b c", (3, 0, 0, 0)),
+    ("a b c d", "a x c", (4, 0, 1, 1)),       # one sub, one del
+    ("a b c", "a s x c", (3, 1, 0, 1)),       # kaldialign's README example
+    ("a b", "b c", (2, 1, 1, 0)),             # tie: Kaldi takes del + ins, not two subs
+    ("the cat sat", "a cat sat on", (3, 1, 0, 1)),
+])
+def test_hand_worked_counts(ref, hyp, expect):
+    c = edit_counts(ref.split(), hyp.split())
+    assert (c.ref_len, c.ins, c.dels, c.subs) == expect
+
+
+def test_alignment_matches_counts():
+    ali = align("a b c d".split(), "a x c e f".split())
+    assert ali == [("a", "a"), ("b", "x"), ("c", "c"), ("d", "e"), (None, "f")]
+    for ref, hyp in _random_pairs(500, seed=5):
+        ali = align(ref, hyp)
+        assert [a for a, _ in ali if a is not None] == ref and [b for _, b in ali if b is not None] == hyp
+        assert counts_of(ali) == edit_counts(ref, hyp)
+
+
+# ----------------------------------------------------------------------------- cross-checks
+def test_cross_check_with_jiwer():
+    """Same error totals and WER as jiwer on every random pair; the same sub/ins/del split wherever
+    the minimum-cost split is unique. Where several splits are optimal, jiwer (rapidfuzz's
+    backtrace) and Kaldi (its forward tie rule) may pick different ones: both must be optimal."""
+    jiwer = pytest.importorskip("jiwer")
+    n_unique = n_tie = n_tie_differs = 0
+    for ref, hyp in _random_pairs(3000, seed=0):
+        if not ref:
+            continue  # jiwer refuses an empty reference
+        ours = edit_counts(ref, hyp)
+        out = jiwer.process_words(" ".join(ref), " ".join(hyp) if hyp else "")
+        theirs = (out.insertions, out.deletions, out.substitutions)
+        assert ours.errors == sum(theirs)
+        assert abs(100.0 * ours.errors / ours.ref_len - 100.0 * out.wer) < 1e-9
+        opt = optimal_triples(ref, hyp)
+        assert (ours.ins, ours.dels, ours.subs) in opt and theirs in opt
+        if len(opt) == 1:
+            n_unique += 1
+            assert (ours.ins, ours.dels, ours.subs) == theirs
+        else:
+            n_tie += 1
+            n_tie_differs += (ours.ins, ours.dels, ours.subs) != theirs
+    assert n_unique > 2000 and n_tie > 100 and n_tie_differs > 0  # the test exercised both kinds
+
+
+def test_cross_check_corpus_level_with_jiwer():
+    """Corpus WER over realistic sentences (large vocabulary, random edits) equals jiwer's."""
+    jiwer = pytest.importorskip("jiwer")
+    rng = random.Random(1)
+    vocab = [f"w{i}" for i in range(300)]
+    refs, hyps = {}, {}
+    for k in range(200):
+        ref = [rng.choice(vocab) for _ in range(rng.randint(1, 25))]
+        hyp = []
+        for w in ref:
+            p = rng.random()
+            if p < 0.08:
+                continue
+            hyp.append(rng.choice(vocab) if p < 0.2 else w)
+            if rng.random() < 0.05:
+                hyp.append(rng.choice(vocab))
+        refs[f"u{k:03d}"], hyps[f"u{k:03d}"] = " ".join(ref), " ".join(hyp)
+    res = score(refs, hyps).total
+    out = jiwer.process_words(list(refs.values()), [hyps[k] for k in refs])
+    assert res.errors == out.insertions + out.deletions + out.substitutions
+    assert abs(res.wer - 100.0 * out.wer) < 1e-9
+
+
+def test_cross_check_with_kaldi_code():
+    """kaldialign wraps Kaldi's own edit-distance code: identical ins/del/sub on every pair."""
+    kaldialign = pytest.importorskip("kaldialign")
+    for ref, hyp in _random_pairs(3000, seed=2):
+        ours = edit_counts(ref, hyp)
+        k = kaldialign.edit_distance(ref, hyp)
+        assert (ours.ins, ours.dels, ours.subs) == (k["ins"], k["del"], k["sub"]), (ref, hyp)
+
+
+# ----------------------------------------------------------------------------- Kaldi lines
+def test_kaldi_lines_exact():
+    r = WerResult(num_words=454, ins=3, dels=10, subs=43, num_sent=10, sent_errs=5)
+    assert r.kaldi_lines() == [
+        "%WER 12.33 [ 56 / 454, 3 ins, 10 del, 43 sub ]",
+        "%SER 50.00 [ 5 / 10 ]",
+        "Scored 10 sentences, 0 not present in hyp.",
+    ]
+    r.num_absent = 2
+    assert r.kaldi_lines()[0].endswith(" sub ] [PARTIAL]")
+    assert r.kaldi_lines()[2] == "Scored 10 sentences, 2 not present in hyp."
+
+
+def test_percent_rounds_like_kaldi_float():
+    # 100 * 1462 / 1491 = 98.05499... in double but 98.05500 in a 32-bit float: Kaldi prints 98.06
+    assert f"{100.0 * 1462 / 1491:.2f}" == "98.05"
+    assert f"{kaldi_percent(1462, 1491):.2f}" == "98.06"
+    assert kaldi_percent(1, 8) == 12.5
+
+
+def test_modes_and_partial():
+    refs = {"u1": "a b c", "u2": "d e", "u3": "f"}
+    hyps = {"u1": "a b c", "u3": "g"}
+    present = score(refs, hyps, mode="present")
+    assert present.absent == ["u2"] and list(present.utts) == ["u1", "u3"]
+    assert present.total.kaldi_lines() == ["%WER 25.00 [ 1 / 4, 0 ins, 0 del, 1 sub ] [PARTIAL]",
+                                           "%SER 50.00 [ 1 / 2 ]", "Scored 2 sentences, 1 not present in hyp."]
+    full = score(refs, hyps, mode="all")
+    assert full.total.kaldi_lines() == ["%WER 50.00 [ 3 / 6, 0 ins, 2 del, 1 sub ] [PARTIAL]",
+                                        "%SER 66.67 [ 2 / 3 ]", "Scored 3 sentences, 1 not present in hyp."]
+    with pytest.raises(DataError, match="no hypothesis for utterance 'u2'"):
+        score(refs, hyps, mode="strict")
+
+
+def test_cer_tokens():
+    assert tokenize("ab  c", "char") == ["a", "b", "c"]
+    assert tokenize("नमस्ते जी", "char") == list("नमस्तेजी")
+    s = score({"u": "ab cd"}, {"u": "abc d"}, unit="char")
+    assert s.total.errors == 0 and s.total.num_words == 4
+
+
+def test_per_language_by_hand():
+    refs = {"hi_1": "a b c d", "hi_2": "e f", "ml_1": "g h i j k l", "ml_2": "m n"}
+    hyps = {"hi_1": "a x c d", "hi_2": "e f", "ml_1": "g h i", "ml_2": "m n o"}
+    u2l = {"hi_1": "hi", "hi_2": "hi", "ml_1": "ml", "ml_2": "ml"}
+    s = score(refs, hyps, utt2lang=u2l)
+    hi, ml = s.per_language["hi"], s.per_language["ml"]
+    assert (hi.errors, hi.num_words) == (1, 6) and (ml.errors, ml.num_words) == (4, 8)
+    avg = s.language_averages()
+    assert avg["weighted"] == pytest.approx(100 * 5 / 14) == s.total.wer
+    assert avg["unweighted"] == pytest.approx((100 / 6 + 50) / 2)
+
+
+def test_werr():
+    assert werr(20.0, 15.0) == pytest.approx(25.0)
+    assert werr(20.0, 25.0) == pytest.approx(-25.0)
+    assert werr(0.0, 1.0) is None and werr(None, 1.0) is None
+
+
+def test_edit_counts_add():
+    assert EditCounts(3, 1, 0, 1) + EditCounts(2, 0, 1, 0) == EditCounts(5, 1, 1, 1)
+
+
+# ----------------------------------------------------------------------------- CLI
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "ref").write_text("hi_1 a b c d\nhi_2 x y\nml_1 p q r\nml_2\nml_3 s t\n", "utf-8")
+    (tmp_path / "hyp").write_text("hi_1 a b x d e\nhi_2\nml_1 p q r\nml_2 z\n", "utf-8")
+    (tmp_path / "utt2lang").write_text("hi_1 hi\nhi_2 hi\nml_1 ml\nml_2 ml\nml_3 ml\n", "utf-8")
+    return tmp_path
+
+
+def test_cli_output_json_and_trn(files, capsys):
+    out = files / "exp" / "wer.json"
+    rc = main([str(files / "ref"), str(files / "hyp"), "--json", str(out), "--utt2lang", str(files / "utt2lang")])
+    assert rc == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["%WER 55.56 [ 5 / 9, 2 ins, 2 del, 1 sub ] [PARTIAL]", "%SER 75.00 [ 3 / 4 ]",
+                         "Scored 4 sentences, 1 not present in hyp."]
+    assert sum("WER " in line for line in lines) == 1  # best_wer.sh sees only the overall line
+    assert any(line.split()[:2] == ["hi", "66.67"] for line in lines)
+    assert any(line.split()[:2] == ["ml", "33.33"] for line in lines)
+    res = json.loads(out.read_text("utf-8"))
+    assert res["errors"] == 5 and res["num_words"] == 9 and res["absent"] == ["ml_3"]
+    assert res["per_language"]["hi"]["wer"] == pytest.approx(400 / 6)
+    assert res["avg_wer_weighted"] == pytest.approx(500 / 9)
+    assert res["avg_wer_unweighted"] == pytest.approx((400 / 6 + 100 / 3) / 2)
+    assert (files / "exp" / "ref.trn").read_text("utf-8") == "a b c d (hi_1)\nx y (hi_2)\np q r (ml_1)\n(ml_2)\n"
+    assert (files / "exp" / "hyp.trn").read_text("utf-8") == "a b x d e (hi_1)\n(hi_2)\np q r (ml_1)\nz (ml_2)\n"
+    per_utt = (files / "exp" / "per_utt").read_text("utf-8").splitlines()
+    assert per_utt[:4] == ["hi_1 ref a b c d ***", "hi_1 hyp a b x d e", "hi_1 op C C S C I", "hi_1 #csid 3 1 1 0"]
+
+    # WERR against that run: all mode adds 2 deletions -> 7/11
+    rc = main([str(files / "ref"), str(files / "hyp"), "--mode", "all", "--baseline-json", str(out),
+               "--json", str(files / "b" / "wer.json"), "--utt2lang", str(files / "utt2lang")])
+    assert rc == 0
+    res2 = json.loads((files / "b" / "wer.json").read_text("utf-8"))
+    assert res2["werr"] == pytest.approx(100 * (5 / 9 - 7 / 11) / (5 / 9))
+    assert res2["werr_per_language"]["hi"] == pytest.approx(0.0)
+    assert "werr: -14.55 %" in capsys.readouterr().out
+
+
+def test_cli_cer(files, capsys):
+    assert main([str(files / "ref"), str(files / "hyp"), "--cer", "--trn-dir", str(files / "t")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "%WER 55.56 [ 5 / 9, 2 ins, 2 del, 1 sub ] [PARTIAL]"
+    assert (files / "t" / "ref.char.trn").is_file() and not (files / "t" / "ref.trn").exists()
+
+
+def test_cli_errors(files, capsys):
+    ref, hyp = str(files / "ref"), files / "hyp"
+    hyp.write_text("hi_1 a\nzz_9 b\n", "utf-8")
+    assert main([ref, str(hyp)]) == 1
+    assert f"{hyp}:2: utterance 'zz_9' is not in the reference" in capsys.readouterr().err
+    hyp.write_text("", "utf-8")
+    assert main([ref, str(hyp)]) == 1
+    assert f"{hyp}: empty hypothesis file" in capsys.readouterr().err
+    hyp.write_text("hi_1 a b c d\n", "utf-8")
+    assert main([ref, str(hyp), "--mode", "strict"]) == 1
+    assert "no hypothesis for utterance 'hi_2'" in capsys.readouterr().err
+    (files / "u2l").write_text("hi_1 hi\n", "utf-8")
+    assert main([ref, str(hyp), "--utt2lang", str(files / "u2l")]) == 1
+    assert f"{ref}:2: utterance 'hi_2' has no language" in capsys.readouterr().err
+    (files / "b.json").write_text(json.dumps({"wer": 10.0, "unit": "char"}), "utf-8")
+    assert main([ref, str(hyp), "--baseline-json", str(files / "b.json")]) == 1
+    assert "baseline scored chars" in capsys.readouterr().err
+
+
+def test_cli_hyp_line_with_only_id_is_empty_hypothesis(files, capsys):
+    (files / "hyp").write_text("hi_1\n", "utf-8")
+    assert main([str(files / "ref"), str(files / "hyp")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "%WER 100.00 [ 4 / 4, 0 ins, 4 del, 0 sub ] [PARTIAL]"
