@@ -47,6 +47,7 @@ setup(
         "kaldi-native-fbank>=1.20",
         "sentencepiece",
         "librosa>=0.10",
+        "soxr",  # resampling (also a librosa dependency); speechkit.data.corpora.mini
         "pyyaml",
         "tqdm",
         "soundfile",
