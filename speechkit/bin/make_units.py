@@ -28,11 +28,9 @@ import logging
 import sys
 from pathlib import Path
 
-from tqdm import tqdm
-
 from speechkit.text.units import (
     BPE_MODEL, LANGUAGES_TXT, UNIT_TYPES, UNITS_TXT, MultilingualUnits, UnitInventory, UnkStats,
-    check_language_id,
+    check_language_id, encode_transcripts,
 )
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table
@@ -80,10 +78,7 @@ def encode_report(text: dict[str, str], units, utt2lang: dict[str, str] | None, 
     invs = units.inventories if isinstance(units, MultilingualUnits) else {"all": units}
     for inv in invs.values():
         inv.reset_stats()
-    for utt, t in tqdm(text.items(), desc=f"encode {name}", unit="utt", disable=len(text) < 5000,
-                       file=sys.stderr):
-        inv = invs[utt2lang[utt]] if utt2lang is not None else units
-        inv.encode_checked(t, key=utt)
+    encode_transcripts(text, units, utt2lang)
     out = {}
     for lang, inv in invs.items():
         st: UnkStats = inv.reset_stats()

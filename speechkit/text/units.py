@@ -616,6 +616,50 @@ class MultilingualUnits:
         return mu
 
 
+def encode_transcripts(text: Mapping[str, str], units: UnitInventory | MultilingualUnits,
+                       utt2lang: Mapping[str, str] | None = None, target: str = "lang",
+                       ) -> tuple[dict[str, list[int]], dict[str, str]]:
+    """Encode a Kaldi ``text`` table for training or scoring, skipping what cannot be learnt.
+
+    Args:
+        text: utterance -> transcript.
+        units: one inventory, or a multilingual set (then ``utt2lang`` is required).
+        utt2lang: utterance -> language (multilingual only).
+        target: ``lang`` (ids of the utterance's language) or ``union`` (union ids).
+
+    Returns:
+        ``(ids, skipped)``: utterance -> unit ids for the usable transcripts, and utterance ->
+        reason for the refused ones (see :meth:`UnitInventory.encode_checked`). OOV counts
+        accumulate in each inventory's :attr:`UnitInventory.stats`.
+
+    Raises:
+        ValueError: multilingual ``units`` without ``utt2lang``, an utterance without language,
+            or a language not in ``units`` (the message names the utterance).
+    """
+    ids: dict[str, list[int]] = {}
+    skipped: dict[str, str] = {}
+    for utt, t in text.items():
+        if isinstance(units, MultilingualUnits):
+            if utt2lang is None or utt not in utt2lang:
+                raise ValueError(f"utterance '{utt}' has no language (utt2lang)")
+            lang = utt2lang[utt]
+            if lang not in units.inventories:
+                raise ValueError(f"utterance '{utt}': unknown language '{lang}' "
+                                 f"(known: {' '.join(units.languages)})")
+            x, reason = units.inventories[lang].encode_checked(t, key=utt)
+            if x is not None and target == "union":
+                x = units.map_to_union(x, lang)
+            elif target not in ("lang", "union"):
+                raise ValueError(f"target must be 'lang' or 'union', got {target!r}")
+        else:
+            x, reason = units.encode_checked(t, key=utt)
+        if x is None:
+            skipped[utt] = reason
+        else:
+            ids[utt] = x
+    return ids, skipped
+
+
 def load_units(path: str | os.PathLike) -> UnitInventory | MultilingualUnits:
     """Load what ``speechkit-make-units`` wrote: a single inventory (``units.txt`` there, or
     ``path`` is the file) or a multilingual set (``languages.txt`` there)."""

@@ -7,7 +7,8 @@ import unicodedata
 import pytest
 
 from speechkit.text.units import (
-    BLANK, SPACE, UNK, WB_UNK, MultilingualUnits, UnitInventory, load_units, normalize_text,
+    BLANK, SPACE, UNK, WB_UNK, MultilingualUnits, UnitInventory, encode_transcripts, load_units,
+    normalize_text,
 )
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.fileio import DataError
@@ -235,3 +236,20 @@ def test_multilingual_union_mapping(tmp_path, unit_type):
     (tmp_path / "units" / "hi" / "to_union.int").write_text("0 0\n1 2\n", encoding="utf-8")
     with pytest.raises(DataError, match="to_union.int"):
         load_units(tmp_path / "units")
+
+
+def test_encode_transcripts():
+    mu = MultilingualUnits.build({"hi": HI, "ml": ML}, "char_wb")
+    text = {"a": HI[0], "b": ML[0], "c": "qqq", "d": ""}
+    u2l = {"a": "hi", "b": "ml", "c": "ml", "d": "hi"}
+    ids, skipped = encode_transcripts(text, mu, u2l, target="union")
+    assert set(ids) == {"a", "b"} and set(skipped) == {"c", "d"}
+    assert mu.decode(ids["b"]) == ML[0] and ids["b"] == mu.union.encode(ML[0])
+    assert mu["ml"].stats.num_oov == 3 and mu["ml"].stats.num_skipped == 1
+    with pytest.raises(ValueError, match="utterance 'x': unknown language 'ta'"):
+        encode_transcripts({"x": "a"}, mu, {"x": "ta"})
+    with pytest.raises(ValueError, match="has no language"):
+        encode_transcripts({"x": "a"}, mu)
+    single = UnitInventory.build(HI, "char")
+    ids, skipped = encode_transcripts({"a": HI[1], "b": "zz"}, single)
+    assert single.decode(ids["a"]) == HI[1] and "b" in skipped
