@@ -1,0 +1,923 @@
+"""Feature frontends: waveform -> ``(frames, dim)`` float32 feature matrix.
+
+A frontend is built from a YAML dict with a ``type:`` key and that type's parameters
+(``conf/mfcc.yaml``, ``conf/logmel.yaml``, ``conf/spectrogram.yaml``, ``conf/fbank.yaml``,
+``conf/world.yaml``)::
+
+    fe = build_frontend(load_frontend_conf("conf/mfcc.yaml"), source="conf/mfcc.yaml")
+    feats = fe(samples)                   # samples: float32 (N,) at fe.sample_rate Hz
+    fe.dim, fe.frame_shift, fe.frame_length   # 39, 0.01 s, 0.025 s
+
+==============  ==============================================================  ==========  =====
+type            what                                                            reference   dim
+==============  ==============================================================  ==========  =====
+``mfcc``        13 MFCC + delta + delta-delta, librosa's definition, in torch    librosa     39
+``logmel``      log mel spectrogram (natural log), in torch                      librosa     80
+``spectrogram`` linear magnitude STFT ``|X|`` (optionally log), in torch         librosa     257
+``fbank``       Kaldi ``compute-fbank-feats`` via ``kaldi_native_fbank``         Kaldi       80
+``kaldi_mfcc``  Kaldi ``compute-mfcc-feats`` (+ ``add-deltas``) via the same     Kaldi       13/39
+``world``       WORLD mel-cepstrum, interpolated log-F0, V/UV, coded aperiodicity pyworld    42+
+==============  ==============================================================  ==========  =====
+
+The three torch frontends share one STFT convention (librosa's): frames are centred
+(``center=True``, the signal padded with ``n_fft // 2`` zeros each side), so an ``N``-sample
+input gives ``1 + N // hop_length`` frames and frame ``t`` is centred on sample ``t * hop_length``;
+with the default hop of 160 samples MFCC, log-mel and spectrogram frames line up one to one.
+``compute_batch`` zero-pads a batch and runs one batched STFT; the result is identical (up to
+float rounding) to calling the frontend on each signal, because centre padding is zeros anyway.
+
+Unknown keys, wrong types and bad values raise :class:`~speechkit.utils.cli.ConfigError` naming
+the key and the config file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import importlib
+import logging
+import math
+import os
+import re
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import yaml
+
+from speechkit.features.delta import kaldi_delta, savgol_delta
+from speechkit.utils.cli import ConfigError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "Frontend", "build_frontend", "load_frontend_conf", "frontend_from_file", "register_frontend",
+    "MfccConfig", "LogMelConfig", "SpectrogramConfig", "FbankConfig", "KaldiMfccConfig",
+    "MfccFrontend", "LogMelFrontend", "SpectrogramFrontend", "FbankFrontend", "KaldiMfccFrontend",
+    "mel_filterbank", "dct_matrix", "hz_to_mel", "mel_to_hz", "FRONTENDS",
+]
+
+# ----------------------------------------------------------------------------- registry / config
+
+#: type name -> Frontend subclass (``world`` registers itself when speechkit.features.world loads).
+FRONTENDS: dict[str, type["Frontend"]] = {}
+# types whose module is imported on first use (pyworld/pysptk are slow to import)
+_LAZY_TYPES = {"world": "speechkit.features.world"}
+
+
+def register_frontend(cls: type["Frontend"]) -> type["Frontend"]:
+    """Class decorator: register a :class:`Frontend` subclass under ``cls.name``."""
+    FRONTENDS[cls.name] = cls
+    return cls
+
+
+_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin is typing.Union:
+        return " | ".join(_type_name(a) for a in typing.get_args(tp))
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
+    """Check ``value`` against annotation ``tp``; return it (ints widened to float where declared)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key, where)
+            except ConfigError as e:
+                errors.append(e)
+        raise ConfigError(f"{where}: key '{key}' must be {_type_name(tp)}, got {type(value).__name__} ({value!r})")
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices or isinstance(value, bool) != any(isinstance(c, bool) for c in choices):
+            raise ConfigError(f"{where}: key '{key}' must be one of {', '.join(repr(c) for c in choices)}, "
+                              f"got {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: key '{key}' must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: key '{key}' must be an integer, got {type(value).__name__} ({value!r})")
+        return value
+    if tp is float:
+        # PyYAML reads ``1e-10`` (no dot) as a string; accept number-shaped strings for floats.
+        if isinstance(value, str) and _FLOAT_RE.match(value.strip()):
+            return float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: key '{key}' must be a number, got {type(value).__name__} ({value!r})")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: key '{key}' must be a string, got {type(value).__name__} ({value!r})")
+        return value
+    raise TypeError(f"unsupported config annotation {tp!r} for '{key}'")  # pragma: no cover (a bug)
+
+
+def parse_config(schema: type, conf: dict, where: str) -> Any:
+    """Build dataclass ``schema`` from dict ``conf``, checking every key and type.
+
+    Raises:
+        ConfigError: unknown key (with a did-you-mean hint), wrong type, or (from the dataclass's
+            ``__post_init__``) a bad value; the message starts with ``where`` and names the key.
+    """
+    hints = typing.get_type_hints(schema)
+    fields = {f.name: f for f in dataclasses.fields(schema) if f.init}
+    kwargs = {}
+    for key, value in conf.items():
+        if key == "type":
+            continue
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(sorted(fields))})"
+            raise ConfigError(f"{where}: unknown key '{key}' for frontend type '{schema.type_name}'{hint}")
+        kwargs[key] = _coerce(value, hints[key], key, where)
+    obj = schema(**kwargs)
+    obj.check(where)
+    return obj
+
+
+def _require(cond: bool, where: str, key: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{where}: key '{key}' {msg}")
+
+
+@dataclass
+class FrontendConfig:
+    """Fields shared by every frontend."""
+
+    type_name: ClassVar[str] = "?"
+    #: sample rate in Hz the audio must have (wav.scp entries at another rate are an error, no resampling).
+    sample_rate: int = 16000
+
+    def check(self, where: str) -> None:
+        """Validate values (types are already checked); raise ConfigError naming the key."""
+        _require(self.sample_rate > 0, where, "sample_rate", f"must be positive (Hz), got {self.sample_rate}")
+
+    def to_dict(self) -> dict:
+        """The resolved config, ``type`` first (what ``feats.yaml`` stores)."""
+        return {"type": self.type_name, **dataclasses.asdict(self)}
+
+
+def load_frontend_conf(path: str | os.PathLike) -> dict:
+    """Read a frontend YAML file into a dict (``yaml.safe_load``).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ConfigError: not valid YAML, or not a mapping with a ``type`` key.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        conf = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(conf, dict):
+        raise ConfigError(f"{path}: must be a mapping of keys to values, got {type(conf).__name__}")
+    return conf
+
+
+def build_frontend(conf: dict, source: str = "<config>") -> "Frontend":
+    """Build the frontend described by ``conf`` (a dict with ``type`` and that type's keys).
+
+    Args:
+        conf: e.g. ``{"type": "mfcc", "n_mfcc": 13}``; missing keys take the documented defaults.
+        source: the file ``conf`` came from, for error messages.
+
+    Raises:
+        ConfigError: missing/unknown ``type``, unknown key, wrong type or bad value (names the key
+            and ``source``).
+    """
+    if not isinstance(conf, dict):
+        raise ConfigError(f"{source}: frontend config must be a mapping, got {type(conf).__name__}")
+    if "type" not in conf:
+        raise ConfigError(f"{source}: missing key 'type' (one of {', '.join(sorted(_known_types()))})")
+    typ = conf["type"]
+    if typ in _LAZY_TYPES and typ not in FRONTENDS:
+        importlib.import_module(_LAZY_TYPES[typ])
+    if typ not in FRONTENDS:
+        close = difflib.get_close_matches(str(typ), _known_types(), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"{source}: key 'type': unknown frontend {typ!r}{hint}; "
+                          f"known: {', '.join(sorted(_known_types()))}")
+    cls = FRONTENDS[typ]
+    return cls(parse_config(cls.Config, conf, source))
+
+
+def frontend_from_file(path: str | os.PathLike, overrides: dict | None = None) -> "Frontend":
+    """:func:`load_frontend_conf` + ``overrides`` (key -> value) + :func:`build_frontend`."""
+    conf = load_frontend_conf(path)
+    conf.update(overrides or {})
+    return build_frontend(conf, source=str(path))
+
+
+def _known_types() -> list[str]:
+    return sorted(set(FRONTENDS) | set(_LAZY_TYPES))
+
+
+# ----------------------------------------------------------------------------- base class
+
+
+def as_samples(samples: Any) -> np.ndarray:
+    """Check and convert a waveform to a 1-D float32 numpy array.
+
+    Raises:
+        ValueError: not 1-D, empty, or containing NaN/inf.
+    """
+    x = samples.detach().cpu().numpy() if isinstance(samples, torch.Tensor) else np.asarray(samples)
+    if x.ndim != 1:
+        raise ValueError(f"samples must be a 1-D array (num_samples,), got shape {x.shape}")
+    if x.shape[0] == 0:
+        raise ValueError("samples are empty")
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if not np.isfinite(x).all():
+        raise ValueError("samples contain NaN or infinity")
+    return x
+
+
+class Frontend:
+    """A feature extractor. Subclasses set ``name``, ``Config`` and implement :meth:`compute`.
+
+    Attributes:
+        config: the parsed config dataclass.
+        sample_rate: input sample rate (Hz).
+        frame_shift: seconds between frames.
+        frame_length: seconds of audio per frame (analysis window).
+        dim: feature dimension.
+    """
+
+    name: ClassVar[str] = "?"
+    Config: ClassVar[type[FrontendConfig]] = FrontendConfig
+
+    def __init__(self, config: FrontendConfig):
+        self.config = config
+
+    @property
+    def sample_rate(self) -> int:
+        return self.config.sample_rate
+
+    @property
+    def frame_shift(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def frame_length(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def dim(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def num_frames(self, num_samples: int) -> int:  # pragma: no cover - abstract
+        """Frames produced for a ``num_samples``-sample input."""
+        raise NotImplementedError
+
+    def compute(self, samples: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, samples: np.ndarray) -> np.ndarray:
+        """Features of one waveform.
+
+        Args:
+            samples: float32 ``(N,)`` in [-1, 1] at :attr:`sample_rate` Hz.
+
+        Returns:
+            float32 ``(num_frames(N), dim)``.
+
+        Raises:
+            ValueError: input not 1-D, empty, non-finite, or too short to give one frame.
+        """
+        return self.compute(as_samples(samples))
+
+    def compute_batch(self, batch: list[np.ndarray]) -> list[np.ndarray]:
+        """Features of several waveforms; same result as calling the frontend on each."""
+        return [self(x) for x in batch]
+
+    def to_dict(self) -> dict:
+        """The resolved config (``type`` + every parameter), loadable by :func:`build_frontend`."""
+        return self.config.to_dict()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.to_dict()})"
+
+
+# ----------------------------------------------------------------------------- mel / DCT helpers
+
+
+def hz_to_mel(f: np.ndarray | float, htk: bool = False) -> np.ndarray:
+    """Hz -> mel. ``htk``: ``2595 log10(1 + f/700)``; else Slaney's Auditory Toolbox scale
+    (linear ``f / (200/3)`` below 1 kHz, logarithmic above, step ``ln(6.4)/27``), as librosa."""
+    f = np.asarray(f, dtype=np.float64)
+    if htk:
+        return 2595.0 * np.log10(1.0 + f / 700.0)
+    f_sp = 200.0 / 3
+    min_log_hz, logstep = 1000.0, math.log(6.4) / 27.0
+    min_log_mel = min_log_hz / f_sp
+    return np.where(f >= min_log_hz, min_log_mel + np.log(np.maximum(f, 1e-300) / min_log_hz) / logstep, f / f_sp)
+
+
+def mel_to_hz(m: np.ndarray | float, htk: bool = False) -> np.ndarray:
+    """Inverse of :func:`hz_to_mel`."""
+    m = np.asarray(m, dtype=np.float64)
+    if htk:
+        return 700.0 * (10.0 ** (m / 2595.0) - 1.0)
+    f_sp = 200.0 / 3
+    min_log_hz, logstep = 1000.0, math.log(6.4) / 27.0
+    min_log_mel = min_log_hz / f_sp
+    return np.where(m >= min_log_mel, min_log_hz * np.exp(logstep * (m - min_log_mel)), f_sp * m)
+
+
+@functools.lru_cache(maxsize=32)
+def mel_filterbank(sr: int, n_fft: int, n_mels: int, fmin: float = 0.0, fmax: float | None = None,
+                   htk: bool = False, norm: str | None = "slaney") -> np.ndarray:
+    """Triangular mel filters, ``(n_mels, 1 + n_fft // 2)`` float32 -- ``librosa.filters.mel``'s.
+
+    ``n_mels + 2`` points equally spaced on the mel scale between ``fmin`` and ``fmax`` (Hz,
+    default ``sr / 2``) are the corners of the triangles, evaluated at the FFT bin frequencies
+    ``k * sr / n_fft``; ``norm="slaney"`` scales filter ``i`` by ``2 / (f[i+2] - f[i])`` (equal
+    area), ``None`` leaves peaks at 1.
+    """
+    fmax = sr / 2.0 if fmax is None else fmax
+    fft_freqs = np.linspace(0, sr / 2.0, 1 + n_fft // 2)
+    mel_f = mel_to_hz(np.linspace(hz_to_mel(fmin, htk), hz_to_mel(fmax, htk), n_mels + 2), htk)
+    fdiff = np.diff(mel_f)
+    ramps = mel_f[:, None] - fft_freqs[None, :]
+    lower = -ramps[:-2] / fdiff[:-1, None]
+    upper = ramps[2:] / fdiff[1:, None]
+    weights = np.maximum(0.0, np.minimum(lower, upper))
+    if norm == "slaney":
+        weights *= (2.0 / (mel_f[2:] - mel_f[:-2]))[:, None]
+    elif norm is not None:  # pragma: no cover - guarded by the config Literal
+        raise ValueError(f"mel norm must be 'slaney' or None, got {norm!r}")
+    if np.any(weights.max(axis=1) == 0):
+        logger.warning("mel filterbank (sr=%d, n_fft=%d, n_mels=%d): some filters are empty; "
+                       "use fewer mels or a larger n_fft", sr, n_fft, n_mels)
+    return weights.astype(np.float32)
+
+
+@functools.lru_cache(maxsize=8)
+def dct_matrix(n_in: int, n_out: int) -> np.ndarray:
+    """Orthonormal DCT-II, ``(n_out, n_in)``: ``C[k, n] = s_k cos(pi k (2n + 1) / (2 n_in))`` with
+    ``s_0 = sqrt(1/n_in)``, ``s_k = sqrt(2/n_in)`` (``scipy.fft.dct(type=2, norm="ortho")``)."""
+    n = np.arange(n_in)
+    k = np.arange(n_out)[:, None]
+    c = np.cos(np.pi * k * (2 * n + 1) / (2.0 * n_in)) * math.sqrt(2.0 / n_in)
+    c[0] /= math.sqrt(2.0)
+    return c
+
+
+# ----------------------------------------------------------------------------- torch STFT frontends
+
+_WINDOWS = {
+    "hann": torch.hann_window,
+    "hamming": torch.hamming_window,
+    "blackman": torch.blackman_window,
+    "boxcar": lambda n, periodic=True, dtype=torch.float32: torch.ones(n, dtype=dtype),
+}
+WindowName = Literal["hann", "hamming", "blackman", "boxcar"]
+
+
+@dataclass
+class StftConfig(FrontendConfig):
+    """STFT parameters shared by mfcc/logmel/spectrogram (names and meaning as ``librosa.stft``)."""
+
+    #: FFT size in samples (400 = 25 ms at 16 kHz).
+    n_fft: int = 400
+    #: hop between frames in samples (160 = 10 ms at 16 kHz).
+    hop_length: int = 160
+    #: analysis window length in samples, <= n_fft (zero-padded to n_fft, centred); null = n_fft.
+    win_length: Optional[int] = None
+    #: window function (periodic, as scipy.signal.get_window(..., fftbins=True)).
+    window: WindowName = "hann"
+    #: centre frames on t * hop_length by padding n_fft // 2 samples each side.
+    center: bool = True
+    #: how to pad when center is true: zeros (librosa >= 0.10 default) or reflection.
+    pad_mode: Literal["constant", "reflect"] = "constant"
+
+    def check(self, where: str) -> None:
+        super().check(where)
+        _require(self.n_fft > 0, where, "n_fft", f"must be positive, got {self.n_fft}")
+        _require(self.hop_length > 0, where, "hop_length", f"must be positive, got {self.hop_length}")
+        if self.win_length is not None:
+            _require(0 < self.win_length <= self.n_fft, where, "win_length",
+                     f"must be in 1..n_fft ({self.n_fft}), got {self.win_length}")
+
+    @property
+    def window_length(self) -> int:
+        return self.n_fft if self.win_length is None else self.win_length
+
+
+class StftFrontend(Frontend):
+    """Base for the torch frontends: batched, centred power/magnitude STFT."""
+
+    Config = StftConfig
+    config: StftConfig
+
+    def __init__(self, config: StftConfig):
+        super().__init__(config)
+        self._window = _WINDOWS[config.window](config.window_length, periodic=True, dtype=torch.float32)
+
+    @property
+    def frame_shift(self) -> float:
+        return self.config.hop_length / self.config.sample_rate
+
+    @property
+    def frame_length(self) -> float:
+        return self.config.window_length / self.config.sample_rate
+
+    def num_frames(self, num_samples: int) -> int:
+        c = self.config
+        n = num_samples + (2 * (c.n_fft // 2) if c.center else 0)
+        return 0 if n < c.n_fft else 1 + (n - c.n_fft) // c.hop_length
+
+    def stft_params(self) -> dict:
+        """``n_fft, hop_length, win_length, window, center`` -- what an inverse STFT / Griffin-Lim needs."""
+        c = self.config
+        return {"n_fft": c.n_fft, "hop_length": c.hop_length, "win_length": c.window_length,
+                "window": c.window, "center": c.center}
+
+    def _power(self, batch: list[np.ndarray], power: float) -> tuple[torch.Tensor, list[int]]:
+        """``|STFT|^power`` of a zero-padded batch: ``(B, T_max, 1 + n_fft // 2)`` and frames per item."""
+        c = self.config
+        lengths = [self.num_frames(len(x)) for x in batch]
+        for x, n in zip(batch, lengths):
+            if n == 0:
+                raise ValueError(f"{len(x)} samples is shorter than one frame (n_fft={c.n_fft}, center=false)")
+        xs = [torch.from_numpy(x) for x in batch]
+        if c.center:
+            p = c.n_fft // 2
+            if c.pad_mode == "reflect":
+                short = [len(x) for x in xs if len(x) <= p]
+                if short:
+                    raise ValueError(f"{short[0]} samples is too short for reflect padding of {p} samples")
+                xs = [F.pad(x[None, None], (p, p), mode="reflect")[0, 0] for x in xs]
+            else:
+                xs = [F.pad(x, (p, p)) for x in xs]
+        if len(xs) == 1:
+            wav = xs[0][None]
+        else:
+            wav = torch.nn.utils.rnn.pad_sequence(xs, batch_first=True)
+        spec = torch.stft(wav, c.n_fft, c.hop_length, c.window_length, self._window, center=False,
+                          return_complex=True)  # (B, F, T)
+        spec = torch.view_as_real(spec.transpose(1, 2))  # (B, T, F, 2)
+        pw = spec.pow(2).sum(-1)
+        if power == 1.0:
+            pw = pw.sqrt_()
+        elif power != 2.0:
+            pw = pw.pow_(power / 2.0)
+        return pw[:, : max(lengths)], lengths
+
+
+@dataclass
+class MfccConfig(StftConfig):
+    """``type: mfcc`` -- librosa MFCC + librosa deltas (see :class:`MfccFrontend`)."""
+
+    type_name: ClassVar[str] = "mfcc"
+    #: number of cepstral coefficients kept (c0 included).
+    n_mfcc: int = 13
+    #: mel bands before the DCT (librosa.feature.mfcc's default 128).
+    n_mels: int = 128
+    #: lowest / highest mel band edge in Hz (null fmax = sample_rate / 2).
+    fmin: float = 0.0
+    fmax: Optional[float] = None
+    #: HTK mel scale instead of Slaney's.
+    htk: bool = False
+    #: mel filter normalisation: 'slaney' (equal area) or null (peak 1).
+    mel_norm: Optional[Literal["slaney"]] = "slaney"
+    #: exponent of the magnitude spectrum (2 = power).
+    power: float = 2.0
+    #: power_to_db floor (amin) and dynamic range (top_db, dB below the utterance maximum; null = none).
+    amin: float = 1e-10
+    top_db: Optional[float] = 80.0
+    #: cepstral liftering coefficient (librosa's `lifter`; 0 = none).
+    lifter: float = 0.0
+    #: append delta (1) or delta + delta-delta (2) features, librosa.feature.delta style; 0 = none.
+    delta_order: int = 2
+    #: delta window in frames (odd, >= 3).
+    delta_width: int = 9
+
+    def check(self, where: str) -> None:
+        super().check(where)
+        nyq = self.sample_rate / 2
+        _require(self.n_mels > 0, where, "n_mels", f"must be positive, got {self.n_mels}")
+        _require(0 < self.n_mfcc <= self.n_mels, where, "n_mfcc", f"must be in 1..n_mels ({self.n_mels}), got {self.n_mfcc}")
+        _require(0 <= self.fmin < (self.fmax or nyq), where, "fmin", f"must be in [0, fmax), got {self.fmin}")
+        if self.fmax is not None:
+            _require(0 < self.fmax <= nyq, where, "fmax", f"must be in (0, sample_rate/2 = {nyq:g}] Hz, got {self.fmax}")
+        _require(self.power > 0, where, "power", f"must be positive, got {self.power}")
+        _require(self.amin > 0, where, "amin", f"must be positive, got {self.amin}")
+        if self.top_db is not None:
+            _require(self.top_db >= 0, where, "top_db", f"must be >= 0 or null, got {self.top_db}")
+        _require(self.lifter >= 0, where, "lifter", f"must be >= 0, got {self.lifter}")
+        _require(self.delta_order in (0, 1, 2), where, "delta_order", f"must be 0, 1 or 2, got {self.delta_order}")
+        _require(self.delta_width >= 3 and self.delta_width % 2 == 1, where, "delta_width",
+                 f"must be an odd integer >= 3, got {self.delta_width}")
+
+
+@register_frontend
+class MfccFrontend(StftFrontend):
+    """MFCC (+ deltas) with librosa's numerics, computed in torch.
+
+    With the defaults in ``conf/mfcc.yaml`` the output is, to float32 rounding,
+    ``np.concatenate([m, librosa.feature.delta(m, width=9, order=1), librosa.feature.delta(m,
+    width=9, order=2)]).T`` where::
+
+        m = librosa.feature.mfcc(y=y, sr=16000, n_mfcc=13, n_fft=400, hop_length=160,
+                                 win_length=None, window="hann", center=True, pad_mode="constant",
+                                 power=2.0, n_mels=128, fmin=0.0, fmax=None, htk=False,
+                                 mel_norm="slaney", dct_type=2, norm="ortho", lifter=0)
+
+    i.e. power spectrogram -> Slaney mel filterbank -> ``power_to_db(S, ref=1.0, amin=1e-10,
+    top_db=80.0)`` (``10 log10(max(S, amin))``, then floored at the utterance's maximum minus
+    ``top_db``) -> orthonormal DCT-II, first ``n_mfcc`` -> Savitzky-Golay deltas
+    (:func:`~speechkit.features.delta.savgol_delta`). This is the feature of Tjandra et al.
+    (ZeroSpeech 2019/2020, who used librosa): 13 MFCC + delta + delta-delta, 25 ms / 10 ms.
+    Tested against librosa to ``|ours - librosa| <= 2e-3 + 1e-4 |librosa|``.
+
+    Unlike librosa, utterances shorter than ``delta_width`` frames are accepted (see
+    :func:`~speechkit.features.delta.savgol_delta`). Output: ``(1 + N // hop_length,
+    n_mfcc * (1 + delta_order))`` float32.
+    """
+
+    name = "mfcc"
+    Config = MfccConfig
+    config: MfccConfig
+
+    def __init__(self, config: MfccConfig):
+        super().__init__(config)
+        c = config
+        self._mel = torch.from_numpy(mel_filterbank(c.sample_rate, c.n_fft, c.n_mels, c.fmin, c.fmax, c.htk, c.mel_norm)).T.contiguous()
+        self._dct = torch.from_numpy(dct_matrix(c.n_mels, c.n_mfcc).astype(np.float32)).T.contiguous()
+        if c.lifter > 0:
+            lift = 1 + (c.lifter / 2) * np.sin(np.pi * np.arange(1, 1 + c.n_mfcc) / c.lifter)
+            self._dct = self._dct * torch.from_numpy(lift.astype(np.float32))[None, :]
+
+    @property
+    def dim(self) -> int:
+        return self.config.n_mfcc * (1 + self.config.delta_order)
+
+    def compute(self, samples: np.ndarray) -> np.ndarray:
+        return self._batch([samples])[0]
+
+    def compute_batch(self, batch: list[np.ndarray]) -> list[np.ndarray]:
+        return self._batch([as_samples(x) for x in batch]) if batch else []
+
+    def _batch(self, batch: list[np.ndarray]) -> list[np.ndarray]:
+        c = self.config
+        pw, lengths = self._power(batch, c.power)
+        db = (pw @ self._mel).clamp_(min=c.amin).log10_().mul_(10.0)  # (B, T, n_mels)
+        if c.top_db is not None:
+            for i, n in enumerate(lengths):  # floor per utterance, over its valid frames only
+                peak = db[i, :n].max()
+                db[i, :n].clamp_(min=float(peak) - c.top_db)
+        ceps = db @ self._dct  # (B, T, n_mfcc)
+        out = []
+        for i, n in enumerate(lengths):
+            m = ceps[i, :n]
+            parts = [m] + [savgol_delta(m, c.delta_width, k) for k in range(1, c.delta_order + 1)]
+            out.append(torch.cat(parts, dim=1).numpy() if len(parts) > 1 else m.contiguous().numpy())
+        return out
+
+
+@dataclass
+class LogMelConfig(StftConfig):
+    """``type: logmel`` -- natural-log mel spectrogram (see :class:`LogMelFrontend`)."""
+
+    type_name: ClassVar[str] = "logmel"
+    #: number of mel bands.
+    n_mels: int = 80
+    fmin: float = 0.0
+    fmax: Optional[float] = None
+    htk: bool = False
+    mel_norm: Optional[Literal["slaney"]] = "slaney"
+    #: exponent of the magnitude spectrum (2 = power mel spectrogram, 1 = magnitude).
+    power: float = 2.0
+    #: log(max(mel, floor)).
+    floor: float = 1e-10
+
+    def check(self, where: str) -> None:
+        super().check(where)
+        nyq = self.sample_rate / 2
+        _require(self.n_mels > 0, where, "n_mels", f"must be positive, got {self.n_mels}")
+        _require(0 <= self.fmin < (self.fmax or nyq), where, "fmin", f"must be in [0, fmax), got {self.fmin}")
+        if self.fmax is not None:
+            _require(0 < self.fmax <= nyq, where, "fmax", f"must be in (0, sample_rate/2 = {nyq:g}] Hz, got {self.fmax}")
+        _require(self.power > 0, where, "power", f"must be positive, got {self.power}")
+        _require(self.floor > 0, where, "floor", f"must be positive, got {self.floor}")
+
+
+@register_frontend
+class LogMelFrontend(StftFrontend):
+    """Log mel spectrogram: ``log(max(librosa.feature.melspectrogram(...), floor))``.
+
+    Defaults (``conf/logmel.yaml``): 80 Slaney-normalised mel bands 0-8 kHz over a 400-point
+    (25 ms) Hann-windowed power STFT every 160 samples (10 ms), centred with zero padding,
+    natural log floored at 1e-10 -- the 80-dim log-mel of Joshi et al. (2021, section 5).
+    Output ``(1 + N // hop_length, n_mels)`` float32.
+    """
+
+    name = "logmel"
+    Config = LogMelConfig
+    config: LogMelConfig
+
+    def __init__(self, config: LogMelConfig):
+        super().__init__(config)
+        c = config
+        self._mel = torch.from_numpy(mel_filterbank(c.sample_rate, c.n_fft, c.n_mels, c.fmin, c.fmax, c.htk, c.mel_norm)).T.contiguous()
+
+    @property
+    def dim(self) -> int:
+        return self.config.n_mels
+
+    def compute(self, samples: np.ndarray) -> np.ndarray:
+        return self._batch([samples])[0]
+
+    def compute_batch(self, batch: list[np.ndarray]) -> list[np.ndarray]:
+        return self._batch([as_samples(x) for x in batch]) if batch else []
+
+    def _batch(self, batch: list[np.ndarray]) -> list[np.ndarray]:
+        pw, lengths = self._power(batch, self.config.power)
+        logmel = (pw @ self._mel).clamp_(min=self.config.floor).log_()
+        return [logmel[i, :n].contiguous().numpy() for i, n in enumerate(lengths)]
+
+
+@dataclass
+class SpectrogramConfig(StftConfig):
+    """``type: spectrogram`` -- linear magnitude STFT (see :class:`SpectrogramFrontend`)."""
+
+    type_name: ClassVar[str] = "spectrogram"
+    n_fft: int = 512
+    hop_length: int = 160
+    win_length: Optional[int] = 400
+    #: output log(max(|X|, log_floor)) instead of |X|.
+    log: bool = False
+    log_floor: float = 1e-5
+
+    def check(self, where: str) -> None:
+        super().check(where)
+        _require(self.log_floor > 0, where, "log_floor", f"must be positive, got {self.log_floor}")
+
+
+@register_frontend
+class SpectrogramFrontend(StftFrontend):
+    """Linear magnitude spectrogram ``|STFT|`` -- the codebook inverter's target.
+
+    Defaults (``conf/spectrogram.yaml``): 16 kHz, ``n_fft=512`` (257 bins, 31.25 Hz apart),
+    400-sample (25 ms) periodic Hann window, hop 160 (10 ms, so frames align with the MFCC
+    frames), centred with zero padding; ``np.abs(librosa.stft(y, n_fft=512, hop_length=160,
+    win_length=400, window="hann", center=True, pad_mode="constant")).T``. With ``log: true``
+    the output is ``log(max(|X|, log_floor))``. :meth:`stft_params` gives what Griffin-Lim needs
+    to invert it. Output ``(1 + N // hop_length, 1 + n_fft // 2)`` float32.
+    """
+
+    name = "spectrogram"
+    Config = SpectrogramConfig
+    config: SpectrogramConfig
+
+    @property
+    def dim(self) -> int:
+        return 1 + self.config.n_fft // 2
+
+    def compute(self, samples: np.ndarray) -> np.ndarray:
+        return self._batch([samples])[0]
+
+    def compute_batch(self, batch: list[np.ndarray]) -> list[np.ndarray]:
+        return self._batch([as_samples(x) for x in batch]) if batch else []
+
+    def _batch(self, batch: list[np.ndarray]) -> list[np.ndarray]:
+        mag, lengths = self._power(batch, 1.0)
+        if self.config.log:
+            mag = mag.clamp_(min=self.config.log_floor).log_()
+        return [mag[i, :n].contiguous().numpy() for i, n in enumerate(lengths)]
+
+
+# ----------------------------------------------------------------------------- Kaldi (kaldi-native-fbank)
+
+
+@dataclass
+class KaldiFrameConfig(FrontendConfig):
+    """Kaldi's ``FrameExtractionOptions`` (same names, ``--frame-length`` in ms etc.)."""
+
+    #: window length and shift in milliseconds.
+    frame_length_ms: float = 25.0
+    frame_shift_ms: float = 10.0
+    #: Gaussian dither amount (Kaldi's default is 1.0; 0 here so that outputs are reproducible).
+    dither: float = 0.0
+    preemph_coeff: float = 0.97
+    remove_dc_offset: bool = True
+    window_type: Literal["povey", "hamming", "hanning", "rectangular", "blackman", "sine"] = "povey"
+    round_to_power_of_two: bool = True
+    blackman_coeff: float = 0.42
+    #: true: only frames that fit entirely in the signal (1 + (N - len) // shift of them).
+    snip_edges: bool = True
+    #: mel bank edges in Hz; high_freq <= 0 means Nyquist + high_freq.
+    low_freq: float = 20.0
+    high_freq: float = 0.0
+    #: multiply [-1, 1] samples by this before analysis (32768: the int16 scale Kaldi reads WAV in).
+    scale: float = 32768.0
+
+    def check(self, where: str) -> None:
+        super().check(where)
+        _require(self.frame_length_ms > 0, where, "frame_length_ms", f"must be positive, got {self.frame_length_ms}")
+        _require(self.frame_shift_ms > 0, where, "frame_shift_ms", f"must be positive, got {self.frame_shift_ms}")
+        _require(self.dither >= 0, where, "dither", f"must be >= 0, got {self.dither}")
+        nyq = self.sample_rate / 2
+        high = self.high_freq if self.high_freq > 0 else nyq + self.high_freq
+        _require(0 <= self.low_freq < high <= nyq, where, "high_freq" if self.high_freq else "low_freq",
+                 f"must satisfy 0 <= low_freq < high_freq <= {nyq:g} Hz (low {self.low_freq}, high {high})")
+        _require(self.scale > 0, where, "scale", f"must be positive, got {self.scale}")
+        if self.dither > 0:
+            logger.warning("dither=%g: features are random and not reproducible run to run", self.dither)
+
+    def apply(self, opts: Any) -> None:
+        fo = opts.frame_opts
+        fo.samp_freq = float(self.sample_rate)
+        fo.frame_length_ms = self.frame_length_ms
+        fo.frame_shift_ms = self.frame_shift_ms
+        fo.dither = self.dither
+        fo.preemph_coeff = self.preemph_coeff
+        fo.remove_dc_offset = self.remove_dc_offset
+        fo.window_type = self.window_type
+        fo.round_to_power_of_two = self.round_to_power_of_two
+        fo.blackman_coeff = self.blackman_coeff
+        fo.snip_edges = self.snip_edges
+        mo = opts.mel_opts
+        mo.low_freq = self.low_freq
+        mo.high_freq = self.high_freq
+        mo.is_librosa = False  # Kaldi's own HTK-style mel banks (no Slaney normalisation)
+        mo.htk_mode = False
+
+
+class KaldiFrontend(Frontend):
+    """Base for the kaldi-native-fbank frontends."""
+
+    config: KaldiFrameConfig
+
+    @property
+    def frame_shift(self) -> float:
+        return self.config.frame_shift_ms / 1000.0
+
+    @property
+    def frame_length(self) -> float:
+        return self.config.frame_length_ms / 1000.0
+
+    def num_frames(self, num_samples: int) -> int:
+        c = self.config
+        shift = int(c.sample_rate * c.frame_shift_ms / 1000.0)
+        length = int(c.sample_rate * c.frame_length_ms / 1000.0)
+        if c.snip_edges:
+            return 0 if num_samples < length else 1 + (num_samples - length) // shift
+        return (num_samples + shift // 2) // shift
+
+    def _run(self, computer_cls: Any, opts: Any, samples: np.ndarray) -> np.ndarray:
+        comp = computer_cls(opts)
+        comp.accept_waveform(float(self.config.sample_rate), samples * np.float32(self.config.scale))
+        comp.input_finished()
+        n = comp.num_frames_ready
+        if n == 0:
+            c = self.config
+            raise ValueError(f"{len(samples)} samples ({len(samples) / c.sample_rate:.3f} s) give no frames "
+                             f"(shorter than one {c.frame_length_ms:g} ms frame"
+                             f"{'' if c.snip_edges else f' / half a {c.frame_shift_ms:g} ms shift'}, "
+                             f"snip_edges={str(c.snip_edges).lower()})")
+        return np.stack([comp.get_frame(i) for i in range(n)]).astype(np.float32, copy=False)
+
+
+@dataclass
+class FbankConfig(KaldiFrameConfig):
+    """``type: fbank`` -- Kaldi ``compute-fbank-feats`` options."""
+
+    type_name: ClassVar[str] = "fbank"
+    num_mel_bins: int = 80
+    #: append log energy as an extra first column.
+    use_energy: bool = False
+    energy_floor: float = 0.0
+    raw_energy: bool = True
+    htk_compat: bool = False
+    use_log_fbank: bool = True
+    use_power: bool = True
+
+    def check(self, where: str) -> None:
+        super().check(where)
+        _require(self.num_mel_bins > 0, where, "num_mel_bins", f"must be positive, got {self.num_mel_bins}")
+
+
+@register_frontend
+class FbankFrontend(KaldiFrontend):
+    """Kaldi filterbank features (``compute-fbank-feats``) through ``kaldi_native_fbank``.
+
+    Kaldi's defaults except ``dither`` (0 here, for reproducible output) and 80 bins: DC removal,
+    pre-emphasis 0.97, Povey window of 25 ms every 10 ms, FFT padded to a power of two, power
+    spectrum, HTK-mel triangular bins from 20 Hz to Nyquist, natural log. Samples are scaled by
+    ``scale`` (32768) first so that values match Kaldi run on 16-bit WAV files.
+    Output ``(num_frames(N), num_mel_bins [+1 with use_energy])`` float32.
+    """
+
+    name = "fbank"
+    Config = FbankConfig
+    config: FbankConfig
+
+    def __init__(self, config: FbankConfig):
+        super().__init__(config)
+        import kaldi_native_fbank as knf
+
+        self._knf = knf
+        c = config
+        opts = knf.FbankOptions()
+        c.apply(opts)
+        opts.mel_opts.num_bins = c.num_mel_bins
+        opts.use_energy = c.use_energy
+        opts.energy_floor = c.energy_floor
+        opts.raw_energy = c.raw_energy
+        opts.htk_compat = c.htk_compat
+        opts.use_log_fbank = c.use_log_fbank
+        opts.use_power = c.use_power
+        self._opts = opts
+
+    @property
+    def dim(self) -> int:
+        return self.config.num_mel_bins + int(self.config.use_energy)
+
+    def compute(self, samples: np.ndarray) -> np.ndarray:
+        return self._run(self._knf.OnlineFbank, self._opts, samples)
+
+
+@dataclass
+class KaldiMfccConfig(KaldiFrameConfig):
+    """``type: kaldi_mfcc`` -- Kaldi ``compute-mfcc-feats`` (+ ``add-deltas``) options."""
+
+    type_name: ClassVar[str] = "kaldi_mfcc"
+    num_mel_bins: int = 23
+    num_ceps: int = 13
+    #: replace c0 with log energy (Kaldi's default).
+    use_energy: bool = True
+    energy_floor: float = 0.0
+    raw_energy: bool = True
+    cepstral_lifter: float = 22.0
+    htk_compat: bool = False
+    #: Kaldi add-deltas: orders appended (0 = none, 2 = +delta +delta-delta), regression window.
+    delta_order: int = 0
+    delta_window: int = 2
+
+    def check(self, where: str) -> None:
+        super().check(where)
+        _require(self.num_mel_bins > 0, where, "num_mel_bins", f"must be positive, got {self.num_mel_bins}")
+        _require(0 < self.num_ceps <= self.num_mel_bins, where, "num_ceps",
+                 f"must be in 1..num_mel_bins ({self.num_mel_bins}), got {self.num_ceps}")
+        _require(self.delta_order >= 0, where, "delta_order", f"must be >= 0, got {self.delta_order}")
+        _require(self.delta_window >= 1, where, "delta_window", f"must be >= 1, got {self.delta_window}")
+
+
+@register_frontend
+class KaldiMfccFrontend(KaldiFrontend):
+    """Kaldi MFCC (``compute-mfcc-feats``, 13 ceps from 23 bins, c0 = log energy, lifter 22)
+    through ``kaldi_native_fbank``, optionally with Kaldi ``add-deltas``
+    (:func:`~speechkit.features.delta.kaldi_delta`). Output ``(frames, num_ceps * (1 + delta_order))``."""
+
+    name = "kaldi_mfcc"
+    Config = KaldiMfccConfig
+    config: KaldiMfccConfig
+
+    def __init__(self, config: KaldiMfccConfig):
+        super().__init__(config)
+        import kaldi_native_fbank as knf
+
+        self._knf = knf
+        c = config
+        opts = knf.MfccOptions()
+        c.apply(opts)
+        opts.mel_opts.num_bins = c.num_mel_bins
+        opts.num_ceps = c.num_ceps
+        opts.use_energy = c.use_energy
+        opts.energy_floor = c.energy_floor
+        opts.raw_energy = c.raw_energy
+        opts.cepstral_lifter = c.cepstral_lifter
+        opts.htk_compat = c.htk_compat
+        self._opts = opts
+
+    @property
+    def dim(self) -> int:
+        return self.config.num_ceps * (1 + self.config.delta_order)
+
+    def compute(self, samples: np.ndarray) -> np.ndarray:
+        feats = self._run(self._knf.OnlineMfcc, self._opts, samples)
+        if self.config.delta_order:
+            feats = kaldi_delta(torch.from_numpy(feats), self.config.delta_order, self.config.delta_window).numpy()
+        return feats
