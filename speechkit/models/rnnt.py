@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "VARIANTS", "RNNTConfig", "RNNT", "JointNetwork", "to_monolingual", "parameter_counts",
-    "parameter_table",
+    "parameter_table", "length_problem",
 ]
 
 VARIANTS = ("vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid")
@@ -490,6 +490,36 @@ class RNNT(nn.Module):
             out["lid_ce"] = out["rnnt"].new_zeros(())
         out["total"] = out["rnnt"] + self.config.lid_weight * out["lid_ce"]
         return out
+
+
+def length_problem(
+    num_input_frames: int,
+    num_labels: int,
+    num_stack: int = 8,
+    stride: int = 3,
+    max_symbols_per_frame: int | None = 1,
+) -> str | None:
+    """Why an utterance cannot be used for training/decoding, or ``None`` if it can.
+
+    The data side counts and reports these skips (never a crash mid-epoch):
+
+    * fewer raw frames than ``num_stack``: no encoder frame at all (the RNN-T loss is undefined);
+    * more labels than ``max_symbols_per_frame`` x encoder frames: the RNN-T loss allows it, but
+      no decoder emitting at most that many symbols per frame can produce the transcript (modified
+      beam search emits one per frame; ``None`` disables this check).
+
+    Args:
+        num_input_frames: raw feature frames (10 ms); num_labels: output units in the transcript.
+    """
+    from speechkit.features.stack import num_stacked_frames
+
+    t = num_stacked_frames(num_input_frames, num_stack, stride)
+    if t == 0:
+        return f"no encoder frames: {num_input_frames} input frames < num_stack={num_stack}"
+    if max_symbols_per_frame is not None and num_labels > max_symbols_per_frame * t:
+        return (f"{num_labels} labels > {max_symbols_per_frame} per frame x {t} encoder frames "
+                f"({num_input_frames} input frames)")
+    return None
 
 
 def to_monolingual(model: RNNT, lang: str | int) -> RNNT:

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from speechkit.decode.rnnt_search import DecodeConfig, recognize
-from speechkit.models.rnnt import VARIANTS, RNNT, RNNTConfig, parameter_counts, parameter_table, to_monolingual
+from speechkit.models.rnnt import (
+    VARIANTS, RNNT, RNNTConfig, length_problem, parameter_counts, parameter_table, to_monolingual,
+)
 from speechkit.nn.rnnt_loss import rnnt_loss
 from speechkit.utils.cli import ConfigError
 
@@ -209,6 +211,14 @@ def test_bad_batches():
         m(feats, fl, torch.full_like(y, 7), yl, "ta")  # ta has 7 units incl. blank
     with pytest.raises(ValueError, match="unknown language"):
         m(feats, fl, y, yl, "xx")
+
+
+def test_length_problem_reports_untrainable_utterances():
+    assert length_problem(7, 0).startswith("no encoder frames")
+    assert length_problem(8, 1) is None  # one encoder frame, one label
+    assert "2 labels > 1 per frame x 1 encoder frames" in length_problem(10, 2)
+    assert length_problem(10, 2, max_symbols_per_frame=2) is None
+    assert length_problem(300, 500, max_symbols_per_frame=None) is None  # 98 frames, no cap
 
 
 def test_overfit_tiny_model_transcribes_fixed_sequences():
