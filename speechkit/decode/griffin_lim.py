@@ -15,6 +15,9 @@ magnitude projection ignores the scale, so this is the paper's iteration; ``mome
 original Griffin & Lim (1984) algorithm. STFT conventions follow librosa: periodic window of
 ``win_length`` centred in ``n_fft``, ``center=True`` pads ``n_fft // 2`` on both sides (zeros by default,
 ``pad_mode="constant"`` as in librosa >= 0.10), no normalisation.
+
+With the toolkit's spectrogram front end: ``griffin_lim(spec.T, **frontend.stft_params())`` (a Kaldi
+feature matrix is ``(T, F)``; this module, like librosa, takes ``(F, T)``).
 """
 import logging
 import math

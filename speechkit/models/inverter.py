@@ -43,9 +43,11 @@ class InverterConfig:
     Attributes:
         codebook_size: ``K``, number of distinct input codes (the VQ-VAE's ``codebook_size``).
         input_dim: ``De``, size of the code vectors (the VQ-VAE's ``codebook_dim``).
-        output_dim: ``F``, linear-magnitude bins, ``n_fft // 2 + 1`` (513 for ``n_fft = 1024``).
+        output_dim: ``F``, linear-magnitude bins, ``n_fft // 2 + 1`` (257 for the toolkit's
+            ``conf/spectrogram.yaml``, ``n_fft = 512``).
         upsample_ratio: ``r = S / T'``, spectrogram frames per code (the VQ-VAE stride times the
-            ratio of the spectrogram and feature frame rates; 4 for stride 4 and equal hops).
+            ratio of the feature and spectrogram frame shifts; 4 for stride 4 and the toolkit's
+            MFCC and spectrogram, which share the 10 ms hop and centred frames).
         num_speakers: rows of the target-voice embedding table (0 = one voice, no table).
         speaker_dim: size of a target-voice embedding.
         model_dim: ``d``, width of the conv and Transformer layers.
@@ -61,7 +63,7 @@ class InverterConfig:
 
     codebook_size: int = 256
     input_dim: int = 64
-    output_dim: int = 513
+    output_dim: int = 257
     upsample_ratio: int = 4
     num_speakers: int = 0
     speaker_dim: int = 64

@@ -136,7 +136,8 @@ def test_dead_code_restart():
 
 
 def test_bad_arguments():
-    for kw, name in [({"codebook_size": 0, "dim": 2}, "codebook_size"), ({"codebook_size": 2, "dim": 2, "decay": 1.0}, "decay"),
+    for kw, name in [({"codebook_size": 0, "dim": 2}, "codebook_size"),
+                     ({"codebook_size": 2, "dim": 2, "decay": 1.0}, "decay"),
                      ({"codebook_size": 2, "dim": 2, "epsilon": 0.0}, "epsilon")]:
         with pytest.raises(ValueError, match=name):
             EMAVectorQuantizer(**kw)
