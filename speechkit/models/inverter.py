@@ -30,7 +30,7 @@ from torch import nn
 from speechkit.nn.conv import MultiScaleConv1d
 from speechkit.nn.positional import SinusoidalPositionalEncoding
 from speechkit.nn.transformer import TransformerStack, lengths_to_mask
-from speechkit.utils.cli import ConfigError
+from speechkit.utils.config import FieldError
 
 
 @dataclass
@@ -88,10 +88,15 @@ class InverterConfig:
         base.update(overrides)
         return cls(**base)
 
-    def validate(self, prefix: str = "model") -> None:
-        """Check every field; raises :class:`ConfigError` naming the key (``model.codebook_size`` ...)."""
+    def validate(self) -> None:
+        """Check every field.
+
+        Raises:
+            FieldError: (a ``ConfigError``) naming the key; loaded from YAML under ``model:`` the message
+                reads ``conf/x.yaml: key 'model.codebook_size': must be a positive integer (got 0)``.
+        """
         def bad(key: str, why: str):
-            raise ConfigError(f"{prefix}.{key}: {why} (got {getattr(self, key)!r})")
+            raise FieldError(key, f"{why} (got {getattr(self, key)!r})")
 
         for key in ("codebook_size", "input_dim", "output_dim", "upsample_ratio", "speaker_dim", "model_dim",
                     "attention_heads", "ff_dim"):

@@ -45,7 +45,7 @@ from speechkit.nn.jitter import TemporalJitter
 from speechkit.nn.positional import SinusoidalPositionalEncoding
 from speechkit.nn.transformer import TransformerStack, lengths_to_mask
 from speechkit.nn.vector_quantizer import EMAVectorQuantizer
-from speechkit.utils.cli import ConfigError
+from speechkit.utils.config import FieldError
 
 
 @dataclass
@@ -123,10 +123,15 @@ class VQVAEConfig:
         base.update(overrides)
         return cls(**base)
 
-    def validate(self, prefix: str = "model") -> None:
-        """Check every field; raises :class:`ConfigError` naming the key (``model.codebook_size`` ...)."""
+    def validate(self) -> None:
+        """Check every field.
+
+        Raises:
+            FieldError: (a ``ConfigError``) naming the key; loaded from YAML under ``model:`` the message
+                reads ``conf/x.yaml: key 'model.codebook_size': must be a positive integer (got 0)``.
+        """
         def bad(key: str, why: str):
-            raise ConfigError(f"{prefix}.{key}: {why} (got {getattr(self, key)!r})")
+            raise FieldError(key, f"{why} (got {getattr(self, key)!r})")
 
         for key in ("input_dim", "speaker_dim", "encoder_dim", "attention_heads", "ff_dim",
                     "encoder_kernel_size", "codebook_size", "codebook_dim", "decoder_dim", "decoder_kernel_size"):

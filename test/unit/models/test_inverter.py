@@ -4,6 +4,7 @@ import torch
 
 from speechkit.models.inverter import CodebookInverter, InverterConfig, inverter_loss
 from speechkit.utils.cli import ConfigError
+from speechkit.utils.config import from_dict
 
 
 def make(**kw) -> CodebookInverter:
@@ -82,8 +83,15 @@ def test_loss_by_hand():
 @pytest.mark.parametrize("key,value", [("codebook_size", 0), ("upsample_ratio", 0), ("conv_kernel_sizes", []),
                                        ("output_activation", "exp"), ("model_dim", 30)])
 def test_bad_config_names_the_key(key, value):
-    with pytest.raises(ConfigError, match=rf"model\.{key}"):
+    with pytest.raises(ConfigError, match=rf"'{key}'"):
         InverterConfig(**{key: value})
+
+
+def test_config_loads_from_overrides():
+    cfg = from_dict(InverterConfig, {"conv_kernel_sizes": [3, 9], "upsample_ratio": 8})
+    assert cfg.conv_kernel_sizes == [3, 9] and CodebookInverter(cfg).cfg.upsample_ratio == 8
+    with pytest.raises(ConfigError, match=r"key 'conv_kernel_sizes'"):
+        from_dict(InverterConfig, {"conv_kernel_sizes": []})
 
 
 def test_overfits_a_tiny_batch():

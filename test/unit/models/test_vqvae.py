@@ -1,11 +1,13 @@
 """VQ-VAE (Tjandra et al. 2020) and its conv baseline: shapes, masking, losses by hand, errors, overfitting."""
 import math
+from dataclasses import dataclass, field
 
 import pytest
 import torch
 
 from speechkit.models.vqvae import VQVAE, VQVAEConfig, temporal_smoothness
 from speechkit.utils.cli import ConfigError
+from speechkit.utils.config import load_config
 
 ENCODERS = ["transformer", "conv"]
 
@@ -153,8 +155,25 @@ def test_utterance_shorter_than_stride_is_an_error():
                                        ("jitter_prob", 1.5), ("smoothing_weight", -1.0), ("encoder_type", "rnn"),
                                        ("encoder_dim", 30)])
 def test_bad_config_names_the_key(key, value):
-    with pytest.raises(ConfigError, match=rf"model\.{key}"):
+    with pytest.raises(ConfigError, match=rf"'{key}'"):
         VQVAEConfig(**{key: value})
+
+
+@dataclass
+class _TaskConfig:
+    """Attributes:
+        model: the VQ-VAE.
+    """
+    model: VQVAEConfig = field(default_factory=VQVAEConfig)
+
+
+def test_bad_config_from_yaml_names_file_and_dotted_key(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text("model:\n  codebook_size: 0\n")
+    with pytest.raises(ConfigError, match=r"train\.yaml: key 'model\.codebook_size': must be a positive integer"):
+        load_config(_TaskConfig, path)
+    cfg = load_config(_TaskConfig, None, ["model.stride=8", "model.encoder_type=conv"])
+    assert cfg.model.stride == 8 and VQVAE(cfg.model).stride == 8
 
 
 @pytest.mark.parametrize("encoder_type", ENCODERS)
