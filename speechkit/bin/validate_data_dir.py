@@ -9,8 +9,11 @@ utt2spk ids; wav.scp present and covering every recording (and segments well for
 end > start >= 0 and recordings in wav.scp); utt2lang/utt2dur cover the utterances; feats.scp and
 utt2num_frames cover the same utterances with positive frame counts; cmvn.scp keyed by speaker.
 
+With --check-audio (not in Kaldi) every wav.scp entry is opened too.
+
 Example:
   speechkit-validate-data-dir --no-feats data/train
+  speechkit-validate-data-dir --no-feats --check-audio --sample-rate 16000 data/train
 """
 from __future__ import annotations
 
@@ -30,11 +33,19 @@ def main(argv=None) -> int:
     parser.add_argument("--no-wav", action="store_true", help="do not require wav.scp (features-only data)")
     parser.add_argument("--no-spk-sort", action="store_true",
                         help="do not require speaker ids to be prefixes of utterance ids")
+    parser.add_argument("--check-audio", action="store_true",
+                        help="also open every wav.scp entry (runs commands): reports missing, empty, "
+                             "truncated and non-audio files and segments past the end of the audio")
+    parser.add_argument("--sample-rate", type=int, default=None, metavar="HZ",
+                        help="with --check-audio: the sample rate every recording must have")
     args = parser.parse_args(argv)
+    if args.sample_rate is not None and not args.check_audio:
+        parser.error("--sample-rate needs --check-audio")
 
     def body() -> int:
         problems = validate(args.data_dir, no_feats=args.no_feats, no_text=args.no_text, no_wav=args.no_wav,
-                            no_spk_sort=args.no_spk_sort)
+                            no_spk_sort=args.no_spk_sort, check_audio=args.check_audio,
+                            expected_sr=args.sample_rate)
         for p in problems:
             print(p, file=sys.stderr)
         if problems:

@@ -57,8 +57,11 @@ TABLES: dict[str, str] = {
 
 
 def c_sorted(keys) -> list[str]:
-    """Sort strings as ``LC_ALL=C sort`` does (by UTF-8 bytes)."""
-    return sorted(keys, key=lambda k: k.encode("utf-8"))
+    """Sort strings as ``LC_ALL=C sort`` does (by UTF-8 bytes).
+
+    UTF-8 preserves code-point order, so this is Python's own string order.
+    """
+    return sorted(keys)
 
 
 def fmt_seconds(v: float) -> str:
@@ -233,6 +236,50 @@ def _scan(label: str, data: bytes, report: _Report, allow_empty_value: bool = Fa
     out: dict[str, tuple[int, str]] = {}
     if not data:
         return out
+    no_final_newline = not data.endswith(b"\n")
+    try:
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:  # slow path: find the bad lines
+        lines = []
+        for lineno, raw in enumerate(data.split(b"\n"), 1):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                report.add(label, lineno, f"not valid UTF-8 ({e.reason} at byte {e.start} of the line)")
+                lines.append(raw.decode("utf-8", "replace"))
+    if not no_final_newline:
+        lines.pop()
+    # (code-point order of str == byte order of their UTF-8 encoding == LC_ALL=C order)
+    prev: str | None = None
+    unsorted = 0
+    for lineno, line in enumerate(lines, 1):
+        if "\r" in line:
+            report.add(label, lineno, "carriage return in line (DOS line endings?)")
+            line = line.replace("\r", "")
+        parts = line.split(maxsplit=1)
+        if not parts:
+            report.add(label, lineno, "empty line")
+            continue
+        if line[0].isspace():
+            report.add(label, lineno, "line starts with whitespace")
+        key = parts[0]
+        value = parts[1].rstrip() if len(parts) > 1 else ""
+        if not value and not allow_empty_value:
+            report.add(label, lineno, f"id '{key}' has no value")
+        if key in out:
+            report.add(label, lineno, f"duplicate id '{key}' (first on line {out[key][0]})")
+            continue
+        if prev is not None and key < prev:
+            unsorted += 1
+            if unsorted == 1:
+                report.add(label, lineno, f"not sorted in C-locale order: '{key}' after '{prev}' "
+                           "(sort with LC_ALL=C, or run fix_data_dir.sh)")
+        if prev is None or key > prev:
+            prev = key
+        out[key] = (lineno, value)
+    if no_final_newline:
+        report.add(label, len(lines), "no newline at end of file")
+    return out
     raw_lines = data.split(b"\n")
     no_final_newline = raw_lines[-1] != b""
     if not no_final_newline:
@@ -284,7 +331,8 @@ def _compare_ids(report: _Report, a_label: str, a: dict, b_label: str, b: dict, 
 
 
 def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, no_text: bool = False,
-             no_wav: bool = False, no_spk_sort: bool = False) -> list[str]:
+             no_wav: bool = False, no_spk_sort: bool = False, check_audio: bool = False,
+             expected_sr: int | None = None) -> list[str]:
     """Check a data directory the way Kaldi's ``utils/validate_data_dir.sh`` does.
 
     Works on the raw files (so it can report line numbers, sort order, duplicates, missing final
@@ -300,6 +348,10 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
     ``utt2lang``/``utt2dur`` covering the utterances (durations positive); ``feats.scp`` present
     and ``utt2num_frames`` covering the same utterances with positive integer counts (unless
     ``no_feats``); ``cmvn.scp`` keyed by the speakers (or the single id ``global``).
+
+    With ``check_audio`` (not in Kaldi) every ``wav.scp`` entry is also opened (commands are run)
+    with :func:`speechkit.data.audio.probe_audio`: missing, empty, truncated or non-audio files,
+    a sample rate other than ``expected_sr``, and segments ending past the audio are reported.
 
     Returns:
         One ``"<file>:<line>: <message>"`` (or ``"<file>: <message>"``) string per problem,
@@ -355,7 +407,7 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
                        "by utterance; --no-spk-sort skips this check)")
     if not no_spk_sort:
         by_utt = c_sorted(k for k, (_, v) in u2s.items() if len(v.split()) == 1)
-        by_spk = sorted(by_utt, key=lambda u: (u2s[u][1].encode(), u.encode()))
+        by_spk = sorted(by_utt, key=lambda u: (u2s[u][1], u))
         for a, b in zip(by_utt, by_spk):
             if a != b:
                 report.add(lab("utt2spk"), u2s[a][0], f"not in the same order when sorted by speaker as by "
@@ -461,7 +513,36 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
         if set(cmvn) != {"global"}:
             spk_tab = {s: u2s[u[0]] for s, u in spk2utt.items()}
             _compare_ids(report, lab("utt2spk"), spk_tab, lab("cmvn.scp"), cmvn, what="speaker")
+    if check_audio and not no_wav and "wav.scp" in tabs:
+        _check_audio(report, lab, tabs, expected_sr)
     return report.result()
+
+
+def _check_audio(report: _Report, lab, tabs: dict, expected_sr: int | None) -> None:
+    """Open every wav.scp entry; check sample rates and that segments lie inside the audio."""
+    from speechkit.data.audio import MAX_OVERSHOOT, probe_audio
+
+    wav_label = lab("wav.scp")
+    durations: dict[str, float] = {}
+    for rec, (ln, spec) in tabs["wav.scp"].items():
+        try:
+            n, sr = probe_audio(spec, key=rec, source=wav_label)
+        except DataError as e:
+            report.add(wav_label, ln, str(e).removeprefix(f"{wav_label}: "))
+            continue
+        if expected_sr is not None and sr != expected_sr:
+            report.add(wav_label, ln, f"'{rec}': has {sr} Hz, config expects {expected_sr} Hz")
+        durations[rec] = n / sr
+    for utt, (ln, value) in tabs.get("segments", {}).items():
+        parts = value.split()
+        if len(parts) == 3 and parts[0] in durations:
+            try:
+                end = float(parts[2])
+            except ValueError:
+                continue
+            if end > durations[parts[0]] + MAX_OVERSHOOT:
+                report.add(lab("segments"), ln, f"'{utt}': ends at {end:.3f} s, beyond the end of recording "
+                           f"'{parts[0]}' ({durations[parts[0]]:.3f} s)")
 
 
 # ====================================================================== fix
@@ -624,10 +705,11 @@ def subset(d: DataDir, utts) -> DataDir:
     if not keep:
         raise DataError(f"{d.path or 'data dir'}: none of the {len(wanted)} requested utterances is in utt2spk")
     out = DataDir()
+    order = c_sorted(keep)
     for attr in ("utt2spk", "text", "segments", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames"):
         table = getattr(d, attr)
         if table is not None:
-            setattr(out, attr, {k: v for k, v in table.items() if k in keep})
+            setattr(out, attr, {k: table[k] for k in order if k in table})
     if d.wav_scp is not None:
         recs = {d.recording_of(u) for u in keep if d.segments is None or u in d.segments}
         out.wav_scp = {k: v for k, v in d.wav_scp.items() if k in recs}
@@ -767,9 +849,15 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
     import shutil
     import tempfile
 
-    d = _as_datadir(d)
     if n < 1:
         raise ValueError(f"number of splits must be >= 1, got {n}")
+    if not isinstance(d, DataDir):   # reuse an up-to-date split without loading the source
+        src = Path(d)
+        top = src / split_dir_name(n, by_speaker)
+        if src.is_dir() and _split_is_fresh(top, n, _split_sources(src)):
+            logger.info("%s: up to date, reusing it", top)
+            return [DataDir.load(top / str(j)) for j in range(1, n + 1)]
+    d = _as_datadir(d)
     if by_speaker:
         spk2utt = d.spk2utt
         if n > len(spk2utt):
@@ -786,8 +874,7 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
 
     src = Path(d.path)
     top = src / split_dir_name(n, by_speaker)
-    sources = [src / f for f in (*TABLES, "spk2utt", *EXTRA_FILES) if (src / f).is_file()]
-    if _split_is_fresh(top, n, sources):
+    if _split_is_fresh(top, n, _split_sources(src)):
         logger.info("%s: up to date, reusing it", top)
         return [DataDir.load(top / str(j)) for j in range(1, n + 1)]
     tmp = Path(tempfile.mkdtemp(prefix=f".{top.name}.tmp-", dir=src))
@@ -811,6 +898,10 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
     for j, sub in enumerate(out, 1):
         sub.path = top / str(j)
     return out
+
+
+def _split_sources(src: Path) -> list[Path]:
+    return [src / f for f in (*TABLES, "spk2utt", *EXTRA_FILES) if (src / f).is_file()]
 
 
 def _split_is_fresh(top: Path, n: int, sources: list[Path]) -> bool:

@@ -498,3 +498,49 @@ def test_fmt_seconds_keeps_precision():
     assert fmt_seconds(1234 / 16000) == "0.077125"
     d = DataDir(utt2spk={"a": "a"}, segments={"a": Segment("r", 1234 / 16000, 0.5)})
     assert d.tables()["segments"]["a"] == "r 0.077125 0.500"
+
+
+# ---------------------------------------------------------------- bad audio through the validate CLI
+def _audio_dir(tmp_path: Path, sr=16000) -> Path:
+    """Three one-second recordings a_1, a_2, a_3 of speaker a; real files."""
+    d = tmp_path / "d"
+    rng = np.random.default_rng(0)
+    wav = {}
+    for i in (1, 2, 3):
+        p = tmp_path / f"a_{i}.wav"
+        sf.write(p, (rng.standard_normal(sr) * 0.1).astype(np.float32), sr, subtype="PCM_16")
+        wav[f"a_{i}"] = str(p)
+    DataDir(wav_scp=wav, utt2spk={u: "a" for u in wav}, text={u: "x" for u in wav}).write(d)
+    return d
+
+
+@pytest.mark.parametrize("damage,expected", [
+    (lambda p: p.unlink(), "no such file"),
+    (lambda p: p.write_bytes(b""), "file is empty"),
+    (lambda p: p.write_bytes(p.read_bytes()[:10000]), "truncated file"),
+    (lambda p: p.write_text("not audio at all\n"), "not a readable audio file"),
+    (lambda p: sf.write(p, np.zeros(800, dtype=np.float32), 8000), "has 8000 Hz, config expects 16000 Hz"),
+])
+def test_validate_check_audio_bad_files(tmp_path, capsys, damage, expected):
+    d = _audio_dir(tmp_path)
+    assert validate_cli.main(["--no-feats", "--check-audio", "--sample-rate", "16000", str(d)]) == 0
+    capsys.readouterr()
+    damage(tmp_path / "a_2.wav")
+    assert validate_cli.main(["--no-feats", "--check-audio", "--sample-rate", "16000", str(d)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{d}/wav.scp:2: 'a_2': ") and expected in err[0], err
+    assert len(err) == 2        # one problem + the summary: the other recordings are fine
+    # without --check-audio, Kaldi's checks do not open the audio
+    assert validate(d, no_feats=True) == []
+
+
+def test_validate_check_audio_segment_past_end(tmp_path):
+    d = _audio_dir(tmp_path)
+    dd = DataDir.load(d)
+    dd.segments = {"a_1-s1": Segment("a_1", 0.0, 0.9), "a_1-s2": Segment("a_1", 0.5, 2.0)}
+    dd.utt2spk = {u: "a" for u in dd.segments}
+    dd.text = {u: "x" for u in dd.segments}
+    dd.wav_scp = {"a_1": dd.wav_scp["a_1"]}
+    dd.write()
+    assert validate(d, no_feats=True, check_audio=True) == [
+        f"{d}/segments:2: 'a_1-s2': ends at 2.000 s, beyond the end of recording 'a_1' (1.000 s)"]
