@@ -229,3 +229,13 @@ def test_iter_audio_errors_name_file_and_key(tmp_path):
     d.segments = {"s_a": Segment("r", 0.0, 3.0)}
     with pytest.raises(DataError, match=r"segments: 's_a': segment ends at 3.000 s, beyond the end"):
         list(iter_audio(d))
+
+
+@pytest.mark.skipif(__import__("shutil").which("sox") is None, reason="sox not installed")
+def test_streamed_wav_from_pipe_is_not_truncated(tmp_path):
+    """sox writing WAV to a pipe from input of unknown length puts a placeholder size in the header."""
+    raw = tmp_path / "x.raw"
+    raw.write_bytes((_tone() * 32767).astype("<i2").tobytes())
+    x, sr = read_audio(f"cat {raw} | sox -t raw -r 16000 -e signed -b 16 -c 1 - -t wav - |")
+    assert sr == SR and len(x) == SR
+    np.testing.assert_allclose(x, _tone(), atol=3 / 32768)
