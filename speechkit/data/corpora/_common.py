@@ -42,7 +42,7 @@ _ZERO_WIDTH = "\u200b\u200c\u200d\ufeff"
 def _is_latin(ch: str) -> bool:
     if ch.isascii():
         return ch.isalpha()
-    return unicodedata.name(ch, "").startswith("LATIN")
+    return "LATIN" in unicodedata.name(ch, "")
 
 
 def normalize_text(text: str, keep_punctuation: bool = False) -> str:
@@ -154,8 +154,9 @@ def probe_or_skip(path: str | os.PathLike, key: str, skips: SkipLog) -> tuple[in
     try:
         n, sr = probe_audio(str(path), key=key, source=str(path))
     except DataError as e:
-        reason = "empty" if "no audio samples" in str(e) else "undecodable"
-        skips.skip(reason, f"'{key}': {e}")
+        detail = str(e).rsplit(f"{path}: ", 1)[-1]  # the message repeats the path; keep what follows it
+        reason = "empty" if "no audio samples" in detail else "undecodable"
+        skips.skip(reason, f"'{key}': {path}: {detail}")
         return None
     return n, sr
 

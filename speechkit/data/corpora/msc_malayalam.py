@@ -121,8 +121,8 @@ def _prepare_crowd(corpus_dir: Path, d: DataDir, sample_rate, keep_punctuation, 
         kept.append((lineno, user, sid, row))
     meta_skips.summary(n_rows, ("malformed",))
     if min_vote is not None:
-        logger.info("msc_malayalam: kept %d of %d rows with vote >= %d ('default' counts as 0); %d dropped by the "
-                    "vote filter", len(kept), len(rows), min_vote, dropped_vote)
+        logger.info("msc_malayalam: kept %d of %d usable rows with vote >= %d ('default' counts as 0); %d dropped "
+                    "by the vote filter", len(kept), len(kept) + dropped_vote, min_vote, dropped_vote)
     audio_skips = SkipLog("recordings", corpus="msc_malayalam")
     for lineno, user, sid, row in kept:
         utt = f"{user}_{sid}"
