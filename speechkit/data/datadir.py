@@ -280,44 +280,6 @@ def _scan(label: str, data: bytes, report: _Report, allow_empty_value: bool = Fa
     if no_final_newline:
         report.add(label, len(lines), "no newline at end of file")
     return out
-    raw_lines = data.split(b"\n")
-    no_final_newline = raw_lines[-1] != b""
-    if not no_final_newline:
-        raw_lines.pop()
-    prev: bytes | None = None
-    unsorted = 0
-    for lineno, raw in enumerate(raw_lines, 1):
-        if b"\r" in raw:
-            report.add(label, lineno, "carriage return in line (DOS line endings?)")
-            raw = raw.replace(b"\r", b"")
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            report.add(label, lineno, f"not valid UTF-8 ({e.reason} at byte {e.start} of the line)")
-            line = raw.decode("utf-8", "replace")
-        if not line.strip():
-            report.add(label, lineno, "empty line")
-            continue
-        if line[0].isspace():
-            report.add(label, lineno, "line starts with whitespace")
-        parts = line.split(maxsplit=1)
-        key, value = parts[0], (parts[1].strip() if len(parts) > 1 else "")
-        if not value and not allow_empty_value:
-            report.add(label, lineno, f"id '{key}' has no value")
-        if key in out:
-            report.add(label, lineno, f"duplicate id '{key}' (first on line {out[key][0]})")
-            continue
-        kb = key.encode("utf-8")
-        if prev is not None and kb < prev:
-            unsorted += 1
-            if unsorted == 1:
-                report.add(label, lineno, f"not sorted in C-locale order: '{key}' after "
-                           f"'{prev.decode('utf-8', 'replace')}' (sort with LC_ALL=C, or run fix_data_dir.sh)")
-        prev = kb if prev is None or kb > prev else prev
-        out[key] = (lineno, value)
-    if no_final_newline:
-        report.add(label, len(raw_lines), "no newline at end of file")
-    return out
 
 
 def _compare_ids(report: _Report, a_label: str, a: dict, b_label: str, b: dict, what: str = "utterance") -> None:
@@ -613,7 +575,8 @@ def fix_data_dir(path: str | os.PathLike) -> tuple[int, int]:
     ``segments``, ``utt2lang``, ``utt2dur``, ``feats.scp``, ``utt2num_frames``; and ``wav.scp``
     without segments) whose recording is in ``wav.scp``; prunes ``wav.scp`` to the recordings and
     ``cmvn.scp`` to the speakers still used; regenerates ``spk2utt`` (``utt2spk`` is rebuilt from
-    ``spk2utt`` if only that exists). Every original file is first copied to ``path/.backup/``.
+    ``spk2utt`` if only that exists). A per-speaker ``cmvn.scp`` also drops the utterances of
+    speakers it lacks. Every original file is first copied to ``path/.backup/``.
     A directory that needs no change is left untouched (its earlier backup too).
 
     Returns:
@@ -652,6 +615,12 @@ def fix_data_dir(path: str | os.PathLike) -> tuple[int, int]:
         if no_rec:
             logger.info("%s: %d utterances have a recording missing from wav.scp", path, len(no_rec))
         keep -= no_rec
+    cmvn = tables.get("cmvn.scp")
+    if cmvn is not None and set(cmvn) != {"global"}:
+        no_cmvn = {u for u in keep if tables["utt2spk"][u] not in cmvn}
+        if no_cmvn:
+            logger.info("%s: %d utterances have a speaker missing from cmvn.scp", path, len(no_cmvn))
+        keep -= no_cmvn
     if not keep:
         sizes = ", ".join(f"{f}: {len(tables[f])}" for f in per_utt)
         raise DataError(f"{path}: no utterance is in every file ({sizes}); nothing was modified")

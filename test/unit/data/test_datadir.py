@@ -544,3 +544,13 @@ def test_validate_check_audio_segment_past_end(tmp_path):
     dd.write()
     assert validate(d, no_feats=True, check_audio=True) == [
         f"{d}/segments:2: 'a_1-s2': ends at 2.000 s, beyond the end of recording 'a_1' (1.000 s)"]
+
+
+def test_fix_drops_speakers_without_cmvn(ddir):
+    d = DataDir.load(ddir)
+    d.cmvn_scp = {"spkA": "c.ark:1", "spkC": "c.ark:2", "spkD": "c.ark:3", "spkZ": "c.ark:4"}
+    d.write()
+    assert validate(ddir, no_feats=True) != []
+    assert fix_data_dir(ddir) == (9, 10)              # spkB's one utterance goes
+    assert set(DataDir.load(ddir).cmvn_scp) == {"spkA", "spkC", "spkD"}
+    assert validate(ddir, no_feats=True) == []

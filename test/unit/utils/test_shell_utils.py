@@ -150,9 +150,13 @@ def test_run_pl_max_jobs_limits_concurrency(tmp_path):
         spans.append(nums)
     spans.sort()
     assert all(spans[i][1] <= spans[i + 1][0] for i in range(2))
-    t0 = time.time()
-    r = sh(f"{UTILS}/run.pl JOB=1:3 {tmp_path}/p.JOB.log sleep 1")
-    assert r.returncode == 0 and time.time() - t0 < 2.5      # all at once by default (3 s in sequence)
+    # by default all jobs run at once: each waits (up to 20 s) until all three have started
+    barrier = tmp_path / "barrier.sh"
+    barrier.write_text(f"touch {tmp_path}/started.$1\n"
+                       f"for i in $(seq 200); do [ $(ls {tmp_path}/started.* | wc -l) -ge 3 ] && exit 0; sleep 0.1; done\n"
+                       "exit 1\n")
+    r = sh(f"{UTILS}/run.pl JOB=1:3 {tmp_path}/p.JOB.log bash {barrier} JOB")
+    assert r.returncode == 0, r.stderr
 
 
 def test_run_pl_terminated_kills_jobs(tmp_path):
