@@ -45,7 +45,8 @@ Layout written by :func:`download_mini`::
 Re-running with the marker present and the same parameters does nothing; with different
 parameters it is an error (the existing corpus is never silently replaced; pass
 ``overwrite=True`` to regenerate). A directory without the marker (an interrupted run) is
-regenerated.
+regenerated; a non-empty directory holding anything else is refused, so a wrong path never
+loses data.
 """
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ logger = logging.getLogger(__name__)
 MINI_SAMPLE_RATE = 16000
 LANGUAGES = ("en", "hi", "ta", "gu")
 MARKER = ".complete"
+# What download_mini writes (besides dot-files); anything else in the target means it is not ours.
+_OWN_FILES = {"wav", "metadata.tsv", "alignments.tsv", "speakers.tsv"}
 #: Version of the generator (vocabulary, templates, speakers); part of the marker.
 GENERATOR_VERSION = 1
 
@@ -318,8 +321,8 @@ def download_mini(target_dir: str | os.PathLike, seed: int = 1, num_speakers: in
         ``Path(target_dir)``.
 
     Raises:
-        ValueError: bad parameters, or a finished corpus with different parameters is present
-            (and ``overwrite`` is false).
+        ValueError: bad parameters; a finished corpus with different parameters is present
+            (and ``overwrite`` is false); ``target_dir`` holds files that are not a mini corpus.
         RuntimeError: espeak-ng missing or a synthesis worker failed (its last log lines quoted).
     """
     languages = list(languages)
@@ -343,7 +346,12 @@ def download_mini(target_dir: str | os.PathLike, seed: int = 1, num_speakers: in
         logger.warning("mini: regenerating %s with new parameters", target)
         marker.unlink()
     t0 = time.time()
-    if (target / "wav").exists():
+    if target.is_dir():
+        foreign = sorted(p.name for p in target.iterdir() if p.name not in _OWN_FILES and not p.name.startswith("."))
+        if foreign:
+            raise ValueError(f"{target}: not empty and not a mini corpus (has {', '.join(foreign[:5])}); "
+                             "refusing to synthesize into it")
+    if (target / "wav").exists():  # left by an interrupted run (no marker)
         shutil.rmtree(target / "wav")
     target.mkdir(parents=True, exist_ok=True)
     speakers = SPEAKERS[:num_speakers]

@@ -41,6 +41,13 @@ def test_sentences_are_deterministic_and_use_the_lexicon():
                                                          LEXICON["en"]["numbers"] for s in en)
 
 
+def test_refuses_a_foreign_directory(tmp_path):
+    (tmp_path / "thesis.tex").write_text("precious")
+    with pytest.raises(ValueError, match="not empty and not a mini corpus"):
+        download_mini(tmp_path, num_speakers=1, sentences_per_language=1, languages=["en"])
+    assert (tmp_path / "thesis.tex").read_text() == "precious" and not (tmp_path / "wav").exists()
+
+
 def test_bad_parameters(tmp_path):
     with pytest.raises(ValueError, match="num_speakers"):
         download_mini(tmp_path, num_speakers=9)

@@ -5,6 +5,7 @@ import logging
 import shutil
 
 import pytest
+import soundfile as sf
 
 from speechkit.data.corpora._common import read_phone_alignments
 from speechkit.data.corpora.timit import prepare_timit
@@ -59,12 +60,16 @@ def test_original_ldc_layout_and_bad_files(shared_data, tmp_path, caplog):
     spk.mkdir(parents=True)
     for f in src.iterdir():
         shutil.copy(f, spk / f.name.upper())
+    x, sr = sf.read(src / "sa1.wav", dtype="int16")             # the LDC WAVs are NIST SPHERE
+    (spk / "SA1.WAV").unlink()
+    sf.write(spk / "SA1.WAV", x, sr, format="NIST", subtype="PCM_16")
+    assert (spk / "SA1.WAV").read_bytes()[:7] == b"NIST_1A"
     (spk / "SA2.WAV").unlink()                                   # missing audio
     (spk / "SI1466.WAV").write_bytes(b"")                        # empty audio
     (spk / "SX116.PHN").write_text("0 100 h#\n100 oops\n")      # malformed label file
     with caplog.at_level(logging.WARNING):
         d = prepare_timit(tmp_path / "TIMIT", tmp_path / "out")
-    assert len(d) == 7 and d.utts[0] == "fvmh0_sa1"
+    assert len(d) == 7 and d.utts[0] == "fvmh0_sa1" and d.utt2dur["fvmh0_sa1"] == pytest.approx(len(x) / sr)
     assert "timit: skipped 3 of 10 recordings: 1 missing, 1 empty, 0 undecodable, 1 malformed" in caplog.text
     assert "SX116.PHN:2" in caplog.text
     assert validate(tmp_path / "out", no_feats=True) == []
