@@ -1,0 +1,211 @@
+"""Reading and writing feature matrices as Kaldi ark/scp (through kaldiio).
+
+* :func:`ark_scp_writer` -- write an ark + scp pair atomically: both go to ``*.tmp`` names and
+  are renamed into place only when every matrix is written, and the scp then names the final ark.
+* :class:`FeatureReader` -- random access to a data dir's ``feats.scp``, with CMVN applied on
+  load as Kaldi's ``apply-cmvn`` does (global or per-speaker stats from ``cmvn.scp``).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Iterator, Literal
+
+import numpy as np
+import yaml
+
+from speechkit.features.cmvn import apply_cmvn
+from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ark_scp_writer", "FeatureReader", "load_cmvn_stats"]
+
+
+@contextlib.contextmanager
+def ark_scp_writer(ark: str | os.PathLike, scp: str | os.PathLike, compression_method: int | None = None):
+    """Context manager yielding ``write(key, matrix)``; the ark/scp appear only on success.
+
+    The scp lines name ``ark`` as given (make it absolute for a location-independent scp).
+    On an exception (or a kill) the final files are untouched and the temporaries are removed
+    (after a kill, left as ``*.tmp`` and overwritten by the next run).
+
+    Args:
+        ark, scp: destination paths.
+        compression_method: Kaldi compression method (1 = automatic), ``None`` for plain float.
+    """
+    import kaldiio
+
+    ark, scp = Path(ark), Path(scp)
+    tmp_ark, tmp_scp = Path(f"{ark}.tmp"), Path(f"{scp}.tmp")
+    ark.parent.mkdir(parents=True, exist_ok=True)
+    scp.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}", compression_method=compression_method) as w:
+            yield w
+        lines = []
+        for line in read_lines(tmp_scp):
+            key, loc = line.split(" ", 1)
+            path, offset = loc.rsplit(":", 1)
+            if path != str(tmp_ark):  # pragma: no cover - kaldiio writes what it is given
+                raise RuntimeError(f"unexpected ark path in {tmp_scp}: {path}")
+            lines.append(f"{key} {ark}:{offset}\n")
+        os.replace(tmp_ark, ark)
+        with atomic_write(scp) as f:
+            f.writelines(lines)
+        tmp_scp.unlink()
+    except BaseException:
+        for p in (tmp_ark, tmp_scp):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+        raise
+
+
+def load_cmvn_stats(cmvn_scp: str | os.PathLike) -> dict[str, np.ndarray]:
+    """``cmvn.scp`` -> {speaker or 'global': (2, D+1) float64 stats}.
+
+    Raises:
+        FileNotFoundError: no cmvn.scp.
+        DataError: an entry that cannot be read or is not a 2 x (D+1) matrix (names the key).
+    """
+    import kaldiio
+
+    cmvn_scp = Path(cmvn_scp)
+    if not cmvn_scp.is_file():
+        raise FileNotFoundError(f"{cmvn_scp}: no CMVN stats (run speechkit-compute-cmvn-stats)")
+    table = read_table(cmvn_scp)
+    out = {}
+    for key, loc in table.items():
+        try:
+            m = np.asarray(kaldiio.load_mat(loc), dtype=np.float64)
+        except Exception as e:  # kaldiio raises several types for bad/missing arks
+            raise DataError(f"{cmvn_scp}: '{key}': cannot read stats at {loc}: {e}") from None
+        if m.ndim != 2 or m.shape[0] != 2 or m.shape[1] < 2:
+            raise DataError(f"{cmvn_scp}: '{key}': CMVN stats must be a 2 x (dim+1) matrix, got shape {m.shape}")
+        out[key] = m
+    return out
+
+
+class FeatureReader:
+    """Features of a data dir, by utterance, with CMVN applied on load.
+
+    Args:
+        data_dir: a data dir with ``feats.scp`` (and ``utt2num_frames``, ``frame_shift``,
+            ``feats.yaml`` as :mod:`speechkit-compute-feats <speechkit.bin.compute_feats>` writes).
+        cmvn: ``"none"``; ``"global"`` (the ``global`` entry of ``cmvn.scp``, or the sum of all
+            its per-speaker stats -- CMVN stats are additive); ``"speaker"`` (each utterance's
+            speaker's stats via ``utt2spk``).
+        norm_vars: also normalise variances (Kaldi ``apply-cmvn --norm-vars``); means always.
+
+    ``reader[utt]`` -> float32 ``(frames, dim)``; ``keys()`` C-sorted utterance ids;
+    ``num_frames(utt)``; ``dim``; ``frame_shift`` (seconds, or None); ``conf`` (``feats.yaml``).
+
+    Raises:
+        FileNotFoundError: no ``feats.scp`` (or no ``cmvn.scp`` when cmvn is not ``"none"``).
+        DataError: (on access) an utterance without features, an unreadable ark, a speaker
+            without stats, stats whose dimension differs from the features; names the utterance.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike, cmvn: Literal["none", "global", "speaker"] = "none",
+                 norm_vars: bool = True):
+        import kaldiio
+
+        self.data_dir = Path(data_dir)
+        self.cmvn = cmvn
+        self.norm_vars = norm_vars
+        if cmvn not in ("none", "global", "speaker"):
+            raise ValueError(f"cmvn must be 'none', 'global' or 'speaker', got {cmvn!r}")
+        scp = self.data_dir / "feats.scp"
+        if not scp.is_file():
+            raise FileNotFoundError(f"{scp}: no features (run speechkit-compute-feats or utils/make_feats.sh)")
+        self._scp_path = scp
+        self._table = read_table(scp)
+        self._loader = kaldiio.load_scp(str(scp))
+        self._keys = sorted(self._table, key=lambda k: k.encode("utf-8"))
+        n2f = self.data_dir / "utt2num_frames"
+        self._num_frames = {k: int(v) for k, v in read_table(n2f).items()} if n2f.is_file() else {}
+        fs = self.data_dir / "frame_shift"
+        self.frame_shift: float | None = float(fs.read_text().split()[0]) if fs.is_file() else None
+        fy = self.data_dir / "feats.yaml"
+        self.conf: dict | None = yaml.safe_load(fy.read_text(encoding="utf-8")) if fy.is_file() else None
+        self._dim: int | None = None
+        self._stats: dict[str, np.ndarray] = {}
+        self._utt2spk: dict[str, str] = {}
+        if cmvn != "none":
+            stats = load_cmvn_stats(self.data_dir / "cmvn.scp")
+            if cmvn == "global":
+                self._stats = {"global": stats["global"] if "global" in stats else sum(stats.values())}
+            else:
+                if set(stats) == {"global"}:
+                    raise DataError(f"{self.data_dir}/cmvn.scp: holds global stats only; cmvn='speaker' needs "
+                                    f"per-speaker stats (speechkit-compute-cmvn-stats --per-speaker)")
+                self._stats = stats
+                self._utt2spk = read_table(self.data_dir / "utt2spk")
+
+    # ------------------------------------------------------------------ mapping API
+    def keys(self) -> list[str]:
+        """Utterance ids in C-sorted order."""
+        return list(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __contains__(self, utt: object) -> bool:
+        return utt in self._table
+
+    def items(self) -> Iterator[tuple[str, np.ndarray]]:
+        for k in self._keys:
+            yield k, self[k]
+
+    def raw(self, utt: str) -> np.ndarray:
+        """The stored matrix of ``utt`` (no CMVN), float32 ``(frames, dim)``."""
+        if utt not in self._table:
+            raise DataError(f"{self._scp_path}: no features for utterance '{utt}'")
+        try:
+            m = self._loader[utt]
+        except Exception as e:  # missing ark, bad offset, truncated file
+            raise DataError(f"{self._scp_path}: '{utt}': cannot read {self._table[utt]}: {e}") from None
+        m = np.asarray(m)
+        if m.ndim != 2:
+            raise DataError(f"{self._scp_path}: '{utt}': expected a matrix, got shape {m.shape}")
+        return m.astype(np.float32, copy=False)
+
+    def __getitem__(self, utt: str) -> np.ndarray:
+        feats = self.raw(utt)
+        if self.cmvn == "none":
+            return feats
+        if self.cmvn == "global":
+            key = "global"
+        else:
+            if utt not in self._utt2spk:
+                raise DataError(f"{self.data_dir}/utt2spk: no speaker for utterance '{utt}'")
+            key = self._utt2spk[utt]
+            if key not in self._stats:
+                raise DataError(f"{self.data_dir}/cmvn.scp: no stats for speaker '{key}' (utterance '{utt}')")
+        try:
+            return apply_cmvn(feats, self._stats[key], norm_vars=self.norm_vars)
+        except ValueError as e:
+            raise DataError(f"{self.data_dir}/cmvn.scp: '{key}' (utterance '{utt}'): {e}") from None
+
+    def num_frames(self, utt: str) -> int:
+        """Frames of ``utt`` (from ``utt2num_frames`` when present, else by loading it)."""
+        if utt in self._num_frames:
+            return self._num_frames[utt]
+        return int(self.raw(utt).shape[0])
+
+    @property
+    def dim(self) -> int:
+        """Feature dimension (of the first utterance)."""
+        if self._dim is None:
+            if not self._keys:
+                raise DataError(f"{self._scp_path}: empty")
+            self._dim = int(self.raw(self._keys[0]).shape[1])
+        return self._dim
+
+    def __repr__(self) -> str:
+        return f"FeatureReader({str(self.data_dir)!r}, cmvn={self.cmvn!r}, utts={len(self)})"
