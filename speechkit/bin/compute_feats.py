@@ -1,0 +1,219 @@
+"""Compute features for a Kaldi data directory (Kaldi's steps/make_mfcc.sh, one tool for every frontend).
+
+  speechkit-compute-feats --config conf/mfcc.yaml [--nj N] [--job J | --merge-only] DATA_DIR [LOG_DIR [FEAT_DIR]]
+
+The frontend (mfcc, logmel, spectrogram, fbank, kaldi_mfcc, world) is chosen by the config's `type:`
+(see conf/*.yaml). The utterances of DATA_DIR (C-sorted) are split into N contiguous parts:
+
+  --job J       compute part J only, writing FEAT_DIR/raw_<type>_<data>.J.{ark,scp} (Kaldi ark/scp via
+                kaldiio, renamed into place when complete) and its manifest .J.json; logs to stdout.
+                This is what utils/make_feats.sh runs under $cmd (run.pl, slurm.pl).
+  (neither)     run the N parts as local processes (at most --max-jobs at once), each logging to
+                LOG_DIR/compute_feats.J.log, then merge.
+  --merge-only  only merge: check all N parts are complete and current, then write DATA_DIR/feats.scp
+                (sorted), DATA_DIR/utt2num_frames, DATA_DIR/frame_shift (seconds) and DATA_DIR/feats.yaml
+                (the resolved frontend config). A missing or failed part is an error; no feats.scp is
+                written then.
+
+A part is recomputed only if its inputs (wav.scp/segments lines, audio file sizes and times), the
+resolved config or --compress changed (use --force to recompute anyway). Audio with another sample
+rate than the config's, unreadable audio, or an utterance too short for one frame fails the job with
+an error naming the utterance. Defaults: LOG_DIR = DATA_DIR/log, FEAT_DIR = DATA_DIR/data.
+
+Example:
+  speechkit-compute-feats --config conf/mfcc.yaml --nj 4 data/train exp/make_mfcc/train mfcc
+  speechkit-compute-feats --config conf/logmel.yaml --set n_mels=40 data/dev
+"""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+
+PROG = "speechkit-compute-feats"
+logger = logging.getLogger(PROG)
+
+
+def str2bool(v: str) -> bool:
+    """Kaldi-style boolean option value: true/false (also 1/0, yes/no)."""
+    s = v.strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {v!r}")
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``["n_mels=40", "fmax=7600"]`` -> ``{"n_mels": 40, "fmax": 7600}`` (values parsed as YAML)."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        key = key.strip().replace("-", "_")
+        try:
+            out[key] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {item!r}: value is not valid YAML") from None
+    return out
+
+
+def build_parser():
+    p = make_parser(__doc__, prog=PROG)
+    p.add_argument("data_dir", metavar="DATA_DIR", help="Kaldi data dir (wav.scp, utt2spk, optional segments)")
+    p.add_argument("log_dir", metavar="LOG_DIR", nargs="?", help="per-job logs (default: DATA_DIR/log)")
+    p.add_argument("feat_dir", metavar="FEAT_DIR", nargs="?", help="where the arks go (default: DATA_DIR/data)")
+    p.add_argument("--config", required=True, metavar="YAML", help="frontend config (conf/mfcc.yaml, ...)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (value parsed as YAML); repeatable")
+    p.add_argument("--nj", type=int, default=1, help="number of parts (default: 1)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--job", type=int, metavar="J", help="compute part J (1..N) only")
+    g.add_argument("--merge-only", action="store_true", help="only merge the N finished parts into DATA_DIR")
+    p.add_argument("--compress", type=str2bool, default=False, metavar="BOOL",
+                   help="write Kaldi-compressed matrices (lossy, about half the size; default: false)")
+    p.add_argument("--max-jobs", type=int, default=None, metavar="M",
+                   help="without --job: run at most M parts at once (default: min(N, CPU count))")
+    p.add_argument("--batch-seconds", type=float, default=60.0, metavar="S",
+                   help="seconds of audio per batched frontend call (default: 60)")
+    p.add_argument("--num-threads", type=int, default=1, metavar="T", help="torch threads per job (default: 1)")
+    p.add_argument("--force", action="store_true", help="recompute parts even if they are current")
+    p.add_argument("--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def _frontend(args):
+    from speechkit.features.frontends import frontend_from_file
+
+    return frontend_from_file(args.config, parse_overrides(args.overrides))
+
+
+def _child_argv(args, job: int) -> list[str]:
+    argv = [sys.executable, "-m", "speechkit.bin.compute_feats", "--config", args.config, "--nj", str(args.nj),
+            "--job", str(job), "--compress", str(args.compress).lower(), "--batch-seconds", str(args.batch_seconds),
+            "--num-threads", str(args.num_threads)]
+    for o in args.overrides:
+        argv += ["--set", o]
+    if args.force:
+        argv.append("--force")
+    if args.verbose:
+        argv.append("--verbose")
+    return argv + [args.data_dir, args.log_dir, args.feat_dir]
+
+
+def _run_pool(args, frontend) -> None:
+    """Run the parts that are not current as local processes, logging each to LOG_DIR/compute_feats.J.log."""
+    from tqdm import tqdm
+
+    from speechkit.data.datadir import DataDir
+    from speechkit.features.extract import PartPaths, data_name, part_fingerprint, part_status, split_utts
+
+    d = DataDir.load(args.data_dir)
+    parts = split_utts(d.utts, args.nj)
+    conf = frontend.to_dict()
+    todo = []
+    for job, utts in enumerate(parts, 1):
+        paths = PartPaths.of(args.feat_dir, frontend.name, data_name(args.data_dir), job)
+        if args.force or part_status(paths, part_fingerprint(d, utts, conf, args.compress)) != "done":
+            todo.append(job)
+    if not todo:
+        logger.info("all %d parts are complete and current", args.nj)
+        return
+    max_jobs = args.max_jobs or min(len(todo), os.cpu_count() or 1)
+    logger.info("computing %d of %d parts, %d at a time; logs in %s/compute_feats.*.log",
+                len(todo), args.nj, max_jobs, args.log_dir)
+    Path(args.log_dir).mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.num_threads), MKL_NUM_THREADS=str(args.num_threads))
+    pending, running, failed = list(todo), {}, []
+    bar = tqdm(total=len(todo), desc="feature jobs", unit="job", file=sys.stderr, disable=None)
+    try:
+        while pending or running:
+            while pending and len(running) < max_jobs:
+                job = pending.pop(0)
+                log = Path(args.log_dir) / f"compute_feats.{job}.log"
+                fh = open(log, "w", encoding="utf-8")
+                argv = _child_argv(args, job)
+                fh.write(f"# {' '.join(argv)}\n# Started at {time.ctime()}\n#\n")
+                fh.flush()
+                running[job] = (subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env), fh, log)
+            time.sleep(0.05)
+            for job, (proc, fh, log) in list(running.items()):
+                rc = proc.poll()
+                if rc is None:
+                    continue
+                fh.write(f"# Ended (code {rc}) at {time.ctime()}\n")
+                fh.close()
+                del running[job]
+                bar.update(1)
+                if rc != 0:
+                    failed.append((job, log))
+    except BaseException:
+        for proc, fh, _ in running.values():
+            proc.terminate()
+        for proc, fh, _ in running.values():
+            proc.wait()
+            fh.close()
+        raise
+    finally:
+        bar.close()
+    if failed:
+        msgs = []
+        for job, log in sorted(failed):
+            lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines()
+                     if ln.strip() and not ln.startswith("#")]
+            msgs.append(f"job {job} (see {log}): {lines[-1] if lines else 'no output'}")
+        raise _JobsFailed(f"{len(failed)} of {len(todo)} jobs failed; no feats.scp written.\n  " + "\n  ".join(msgs))
+
+
+class _JobsFailed(Exception):
+    pass
+
+
+def _body(args) -> int:
+    import torch
+
+    from speechkit.features.extract import compute_part, merge_parts
+
+    if args.nj < 1:
+        raise ValueError(f"--nj must be >= 1, got {args.nj}")
+    if args.job is not None and not 1 <= args.job <= args.nj:
+        raise ValueError(f"--job must be in 1..{args.nj}, got {args.job}")
+    args.log_dir = args.log_dir or os.path.join(args.data_dir, "log")
+    args.feat_dir = args.feat_dir or os.path.join(args.data_dir, "data")
+    torch.set_num_threads(args.num_threads)
+    frontend = _frontend(args)
+    if args.job is not None:
+        compute_part(args.data_dir, frontend, args.feat_dir, args.job, args.nj, compress=args.compress,
+                     batch_seconds=args.batch_seconds, force=args.force)
+        return 0
+    if not args.merge_only:
+        try:
+            _run_pool(args, frontend)
+        except _JobsFailed as e:
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 1
+    n = merge_parts(args.data_dir, frontend, args.feat_dir, args.nj, compress=args.compress, log_dir=args.log_dir)
+    print(f"{PROG}: {n} utterances, {frontend.name} features of dim {frontend.dim} -> {args.data_dir}/feats.scp")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.job is not None:  # a job's log is its stdout (run.pl/slurm.pl capture it)
+        logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stdout, force=True,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    else:
+        setup_logging(verbose=args.verbose)
+    return run_main(PROG, lambda: _body(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""speechkit-compute-feats: parts, merge, idempotence, failures, ark/scp readable by kaldiio."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import pytest
+import soundfile as sf
+
+from speechkit.bin import compute_feats
+from speechkit.data.datadir import DataDir
+from speechkit.features.extract import PartPaths, compute_part, merge_parts, split_utts
+from speechkit.features.frontends import build_frontend, frontend_from_file
+from speechkit.utils.fileio import DataError
+
+
+def _run_all(data_dir: Path, fe, feat_dir: Path, nj: int, **kw) -> list[bool]:
+    done = [compute_part(data_dir, fe, feat_dir, j, nj, **kw) for j in range(1, nj + 1)]
+    merge_parts(data_dir, fe, feat_dir, nj, compress=kw.get("compress", False))
+    return done
+
+
+def _load(data_dir: Path) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in kaldiio.load_scp(str(data_dir / "feats.scp")).items()}
+
+
+def test_split_utts_is_kaldi_like():
+    assert split_utts(list("abcdefg"), 3) == [list("abc"), list("de"), list("fg")]
+    assert split_utts(list("ab"), 3) == [["a"], ["b"], []]
+    with pytest.raises(ValueError):
+        split_utts(["a"], 0)
+
+
+def test_features_equal_frontend_and_nj_does_not_matter(tmp_path, data_dir, repo_root):
+    fe = frontend_from_file(repo_root / "conf" / "mfcc.yaml")
+    _run_all(data_dir, fe, tmp_path / "mfcc1", nj=1)
+    one = _load(data_dir)
+    n2f_one = (data_dir / "utt2num_frames").read_bytes()
+    d = DataDir.load(data_dir)
+    assert sorted(one) == d.utts
+    for utt, m in one.items():  # what was stored is exactly the frontend's output
+        x, _ = sf.read(d.wav_scp[utt], dtype="float32")
+        assert m.dtype == np.float32 and m.shape == (fe.num_frames(len(x)), 39)
+        np.testing.assert_allclose(m, fe(x), rtol=1e-6, atol=1e-6)
+    assert (data_dir / "frame_shift").read_text() == "0.01\n"
+    conf = (data_dir / "feats.yaml").read_text()
+    assert "type: mfcc" in conf and "# dim: 39" in conf
+    assert build_frontend(__import__("yaml").safe_load(conf)).to_dict() == fe.to_dict()
+
+    _run_all(data_dir, fe, tmp_path / "mfcc3", nj=3)
+    three = _load(data_dir)
+    assert (data_dir / "utt2num_frames").read_bytes() == n2f_one
+    assert all(one[u].tobytes() == three[u].tobytes() for u in one)  # byte for byte
+    assert len({loc.rsplit(":", 1)[0] for loc in DataDir.load(data_dir).feats_scp.values()}) == 3
+    assert DataDir.load(data_dir).feats_scp == dict(sorted(DataDir.load(data_dir).feats_scp.items()))
+
+
+def test_cli_pool_nj2_matches_in_process(tmp_path, data_dir, repo_root):
+    fe = frontend_from_file(repo_root / "conf" / "logmel.yaml")
+    _run_all(data_dir, fe, tmp_path / "a", nj=1)
+    ref = _load(data_dir)
+    rc = compute_feats.main(["--config", str(repo_root / "conf" / "logmel.yaml"), "--nj", "2",
+                             str(data_dir), str(tmp_path / "log"), str(tmp_path / "b")])
+    assert rc == 0
+    got = _load(data_dir)
+    assert all(ref[u].tobytes() == got[u].tobytes() for u in ref)
+    log = (tmp_path / "log" / "compute_feats.2.log").read_text()
+    assert "part 2/2" in log and "# Ended (code 0)" in log
+    # up to date: nothing is recomputed, and merge rewrites nothing
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "b").iterdir()}
+    before_scp = (data_dir / "feats.scp").stat().st_mtime_ns
+    assert compute_feats.main(["--config", str(repo_root / "conf" / "logmel.yaml"), "--nj", "2",
+                               str(data_dir), str(tmp_path / "log"), str(tmp_path / "b")]) == 0
+    assert before == {p: p.stat().st_mtime_ns for p in (tmp_path / "b").iterdir()}
+    assert (data_dir / "feats.scp").stat().st_mtime_ns == before_scp
+
+
+def test_idempotent_and_recomputes_what_changed(tmp_path, data_dir):
+    fe = build_frontend({"type": "logmel", "n_mels": 40})
+    feat_dir = tmp_path / "f"
+    assert _run_all(data_dir, fe, feat_dir, nj=2) == [True, True]
+    assert _run_all(data_dir, fe, feat_dir, nj=2) == [False, False]
+    # rewrite one utterance's audio (part 2): only part 2 is recomputed
+    d = DataDir.load(data_dir)
+    path = d.wav_scp[d.utts[-1]]
+    x, sr = sf.read(path, dtype="float32")
+    time.sleep(0.01)
+    sf.write(path, x[: len(x) // 2], sr)
+    assert _run_all(data_dir, fe, feat_dir, nj=2) == [False, True]
+    assert DataDir.load(data_dir).utt2num_frames[d.utts[-1]] == fe.num_frames(len(x) // 2)
+    # another config recomputes everything; so does compress
+    fe2 = build_frontend({"type": "logmel", "n_mels": 41})
+    assert _run_all(data_dir, fe2, feat_dir, nj=2) == [True, True]
+    assert _run_all(data_dir, fe2, feat_dir, nj=2, compress=True) == [True, True]
+    comp = _load(data_dir)
+    assert comp[d.utts[0]].shape[1] == 41
+    # merging with the wrong settings refuses (parts are stale for them)
+    with pytest.raises(DataError, match="2 of 2 parts not complete and current"):
+        merge_parts(data_dir, fe2, feat_dir, 2, compress=False)
+
+
+def test_compress_is_readable_and_close(tmp_path, data_dir):
+    fe = build_frontend({"type": "fbank"})
+    _run_all(data_dir, fe, tmp_path / "raw", nj=1)
+    raw = _load(data_dir)
+    _run_all(data_dir, fe, tmp_path / "comp", nj=1, compress=True)
+    comp = _load(data_dir)
+    assert (tmp_path / "comp" / "raw_fbank_train.1.ark").stat().st_size < 0.7 * (tmp_path / "raw" / "raw_fbank_train.1.ark").stat().st_size
+    for u in raw:
+        span = raw[u].max() - raw[u].min()
+        assert np.abs(raw[u] - comp[u]).max() < 0.01 * span
+
+
+def test_segments(tmp_path, make_data):
+    d = DataDir.load(make_data(tmp_path, n_per_spk=3, speakers=("spk",)))
+    rec = d.utts[-1]  # 0.5 s long
+    seg = DataDir(wav_scp={rec: d.wav_scp[rec]}, utt2spk={"spk-a": "spk", "spk-b": "spk"},
+                  segments={"spk-a": (rec, 0.0, 0.25), "spk-b": (rec, 0.2, 0.5)})
+    from speechkit.data.datadir import Segment
+    seg.segments = {k: Segment(*v) for k, v in seg.segments.items()}
+    path = seg.write(tmp_path / "seg")
+    fe = build_frontend({"type": "mfcc"})
+    _run_all(path, fe, tmp_path / "f", nj=2)
+    got = _load(path)
+    x, _ = sf.read(d.wav_scp[rec], dtype="float32")
+    np.testing.assert_allclose(got["spk-b"], fe(x[3200:8000]), atol=1e-5)
+    assert got["spk-a"].shape[0] == fe.num_frames(4000)
+
+
+def test_bad_audio_fails_naming_the_utterance_and_no_feats_scp(tmp_path, data_dir, repo_root):
+    d = DataDir.load(data_dir)
+    bad = d.utts[-1]  # in the last part
+    Path(d.wav_scp[bad]).write_bytes(b"")
+    fe = build_frontend({"type": "mfcc"})
+    compute_part(data_dir, fe, tmp_path / "f", 1, 2)
+    with pytest.raises(DataError, match=f"'{bad}'.*empty"):
+        compute_part(data_dir, fe, tmp_path / "f", 2, 2)
+    paths = PartPaths.of(tmp_path / "f", "mfcc", "train", 2)
+    assert not paths.manifest.exists() and not paths.ark.exists() and not Path(f"{paths.ark}.tmp").exists()
+    with pytest.raises(DataError, match="part 2 missing"):
+        merge_parts(data_dir, fe, tmp_path / "f", 2)
+    assert not (data_dir / "feats.scp").exists()
+    # through the CLI: exit 1, the error names the job, its log names the utterance
+    rc = compute_feats.main(["--config", str(repo_root / "conf" / "mfcc.yaml"), "--nj", "2", str(data_dir),
+                             str(tmp_path / "log"), str(tmp_path / "f")])
+    assert rc == 1 and not (data_dir / "feats.scp").exists()
+    assert f"'{bad}'" in (tmp_path / "log" / "compute_feats.2.log").read_text()
+    assert compute_feats.main(["--merge-only", "--config", str(repo_root / "conf" / "mfcc.yaml"), "--nj", "2",
+                               str(data_dir), str(tmp_path / "log"), str(tmp_path / "f")]) == 1
+    assert not (data_dir / "feats.scp").exists()
+
+
+def test_wrong_sample_rate_names_the_key(tmp_path, make_data):
+    data = make_data(tmp_path, sr=8000)
+    fe = build_frontend({"type": "logmel"})
+    with pytest.raises(DataError, match=r"'spkA-utt0'.*8000 Hz, config expects 16000 Hz"):
+        compute_part(data, fe, tmp_path / "f", 1, 1)
+
+
+def test_too_short_for_fbank_names_the_key(tmp_path, make_data):
+    data = make_data(tmp_path, n_per_spk=1, speakers=("s",))
+    d = DataDir.load(data)
+    sf.write(d.wav_scp["s-utt0"], np.zeros(200, np.float32), 16000)
+    with pytest.raises(DataError, match=r"wav.scp: 's-utt0': 200 samples .* give no frames"):
+        compute_part(data, build_frontend({"type": "fbank"}), tmp_path / "f", 1, 1)
+
+
+def test_recomputing_moves_stale_feats_scp_to_backup(tmp_path, data_dir):
+    fe = build_frontend({"type": "logmel"})
+    _run_all(data_dir, fe, tmp_path / "f", nj=1)
+    (data_dir / "cmvn.scp").write_text("global x.ark:1\n")
+    compute_part(data_dir, fe, tmp_path / "f", 1, 1, force=True)
+    assert not (data_dir / "feats.scp").exists() and (data_dir / ".backup" / "feats.scp").exists()
+    assert (data_dir / ".backup" / "cmvn.scp").exists()
+
+
+def test_killed_job_leaves_nothing_that_looks_complete(tmp_path, data_dir, repo_root):
+    # the last utterance's audio comes from a command that hangs, so the job is killed mid-part
+    d = DataDir.load(data_dir)
+    d.wav_scp[d.utts[-1]] = f"sleep 60; cat {d.wav_scp[d.utts[-1]]} |"
+    d.write(data_dir)
+    argv = [sys.executable, "-m", "speechkit.bin.compute_feats", "--config", str(repo_root / "conf" / "mfcc.yaml"),
+            "--nj", "1", "--job", "1", str(data_dir), str(tmp_path / "log"), str(tmp_path / "f")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    tmp_ark = PartPaths.of(tmp_path / "f", "mfcc", "train", 1).ark.with_suffix(".ark.tmp")
+    deadline = time.time() + 60
+    while time.time() < deadline and not tmp_ark.exists() and proc.poll() is None:
+        time.sleep(0.05)
+    assert tmp_ark.exists(), "the job never started writing"
+    time.sleep(0.3)  # now blocked in the hanging command
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    paths = PartPaths.of(tmp_path / "f", "mfcc", "train", 1)
+    assert not paths.ark.exists() and not paths.scp.exists() and not paths.manifest.exists()
+    with pytest.raises(DataError, match="part 1 missing"):
+        merge_parts(data_dir, build_frontend({"type": "mfcc"}), tmp_path / "f", 1)
+    assert not (data_dir / "feats.scp").exists()
+
+
+def test_cli_argument_errors(tmp_path, data_dir, repo_root, capsys):
+    conf = str(repo_root / "conf" / "mfcc.yaml")
+    assert compute_feats.main(["--config", conf, "--nj", "2", "--job", "3", str(data_dir)]) == 1
+    assert "--job must be in 1..2" in capsys.readouterr().err
+    assert compute_feats.main(["--config", conf, "--set", "n_mel=3", "--job", "1", str(data_dir)]) == 1
+    assert "unknown key 'n_mel'" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("type: mfcc\nhop_length: ten\n")
+    assert compute_feats.main(["--config", str(bad), str(data_dir)]) == 1
+    assert "bad.yaml: key 'hop_length' must be an integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        compute_feats.main(["--config", conf, "--job", "1", "--merge-only", str(data_dir)])
+
+
+def test_manifest_records_frames(tmp_path, data_dir):
+    fe = build_frontend({"type": "spectrogram"})
+    compute_part(data_dir, fe, tmp_path / "f", 1, 1, compress=False)
+    m = json.loads(PartPaths.of(tmp_path / "f", "spectrogram", "train", 1).manifest.read_text())
+    assert m["dim"] == 257 and m["num_utts"] == 6 and m["conf"] == fe.to_dict()
+    assert sum(m["utt2num_frames"].values()) > 0
+
+
+def test_make_feats_sh_with_run_pl(tmp_path, data_dir, repo_root):
+    if not (repo_root / "utils" / "run.pl").exists():
+        pytest.skip("utils/run.pl not available")
+    fe = build_frontend({"type": "mfcc"})
+    _run_all(data_dir, fe, tmp_path / "ref", nj=1)
+    ref = _load(data_dir)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    r = subprocess.run(["bash", str(repo_root / "utils" / "make_feats.sh"), "--nj", "2", "--config",
+                        str(repo_root / "conf" / "mfcc.yaml"), str(data_dir), str(tmp_path / "log"),
+                        str(tmp_path / "mfcc")], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "Successfully validated" in r.stdout
+    got = _load(data_dir)
+    assert all(ref[u].tobytes() == got[u].tobytes() for u in ref)
+    assert (tmp_path / "log" / "compute_feats.1.log").exists()
+    r = subprocess.run(["bash", str(repo_root / "utils" / "make_feats.sh"), str(data_dir)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode != 0 and "--config <frontend.yaml> is required" in r.stderr
