@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from speechkit.data.audio import probe_audio
-from speechkit.data.datadir import DataDir, c_sorted
+from speechkit.data.datadir import DataDir
 from speechkit.utils.fileio import DataError, atomic_write, read_lines, write_table
 
 logger = logging.getLogger(__name__)
@@ -83,13 +83,16 @@ def normalize_text(text: str, keep_punctuation: bool = False) -> str:
 
 
 def read_metadata_lines(path: str | os.PathLike) -> list[str]:
-    """Lines of a UTF-8 metadata file without line terminators (``\\n`` or ``\\r\\n``, both occur).
+    """Lines of a UTF-8 metadata file without line terminators (``\\n`` or ``\\r\\n``, both occur) or BOM.
 
     Raises:
         FileNotFoundError: no such file.
         DataError: not valid UTF-8 (names the file and line).
     """
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in read_lines(path)]
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in read_lines(path)]
+    if lines and lines[0].startswith("\ufeff"):  # a UTF-8 byte-order mark is not part of the first field
+        lines[0] = lines[0][1:]
+    return lines
 
 
 # ---------------------------------------------------------------------------------------- skips
@@ -265,19 +268,8 @@ def finish(d: DataDir, out_dir: str | os.PathLike, *, spk2gender: dict[str, str]
     return d
 
 
-def check_id(kind: str, value: str, where: str) -> str:
-    """Return ``value`` if it is usable as a Kaldi id part (non-empty, no whitespace), else raise.
-
-    Raises:
-        DataError: naming ``where`` (file:line or key).
-    """
-    if not value or any(c.isspace() for c in value):
-        raise DataError(f"{where}: {kind} {value!r} is empty or contains whitespace")
-    return value
-
-
 __all__ = [
     "PHONE_ALIGNMENTS", "SPK2GENDER", "SkipLog", "read_metadata_lines", "AUDIO_REASONS", "normalize_text", "probe_or_skip",
     "wav_entry", "check_sample_rate", "write_phone_alignments", "read_phone_alignments",
-    "write_side_file", "finish", "check_id", "c_sorted",
+    "write_side_file", "finish",
 ]

@@ -5,7 +5,8 @@ Two subsets (``subset=``):
 ``crowd`` (default)
     Crowd-sourced read sentences. ``speech.tsv`` (columns ``id sentence user fileName ... vote``)
     joined on ``sentence`` to ``sentences.tsv`` (``id sentence category``). Speaker = the
-    contributor's ``user`` id; utterance ``<user>_<speech id>``. ``vote`` is the community's
+    contributor's ``user`` id (any ``_`` replaced by ``-``, so the speaker is the utterance id's
+    prefix before its first ``_``); utterance ``<user>_<speech id>``. ``vote`` is the community's
     judgement of the recording; rows with ``vote < min_vote`` (default 0) are dropped before the
     audio is looked at. A vote of ``default`` means nobody has voted yet and counts as 0 (so it is
     kept at ``min_vote=0`` and dropped at ``min_vote=1``); ``min_vote=None`` keeps every row.
@@ -96,7 +97,7 @@ def _prepare_crowd(corpus_dir: Path, d: DataDir, sample_rate, keep_punctuation, 
         for lineno, row in _read_tsv(corpus_dir / "users.tsv", ("id",), SkipLog("rows of users.tsv", corpus="msc_malayalam")):
             g = row.get("gender", "").strip().lower()
             if g in ("male", "female"):
-                spk2gender[row["id"]] = g[0]
+                spk2gender[row["id"].strip().replace("_", "-")] = g[0]
     speech_tsv = corpus_dir / "speech.tsv"
     rows = _read_tsv(speech_tsv, ("id", "sentence", "user", "fileName", "vote"), meta_skips)
     n_rows = len(rows) + meta_skips.total
@@ -111,8 +112,8 @@ def _prepare_crowd(corpus_dir: Path, d: DataDir, sample_rate, keep_punctuation, 
         if row["sentence"] not in sentences:
             meta_skips.skip("malformed", f"{where}: sentence id '{row['sentence']}' not in sentences.tsv")
             continue
-        user, sid = row["user"].strip(), row["id"].strip()
-        if not user or not sid or any(c.isspace() or c == "_" for c in user) or any(c.isspace() for c in sid):
+        user, sid = row["user"].strip().replace("_", "-"), row["id"].strip()  # no '_' in speaker ids
+        if not user or not sid or any(c.isspace() for c in user + sid):
             meta_skips.skip("malformed", f"{where}: user {user!r} / id {sid!r} unusable as Kaldi ids")
             continue
         if min_vote is not None and vote < min_vote:
