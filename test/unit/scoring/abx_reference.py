@@ -1,0 +1,145 @@
+"""Brute-force, per-triplet ABX reference (ZeroSpeech/ABXpy semantics), for tests and the benchmark.
+
+Written independently of ``speechkit.scoring.abx``: plain Python loops over every triplet, two DTWs
+per triplet computed from scratch (no caching, no batching), frame distances straight from the
+ABXpy formulas (hamming from ``scipy.spatial.distance.cdist``). Deliberately slow and obvious.
+Not collected by pytest (no ``test_`` prefix); load it by path.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+from scipy.spatial.distance import cdist
+
+
+def ref_frame_distance(x: np.ndarray, y: np.ndarray, distance: str) -> np.ndarray:
+    x = np.array(x, dtype=np.float64)
+    y = np.array(y, dtype=np.float64)
+    if distance == "cosine":
+        nx = np.sqrt((x**2).sum(1))
+        ny = np.sqrt((y**2).sum(1))
+        d = np.empty((len(x), len(y)))
+        for i in range(len(x)):
+            for j in range(len(y)):
+                if nx[i] == 0 and ny[j] == 0:
+                    d[i, j] = 0.0
+                elif nx[i] == 0 or ny[j] == 0:
+                    d[i, j] = 1.0
+                else:
+                    c = float(np.dot(x[i], y[j])) / (nx[i] * ny[j])
+                    d[i, j] = math.acos(min(1.0, max(-1.0, c))) / math.pi
+        return d
+    if distance == "kl":
+        eps = np.finfo(np.float64).eps
+
+        def smooth(p):
+            p = p / p.sum(1, keepdims=True)
+            p = p + eps
+            return p / p.sum(1, keepdims=True)
+
+        p, q = smooth(x), smooth(y)
+        d = np.empty((len(p), len(q)))
+        for i in range(len(p)):
+            for j in range(len(q)):
+                kl_pq = float(np.sum(p[i] * (np.log(p[i]) - np.log(q[j]))))
+                kl_qp = float(np.sum(q[j] * (np.log(q[j]) - np.log(p[i]))))
+                d[i, j] = 0.5 * kl_pq + 0.5 * kl_qp
+        return d
+    if distance == "hamming":
+        return cdist(x, y, "hamming")
+    raise ValueError(distance)
+
+
+def ref_dtw(dist: np.ndarray, normalize: bool = True) -> float:
+    """ABXpy ``_dtw``: cumulative-sum borders, 3-way min, backtrack preferring diag, then left."""
+    n, m = dist.shape
+    cost = [[0.0] * m for _ in range(n)]
+    cost[0][0] = float(dist[0, 0])
+    for i in range(1, n):
+        cost[i][0] = float(dist[i, 0]) + cost[i - 1][0]
+    for j in range(1, m):
+        cost[0][j] = float(dist[0, j]) + cost[0][j - 1]
+    for i in range(1, n):
+        for j in range(1, m):
+            cost[i][j] = float(dist[i, j]) + min(cost[i - 1][j], cost[i - 1][j - 1], cost[i][j - 1])
+    final = cost[n - 1][m - 1]
+    if not normalize:
+        return final
+    path_len = 1
+    i, j = n - 1, m - 1
+    while i > 0 and j > 0:
+        c_up, c_left, c_diag = cost[i - 1][j], cost[i][j - 1], cost[i - 1][j - 1]
+        if c_diag <= c_left and c_diag <= c_up:
+            i, j = i - 1, j - 1
+        elif c_left <= c_up:
+            j -= 1
+        else:
+            i -= 1
+        path_len += 1
+    if i == 0:
+        path_len += j
+    if j == 0:
+        path_len += i
+    return final / path_len
+
+
+def ref_token(features, item, frame_shift):
+    """Frames whose centre time lies in [onset, offset] (ABXpy ``get_features_from_raw``)."""
+    feats = features[item["file"]]
+    times = (np.arange(len(feats)) + 0.5) * frame_shift
+    mask = np.logical_and(times >= item["onset"], times <= item["offset"])
+    return feats[mask]
+
+
+def ref_abx(features, items, mode="across", distance="cosine", frame_shift=0.01, normalize=True, max_triplets=None):
+    """Per-triplet ABX error (percent), plus the number of triplets scored.
+
+    ``items``: dicts with file, onset, offset, phone, context (tuple), speaker. Items without
+    frames are dropped first. ``max_triplets`` stops early (benchmark extrapolation only).
+    """
+    toks = []
+    for it in items:
+        t = ref_token(features, it, frame_shift)
+        if len(t):
+            toks.append((it, t))
+    by_ctx = defaultdict(list)
+    for it, t in toks:
+        by_ctx[tuple(it["context"])].append((it, t))
+    cell_scores = defaultdict(list)  # (ctx, p1, p2, speakers) -> triplet scores
+    n = 0
+    for ctx, group in by_ctx.items():
+        for ia, (a, ta) in enumerate(group):
+            for ib, (b, tb) in enumerate(group):
+                for ix, (x, tx) in enumerate(group):
+                    if a["phone"] != x["phone"] or b["phone"] == a["phone"]:
+                        continue
+                    if mode == "across":
+                        if a["speaker"] != b["speaker"] or x["speaker"] == a["speaker"]:
+                            continue
+                        spk = (a["speaker"], x["speaker"])
+                    else:
+                        if not (a["speaker"] == b["speaker"] == x["speaker"]) or ia == ix:
+                            continue
+                        spk = (a["speaker"],)
+                    dax = ref_dtw(ref_frame_distance(ta, tx, distance), normalize)
+                    dbx = ref_dtw(ref_frame_distance(tb, tx, distance), normalize)
+                    s = 1.0 if dax < dbx else (0.5 if dax == dbx else 0.0)
+                    cell_scores[(ctx, a["phone"], b["phone"], spk)].append(s)
+                    n += 1
+                    if max_triplets is not None and n >= max_triplets:
+                        return _average(cell_scores), n
+    return _average(cell_scores), n
+
+
+def _average(cell_scores):
+    # mean in each cell, then over contexts, then speakers, then phone pairs
+    ctx_level = defaultdict(list)
+    for (ctx, p1, p2, spk), scores in cell_scores.items():
+        ctx_level[(p1, p2, spk)].append(sum(scores) / len(scores))
+    spk_level = defaultdict(list)
+    for (p1, p2, spk), v in ctx_level.items():
+        spk_level[(p1, p2)].append(sum(v) / len(v))
+    pair_means = [sum(v) / len(v) for v in spk_level.values()]
+    return 100.0 * (1.0 - sum(pair_means) / len(pair_means))
