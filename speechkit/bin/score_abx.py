@@ -1,0 +1,104 @@
+"""ZeroSpeech ABX error of frame-level features on an ABX item file.
+
+Features: FEATURE_DIR holds feats.scp (Kaldi ark/scp) or one <utt>.txt per utterance (one frame
+per line, numbers separated by spaces); feats.scp wins when both exist. Frame i lies at time
+(i + 0.5) * frame_shift; an item's frames are those whose time lies in [onset, offset].
+
+ITEM_FILE: '#file onset offset #phone prev-phone next-phone speaker' header, times in seconds
+(speechkit-make-abx-items writes one from phone alignments).
+
+Triplets (A, B, X): A and X one phone, B another, all three one context; --across (default):
+A and B from one speaker, X from another; --within: all three from one speaker. Distance: DTW
+over the frame distance, normalised by the path length (as ABXpy). Scores are averaged over
+contexts, then speakers, then ordered phone pairs (ZeroSpeech 2017/2019). Items that select no
+frame are dropped with a warning (counted in the JSON).
+
+The last line of stdout is the figure, e.g. 'ABX error (across speakers): 21.34 %'.
+
+Example:
+  speechkit-score-abx exp/vqvae/units/test data/test/abx.item --distance cosine --json exp/vqvae/abx.json
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from speechkit.scoring.abx import DEFAULT_TOLERANCE, DISTANCES, abx_error
+from speechkit.scoring.abx_items import read_item_file
+from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
+from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.fileio import DataError, atomic_write
+
+PROG = "speechkit-score-abx"
+logger = logging.getLogger(PROG)
+
+
+def main(argv=None) -> int:
+    parser = make_parser(__doc__, prog=PROG)
+    parser.add_argument("feature_dir", metavar="FEATURE_DIR", help="feats.scp or <utt>.txt files")
+    parser.add_argument("item_file", metavar="ITEM_FILE", help="ABX item file (ZeroSpeech/ABXpy format)")
+    parser.add_argument("--distance", choices=DISTANCES, default="cosine",
+                        help="frame distance: cosine (arccos(cos)/pi; continuous features), kl "
+                             "(symmetrised KL; posteriorgrams), hamming (fraction of differing "
+                             "coordinates; one-hot or discrete codes) (default: %(default)s)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--across", dest="mode", action="store_const", const="across",
+                      help="A, B from one speaker, X from another (default)")
+    mode.add_argument("--within", dest="mode", action="store_const", const="within",
+                      help="A, B, X from one speaker")
+    parser.set_defaults(mode="across")
+    parser.add_argument("--frame-shift", type=float, default=None, metavar="S",
+                        help="seconds between frames (default: FEATURE_DIR/frame_shift if present, else 0.01)")
+    parser.add_argument("--no-normalize", dest="normalize", action="store_false",
+                        help="use the total DTW path cost instead of dividing it by the path length "
+                             "(the ZeroSpeech 2020 evaluation of the 2019 track does this for KL)")
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, metavar="S",
+                        help="seconds an item may end past the last frame of its file before it is an "
+                             "error (feature extraction drops the last partial window) (default: %(default)s)")
+    parser.add_argument("--json", metavar="OUT", default=None,
+                        help="also write the result (score, triplet/cell counts, per phone pair) as JSON")
+    parser.add_argument("--log-file", default=None, help="append the log here too")
+    parser.add_argument("--verbose", action="store_true", help="debug logging")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        setup_logging(args.log_file, args.verbose)
+        if args.tolerance < 0:
+            raise ValueError(f"--tolerance must be >= 0, got {args.tolerance}")
+        frame_shift = resolve_frame_shift(args.feature_dir, args.frame_shift)
+        fdir = FeatureDir(args.feature_dir)
+        items = read_item_file(args.item_file)
+        needed = []
+        seen = set()
+        for it in items:
+            if it.file not in seen:
+                if it.file not in fdir:
+                    raise DataError(f"{args.item_file}:{it.line}: item names '{it.file}', which is not in "
+                                    f"{fdir.source(it.file)}")
+                seen.add(it.file)
+                needed.append(it.file)
+        logger.info("%d items over %d files; loading features from %s (%s)", len(items), len(needed),
+                    args.feature_dir, fdir.kind)
+        features = fdir.load_all(needed)
+        res = abx_error(features, items, mode=args.mode, distance=args.distance, frame_shift=frame_shift,
+                        normalize=args.normalize, tolerance=args.tolerance, source=str(args.item_file),
+                        progress=sys.stderr.isatty())
+        if args.json:
+            out = res.to_dict()
+            out.update(feature_dir=str(args.feature_dir), item_file=str(args.item_file))
+            with atomic_write(args.json) as f:
+                json.dump(out, f, indent=2)
+                f.write("\n")
+        print(f"distance: {res.distance}{'' if res.normalize else ' (not normalised)'}; frame shift {res.frame_shift} s")
+        print(f"items: {res.n_items} used, {res.n_items_dropped} dropped (no frame)")
+        print(f"triplets: {res.n_triplets} in {res.n_cells} cells over {res.n_phone_pairs} phone pairs "
+              f"({res.n_dtw_pairs} DTW pairs)")
+        print(res.summary())
+        return 0
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
