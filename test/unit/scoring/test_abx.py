@@ -1,0 +1,386 @@
+"""ABX error: DTW and frame distances against brute force and hand-worked cases, ZeroSpeech averaging,
+item files, feature directories and the two ABX CLIs."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from speechkit.bin import make_abx_items as make_items_cli
+from speechkit.bin import score_abx as score_abx_cli
+from speechkit.scoring.abx import abx_error, batched_dtw, dtw_distance, frame_distance, select_frames
+from speechkit.scoring.abx_items import (
+    ITEM_HEADER,
+    Item,
+    make_abx_items,
+    read_item_file,
+    read_phone_alignments,
+    write_item_file,
+)
+from speechkit.scoring.feature_dir import FeatureDir, read_text_features, resolve_frame_shift
+from speechkit.utils.fileio import DataError
+
+_spec = importlib.util.spec_from_file_location("abx_reference", Path(__file__).with_name("abx_reference.py"))
+ref = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ref)
+
+
+def synthetic(seed, kind="cont", dim=4, n_spk=3, n_utt=1, dur=0.45):
+    """Random features and items: 3 phones x 2 contexts, several speakers, 1-7 frame tokens."""
+    rng = np.random.default_rng(seed)
+    feats, items = {}, []
+    for s in range(n_spk):
+        for u in range(n_utt):
+            f = f"s{s}_u{u}"
+            n = int(dur * 100) + 10
+            if kind == "cont":
+                feats[f] = rng.normal(size=(n, dim))
+            elif kind == "pos":
+                feats[f] = rng.dirichlet(np.ones(dim), size=n)
+                feats[f][rng.random(n) < 0.1, 0] = 0.0  # exact zeros: epsilon smoothing matters
+            else:
+                feats[f] = np.eye(dim)[rng.integers(0, dim, size=n)]
+            t = 0.0
+            while t < dur:
+                d = int(rng.integers(1, 8)) * 0.01 + 0.002
+                items.append(Item(f, round(t, 4), round(t + d, 4), str(rng.choice(["a", "b", "c"])),
+                                  (str(rng.choice(["x", "y"])), "z"), f"s{s}", len(items) + 2))
+                t += d
+    return feats, items
+
+
+def as_dicts(items):
+    return [dict(file=i.file, onset=i.onset, offset=i.offset, phone=i.phone, context=i.context, speaker=i.speaker)
+            for i in items]
+
+
+# ------------------------------------------------------------------------------ hand-worked DTW
+def test_dtw_2x3_by_hand():
+    # x: 2 frames, y: 3 frames; cosine distance arccos(cos)/pi:
+    #   d = [[0, 1, .5], [.5, .5, 0]]
+    # cost row 0: 0, 1, 1.5; row 1: .5, .5 + min(1, 0, .5) = .5, 0 + min(1.5, 1, .5) = .5
+    # backtrack from (1,2): up 1.5, left .5, diag 1 -> left; (1,1): diag 0 -> (0,0): 3 frame pairs
+    x = np.array([[1.0, 0.0], [0.0, 1.0]])
+    y = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    np.testing.assert_allclose(frame_distance(x, y, "cosine"), [[0, 1, 0.5], [0.5, 0.5, 0]], atol=1e-15)
+    assert dtw_distance(x, y, "cosine", normalize=False) == pytest.approx(0.5, abs=1e-15)
+    assert dtw_distance(x, y, "cosine") == pytest.approx(0.5 / 3, abs=1e-15)
+    assert dtw_distance(y, x, "cosine") == pytest.approx(0.5 / 3, abs=1e-15)
+
+
+def test_batched_dtw_given_matrix_by_hand():
+    # d = [[1, 2, 4], [3, 1, 1]]: cost [[1, 3, 7], [4, 2, 3]], total 3, path (0,0) (1,1) (1,2)
+    d = torch.tensor([[[1.0, 2, 4], [3, 1, 1]]], dtype=torch.float64)
+    total, len_rc, len_cr = batched_dtw(d, torch.tensor([2]), torch.tensor([3]))
+    assert total.tolist() == [3.0] and len_rc.tolist() == [3] and len_cr.tolist() == [3]
+
+
+def test_backtrack_tie_break_depends_on_argument_order():
+    # 3x3 with equal up/left costs where the diagonal is dearer: ABXpy prefers the step along
+    # its second argument (j), so d(x, y) and d(y, x) differ in path length, hence in value.
+    d = np.array([[0.0, 0.0, 9.0], [0.0, 9.0, 9.0], [9.0, 9.0, 0.0]])
+    d[1, 1] = 1.0
+    a, b = ref.ref_dtw(d), ref.ref_dtw(d.T)
+    total, len_rc, len_cr = batched_dtw(torch.from_numpy(d)[None], torch.tensor([3]), torch.tensor([3]))
+    assert total.item() / len_rc.item() == pytest.approx(a, abs=1e-15)
+    assert total.item() / len_cr.item() == pytest.approx(b, abs=1e-15)
+
+
+def test_batched_dtw_matches_bruteforce_on_padded_random_batch():
+    rng = np.random.default_rng(3)
+    mats = []
+    for k in range(300):
+        n, m = int(rng.integers(1, 13)), int(rng.integers(1, 13))
+        # half of them integer-valued: many exact ties in the minimum and in the backtrack
+        d = rng.integers(0, 3, size=(n, m)).astype(float) if k % 2 else rng.random((n, m))
+        mats.append(d)
+    nmax, mmax = max(d.shape[0] for d in mats), max(d.shape[1] for d in mats)
+    batch = torch.full((len(mats), nmax, mmax), 7.0, dtype=torch.float64)  # padding must not matter
+    for b, d in enumerate(mats):
+        batch[b, : d.shape[0], : d.shape[1]] = torch.from_numpy(d)
+    total, len_rc, len_cr = batched_dtw(batch, torch.tensor([d.shape[0] for d in mats]),
+                                        torch.tensor([d.shape[1] for d in mats]))
+    n_asym = 0
+    for b, d in enumerate(mats):
+        assert total[b].item() == pytest.approx(ref.ref_dtw(d, normalize=False), abs=1e-12)
+        assert total[b].item() / len_rc[b].item() == pytest.approx(ref.ref_dtw(d), abs=1e-12)
+        assert total[b].item() / len_cr[b].item() == pytest.approx(ref.ref_dtw(d.T), abs=1e-12)
+        n_asym += len_rc[b].item() != len_cr[b].item()
+    assert n_asym > 0  # the tie-break case was exercised
+
+
+# --------------------------------------------------------------------------- frame distances
+@pytest.mark.parametrize("distance", ["cosine", "kl", "hamming"])
+def test_frame_distance_matches_reference(distance):
+    rng = np.random.default_rng(1)
+    if distance == "cosine":
+        x, y = rng.normal(size=(6, 5)), rng.normal(size=(4, 5))
+        x[2] = 0.0  # zero frames: 1 against non-zero, 0 against zero
+        y[1] = 0.0
+        y[3] = 3 * x[0]  # cos = 1 exactly in theory: clamped
+    elif distance == "kl":
+        x, y = rng.dirichlet(np.ones(5), 6), rng.dirichlet(np.ones(5), 4)
+        x[0] = [1, 0, 0, 0, 0]
+        y[0] = 2 * x[1]  # unnormalised input is normalised first
+    else:
+        x, y = np.eye(5)[rng.integers(0, 5, 6)], rng.integers(0, 3, size=(4, 5)).astype(float)
+    np.testing.assert_allclose(frame_distance(x, y, distance), ref.ref_frame_distance(x, y, distance), atol=1e-12)
+
+
+def test_kl_is_symmetrised_and_zero_on_identical_frames():
+    p = np.array([[0.7, 0.2, 0.1]])
+    q = np.array([[0.1, 0.1, 0.8]])
+    kl = lambda a, b: float(np.sum(a * np.log(a / b)))  # noqa: E731
+    assert frame_distance(p, q, "kl")[0, 0] == pytest.approx(0.5 * kl(p[0], q[0]) + 0.5 * kl(q[0], p[0]), rel=1e-9)
+    assert frame_distance(p, p, "kl")[0, 0] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_hamming_on_one_hot_codes():
+    x = np.eye(4)[[0, 1]]
+    np.testing.assert_allclose(frame_distance(x, x, "hamming"), [[0, 0.5], [0.5, 0]])
+
+
+# ------------------------------------------------------------------------------ ABX vs brute force
+@pytest.mark.parametrize("mode", ["across", "within"])
+@pytest.mark.parametrize("distance,kind", [("cosine", "cont"), ("kl", "pos"), ("hamming", "onehot")])
+def test_abx_matches_per_triplet_bruteforce(mode, distance, kind):
+    feats, items = synthetic(7, kind=kind, n_utt=2, dur=0.3)
+    res = abx_error(feats, items, mode=mode, distance=distance)
+    err, n = ref.ref_abx(feats, as_dicts(items), mode=mode, distance=distance)
+    assert res.n_triplets == n > 50
+    assert abs(res.error - err) < 1e-6
+    assert sum(p.n_triplets for p in res.by_phone_pair) == n
+
+
+def test_abx_matches_bruteforce_without_normalisation():
+    feats, items = synthetic(11, dur=0.3)
+    res = abx_error(feats, items, normalize=False)
+    err, n = ref.ref_abx(feats, as_dicts(items), normalize=False)
+    assert res.n_triplets == n and abs(res.error - err) < 1e-6
+
+
+def test_abx_regression_pinned_score():
+    # fastabx-style: a seeded synthetic set must keep its exact score across refactorings
+    feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
+    across = abx_error(feats, items, mode="across")
+    within = abx_error(feats, items, mode="within")
+    assert (across.n_triplets, across.n_cells, within.n_triplets, within.n_cells) == (11158, 144, 3416, 44)
+    assert across.error == pytest.approx(53.669343400940626, abs=1e-9)
+    assert within.error == pytest.approx(50.100859788359784, abs=1e-9)
+
+
+def test_abx_by_hand_across_and_within():
+    # one context; speakers s1, s2; phones a, b. a-tokens point along e1, b-tokens along e2.
+    f = {"s1_u": np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0]]),
+         "s2_u": np.array([[1.0, 0.05], [0.1, 1.0]])}
+    it = lambda f_, i, ph, spk: Item(f_, i * 0.01, i * 0.01 + 0.01, ph, ("c",), spk)  # noqa: E731
+    items = [it("s1_u", 0, "a", "s1"), it("s1_u", 1, "a", "s1"), it("s1_u", 2, "b", "s1"),
+             it("s2_u", 0, "a", "s2"), it("s2_u", 1, "b", "s2")]
+    res = abx_error(f, items, mode="across")
+    # (a,b): A,B from s1 (2 A x 1 B) with X = s2's a; and A,B from s2 with X one of s1's two a: 2+2
+    # (b,a): A,B from s1 (1 x 2) with X = s2's b; A,B from s2 with X = s1's b: 2 + 1 triplets
+    assert res.n_triplets == 7 and res.error == 0.0
+    # within: only s1 has two a tokens: (A, X) = (a0, a1) or (a1, a0), B = b: 2 triplets, both right
+    res = abx_error(f, items, mode="within")
+    assert res.n_triplets == 2 and res.error == 0.0 and res.n_phone_pairs == 1
+
+
+def test_ties_score_one_half():
+    # B identical to A: d(A,X) == d(B,X) for every triplet -> 50 %
+    f = {"s1_u": np.array([[1.0, 2.0], [1.0, 2.0]]), "s2_u": np.array([[0.3, 1.0]])}
+    items = [Item("s1_u", 0.0, 0.01, "a", ("c",), "s1"), Item("s1_u", 0.01, 0.02, "b", ("c",), "s1"),
+             Item("s2_u", 0.0, 0.01, "a", ("c",), "s2")]
+    res = abx_error(f, items, mode="across")
+    assert res.n_triplets == 1 and res.error == 50.0
+
+
+def test_averaging_order_contexts_then_speakers_then_pairs():
+    # Unequal cell sizes: a plain triplet mean would differ from the ZeroSpeech nested means.
+    feats, items = synthetic(5, n_spk=4, dur=0.6)
+    res = abx_error(feats, items)
+    flat_mean = sum(p.n_triplets * (100 - p.error) for p in res.by_phone_pair) / res.n_triplets
+    assert res.error == pytest.approx(float(np.mean([p.error for p in res.by_phone_pair])), abs=1e-9)
+    assert abs((100 - flat_mean) - res.error) > 1e-3
+
+
+def test_items_without_frames_are_dropped_and_counted(caplog):
+    feats, items = synthetic(7, dur=0.3)
+    # frame centres are at 5, 15, 25 ... ms: [0.016, 0.024] selects none
+    items = items + [Item("s0_u0", 0.016, 0.024, "a", ("x", "z"), "s0", 999)]
+    with caplog.at_level(logging.WARNING):
+        res = abx_error(feats, items)
+    assert res.n_items_dropped == 1 and "select no frame" in caplog.text
+    assert res.error == pytest.approx(abx_error(feats, items[:-1]).error, abs=1e-12)
+
+
+def test_frame_selection_uses_frame_centres():
+    items = [Item("s1_u", 0.015, 0.035, "a", (), "s1"),  # centres 0.015, 0.025, 0.035 -> frames 1..3
+             Item("s1_u", 0.0, 0.005, "a", (), "s1"),  # centre 0.005 is inside
+             Item("s1_u", 0.0, 0.1, "a", (), "s1")]
+    np.testing.assert_array_equal(select_frames(items, {"s1_u": 10}, 0.01), [[1, 4], [0, 1], [0, 10]])
+
+
+def test_bad_input_errors_name_the_culprit():
+    feats, items = synthetic(7, dur=0.3)
+    with pytest.raises(DataError, match=r"items\.item:5: item names 'nope'"):
+        abx_error(feats, items[:3] + [Item("nope", 0, 0.1, "a", ("x",), "s0", 5)], source="items.item")
+    with pytest.raises(DataError, match=r":9: item .* ends beyond 's0_u0'"):
+        abx_error(feats, items + [Item("s0_u0", 0.2, 5.0, "a", ("x", "z"), "s0", 9)])
+    bad = dict(feats)
+    bad["s1_u0"] = feats["s1_u0"].copy()
+    bad["s1_u0"][3, 1] = np.nan
+    with pytest.raises(DataError, match="s1_u0.*NaN or Inf"):
+        abx_error(bad, items)
+    with pytest.raises(DataError, match="negative"):
+        abx_error(feats, items, distance="kl")  # gaussian features are no posteriorgrams
+    with pytest.raises(ValueError, match="unknown distance"):
+        abx_error(feats, items, distance="euclid")
+    with pytest.raises(ValueError, match="unknown mode"):
+        abx_error(feats, items, mode="both")
+    with pytest.raises(ValueError, match="no ABX triplet"):
+        abx_error(feats, [i for i in items if i.speaker == "s0"], mode="across")
+
+
+# ------------------------------------------------------------------------------ items and features
+def test_make_items_from_alignments(tmp_path):
+    ali = tmp_path / "phone_alignments"
+    ali.write_text("spk1_u1 0.0000 0.1000 h#\nspk1_u1 0.1000 0.1500 s\nspk1_u1 0.1500 0.2500 iy\n"
+                   "spk1_u1 0.2500 0.2600 t\nspk2_u9 0.0 0.05 ao\nspk2_u9 0.05 0.05 q\n")
+    rows = make_abx_items(read_phone_alignments(ali), min_duration=0.02)
+    # h# excluded (still a context); t too short; q zero-length; utterance edges -> SIL
+    assert rows == [("spk1_u1", "0.1000", "0.1500", "s", "h#", "iy", "spk1"),
+                    ("spk1_u1", "0.1500", "0.2500", "iy", "s", "t", "spk1"),
+                    ("spk2_u9", "0.0", "0.05", "ao", "SIL", "q", "spk2")]
+    rows = make_abx_items(read_phone_alignments(ali), utt2spk={"spk1_u1": "A", "spk2_u9": "B"}, exclude_phones=[])
+    assert [r[6] for r in rows][:2] == ["A", "A"] and rows[0][3] == "h#" and rows[0][4] == "SIL"
+    out = tmp_path / "x.item"
+    write_item_file(out, rows)
+    assert out.read_text().splitlines()[0] == ITEM_HEADER
+    back = read_item_file(out)
+    assert back[1] == Item("spk1_u1", 0.1, 0.15, "s", ("h#", "iy"), "A", 3)
+
+
+def test_alignment_and_item_file_errors(tmp_path):
+    ali = tmp_path / "ali"
+    ali.write_text("u_1 0.0 0.1 a\nu_1 0.05 0.2 b\n")
+    with pytest.raises(DataError, match=r"ali:2: .*overlaps line 1"):
+        read_phone_alignments(ali)
+    ali.write_text("u_1 0.0 x a\n")
+    with pytest.raises(DataError, match=r"ali:1: times are not numbers"):
+        read_phone_alignments(ali)
+    with pytest.raises(DataError, match="no '_'"):
+        make_abx_items({"u1": []})
+    item = tmp_path / "i.item"
+    item.write_text(ITEM_HEADER + "\nf 0.1 0.2 a b c s\nf 0.3 a b c s\n")
+    with pytest.raises(DataError, match=r"i.item:3: 6 columns, the header has 7"):
+        read_item_file(item)
+    item.write_text("file onset offset phone\n")
+    with pytest.raises(DataError, match=r"i.item:1: expected a header"):
+        read_item_file(item)
+    item.write_text(ITEM_HEADER + "\nf 0.3 0.2 a b c s\n")
+    with pytest.raises(DataError, match="before onset"):
+        read_item_file(item)
+
+
+def test_feature_dir_text_and_scp(tmp_path):
+    import kaldiio
+
+    txt = tmp_path / "txt"
+    txt.mkdir()
+    (txt / "a_1.txt").write_text("1 2\n3 4\n\n5 6\n")
+    np.testing.assert_array_equal(FeatureDir(txt).load("a_1"), [[1, 2], [3, 4], [5, 6]])
+    (txt / "a_2.txt").write_text("1 2\n3\n")
+    with pytest.raises(DataError, match=r"a_2.txt:2: 1 numbers, expected 2"):
+        FeatureDir(txt).load("a_2")
+    (txt / "a_2.txt").write_text("1 2\n3 nan\n")
+    with pytest.raises(DataError, match=r"a_2.txt:2: NaN or Inf"):
+        read_text_features(txt / "a_2.txt")
+    (txt / "a_2.txt").write_text("1 2\n3 x\n")
+    with pytest.raises(DataError, match=r"a_2.txt:2: not a number"):
+        read_text_features(txt / "a_2.txt")
+    (txt / "a_2.txt").write_text("")
+    with pytest.raises(DataError, match="no frames"):
+        read_text_features(txt / "a_2.txt")
+    with pytest.raises(DataError, match="no features for 'zz'"):
+        FeatureDir(txt).load("zz")
+    scp = tmp_path / "scp"
+    scp.mkdir()
+    with kaldiio.WriteHelper(f"ark,scp:{scp}/feats.ark,{scp}/feats.scp") as w:
+        w("b_1", np.ones((3, 2), dtype=np.float32))
+        w("b_2", np.array([[1.0, np.inf]], dtype=np.float32))
+    fd = FeatureDir(scp)
+    assert fd.kind == "scp" and fd.utts == ["b_1", "b_2"] and fd.load("b_1").shape == (3, 2)
+    with pytest.raises(DataError, match=r"feats.scp\[b_2\]: NaN or Inf"):
+        fd.load("b_2")
+    assert resolve_frame_shift(scp) == 0.01
+    (scp / "frame_shift").write_text("0.02\n")
+    assert resolve_frame_shift(scp) == 0.02 and resolve_frame_shift(scp, 0.04) == 0.04
+    (scp / "frame_shift").write_text("fast\n")
+    with pytest.raises(DataError, match="frame_shift:1"):
+        resolve_frame_shift(scp)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no feats.scp and no <utt>.txt"):
+        FeatureDir(tmp_path / "empty")
+
+
+# ------------------------------------------------------------------------------ CLIs
+def _write_txt_dir(d: Path, feats):
+    d.mkdir()
+    for utt, m in feats.items():
+        np.savetxt(d / f"{utt}.txt", m, fmt="%.17g")
+
+
+def test_cli_make_items_and_score(tmp_path, capsys):
+    feats, items = synthetic(7, n_utt=2, dur=0.3)
+    _write_txt_dir(tmp_path / "feats", feats)
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = [f"{i.file} {i.onset:.4f} {i.offset:.4f} {i.phone}" for i in items]
+    (data / "phone_alignments").write_text("\n".join(lines) + "\n")
+    (data / "utt2spk").write_text("".join(f"{u} {u.split('_')[0]}\n" for u in sorted(feats)))
+    assert make_items_cli.main([str(data), str(tmp_path / "abx.item"), "--exclude-phones", ""]) == 0
+    assert "wrote" in capsys.readouterr().out
+    rc = score_abx_cli.main([str(tmp_path / "feats"), str(tmp_path / "abx.item"), "--json", str(tmp_path / "o.json")])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0
+    got = json.loads((tmp_path / "o.json").read_text())
+    assert out[-1] == f"ABX error (across speakers): {got['error']:.2f} %"
+    assert got["mode"] == "across" and got["distance"] == "cosine" and got["n_triplets"] > 0
+    assert got["by_phone_pair"][0].keys() >= {"phone_1", "phone_2", "error", "n_triplets"}
+    # same score as the library on the same items, modulo their context (neighbours here)
+    lib = abx_error(feats, read_item_file(tmp_path / "abx.item"))
+    assert got["error"] == pytest.approx(lib.error, abs=1e-9)
+    assert score_abx_cli.main([str(tmp_path / "feats"), str(tmp_path / "abx.item"), "--within"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("ABX error (within speakers): ")
+
+
+def test_cli_errors_exit_1_with_a_clear_message(tmp_path, capsys):
+    feats, items = synthetic(7, dur=0.3)
+    _write_txt_dir(tmp_path / "feats", feats)
+    item = tmp_path / "abx.item"
+    write_item_file(item, [(i.file, str(i.onset), str(i.offset), i.phone, *i.context, i.speaker) for i in items]
+                    + [("ghost", "0", "0.1", "a", "x", "z", "s9")])
+    out_json = tmp_path / "o.json"
+    assert score_abx_cli.main([str(tmp_path / "feats"), str(item), "--json", str(out_json)]) == 1
+    err = capsys.readouterr().err
+    assert f"{item}:{len(items) + 2}: item names 'ghost'" in err and "ghost.txt" in err
+    assert not out_json.exists()
+    write_item_file(item, [(i.file, str(i.onset), str(i.offset), i.phone, *i.context, i.speaker) for i in items])
+    (tmp_path / "feats" / "s0_u0.txt").write_text("1 2 3 4\n1 inf 3 4\n")
+    assert score_abx_cli.main([str(tmp_path / "feats"), str(item)]) == 1
+    assert "s0_u0.txt:2: NaN or Inf" in capsys.readouterr().err
+    assert score_abx_cli.main([str(tmp_path / "nowhere"), str(item)]) == 1
+    assert "feature directory not found" in capsys.readouterr().err
+
+
+def test_cli_help_documents_options(capsys):
+    with pytest.raises(SystemExit):
+        score_abx_cli.main(["--help"])
+    out = capsys.readouterr().out
+    for opt in ("--distance", "--across", "--within", "--frame-shift", "--json", "--no-normalize"):
+        assert opt in out
