@@ -1,0 +1,66 @@
+"""Registry of trainable tasks, by name (ESPnet2 ``tasks/`` style).
+
+``TASKS`` maps a name to ``"module:Class"``; modules are imported only when their task is asked
+for, so a broken or heavy task module does not slow down or break the others. To add a task,
+write a :class:`speechkit.train.Task` subclass and add one line here::
+
+    TASKS = {
+        "toy": "speechkit.tasks.toy:ToyTask",
+        "vqvae": "speechkit.tasks.vqvae:VQVAETask",
+    }
+
+then ``speechkit-train vqvae --config conf/train_vqvae.yaml --exp-dir exp/vqvae``.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+
+from speechkit.utils.cli import ConfigError
+
+__all__ = ["TASKS", "task_names", "get_task", "register_task"]
+
+TASKS: dict[str, str] = {
+    "toy": "speechkit.tasks.toy:ToyTask",
+}
+
+
+def task_names() -> list[str]:
+    """Registered task names, sorted."""
+    return sorted(TASKS)
+
+
+def register_task(name: str, target: str | type) -> None:
+    """Register ``target`` (a Task subclass or ``"module:Class"``) under ``name`` (e.g. from a plugin).
+
+    Raises:
+        ValueError: ``name`` is already registered to something else.
+    """
+    if not isinstance(target, str):
+        target = f"{target.__module__}:{target.__qualname__}"
+    if name in TASKS and TASKS[name] != target:
+        raise ValueError(f"task {name!r} is already registered as {TASKS[name]}")
+    TASKS[name] = target
+
+
+def get_task(name: str):
+    """A new instance of the task registered as ``name``.
+
+    Raises:
+        ConfigError: unknown name (lists the known ones, with a suggestion).
+        ImportError / AttributeError: the registered module or class is missing (a bug).
+    """
+    from speechkit.train.task import Task
+
+    if name not in TASKS:
+        close = difflib.get_close_matches(name, TASKS, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"unknown task '{name}'{hint}; known tasks: {', '.join(task_names())}")
+    module_name, _, cls_name = TASKS[name].partition(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise TypeError(f"task {name!r}: {TASKS[name]} is not a speechkit.train.Task subclass")
+    task = cls()
+    if not task.name:
+        task.name = name
+    return task

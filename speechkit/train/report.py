@@ -1,0 +1,125 @@
+"""Training metrics on disk: ``metrics.jsonl`` (one JSON object per line) and the ``loss.png`` plot.
+
+Record kinds written by the trainer:
+
+- ``{"kind": "train", "epoch": e, "step": s, "lr": ..., "loss": ..., <task stats>, "grad_norm": ...,
+  "time": unix_seconds}``: means over the last ``log_interval`` updates;
+- ``{"kind": "epoch", "epoch": e, "step": s, "train/loss": ..., "valid/loss": ..., "best": bool, ...}``:
+  end-of-epoch means (and a final ``"partial": true`` one when ``max_steps`` stops mid-epoch).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from speechkit.utils.fileio import atomic_write
+
+__all__ = ["MetricsLog", "read_metrics", "plot_losses"]
+
+
+class MetricsLog:
+    """Append-only ``metrics.jsonl`` writer (each record flushed at once)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record (NaN/inf written as ``NaN``/``Infinity``, which ``json`` reads back)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=False) + "\n")
+            f.flush()
+
+    def truncate_after(self, step: int) -> int:
+        """Atomically drop records with ``step > step`` (from a run killed after its last checkpoint)
+        and unreadable lines (a line cut short by the kill); return how many were dropped."""
+        if not self.path.exists():
+            return 0
+        kept, dropped = [], 0
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+                ok = isinstance(rec, dict) and int(rec.get("step", 0)) <= step
+            except (ValueError, TypeError):
+                ok = False
+            if ok:
+                kept.append(line)
+            else:
+                dropped += 1
+        if dropped:
+            with atomic_write(self.path) as f:
+                f.write("".join(ln + "\n" for ln in kept))
+        return dropped
+
+
+def read_metrics(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Yield the records of a ``metrics.jsonl`` file, skipping unreadable lines."""
+    path = Path(path)
+    if not path.exists():
+        return
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            yield rec
+
+
+def plot_losses(metrics_path: str | os.PathLike, out_png: str | os.PathLike, title: str = "") -> bool:
+    """Plot train (per log interval) and valid/train epoch losses vs update step, and the learning rate.
+
+    Writes ``out_png`` atomically; returns ``False`` (writing nothing) when there is nothing to plot.
+    """
+    from matplotlib.figure import Figure  # no pyplot: no global state, no display needed
+
+    train_x, train_y, lr_x, lr_y = [], [], [], []
+    ep_x, ep_train, ep_valid_x, ep_valid = [], [], [], []
+    for rec in read_metrics(metrics_path):
+        kind, step = rec.get("kind"), rec.get("step")
+        if kind == "train" and _finite(rec.get("loss")):
+            train_x.append(step)
+            train_y.append(rec["loss"])
+            if _finite(rec.get("lr")):
+                lr_x.append(step)
+                lr_y.append(rec["lr"])
+        elif kind == "epoch":
+            if _finite(rec.get("train/loss")):
+                ep_x.append(step)
+                ep_train.append(rec["train/loss"])
+            if _finite(rec.get("valid/loss")):
+                ep_valid_x.append(step)
+                ep_valid.append(rec["valid/loss"])
+    if not (train_x or ep_x or ep_valid_x):
+        return False
+    fig = Figure(figsize=(8, 6.5), constrained_layout=True)
+    ax, ax_lr = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    if train_x:
+        ax.plot(train_x, train_y, color="tab:blue", alpha=0.35, lw=1, label="train (log interval)")
+    if ep_x:
+        ax.plot(ep_x, ep_train, "o-", color="tab:blue", label="train (epoch mean)")
+    if ep_valid_x:
+        ax.plot(ep_valid_x, ep_valid, "s-", color="tab:orange", label="valid")
+    all_y = train_y + ep_train + ep_valid
+    if all_y and min(all_y) > 0 and max(all_y) / min(all_y) > 50:
+        ax.set_yscale("log")
+    ax.set_ylabel("loss")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    if lr_x:
+        ax_lr.plot(lr_x, lr_y, color="tab:green")
+    ax_lr.set_ylabel("learning rate")
+    ax_lr.set_xlabel("update step")
+    ax_lr.grid(alpha=0.3)
+    with atomic_write(out_png, "wb") as f:
+        fig.savefig(f, format="png", dpi=100)
+    return True
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
