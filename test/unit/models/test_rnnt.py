@@ -5,7 +5,7 @@ import torch
 
 from speechkit.decode.rnnt_search import DecodeConfig, recognize
 from speechkit.models.rnnt import (
-    VARIANTS, RNNT, RNNTConfig, length_problem, parameter_counts, parameter_table, to_monolingual,
+    VARIANTS, RNNT, RNNTConfig, length_problem, lstm_step, parameter_counts, parameter_table, to_monolingual,
 )
 from speechkit.nn.rnnt_loss import rnnt_loss
 from speechkit.utils.cli import ConfigError
@@ -69,6 +69,32 @@ def test_streaming_encoder_equals_full(variant):
             e, _, state = m.encode(x[:, i : i + chunk], state=state, lang="gu")
             parts.append(e)
         torch.testing.assert_close(torch.cat(parts, 1), full, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:LSTM with projections")
+@pytest.mark.parametrize("proj", [0, 5])
+def test_lstm_step_equals_torch_lstm(proj):
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(6, 8, num_layers=3, batch_first=True, proj_size=proj)
+    x = torch.randn(4, 3, 6)
+    want, (h, c) = lstm(x)
+    state, outs = None, []
+    for t in range(3):
+        o, state = lstm_step(lstm, x[:, t], state)
+        outs.append(o)
+    torch.testing.assert_close(torch.stack(outs, 1), want)
+    torch.testing.assert_close(state[0], h)
+    torch.testing.assert_close(state[1], c)
+
+
+def test_prediction_step_matches_prediction_network():
+    m = tiny("multisoftmax_lsp").eval()
+    tokens = torch.tensor([[0, 3, 1, 6], [0, 2, 2, 5]])
+    full = m.prediction_network("ta", tokens)
+    state = None
+    for u in range(4):
+        out, state = m.prediction_step("ta", tokens[:, u], state)
+        torch.testing.assert_close(out, full[:, u])
 
 
 def test_lid_ce_reaches_only_encoder_and_lid_head():
