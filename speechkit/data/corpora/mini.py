@@ -339,8 +339,10 @@ def download_mini(target_dir: str | os.PathLike, seed: int = 1, num_speakers: in
             logger.info("mini: %s is complete with these parameters; nothing to do", target)
             return target
         if not overwrite:
-            diff = ", ".join(f"{k}={old.get(k)!r} (asked {v!r})" for k, v in params.items()
-                             if not isinstance(old, dict) or old.get(k) != v) if isinstance(old, dict) else "unreadable marker"
+            if isinstance(old, dict):
+                diff = ", ".join(f"{k}={old.get(k)!r} (asked {v!r})" for k, v in params.items() if old.get(k) != v)
+            else:
+                diff = "unreadable marker"
             raise ValueError(f"{marker}: a mini corpus with other parameters is already there ({diff}); "
                              "use another directory, delete this one, or pass overwrite=True")
         logger.warning("mini: regenerating %s with new parameters", target)
