@@ -53,7 +53,8 @@ def normalize_text(text: str, keep_punctuation: bool = False) -> str:
     letters, which is deleted (``don't`` -> ``dont``, not ``don t``); Latin letters lowercased
     (other scripts untouched: Devanagari, Malayalam, Tamil, Gujarati have no case); zero-width
     (non-)joiners kept inside words, where Malayalam and Indic spelling need them, and dropped at
-    word edges, where they mean nothing; whitespace runs collapsed to one space and stripped. With ``keep_punctuation`` only NFC and the whitespace collapsing are applied.
+    word edges, where they mean nothing; whitespace runs collapsed to one space and stripped.
+    With ``keep_punctuation`` only NFC and the whitespace collapsing are applied.
 
     Args:
         text: raw transcript.
