@@ -153,7 +153,9 @@ def _ddp_worker(rank: int, world: int, init_file: str, data: torch.Tensor, codeb
     try:
         vq = make_vq(codebook, decay=0.8).train()
         out = vq(data[rank: rank + 1])
-        queue.put((rank, vq.codebook.clone(), vq.ema_count.clone(), out.counts.clone()))
+        # plain lists: a tensor sent through the queue lives in this process's shared memory, which
+        # may be gone by the time the parent unpickles it
+        queue.put((rank, vq.codebook.tolist(), vq.ema_count.tolist(), out.counts.tolist()))
     finally:
         dist.destroy_process_group()
 
@@ -165,19 +167,19 @@ def test_ddp_all_reduce_gives_the_single_process_update(tmp_path):
     torch.manual_seed(0)
     codebook, data = torch.randn(6, 3), torch.randn(2, 9, 3)
     ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
+    queue = ctx.Queue()
     init_file = str(tmp_path / "dist_init")
     procs = [ctx.Process(target=_ddp_worker, args=(r, 2, init_file, data, codebook, queue)) for r in range(2)]
     for p in procs:
         p.start()
-    results = dict((r, rest) for r, *rest in (queue.get() for _ in procs))
+    results = dict((r, rest) for r, *rest in (queue.get(timeout=300) for _ in procs))
     for p in procs:
-        p.join(timeout=60)
+        p.join(timeout=300)
         assert p.exitcode == 0
     single = make_vq(codebook, decay=0.8).train()
     ref = single(data.reshape(1, 18, 3))
     for rank in (0, 1):
-        cb, count, counts = results[rank]
+        cb, count, counts = map(torch.tensor, results[rank])
         assert torch.allclose(cb, single.codebook, atol=1e-6)
         assert torch.allclose(count, single.ema_count)
         assert torch.equal(counts, ref.counts)
