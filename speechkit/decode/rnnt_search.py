@@ -291,6 +291,12 @@ class StreamingRecognizer:
         self.model, self.config = model, cfg
         if cfg.method not in ("greedy", "beam"):
             raise ValueError(f"method must be greedy or beam, got {cfg.method!r}")
+        if cfg.tau is not None and cfg.tau < 0:
+            raise ValueError(f"tau must be >= 0 frames, got {cfg.tau}")
+        if cfg.s_th is not None and not cfg.s_th >= 0:
+            raise ValueError(f"s_th must be >= 0 (or inf), got {cfg.s_th}")
+        if cfg.frame_shift <= 0:
+            raise ValueError(f"frame_shift must be > 0 seconds, got {cfg.frame_shift}")
         if cfg.mode == "lid_free":
             if not model.has_lid:
                 raise ValueError(f"lid_free decoding needs an LID head (variant multisoftmax_lid), "

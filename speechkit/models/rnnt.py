@@ -108,7 +108,9 @@ class RNNTConfig:
     union_maps: dict[str, list[int]] | None = None
 
     def __post_init__(self):
-        self.validate()
+        # vocab_sizes may still be empty here (a task fills it from the unit inventories before
+        # building the model, and --print-config shows the defaults); RNNT() requires it.
+        self.validate(require_languages=False)
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -138,11 +140,11 @@ class RNNTConfig:
         return dataclasses.asdict(self)
 
     # -- validation ---------------------------------------------------------------------------
-    def validate(self) -> None:
+    def validate(self, require_languages: bool = True) -> None:
         """Check every field; raises :class:`ConfigError` naming the key."""
         if self.variant not in VARIANTS:
             raise ConfigError(f"variant: {self.variant!r} is not one of {', '.join(VARIANTS)}")
-        if not isinstance(self.vocab_sizes, Mapping) or not self.vocab_sizes:
+        if not isinstance(self.vocab_sizes, Mapping) or (require_languages and not self.vocab_sizes):
             raise ConfigError("vocab_sizes: needs at least one language (a mapping lang -> units incl. blank)")
         for lang, v in self.vocab_sizes.items():
             if not isinstance(lang, str) or not lang or "." in lang:

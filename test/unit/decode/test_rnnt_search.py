@@ -273,6 +273,8 @@ def test_errors():
         recognize(tiny(), feats(7), DecodeConfig(mode="lid_free"))
     with pytest.raises(ValueError, match="beam"):
         BeamDecoder(tiny(), "hi", beam=0)
+    with pytest.raises(ValueError, match="s_th"):
+        StreamingRecognizer(tiny(), DecodeConfig(mode="lid_free", tau=3, s_th=-1.0))
     rec = StreamingRecognizer(tiny(), DecodeConfig(mode="lid_free"))
     rec.accept(feats(20))
     rec.finalize()

@@ -224,6 +224,9 @@ def test_config_validation_names_the_key():
         RNNTConfig(vocab_sizes=VOCAB, variant="multisoftmax", union_maps={"hi": [0]})
     with pytest.raises(ConfigError, match="preset"):
         RNNTConfig.preset("huge", VOCAB)
+    empty = RNNTConfig()  # defaults are constructible (vocab_sizes filled in later) ...
+    with pytest.raises(ConfigError, match="vocab_sizes"):
+        RNNT(empty)  # ... but a model needs languages
     cfg = RNNTConfig.preset("small", VOCAB, "multisoftmax_lid", dropout=0.1)
     assert RNNTConfig.from_dict(cfg.to_dict()) == cfg
 
