@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "VARIANTS", "RNNTConfig", "RNNT", "JointNetwork", "to_monolingual", "parameter_counts",
-    "parameter_table", "length_problem", "lstm_step",
+    "parameter_table", "length_problem", "lstm_step", "language_batches",
 ]
 
 VARIANTS = ("vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid")
@@ -561,6 +561,75 @@ def length_problem(
         return (f"{num_labels} labels > {max_symbols_per_frame} per frame x {t} encoder frames "
                 f"({num_input_frames} input frames)")
     return None
+
+
+def language_batches(
+    utt2lang: Mapping[str, str],
+    utt2num_frames: Mapping[str, int],
+    batch_frames: int,
+    seed: int = 0,
+    epoch: int = 0,
+) -> list[tuple[str, list[str]]]:
+    """One epoch of single-language mini-batches, each batch's language drawn in proportion to
+    that language's hours of data (Joshi et al. 2021, section 4).
+
+    Per language, utterances are sorted by length and packed into batches whose padded size
+    (``longest x count``) stays within ``batch_frames`` (an utterance longer than that is a batch
+    of its own); the batches are shuffled.  The epoch has as many steps as there are batches in
+    total; at each step a language is drawn with probability ``frames_l / sum_l' frames_l'`` and
+    its next batch is taken (its batches are reshuffled and reused if it runs out).  Deterministic
+    in ``(seed, epoch)``.
+
+    Args:
+        utt2lang: utterance -> language; utt2num_frames: utterance -> feature frames.
+        batch_frames: padded frames per batch (> 0).
+
+    Returns:
+        ``[(lang, [utt, ...]), ...]`` in training order.
+
+    Raises:
+        ValueError: ``batch_frames`` < 1, or an utterance of utt2lang missing from utt2num_frames
+        (named).
+    """
+    import random
+
+    if batch_frames < 1:
+        raise ValueError(f"batch_frames must be >= 1, got {batch_frames}")
+    rng = random.Random(f"{seed}:{epoch}")
+    by_lang: dict[str, list[str]] = {}
+    for utt, lang in utt2lang.items():
+        if utt not in utt2num_frames:
+            raise ValueError(f"utterance {utt!r} has a language but no num_frames")
+        by_lang.setdefault(lang, []).append(utt)
+    batches: dict[str, list[list[str]]] = {}
+    frames: dict[str, int] = {}
+    for lang in sorted(by_lang):
+        utts = sorted(by_lang[lang], key=lambda u: (utt2num_frames[u], u))
+        frames[lang] = sum(int(utt2num_frames[u]) for u in utts)
+        cur: list[str] = []
+        out: list[list[str]] = []
+        for u in utts:  # ascending lengths: the newest utterance is the longest
+            if cur and int(utt2num_frames[u]) * (len(cur) + 1) > batch_frames:
+                out.append(cur)
+                cur = []
+            cur.append(u)
+        if cur:
+            out.append(cur)
+        rng.shuffle(out)
+        batches[lang] = out
+    langs = sorted(batches)
+    total = sum(frames.values())
+    weights = [frames[k] / total if total else 1.0 for k in langs]
+    pos = {k: 0 for k in langs}
+    schedule = []
+    for _ in range(sum(len(b) for b in batches.values())):
+        lang = rng.choices(langs, weights)[0]
+        if pos[lang] == len(batches[lang]):
+            rng.shuffle(batches[lang])
+            pos[lang] = 0
+        schedule.append((lang, batches[lang][pos[lang]]))
+        pos[lang] += 1
+    return schedule
 
 
 def to_monolingual(model: RNNT, lang: str | int) -> RNNT:
