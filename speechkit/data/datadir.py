@@ -996,6 +996,8 @@ def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
         if len(contents) == 1 and None not in contents:
             with atomic_write(dest / name, "wb") as f:
                 f.write(contents.pop())
+        elif contents != {None}:
+            logger.warning("combine: the sources' %s files differ or are missing; not copying it", name)
     logger.info("%s: combined %d utterances from %d dirs", dest, len(out), len(srcs))
     return out
 
