@@ -260,11 +260,11 @@ def rnnt_loss(
         logits, targets, logit_lengths.to(logits.device), target_lengths.to(logits.device),
         int(blank), bool(fused_log_softmax), float(clamp),
     )
-    if reduction == "mean":
-        return losses.mean()
-    if reduction == "sum":
-        return losses.sum()
-    return losses
+    return _reduce(losses, reduction)
+
+
+def _reduce(losses: torch.Tensor, reduction: str) -> torch.Tensor:
+    return losses.mean() if reduction == "mean" else losses.sum() if reduction == "sum" else losses
 
 
 class RNNTLoss(torch.nn.Module):
@@ -323,9 +323,4 @@ def rnnt_loss_reference(
     for b in range(B):
         tb, ub = int(logit_lengths[b]) - 1, int(target_lengths[b])
         losses.append(-(alpha[tb][ub][b] + blank_nodes[tb][ub][b]))
-    losses = torch.stack(losses)
-    if reduction == "mean":
-        return losses.mean()
-    if reduction == "sum":
-        return losses.sum()
-    return losses
+    return _reduce(torch.stack(losses), reduction)
