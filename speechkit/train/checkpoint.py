@@ -36,6 +36,7 @@ __all__ = [
     "set_latest",
     "list_checkpoints",
     "prune_checkpoints",
+    "remove_stale_temp_files",
     "get_rng_state",
     "set_rng_state",
 ]
@@ -164,6 +165,23 @@ def prune_checkpoints(ckpt_dir: str | os.PathLike, keep_last: int) -> list[Path]
         p.unlink()
         deleted.append(p)
     return deleted
+
+
+def remove_stale_temp_files(ckpt_dir: str | os.PathLike) -> list[Path]:
+    """Delete temporary files left by a run killed while writing (``.<name>.*.tmp``); return them.
+
+    Call only while no other process writes to ``ckpt_dir`` (the trainer holds the exp-dir lock).
+    """
+    ckpt_dir = Path(ckpt_dir)
+    if not ckpt_dir.is_dir():
+        return []
+    stale = [p for p in ckpt_dir.iterdir()
+             if p.name.startswith(".") and p.name.endswith(".tmp")
+             and (p.name.startswith((".ckpt-", f".{BEST}.", f".{LATEST}.")))]
+    for p in stale:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+    return stale
 
 
 def get_rng_state() -> dict[str, Any]:

@@ -54,6 +54,7 @@ from speechkit.train.checkpoint import (
     list_checkpoints,
     load_checkpoint,
     prune_checkpoints,
+    remove_stale_temp_files,
     save_checkpoint,
     set_latest,
     set_rng_state,
@@ -63,8 +64,8 @@ from speechkit.train.schedulers import StepSchedule
 from speechkit.train.task import Task
 from speechkit.utils.config import ConfigError, FieldError, config_diff, dump_config, from_dict, to_dict
 
-__all__ = ["TrainerConfig", "Trainer", "TrainState", "load_model", "seed_everything", "move_to_device",
-           "build_optimizer"]
+__all__ = ["TrainerConfig", "Trainer", "TrainState", "ExperimentBusyError", "load_model", "seed_everything",
+           "move_to_device", "build_optimizer"]
 
 log = logging.getLogger(__name__)
 
@@ -303,9 +304,11 @@ class Trainer:
                 frozen trainer field changed, ``best_metric`` not produced by the task, no CUDA
                 for ``device: cuda``.
             CheckpointError: the latest checkpoint is truncated or corrupt (names the file).
+            ExperimentBusyError: another process is training in ``exp_dir``.
         """
         self.exp_dir.mkdir(parents=True, exist_ok=True)
-        with _log_to_file(self.exp_dir / "train.log" if self.is_main else None):
+        with _exclusive(self.exp_dir if self.is_main else None), \
+                _log_to_file(self.exp_dir / "train.log" if self.is_main else None):
             return self._fit()
 
     def epoch_batches(self, dataset: Dataset, epoch: int) -> list[list[int]]:
@@ -562,6 +565,9 @@ class Trainer:
 
     def _find_resume_point(self) -> Path | None:
         """The checkpoint to resume from, or None; with resume=False, moves an earlier run aside."""
+        if self.is_main:
+            for p in remove_stale_temp_files(self.ckpt_dir):
+                log.info("removed %s (left by an interrupted write)", p)
         latest = latest_checkpoint(self.ckpt_dir)
         listed = list_checkpoints(self.ckpt_dir)
         if not self.resume:
@@ -726,6 +732,37 @@ def _apply_optimizer_hparams(optimizer: torch.optim.Optimizer, tc: TrainerConfig
             group["eps"] = tc.eps
         else:
             group["momentum"] = tc.momentum
+
+
+class ExperimentBusyError(ValueError):
+    """Another process holds ``exp_dir/.lock`` (is training in the same experiment directory)."""
+
+
+@contextlib.contextmanager
+def _exclusive(exp_dir: Path | None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``exp_dir/.lock`` (released by the OS even on SIGKILL)."""
+    if exp_dir is None:
+        yield
+        return
+    import fcntl
+
+    path = exp_dir / ".lock"
+    with open(path, "a+", encoding="utf-8") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise ExperimentBusyError(f"{exp_dir}: another training process (pid {holder}) is using this "
+                                      f"experiment directory; wait for it or use another --exp-dir") from None
+        try:
+            f.seek(0)
+            f.truncate()
+            f.write(f"{os.getpid()}\n")
+            f.flush()
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from speechkit.tasks.toy import ToyTask
 from speechkit.train import Trainer, TrainerConfig, load_model
 from speechkit.train.checkpoint import CheckpointError, latest_checkpoint, list_checkpoints, parse_checkpoint_name
 from speechkit.train.report import read_metrics
-from speechkit.train.trainer import move_to_device
+from speechkit.train.trainer import ExperimentBusyError, move_to_device
 from speechkit.utils.config import ConfigError, dotted_keys, field_docs, load_config, to_dict
 
 torch.set_num_threads(1)
@@ -138,8 +138,11 @@ def test_crash_mid_epoch_then_resume_equals_uninterrupted(tmp_path):
     assert (latest["step"], latest["epoch"], latest["batches_done"]) == (9, 2, 2)  # mid-epoch
     assert max(s for s, _ in train_losses(exp)) == 10  # a record past the checkpoint...
 
+    stale = exp / "checkpoints" / ".ckpt-e0003-s00000012.pt.x1y2.tmp"  # as if killed while saving
+    stale.write_bytes(b"partial")
     fit(exp, *ov)
     assert "resuming from" in (exp / "train.log").read_text()
+    assert not stale.exists()
     for name in ("latest.pt", "best.pt"):
         assert same_weights(weights(exp / "checkpoints" / name), weights(tmp_path / "ref" / "checkpoints" / name))
     ref_opt = torch.load(tmp_path / "ref" / "checkpoints" / "latest.pt", weights_only=True)["optimizer"]
@@ -164,7 +167,7 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, capsys):
            "--data.step_delay", "0.02"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    # 12 batches/epoch: wait for a checkpoint in the middle of epoch 2 (step 14..22), then kill.
+    # 12 batches/epoch: wait for a checkpoint in the middle of epoch 2 or 3, then kill.
     link = exp / "checkpoints" / "latest.pt"
     deadline = time.monotonic() + 120
     killed_at = None
@@ -173,9 +176,9 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, capsys):
             parsed = parse_checkpoint_name(os.readlink(link))
         except OSError:
             parsed = None
-        if parsed and parsed[0] == 2 and 14 <= parsed[1] <= 22:
+        if parsed and parsed[1] > 12 and parsed[1] % 12:
             proc.send_signal(signal.SIGKILL)
-            killed_at = parsed[1]
+            killed_at = parsed
             break
         time.sleep(0.005)
     proc.wait(timeout=60)
@@ -184,7 +187,8 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, capsys):
     from speechkit.bin.train import main
 
     assert main(cmd[3:]) == 0
-    assert f"resuming from {exp}/checkpoints/ckpt-e0002-s{killed_at:08d}.pt" in (exp / "train.log").read_text()
+    resumed_from = exp / "checkpoints" / f"ckpt-e{killed_at[0]:04d}-s{killed_at[1]:08d}.pt"
+    assert f"resuming from {resumed_from}: step {killed_at[1]}, " in (exp / "train.log").read_text()
 
     # Reference: the same training uninterrupted (step_delay only slows the run down).
     ref = tmp_path / "ref"
@@ -276,6 +280,23 @@ def test_truncated_latest_checkpoint_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1
     assert err[-1].startswith("speechkit-train: error: ") and target.name in err[-1] and "truncated" in err[-1]
+
+
+def test_second_trainer_in_same_exp_dir_is_refused(tmp_path):
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "f.write('4242\\n'); f.flush(); print('locked', flush=True); time.sleep(60)"), str(exp / ".lock")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ExperimentBusyError, match=r"another training process \(pid 4242\)"):
+            fit(exp, "trainer.max_epochs=1")
+    finally:
+        holder.kill()
+        holder.wait()
+    fit(exp, "trainer.max_epochs=1")  # the lock died with its holder
 
 
 def test_max_steps_stops_mid_epoch(tmp_path):
