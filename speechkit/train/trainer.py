@@ -599,7 +599,10 @@ class Trainer:
                               f"use a new --exp-dir or --resume false")
         diffs = config_diff(ckpt["config"], to_dict(self.cfg))
         show = lambda v: "(absent)" if v is dataclasses.MISSING else repr(v)  # noqa: E731
-        fixed = [d for d in diffs if not d[0].startswith("trainer.") or d[0][len("trainer."):] in _FROZEN_ON_RESUME]
+        # A key absent from the saved config is a field added to the schema since; its default is
+        # assumed to keep the old behaviour (warned below), so old experiments stay resumable.
+        fixed = [d for d in diffs if d[1] is not dataclasses.MISSING and (
+            not d[0].startswith("trainer.") or d[0][len("trainer."):] in _FROZEN_ON_RESUME)]
         if fixed:
             key, old, new = fixed[0]
             more = f" (and {len(fixed) - 1} more: {', '.join(d[0] for d in fixed[1:4])}{'...' if len(fixed) > 4 else ''})" \
@@ -608,7 +611,9 @@ class Trainer:
                               f"{more}; to start over use --resume false or a new --exp-dir")
         for key, old, new in diffs:
             name = key[len("trainer."):]
-            if name in _SAFE_TO_CHANGE:
+            if old is dataclasses.MISSING:
+                log.warning("resuming: %s is not in the saved config (a newer field); using %s", key, show(new))
+            elif name in _SAFE_TO_CHANGE:
                 log.info("resuming with %s changed: %s -> %s", key, show(old), show(new))
             else:
                 log.warning("resuming with %s changed: %s -> %s; the rest of the run will differ from one "

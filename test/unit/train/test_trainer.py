@@ -253,6 +253,14 @@ def test_changed_model_config_is_an_error_naming_the_key(tmp_path):
     with pytest.raises(ConfigError, match="key 'trainer.optimizer'"):
         fit(exp, "trainer.max_epochs=2", "trainer.optimizer=sgd")
 
+    # A field added to the schema after the run was saved does not block resuming.
+    ckpt_path = latest_checkpoint(exp / "checkpoints")
+    ckpt = torch.load(ckpt_path, weights_only=True)
+    del ckpt["config"]["model"]["dropout"]
+    torch.save(ckpt, ckpt_path)
+    fit(exp, "trainer.max_epochs=2")
+    assert "model.dropout is not in the saved config" in (exp / "train.log").read_text()
+
 
 def test_resume_false_starts_over_keeping_the_old_run(tmp_path):
     exp = tmp_path / "exp"
