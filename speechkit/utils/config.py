@@ -627,8 +627,9 @@ def _format_into(obj: Any, lines: list[str], indent: str, comments: bool, width:
         tp = hints[f.name]
         if comments:
             doc = docs.get(f.name, "")
-            if get_origin(tp) is Literal:
-                doc = (doc + " " if doc else "") + "Choices: " + ", ".join(str(c) for c in get_args(tp)) + "."
+            choices = [str(c) for c in get_args(tp)] if get_origin(tp) is Literal else []
+            if choices and not all(re.search(rf"\b{re.escape(c)}\b", doc) for c in choices):
+                doc = (doc + " " if doc else "") + "Choices: " + ", ".join(choices) + "."
             for ln in textwrap.wrap(doc, width=max(40, width - len(indent) - 2)):
                 lines.append(f"{indent}# {ln}")
         if dataclasses.is_dataclass(value):
