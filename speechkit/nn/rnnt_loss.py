@@ -153,6 +153,18 @@ def _lattice(lp_blank, lp_label, logit_lengths, target_lengths):
     return alpha, beta, lb, ly, loglik
 
 
+def _logsumexp_chunked(acts: torch.Tensor, cdt, max_elements: int = 1 << 20) -> torch.Tensor:
+    """``logsumexp(acts, dim=-1)`` in ``cdt``, a block of rows at a time, so that the temporaries
+    never exceed ``max_elements`` (a plain ``torch.logsumexp`` makes full-size copies)."""
+    V = acts.size(-1)
+    rows = acts.reshape(-1, V)  # a view for contiguous input
+    out = torch.empty(rows.size(0), dtype=cdt, device=acts.device)
+    step = max(1, max_elements // max(V, 1))
+    for i in range(0, rows.size(0), step):
+        torch.logsumexp(rows[i : i + step].to(cdt), dim=-1, out=out[i : i + step])
+    return out.view(acts.shape[:-1])
+
+
 def _gather(acts, targets, logit_lengths, target_lengths, blank, fused, cdt):
     """Blank / next-label log-probs (B, T, U1), masked to each utterance's lattice, and the
     log-softmax normaliser (B, T, U1) (None when not fused)."""
@@ -169,7 +181,7 @@ def _gather(acts, targets, logit_lengths, target_lengths, blank, fused, cdt):
     lp_label = torch.gather(acts, 3, idx).squeeze(3).to(cdt)
     lse = None
     if fused:
-        lse = torch.logsumexp(acts.to(cdt) if acts.dtype != cdt else acts, dim=3)
+        lse = _logsumexp_chunked(acts, cdt)
         lp_blank = lp_blank - lse
         lp_label = lp_label - lse
     t_ok = tpos[None, :, None] < logit_lengths[:, None, None]
