@@ -4,7 +4,7 @@ import itertools
 import pytest
 import torch
 
-from speechkit.nn.rnnt_loss import RNNTLoss, rnnt_loss, rnnt_loss_reference
+from speechkit.nn.rnnt_loss import RNNTLoss, _logsumexp_chunked, rnnt_loss, rnnt_loss_reference
 
 
 def brute_force_nll(lp: torch.Tensor, y, T: int, U: int, blank: int = 0) -> torch.Tensor:
@@ -97,6 +97,14 @@ def test_matches_per_node_reference_medium_float32():
     ga, = torch.autograd.grad(a, x)
     gb, = torch.autograd.grad(b, x)
     torch.testing.assert_close(ga, gb, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("max_elements", [1, 7, 20, 10**6])
+def test_chunked_logsumexp(max_elements):
+    x = torch.randn(3, 5, 4, 6)
+    torch.testing.assert_close(_logsumexp_chunked(x, torch.float32, max_elements), torch.logsumexp(x, -1))
+    torch.testing.assert_close(_logsumexp_chunked(x.half(), torch.float32, max_elements),
+                               torch.logsumexp(x.half().float(), -1))
 
 
 def test_reductions_module_and_empty_targets():
