@@ -56,6 +56,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, metavar="S",
                         help="seconds an item may end past the last frame of its file before it is an "
                              "error (feature extraction drops the last partial window) (default: %(default)s)")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device for the DTW (cpu, cuda, cuda:1 ...) (default: %(default)s)")
     parser.add_argument("--json", metavar="OUT", default=None,
                         help="also write the result (score, triplet/cell counts, per phone pair) as JSON")
     parser.add_argument("--log-file", default=None, help="append the log here too")
@@ -83,7 +85,7 @@ def main(argv=None) -> int:
         features = fdir.load_all(needed)
         res = abx_error(features, items, mode=args.mode, distance=args.distance, frame_shift=frame_shift,
                         normalize=args.normalize, tolerance=args.tolerance, source=str(args.item_file),
-                        progress=sys.stderr.isatty())
+                        progress=sys.stderr.isatty(), device=args.device)
         if args.json:
             out = res.to_dict()
             out.update(feature_dir=str(args.feature_dir), item_file=str(args.item_file))

@@ -70,6 +70,10 @@ class _FrameDistance:
         """``(B, N, M)`` distances between frames ``ix`` (B, N) and ``iy`` (B, M) of the flat array."""
         raise NotImplementedError
 
+    def scratch(self, n: int, m: int) -> int:
+        """Temporary tensor elements :meth:`batch` needs per pair of ``n`` x ``m`` frames."""
+        return 0
+
 
 class _Cosine(_FrameDistance):
     def __init__(self, frames: torch.Tensor):
@@ -77,6 +81,9 @@ class _Cosine(_FrameDistance):
         self.zero = norm == 0
         self.any_zero = bool(self.zero.any())
         self.unit = frames / torch.where(self.zero, 1.0, norm)[:, None]
+
+    def scratch(self, n, m):
+        return (n + m) * self.unit.shape[1]
 
     def batch(self, ix, iy):
         cos = torch.bmm(self.unit[ix], self.unit[iy].transpose(1, 2))
@@ -97,6 +104,9 @@ class _SymKL(_FrameDistance):
         self.logp = p.log()
         self.ent = (p * self.logp).sum(1)  # sum p log p
 
+    def scratch(self, n, m):
+        return 2 * (n + m) * self.p.shape[1]
+
     def batch(self, ix, iy):
         px, py = self.p[ix], self.p[iy]
         lx, ly = self.logp[ix], self.logp[iy]
@@ -111,7 +121,7 @@ class _Hamming(_FrameDistance):
         self.dim = frames.shape[1]
         if uniq.shape[0] <= _HAMMING_TABLE_MAX:
             s = uniq.shape[0]
-            table = torch.empty(s, s, dtype=frames.dtype)
+            table = torch.empty(s, s, dtype=frames.dtype, device=frames.device)
             step = max(1, (1 << 22) // max(1, s * self.dim))
             for a in range(0, s, step):
                 table[a : a + step] = (uniq[a : a + step, None, :] != uniq[None, :, :]).sum(-1).to(frames.dtype)
@@ -121,6 +131,9 @@ class _Hamming(_FrameDistance):
         else:
             self.table = None
             self.x = frames
+
+    def scratch(self, n, m):
+        return 0 if self.table is not None else n * m * self.dim
 
     def batch(self, ix, iy):
         if self.table is not None:
@@ -404,6 +417,7 @@ def abx_error(
     source: str = "items",
     max_batch_elements: int = 1 << 21,
     progress: bool = False,
+    device: str | torch.device = "cpu",
 ) -> AbxResult:
     """ZeroSpeech ABX error of frame-level ``features`` on ``items`` (see the module docstring).
 
@@ -418,6 +432,7 @@ def abx_error(
         source: item file name for error messages.
         max_batch_elements: bound on ``batch * (N + M - 1) * N`` per DTW batch (memory).
         progress: show a tqdm bar over DTW batches.
+        device: torch device for frame distances and DTW (float64 throughout).
 
     Returns:
         :class:`AbxResult`.
@@ -448,82 +463,77 @@ def abx_error(
     kept = [items[k] for k in keep]
     ranges, lengths = ranges[keep], lengths[keep]
 
-    # flat frame array of the kept tokens
+    if not kept:
+        raise ValueError("no item selects any frame")
     dims = {features[f].shape[1] for f in files}
     if len(dims) != 1:
         raise DataError(f"feature files have different dimensions: {sorted(dims)}")
-    if not kept:
-        raise ValueError("no item selects any frame")
-    chunks = [np.asarray(features[it.file][s:e], dtype=np.float64) for it, (s, e) in zip(kept, ranges)]
+
+    # context -> phone -> speaker -> local token indices; cells; token pairs needed by some triplet
+    tree: dict[tuple[str, ...], dict[str, dict[str, list[int]]]] = {}
+    members: dict[tuple[str, ...], list[int]] = {}
+    for k, it in enumerate(kept):
+        mem = members.setdefault(it.context, [])
+        tree.setdefault(it.context, {}).setdefault(it.phone, {}).setdefault(it.speaker, []).append(len(mem))
+        mem.append(k)
+    cells: list[_CellGroup] = []
+    ctx_members: list[np.ndarray] = []
+    pair_u: list[np.ndarray] = []  # local indices within the context
+    pair_v: list[np.ndarray] = []
+    for ctx, groups in tree.items():
+        if len(groups) < 2:
+            continue
+        new_cells = _enumerate_cells(len(ctx_members), groups, mode)
+        if not new_cells:
+            continue
+        mem = np.asarray(members[ctx], dtype=np.int64)
+        need = np.zeros((len(mem), len(mem)), dtype=bool)
+        for cell in new_cells:
+            need[cell.a[:, None], cell.x] = True
+            need[cell.b[:, None], cell.x] = True
+        cells.extend(new_cells)
+        u, v = np.nonzero(np.triu(need | need.T, 1))
+        ctx_members.append(mem)
+        pair_u.append(u)
+        pair_v.append(v)
+    if not cells:
+        raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
+    n_pairs_ctx = np.array([len(u) for u in pair_u])
+    gu = np.concatenate([m[u] for m, u in zip(ctx_members, pair_u)])
+    gv = np.concatenate([m[v] for m, v in zip(ctx_members, pair_v)])
+
+    # flat frame array of the tokens that take part in some triplet
+    used = np.unique(np.concatenate([gu, gv]))
+    pos = np.full(len(kept), -1, dtype=np.int64)
+    pos[used] = np.arange(len(used))
+    chunks = [np.asarray(features[kept[k].file][ranges[k, 0] : ranges[k, 1]], dtype=np.float64) for k in used]
     allf = np.concatenate(chunks)
     if not np.isfinite(allf).all() or (distance == "kl" and ((allf < 0).any() or (allf.sum(1) <= 0).any())):
-        for it, (s, e), mat in zip(kept, ranges, chunks):  # find the culprit for the message
+        for k, mat in zip(used, chunks):  # find the culprit for the message
+            it, (s, e) = kept[k], ranges[k]
             where = f"features of '{it.file}' frames {s}-{e} (item at {source}:{it.line})"
             if not np.isfinite(mat).all():
                 raise DataError(f"{where}: NaN or Inf")
             if distance == "kl":
                 check_kl_frames(mat, where)
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    flat = torch.from_numpy(allf)
     del chunks
-    frame_dist = _FRAME_DISTANCES[distance](flat)
-
-    # contexts -> (phone, speaker) groups, cells, needed token pairs
-    ctx_ids: dict[tuple[str, ...], int] = {}
-    members: list[list[int]] = []
-    for k, it in enumerate(kept):
-        c = ctx_ids.setdefault(it.context, len(ctx_ids))
-        if c == len(members):
-            members.append([])
-        members[c].append(k)
-    cells: list[_CellGroup] = []
-    pair_u: list[np.ndarray] = []
-    pair_v: list[np.ndarray] = []
-    pair_ctx: list[np.ndarray] = []
-    ctx_members = [np.asarray(m, dtype=np.int64) for m in members]
-    for c, mem in enumerate(ctx_members):
-        groups: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-        for loc, g in enumerate(mem):
-            groups[kept[g].phone][kept[g].speaker].append(loc)
-        if len(groups) < 2:
-            continue
-        need = np.zeros((len(mem), len(mem)), dtype=bool)
-        new_cells = _enumerate_cells(c, groups, mode)
-        for cell in new_cells:
-            need[cell.a[:, None], cell.x] = True
-            need[cell.b[:, None], cell.x] = True
-        if not new_cells:
-            continue
-        cells.extend(new_cells)
-        u, v = np.nonzero(np.triu(need | need.T, 1))
-        pair_u.append(mem[u])
-        pair_v.append(mem[v])
-        pair_ctx.append(np.full(len(u), c, dtype=np.int64))
-    if not cells:
-        raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
-    gu = np.concatenate(pair_u)
-    gv = np.concatenate(pair_v)
+    used_len = lengths[used]
+    offsets = np.concatenate([[0], np.cumsum(used_len)[:-1]]).astype(np.int64)
+    frame_dist = _FRAME_DISTANCES[distance](torch.from_numpy(allf).to(device))
 
     # one DTW per unordered token pair: d_uv (u as rows), d_vu (v as rows)
-    d_uv, d_vu = _pair_distances(flat, offsets, lengths, gu, gv, frame_dist, normalize, max_batch_elements, progress)
+    d_uv, d_vu = _pair_distances(offsets, used_len, pos[gu], pos[gv], frame_dist, normalize, max_batch_elements,
+                                 progress, torch.device(device))
 
     # per-context dense distance matrices (row token -> X token)
-    local = np.empty(len(kept), dtype=np.int64)
-    for mem in ctx_members:
-        local[mem] = np.arange(len(mem))
-    dmat: dict[int, np.ndarray] = {}
-    ctx_of_pair = np.concatenate(pair_ctx)
-    order = np.argsort(ctx_of_pair, kind="stable")
-    bounds = np.searchsorted(ctx_of_pair[order], np.arange(len(ctx_members) + 1))
-    for c in range(len(ctx_members)):
-        sel = order[bounds[c] : bounds[c + 1]]
-        if len(sel) == 0:
-            continue
-        m = np.full((len(ctx_members[c]),) * 2, np.nan)
-        lu, lv = local[gu[sel]], local[gv[sel]]
-        m[lu, lv] = d_uv[sel]
-        m[lv, lu] = d_vu[sel]
-        dmat[c] = m
+    dmat: list[np.ndarray] = []
+    bounds = np.concatenate([[0], np.cumsum(n_pairs_ctx)])
+    for c, mem in enumerate(ctx_members):
+        m = np.full((len(mem), len(mem)), np.nan)
+        sel = slice(bounds[c], bounds[c + 1])
+        m[pair_u[c], pair_v[c]] = d_uv[sel]
+        m[pair_v[c], pair_u[c]] = d_vu[sel]
+        dmat.append(m)
 
     # score cells, then average: contexts -> speakers -> phone pairs
     by_spk: dict[tuple[str, str], dict[tuple[str, ...], list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -609,7 +619,6 @@ def _enumerate_cells(context: int, groups: Mapping[str, Mapping[str, list[int]]]
 
 
 def _pair_distances(
-    flat: torch.Tensor,
     offsets: np.ndarray,
     lengths: np.ndarray,
     gu: np.ndarray,
@@ -618,7 +627,7 @@ def _pair_distances(
     normalize: bool,
     max_batch_elements: int,
     progress: bool,
-    min_batch: int = 1024,
+    device: torch.device = torch.device("cpu"),
 ) -> tuple[np.ndarray, np.ndarray]:
     """DTW distances ``d(u, v)`` and ``d(v, u)`` for token pairs ``(gu[k], gv[k])``, batched by size."""
     n_pairs = len(gu)
@@ -631,29 +640,29 @@ def _pair_distances(
     total = np.empty(n_pairs)
     len_rc = np.empty(n_pairs)
     len_cr = np.empty(n_pairs)
-    batches = _plan_batches(nr[order], nc[order], max_batch_elements, min_batch)
+    batches = _plan_batches(nr[order], nc[order], max_batch_elements, frame_dist.scratch)
     iterator = batches
     if progress:
         from tqdm import tqdm
 
         iterator = tqdm(batches, desc="DTW batches", unit="batch", leave=False)
-    off_t = torch.from_numpy(offsets)
-    len_t = torch.from_numpy(lengths)
-    last = flat.shape[0] - 1
+    off_t = torch.from_numpy(offsets).to(device)
+    len_t = torch.from_numpy(lengths).to(device)
+    last = int(offsets[-1] + lengths[-1]) - 1  # frames past a token's end are clamped, never used
     for start, stop, nmax, mmax in iterator:
         idx = order[start:stop]
-        r = torch.from_numpy(rows[idx])
-        c = torch.from_numpy(cols[idx])
-        ar_n = torch.arange(nmax)[None, :]
-        ar_m = torch.arange(mmax)[None, :]
+        r = torch.from_numpy(rows[idx]).to(device)
+        c = torch.from_numpy(cols[idx]).to(device)
+        ar_n = torch.arange(nmax, device=device)[None, :]
+        ar_m = torch.arange(mmax, device=device)[None, :]
         ix = (off_t[r][:, None] + ar_n).clamp(max=last)
         iy = (off_t[c][:, None] + ar_m).clamp(max=last)
         d = frame_dist.batch(ix, iy)
         n_r, n_c = len_t[r], len_t[c]
         tot, a, b = batched_dtw(d, n_r, n_c)
-        total[idx] = tot.numpy()
-        len_rc[idx] = a.numpy()
-        len_cr[idx] = b.numpy()
+        total[idx] = tot.cpu().numpy()
+        len_rc[idx] = a.cpu().numpy()
+        len_cr[idx] = b.cpu().numpy()
     if normalize:
         d_rows_first = total / len_rc  # d(rows, cols)
         d_cols_first = total / len_cr  # d(cols, rows)
@@ -664,13 +673,22 @@ def _pair_distances(
     return d_uv, d_vu
 
 
-def _plan_batches(nr: np.ndarray, nc: np.ndarray, max_elements: int, min_batch: int) -> list[tuple[int, int, int, int]]:
+# Cost model for batching: one batch costs ~_BATCH_OVERHEAD padded cell updates per anti-diagonal
+# (Python-level loop of a few torch calls) on top of one unit per padded cell.
+_BATCH_OVERHEAD = 800
+
+
+def _plan_batches(
+    nr: np.ndarray, nc: np.ndarray, max_elements: int, scratch: Callable[[int, int], int] = lambda n, m: 0
+) -> list[tuple[int, int, int, int]]:
     """Split pairs sorted by (rows, cols) descending into ``(start, stop, n_rows, n_cols)`` batches.
 
-    A batch is padded to its first pair's rows and its largest cols; it holds at most
-    ``max_elements // (N * (N + M))`` pairs (frame distances + skewed cost), and once it has
-    ``min_batch`` pairs it is closed before a pair that would fill less than half its padded size.
-    Works per distinct (rows, cols) size, so the loop is over sizes, not pairs.
+    A batch is padded to its first pair's rows and its largest cols and holds at most
+    ``max_elements // (N * (N + M) + scratch(N, M))`` pairs (frame distances + skewed cost +
+    the frame distance's temporaries). A new batch starts
+    before a group of same-size pairs when padding them (and the batch so far) costs more than the
+    fixed cost of another batch, ``_BATCH_OVERHEAD * (rows + cols - 1)``. The loop is over distinct
+    sizes, not pairs.
     """
     n = len(nr)
     if n == 0:
@@ -679,13 +697,17 @@ def _plan_batches(nr: np.ndarray, nc: np.ndarray, max_elements: int, min_batch: 
     bounds = np.concatenate([[0], np.nonzero(np.diff(key))[0] + 1, [n]])
     batches = []
     cur, nmax, mmax = 0, int(nr[0]), int(nc[0])
-    for s, e in zip(bounds[:-1], bounds[1:]):
+    for s, e in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         r, c = int(nr[s]), int(nc[s])
-        if s > cur and s - cur >= min_batch and 2 * r * c < nmax * max(mmax, c):
-            batches.append((cur, int(s), nmax, mmax))
-            cur, nmax, mmax = int(s), r, c
+        if s > cur:
+            m2 = max(mmax, c)
+            pad_cost = (e - s) * nmax * m2 + (s - cur) * nmax * (m2 - mmax)
+            new_cost = _BATCH_OVERHEAD * (r + c - 1) + (e - s) * r * c
+            if new_cost < pad_cost:
+                batches.append((cur, s, nmax, mmax))
+                cur, nmax, mmax = s, r, c
         mmax = max(mmax, c)
-        while e - cur > (cap := max(1, max_elements // (nmax * (nmax + mmax)))):
+        while e - cur > (cap := max(1, max_elements // (nmax * (nmax + mmax) + scratch(nmax, mmax)))):
             batches.append((cur, cur + cap, nmax, mmax))
             cur += cap
             nmax, mmax = int(nr[cur]), int(nc[cur:e].max())

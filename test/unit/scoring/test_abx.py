@@ -164,6 +164,42 @@ def test_abx_matches_bruteforce_without_normalisation():
     assert res.n_triplets == n and abs(res.error - err) < 1e-6
 
 
+def test_batch_plan_covers_every_pair_within_bounds():
+    from speechkit.scoring.abx import _plan_batches
+
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        n = int(rng.integers(1, 3000))
+        a, b = rng.integers(1, 40, n), rng.integers(1, 40, n)
+        nr, nc = np.maximum(a, b), np.minimum(a, b)
+        o = np.lexsort((nc, nr))[::-1]
+        nr, nc = nr[o], nc[o]
+        cap = int(rng.integers(100, 200000))
+        batches = _plan_batches(nr, nc, cap)
+        assert batches[0][0] == 0 and batches[-1][1] == n
+        for (s, e, bn, bm), nxt in zip(batches, batches[1:] + [(n,)]):
+            assert e == nxt[0] and e > s
+            assert nr[s:e].max() <= bn and nc[s:e].max() <= bm
+            assert e - s == 1 or (e - s) * bn * (bn + bm) <= cap
+
+
+def test_batching_does_not_change_the_score():
+    feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
+    one = abx_error(feats, items)
+    many = abx_error(feats, items, max_batch_elements=300)  # hundreds of small batches
+    assert one.error == many.error and one.n_triplets == many.n_triplets
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_abx_on_cuda_matches_cpu():
+    feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
+    for distance in ("cosine", "hamming"):
+        f = feats if distance == "cosine" else {u: (m > 0).astype(float) for u, m in feats.items()}
+        cpu = abx_error(f, items, distance=distance)
+        gpu = abx_error(f, items, distance=distance, device="cuda")
+        assert gpu.n_triplets == cpu.n_triplets and abs(gpu.error - cpu.error) < 1e-6
+
+
 def test_abx_regression_pinned_score():
     # fastabx-style: a seeded synthetic set must keep its exact score across refactorings
     feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
