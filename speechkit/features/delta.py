@@ -106,6 +106,48 @@ def savgol_delta(feats: torch.Tensor, width: int = 9, order: int = 1) -> torch.T
     return out
 
 
+@functools.lru_cache(maxsize=32)
+def _stacked_operators(width: int, max_order: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Cached torch operators for orders 1..max_order: interior kernels ``(width, K)``, left
+    edges ``(K, half, width)``, right edges ``(K, half, width)``."""
+    half = width // 2
+    ops = [savgol_operator(width, k, k) for k in range(1, max_order + 1)]
+    kern = np.stack([op[half] for op in ops], axis=1)
+    left = np.stack([op[:half] for op in ops])
+    right = np.stack([op[half + 1:] for op in ops])
+    return tuple(torch.as_tensor(a, dtype=dtype) for a in (kern, left, right))
+
+
+def append_savgol_deltas(feats: torch.Tensor, width: int = 9, max_order: int = 2) -> torch.Tensor:
+    """``[feats, delta_1, ..., delta_max_order]`` along dim 1: :func:`savgol_delta` for every order
+    in one pass (one windowed product for all orders; same numbers).
+
+    Args:
+        feats: ``(T, D)``.
+        width: odd window length in frames, ``>= 3``.
+        max_order: highest derivative order (librosa ``order``), ``>= 0``.
+
+    Returns:
+        ``(T, D * (1 + max_order))`` tensor.
+    """
+    if feats.dim() != 2:
+        raise ValueError(f"feats must be (frames, dim), got shape {tuple(feats.shape)}")
+    if width < 3 or width % 2 == 0:
+        raise ValueError(f"delta width must be an odd integer >= 3, got {width}")
+    T, D = feats.shape
+    if max_order < 1 or T < width:
+        return torch.cat([feats] + [savgol_delta(feats, width, k) for k in range(1, max_order + 1)], dim=1)
+    half, K = width // 2, max_order
+    kern, left, right = _stacked_operators(width, max_order, feats.dtype)
+    out = feats.new_empty(T, D * (1 + K))
+    out[:, :D] = feats
+    inner = feats.unfold(0, width, 1) @ kern  # (T - width + 1, D, K)
+    out[half:T - half, D:] = inner.transpose(1, 2).reshape(T - 2 * half, K * D)
+    out[:half, D:] = (left @ feats[:width]).transpose(0, 1).reshape(half, K * D)
+    out[T - half:, D:] = (right @ feats[T - width:]).transpose(0, 1).reshape(half, K * D)
+    return out
+
+
 @functools.lru_cache(maxsize=16)
 def kaldi_delta_kernels(order: int, window: int = 2) -> tuple[np.ndarray, ...]:
     """Kaldi's ``DeltaFeatures`` scales: kernel ``i`` (length ``2 * i * window + 1``) for order ``i``.

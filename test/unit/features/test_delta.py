@@ -81,3 +81,13 @@ def test_kaldi_delta_vs_brute_force():
     d = kaldi_delta(ramp, order=1)[:, 1]
     torch.testing.assert_close(d[2:-2], torch.ones(6, dtype=torch.float64))
     assert d[0] < 1
+
+
+@pytest.mark.parametrize("T", [1, 5, 9, 40])
+def test_append_savgol_deltas_equals_separate_orders(T):
+    from speechkit.features.delta import append_savgol_deltas
+
+    x = torch.from_numpy(np.random.default_rng(T).standard_normal((T, 13)).astype(np.float32))
+    ref = torch.cat([x, savgol_delta(x, 9, 1), savgol_delta(x, 9, 2)], dim=1)
+    torch.testing.assert_close(append_savgol_deltas(x, 9, 2), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(append_savgol_deltas(x, 9, 0), x)
