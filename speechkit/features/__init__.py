@@ -1,1 +1,37 @@
-"""speechkit.features."""
+"""Acoustic features: frontends, deltas, WORLD analysis/synthesis, CMVN, ark/scp I/O.
+
+================================  ===========================================================
+module                            what
+================================  ===========================================================
+:mod:`~.frontends`                ``build_frontend(conf)`` -> MFCC+deltas, log-mel, spectrogram,
+                                  Kaldi fbank / MFCC (configs in ``conf/*.yaml``)
+:mod:`~.world`                    WORLD features (``type: world``) and ``world_synthesize``
+:mod:`~.delta`                    librosa (Savitzky-Golay) and Kaldi (regression) deltas
+:mod:`~.extract`                  data-dir extraction in parts (``speechkit-compute-feats``)
+:mod:`~.cmvn`                     Kaldi CMVN stats and ``apply_cmvn``
+:mod:`~.io`                       ``FeatureReader`` (feats.scp + CMVN on load), atomic ark/scp writer
+:mod:`~.stack`                    frame stacking / subsampling for low-frame-rate models
+================================  ===========================================================
+
+The names below are importable from ``speechkit.features`` directly (loaded on first use, so
+``import speechkit.features.stack`` stays light).
+"""
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "build_frontend": "frontends", "frontend_from_file": "frontends", "load_frontend_conf": "frontends",
+    "Frontend": "frontends", "FRONTENDS": "frontends",
+    "world_synthesize": "world", "world_streams": "world",
+    "FeatureReader": "io", "ark_scp_writer": "io",
+    "accumulate_stats": "cmvn", "apply_cmvn": "cmvn", "compute_cmvn_stats": "cmvn",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
