@@ -354,32 +354,37 @@ class StreamingRecognizer:
             if self.model.has_lid:
                 logp = torch.log_softmax(self.model.lid_logits(enc), dim=-1).double().cpu()
                 self.post_sum += logp.exp().sum(0)
+            # Frames of this chunk each decoder still decodes: switch-off depends on the LID
+            # posteriors only, so it is settled for the whole chunk before any search runs.
+            budget = {n: enc.size(0) for n in self.names if self.active[n]}
             if self.switch_off:
                 for t in range(enc.size(0)):
                     self.s += logp[t]
-                    self._maybe_switch_off(self.num_frames + t + 1)
-                    for n, d in self.decoders.items():
-                        if self.active[n]:
-                            d.advance(enc[t : t + 1])
-            else:
-                if self.model.has_lid:
-                    self.s += logp.sum(0)
-                for d in self.decoders.values():
-                    d.advance(enc)
+                    for n in self._maybe_switch_off(self.num_frames + t + 1):
+                        budget[n] = t
+            elif self.model.has_lid:
+                self.s += logp.sum(0)
+            for n, frames in budget.items():
+                if frames:
+                    self.decoders[n].advance(enc[:frames])
             self.num_frames += enc.size(0)
         self.decode_seconds += time.perf_counter() - t0
         return self.partial()
 
-    def _maybe_switch_off(self, t: int) -> None:
+    def _maybe_switch_off(self, t: int) -> list[str]:
+        """Stop decoders by the switch-off rule at frame count ``t`` (1-based); return those stopped."""
         cfg = self.config
         if t <= cfg.tau:
-            return
+            return []
         s_max = float(self.s.max())
+        stopped = []
         for i, n in enumerate(self.names):
             if self.active[n] and float(self.s[i]) < s_max - cfg.s_th:
                 self.active[n] = False
                 self.switched_off_at[n] = t - 1
+                stopped.append(n)
                 logger.debug("switch-off: decoder %s stopped at frame %d", n, t - 1)
+        return stopped
 
     def partial(self) -> dict[str, list[int]]:
         """Current best tokens of every decoder (stopped decoders keep their last hypothesis)."""
