@@ -9,7 +9,8 @@ the code of bootphon/ABXpy and zerospeech/zerospeech2020 fixes the details below
 * **Triplets** ``(A, B, X)``: A and X carry the same phone, B another; all three share the context
   (previous and next phone). *Across* speakers (ABXpy ``on phone, by context, across speaker``):
   A and B come from one speaker, X from another. *Within* (``on phone, by context+speaker``): all
-  three from one speaker, X a different token from A.
+  three from one speaker, X a different token from A. Every such triplet is scored (ABXpy's
+  optional per-cell sampling of large cells is not applied).
 * **Distance** ``d(P, X)``: dynamic time warping with steps (1,0), (0,1), (1,1) over a frame
   distance; ``cost[i, j] = f(p_i, x_j) + min(cost[i-1, j], cost[i-1, j-1], cost[i, j-1])``. With
   ``normalize`` (the ZeroSpeech setting) the total cost is divided by the number of frame pairs on
@@ -19,16 +20,20 @@ the code of bootphon/ABXpy and zerospeech/zerospeech2020 fixes the details below
   other vector and 0 from another zero vector); ``kl`` = symmetrised Kullback-Leibler divergence
   ``0.5 KL(p||q) + 0.5 KL(q||p)`` after normalising each frame to sum to 1, adding machine epsilon
   to every entry and renormalising (ABXpy ``kl_divergence`` defaults; frames must be non-negative);
-  ``hamming`` = fraction of coordinates that differ (for one-hot unit codes: 0 or 2/dim).
+  ``hamming`` = fraction of coordinates that differ (for one-hot unit codes: 0 or 2/dim; any
+  constant scale gives the same ABX score). ZeroSpeech 2019 scored discrete codes with the
+  Levenshtein distance between frame sequences instead; that is not implemented here.
+* ZeroSpeech 2019 as run by the zerospeech2020 package normalises the DTW for cosine only (for
+  KL it passes ``normalized=None``, i.e. the total path cost): use ``normalize=False`` to match.
 * **Score** of a triplet: 1 if ``d(A, X) < d(B, X)``, 0.5 on a tie, 0 otherwise. Scores are
   averaged over the triplets of one (context, phone pair, speaker(s)) cell (ABXpy ``analyze``),
   then over contexts, then over speakers (ordered (A/B speaker, X speaker) pairs when across),
   then over ordered phone pairs (zerospeech2020 ``_average``). Error = 100 * (1 - mean).
 
 Items that select no frame (shorter than a frame shift, or past the end of a feature file that is
-slightly shorter than the audio) are dropped with a warning and counted. (ABXpy keeps them with an
-infinite distance, which turns their triplets into ties or errors; dropping them is what the
-brief asks and what fastabx does.)
+slightly shorter than the audio) are dropped with a warning and counted. ABXpy instead warns and
+keeps them with an infinite distance to every non-empty token, which turns their triplets into
+ties (empty X) or errors (empty A); dropping them keeps such artefacts out of the score.
 
 Speed: every distinct token pair needed by some triplet gets one DTW, computed in batches of
 similar lengths with the anti-diagonal (wavefront) recursion as vector operations in torch,
