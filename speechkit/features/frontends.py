@@ -95,14 +95,13 @@ def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
-        errors = []
         for a in args:
             if a is type(None):
                 continue
             try:
                 return _coerce(value, a, key, where)
-            except ConfigError as e:
-                errors.append(e)
+            except ConfigError:
+                continue
         raise ConfigError(f"{where}: key '{key}' must be {_type_name(tp)}, got {type(value).__name__} ({value!r})")
     if origin is Literal:
         choices = typing.get_args(tp)
@@ -797,8 +796,24 @@ class KaldiFrontend(Frontend):
             return 0 if num_samples < length else 1 + (num_samples - length) // shift
         return (num_samples + shift // 2) // shift
 
-    def _run(self, computer_cls: Any, opts: Any, samples: np.ndarray) -> np.ndarray:
-        comp = computer_cls(opts)
+    def __init__(self, config: KaldiFrameConfig):
+        super().__init__(config)
+        self._opts = self._make_options()
+
+    def _make_options(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict:  # kaldi-native-fbank option objects do not pickle; rebuilt on use
+        state = dict(self.__dict__)
+        state.pop("_opts", None)
+        return state
+
+    def _run(self, computer: str, samples: np.ndarray) -> np.ndarray:
+        import kaldi_native_fbank as knf
+
+        if "_opts" not in self.__dict__:
+            self._opts = self._make_options()
+        comp = getattr(knf, computer)(self._opts)
         # a list converts faster than an ndarray through pybind11's Sequence[float] (measured ~15 %)
         comp.accept_waveform(float(self.config.sample_rate), (samples * np.float32(self.config.scale)).tolist())
         comp.input_finished()
@@ -846,12 +861,10 @@ class FbankFrontend(KaldiFrontend):
     Config = FbankConfig
     config: FbankConfig
 
-    def __init__(self, config: FbankConfig):
-        super().__init__(config)
+    def _make_options(self) -> Any:
         import kaldi_native_fbank as knf
 
-        self._knf = knf
-        c = config
+        c = self.config
         opts = knf.FbankOptions()
         c.apply(opts)
         opts.mel_opts.num_bins = c.num_mel_bins
@@ -861,14 +874,14 @@ class FbankFrontend(KaldiFrontend):
         opts.htk_compat = c.htk_compat
         opts.use_log_fbank = c.use_log_fbank
         opts.use_power = c.use_power
-        self._opts = opts
+        return opts
 
     @property
     def dim(self) -> int:
         return self.config.num_mel_bins + int(self.config.use_energy)
 
     def compute(self, samples: np.ndarray) -> np.ndarray:
-        return self._run(self._knf.OnlineFbank, self._opts, samples)
+        return self._run("OnlineFbank", samples)
 
 
 @dataclass
@@ -907,12 +920,10 @@ class KaldiMfccFrontend(KaldiFrontend):
     Config = KaldiMfccConfig
     config: KaldiMfccConfig
 
-    def __init__(self, config: KaldiMfccConfig):
-        super().__init__(config)
+    def _make_options(self) -> Any:
         import kaldi_native_fbank as knf
 
-        self._knf = knf
-        c = config
+        c = self.config
         opts = knf.MfccOptions()
         c.apply(opts)
         opts.mel_opts.num_bins = c.num_mel_bins
@@ -922,14 +933,14 @@ class KaldiMfccFrontend(KaldiFrontend):
         opts.raw_energy = c.raw_energy
         opts.cepstral_lifter = c.cepstral_lifter
         opts.htk_compat = c.htk_compat
-        self._opts = opts
+        return opts
 
     @property
     def dim(self) -> int:
         return self.config.num_ceps * (1 + self.config.delta_order)
 
     def compute(self, samples: np.ndarray) -> np.ndarray:
-        feats = self._run(self._knf.OnlineMfcc, self._opts, samples)
+        feats = self._run("OnlineMfcc", samples)
         if self.config.delta_order:
             feats = kaldi_delta(torch.from_numpy(feats), self.config.delta_order, self.config.delta_window).numpy()
         return feats

@@ -244,3 +244,12 @@ def test_make_feats_sh_with_run_pl(tmp_path, data_dir, repo_root):
     r = subprocess.run(["bash", str(repo_root / "utils" / "make_feats.sh"), str(data_dir)],
                        capture_output=True, text=True, env=env)
     assert r.returncode != 0 and "--config <frontend.yaml> is required" in r.stderr
+
+
+@pytest.mark.parametrize("mod", ["compute_feats", "compute_cmvn_stats"])
+def test_help(mod, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(f"speechkit.bin.{mod}").main(["--help"])
+    assert e.value.code == 0 and "DATA_DIR" in capsys.readouterr().out

@@ -243,3 +243,14 @@ def test_every_conf_file_builds_and_round_trips(repo_root):
         assert fe.name == name
         again = build_frontend(fe.to_dict())
         assert again.to_dict() == fe.to_dict() and again.dim == fe.dim
+
+
+def test_frontends_pickle():
+    # DataLoader workers receive the frontend by pickling; the sparse mel matrix is rebuilt lazily
+    import pickle
+
+    y = _synthetic(0.3)
+    for conf in ({"type": "mfcc"}, {"type": "logmel"}, {"type": "fbank"}, {"type": "world", "f0_method": "dio"}):
+        fe = build_frontend(conf)
+        ref = fe(y)
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(fe))(y), ref)
