@@ -253,3 +253,11 @@ def test_help(mod, capsys):
     with pytest.raises(SystemExit) as e:
         importlib.import_module(f"speechkit.bin.{mod}").main(["--help"])
     assert e.value.code == 0 and "DATA_DIR" in capsys.readouterr().out
+
+
+def test_more_jobs_than_utterances(tmp_path, make_data):
+    data = make_data(tmp_path, n_per_spk=1)  # 2 utterances, 4 parts: parts 3 and 4 are empty
+    fe = build_frontend({"type": "logmel"})
+    _run_all(data, fe, tmp_path / "f", nj=4)
+    assert sorted(_load(data)) == DataDir.load(data).utts
+    assert PartPaths.of(tmp_path / "f", "logmel", "train", 4).ark.stat().st_size == 0
