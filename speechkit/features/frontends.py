@@ -8,23 +8,23 @@ A frontend is built from a YAML dict with a ``type:`` key and that type's parame
     feats = fe(samples)                   # samples: float32 (N,) at fe.sample_rate Hz
     fe.dim, fe.frame_shift, fe.frame_length   # 39, 0.01 s, 0.025 s
 
-==============  ==============================================================  ==========  =====
-type            what                                                            reference   dim
-==============  ==============================================================  ==========  =====
-``mfcc``        13 MFCC + delta + delta-delta, librosa's definition, in torch    librosa     39
-``logmel``      log mel spectrogram (natural log), in torch                      librosa     80
-``spectrogram`` linear magnitude STFT ``|X|`` (optionally log), in torch         librosa     257
-``fbank``       Kaldi ``compute-fbank-feats`` via ``kaldi_native_fbank``         Kaldi       80
-``kaldi_mfcc``  Kaldi ``compute-mfcc-feats`` (+ ``add-deltas``) via the same     Kaldi       13/39
-``world``       WORLD mel-cepstrum, interpolated log-F0, V/UV, coded aperiodicity pyworld    42+
-==============  ==============================================================  ==========  =====
+===============  =============================================================  =========  =====
+type             what                                                           reference  dim
+===============  =============================================================  =========  =====
+``mfcc``         13 MFCC + delta + delta-delta, librosa's definition, in torch  librosa    39
+``logmel``       log mel spectrogram (natural log), in torch                    librosa    80
+``spectrogram``  linear magnitude STFT ``|X|`` (optionally log), in torch       librosa    257
+``fbank``        Kaldi ``compute-fbank-feats`` via ``kaldi_native_fbank``       Kaldi      80
+``kaldi_mfcc``   Kaldi ``compute-mfcc-feats`` (+ ``add-deltas``), same library  Kaldi      13/39
+``world``        WORLD mcep, interpolated log-F0, V/UV, coded aperiodicity      pyworld    43
+===============  =============================================================  =========  =====
 
 The three torch frontends share one STFT convention (librosa's): frames are centred
 (``center=True``, the signal padded with ``n_fft // 2`` zeros each side), so an ``N``-sample
 input gives ``1 + N // hop_length`` frames and frame ``t`` is centred on sample ``t * hop_length``;
 with the default hop of 160 samples MFCC, log-mel and spectrogram frames line up one to one.
 They work in the STFT's ``(freq, time)`` layout with the mel filterbank as a sparse matrix;
-on one CPU core the 39-dim MFCC takes about a quarter of librosa's time at matching numerics
+on one CPU core the 39-dim MFCC takes about a third of librosa's CPU time at matching numerics
 (``test/bench/bench_mfcc.py``).
 
 Unknown keys, wrong types and bad values raise :class:`~speechkit.utils.cli.ConfigError` naming

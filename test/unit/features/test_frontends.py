@@ -254,3 +254,15 @@ def test_frontends_pickle():
         fe = build_frontend(conf)
         ref = fe(y)
         np.testing.assert_array_equal(pickle.loads(pickle.dumps(fe))(y), ref)
+
+
+def test_stft_params_drive_griffin_lim():
+    # the contract with the vocoder: griffin_lim(spec.T, **stft_params()) inverts the spectrogram
+    gl = pytest.importorskip("speechkit.decode.griffin_lim")
+    fe = build_frontend({"type": "spectrogram"})
+    y = _synthetic(0.5)
+    mag = fe(y)
+    wav = gl.griffin_lim(torch.from_numpy(mag.T.copy()), n_iter=32, seed=0, length=len(y), **fe.stft_params())
+    rebuilt = fe(wav.numpy())
+    sc = np.linalg.norm(rebuilt - mag) / np.linalg.norm(mag)  # spectral convergence
+    assert rebuilt.shape == mag.shape and sc < 0.3
