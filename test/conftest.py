@@ -1,6 +1,7 @@
 """Fixtures shared by the whole test suite."""
 from __future__ import annotations
 
+import ctypes.util
 import os
 from pathlib import Path
 
@@ -32,3 +33,48 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real corpora not found at {SHARED_DATA} (set SPEECHKIT_SHARED_DATA)")
     return SHARED_DATA
+
+
+# ---- the synthesized mini corpus (every recipe's embedded default and CI's data) ----------------
+#: The tiny configuration CI uses: 4 speakers x 2 languages x 10 sentences = 80 utterances.
+TINY_MINI = {"seed": 1, "num_speakers": 4, "sentences_per_language": 10, "languages": ("en", "hi")}
+
+
+def espeak_available() -> bool:
+    """True if libespeak-ng can be loaded (the mini corpus needs it)."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("espeak-ng") or "libespeak-ng.so.1")
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def require_espeak() -> None:
+    """Skip the test when libespeak-ng cannot be loaded."""
+    if not espeak_available():
+        pytest.skip("libespeak-ng not installed (apt-get install libespeak-ng1)")
+
+
+@pytest.fixture(scope="session")
+def mini_params() -> dict:
+    """The parameters of :func:`mini_corpus` (:data:`TINY_MINI`)."""
+    return dict(TINY_MINI)
+
+
+@pytest.fixture(scope="session")
+def mini_corpus(require_espeak, tmp_path_factory) -> Path:
+    """A tiny mini corpus (:data:`TINY_MINI`) synthesized once per test session; its directory."""
+    from speechkit.data.corpora.mini import download_mini
+
+    return download_mini(tmp_path_factory.mktemp("mini_db") / "mini", **TINY_MINI)
+
+
+@pytest.fixture(scope="session")
+def mini_data(mini_corpus, tmp_path_factory) -> Path:
+    """The Kaldi data directory prepared from :func:`mini_corpus` (with ``phone_alignments``)."""
+    from speechkit.data.corpora.mini import prepare_mini
+
+    out = tmp_path_factory.mktemp("mini_data") / "data"
+    prepare_mini(mini_corpus, out)
+    return out
