@@ -9,6 +9,7 @@ CLIS = {
     "speechkit-subset-data-dir": "subset_data_dir",
     "speechkit-split-data-dir": "split_data_dir",
     "speechkit-combine-data-dirs": "combine_data_dirs",
+    "speechkit-copy-data-dir": "copy_data_dir",
     "speechkit-prepare-corpus": "prepare_corpus",
     "speechkit-split-corpus": "split_corpus",
     # features
