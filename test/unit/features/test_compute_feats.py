@@ -182,9 +182,18 @@ def test_recomputing_moves_stale_feats_scp_to_backup(tmp_path, data_dir):
 
 
 def test_killed_job_leaves_nothing_that_looks_complete(tmp_path, data_dir, repo_root):
+    fe = build_frontend({"type": "mfcc"})
+    # reference: an uninterrupted run on a copy of the data dir
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    for f in data_dir.iterdir():
+        if f.is_file():
+            (ref_dir / f.name).write_bytes(f.read_bytes())
+    _run_all(ref_dir, fe, tmp_path / "ref_f", 1)
     # the last utterance's audio comes from a command that hangs, so the job is killed mid-part
     d = DataDir.load(data_dir)
-    d.wav_scp[d.utts[-1]] = f"sleep 60; cat {d.wav_scp[d.utts[-1]]} |"
+    good_entry = d.wav_scp[d.utts[-1]]
+    d.wav_scp[d.utts[-1]] = f"sleep 60; cat {good_entry} |"
     d.write(data_dir)
     argv = [sys.executable, "-m", "speechkit.bin.compute_feats", "--config", str(repo_root / "conf" / "mfcc.yaml"),
             "--nj", "1", "--job", "1", str(data_dir), str(tmp_path / "log"), str(tmp_path / "f")]
@@ -200,8 +209,16 @@ def test_killed_job_leaves_nothing_that_looks_complete(tmp_path, data_dir, repo_
     paths = PartPaths.of(tmp_path / "f", "mfcc", "train", 1)
     assert not paths.ark.exists() and not paths.scp.exists() and not paths.manifest.exists()
     with pytest.raises(DataError, match="part 1 missing"):
-        merge_parts(data_dir, build_frontend({"type": "mfcc"}), tmp_path / "f", 1)
+        merge_parts(data_dir, fe, tmp_path / "f", 1)
     assert not (data_dir / "feats.scp").exists()
+    # re-run (the hanging command replaced by the plain file again): same features as uninterrupted
+    d.wav_scp[d.utts[-1]] = good_entry
+    d.write(data_dir)
+    _run_all(data_dir, fe, tmp_path / "f", 1)
+    got, want = _load(data_dir), _load(ref_dir)
+    assert sorted(got) == sorted(want)
+    for utt in want:
+        np.testing.assert_array_equal(got[utt], want[utt])
 
 
 def test_cli_argument_errors(tmp_path, data_dir, repo_root, capsys):
