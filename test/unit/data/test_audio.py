@@ -239,3 +239,23 @@ def test_streamed_wav_from_pipe_is_not_truncated(tmp_path):
     x, sr = read_audio(f"cat {raw} | sox -t raw -r 16000 -e signed -b 16 -c 1 - -t wav - |")
     assert sr == SR and len(x) == SR
     np.testing.assert_allclose(x, _tone(), atol=3 / 32768)
+
+
+def test_ogg_end_of_stream_shortfall_is_not_truncation(tmp_path, monkeypatch):
+    """Ogg Vorbis may decode a few samples fewer than libsndfile's frame count (granule position)."""
+    import soundfile as sf
+
+    from speechkit.data import audio
+
+    path = tmp_path / "a.ogg"
+    sf.write(path, np.zeros(16000, dtype=np.float32), 16000, format="OGG", subtype="VORBIS")
+    real_read = sf.SoundFile.read
+
+    def short_read(self, frames=-1, **kw):  # what libsndfile does on 451 msc_malayalam files
+        return real_read(self, frames, **kw)[:-8]
+
+    monkeypatch.setattr(sf.SoundFile, "read", short_read)
+    x, sr = audio.read_audio(str(path), key="k")
+    assert sr == 16000 and len(x) == 16000 - 8
+    with pytest.raises(DataError, match="truncated"):  # a segment inside the file must be complete
+        audio.read_audio(str(path), key="k", start=0.0, end=0.5)
