@@ -1,9 +1,10 @@
-"""Deterministic batch construction: length bucketing, per-epoch shuffling, rank sharding.
+"""Deterministic batch construction: length bucketing, per-epoch shuffling, rank assignment.
 
 Batches are lists of dataset indices, computed up front for a whole epoch from ``(seed, epoch)``
 only. That makes an epoch's batch order reproducible after a crash (resume regenerates it and
-skips the batches already done) and gives one place where batches are assigned to ranks
-(:func:`shard_batches`) for distributed training.
+skips the batches already done) and gives one place where batches are assigned to ranks for
+distributed training: every rank trains on its slice of every (global) training batch
+(:func:`slice_batch`), and validates whole batches dealt out in turn (:func:`shard_batches`).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from speechkit.utils.cli import ConfigError
 
-__all__ = ["epoch_rng", "derive_seed", "bucket_batches", "shard_batches"]
+__all__ = ["epoch_rng", "derive_seed", "bucket_batches", "shard_batches", "slice_batch"]
 
 
 def epoch_rng(seed: int, epoch: int, purpose: int = 0) -> np.random.Generator:
@@ -92,15 +93,32 @@ def bucket_batches(lengths: Sequence[int] | None, num_items: int, batch_size: in
     return batches
 
 
-def shard_batches(batches: list[list[int]], rank: int = 0, world_size: int = 1) -> list[list[int]]:
+def shard_batches(batches: list[list[int]], rank: int = 0, world_size: int = 1,
+                  even: bool = True) -> list[list[int]]:
     """The batches of ``rank`` out of ``world_size``: every ``world_size``-th batch from ``rank``.
 
-    The list is first cut to a multiple of ``world_size`` so that every rank takes the same
-    number of steps (which distributed data parallel requires). Identity for ``world_size == 1``.
+    With ``even`` the list is first cut to a multiple of ``world_size`` so that every rank takes
+    the same number of steps (which lock-step training requires); without it every batch goes to
+    some rank (validation). Identity for ``world_size == 1``.
     """
     if world_size <= 1:
         return list(batches)
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} out of range for world_size {world_size}")
-    usable = len(batches) - len(batches) % world_size
+    usable = len(batches) - len(batches) % world_size if even else len(batches)
     return batches[rank:usable:world_size]
+
+
+def slice_batch(batch: Sequence[int], rank: int, world_size: int) -> list[int]:
+    """Rank ``rank``'s contiguous share of a global batch; shares differ in size by at most one.
+
+    The shares of ranks ``0..world_size-1`` concatenate to ``batch`` (identity for one rank), so a
+    length-bucketed or single-language batch stays so on every rank.
+
+    Raises:
+        ValueError: ``rank`` not in ``[0, world_size)``.
+    """
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} out of range for world_size {world_size}")
+    n = len(batch)
+    return list(batch[rank * n // world_size:(rank + 1) * n // world_size])

@@ -3,7 +3,7 @@
 A task (ESPnet2 ``tasks/`` style) bundles a config schema, model and dataset construction,
 batching and the loss. Tasks are registered by name in :mod:`speechkit.tasks` and chosen on the
 command line (``speechkit-train vqvae ...``). The trainer owns everything else: optimizer,
-schedule, checkpoints, resume, logging, early stopping, devices (and later distributed training).
+schedule, checkpoints, resume, logging, early stopping, devices and distributed training.
 
 Minimal example::
 
@@ -55,10 +55,14 @@ class Task:
     Attributes:
         name: registry name (``speechkit-train NAME``).
         Config: dataclass config schema; must have a ``trainer: TrainerConfig`` field.
+        find_unused_parameters: set True when some parameters get no gradient in some batches
+            (e.g. the other languages' output layers of a multi-softmax model); distributed
+            training (DistributedDataParallel) then looks for them at every step.
     """
 
     name: str = ""
     Config: type = None  # type: ignore[assignment]
+    find_unused_parameters: bool = False
 
     # -- required ---------------------------------------------------------------------------
 

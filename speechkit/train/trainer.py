@@ -19,9 +19,10 @@ exactly the weights of an uninterrupted run. This holds because
   in the epoch, running statistics, early-stopping state and the Python/NumPy/torch RNG states;
 - DataLoaders get their own generators, so creating one does not consume the global torch RNG.
 
-Distributed training seam: ``Trainer.rank``/``world_size`` (1 process today), batches assigned to
-ranks in :meth:`Trainer.epoch_batches` only (:func:`~speechkit.train.batching.shard_batches`), and
-every file write guarded by :attr:`Trainer.is_main`.
+Distributed training (see :mod:`speechkit.train.distributed`): under ``torchrun`` the trainer joins
+the process group, wraps the model in DistributedDataParallel and trains each rank on its slice
+of every global batch; only rank 0 writes files and logs. Checkpoints also hold every rank's RNG
+states, so a multi-process run resumes as exactly as a single-process one.
 """
 from __future__ import annotations
 
@@ -43,7 +44,15 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from speechkit.train.batching import derive_seed, shard_batches
+from speechkit.train.batching import derive_seed, shard_batches, slice_batch
+from speechkit.train.distributed import (
+    DistInfo,
+    all_gather_objects,
+    barrier,
+    combine_weighted_stats,
+    distributed_session,
+    wrap_model,
+)
 from speechkit.train.checkpoint import (
     BEST,
     CHECKPOINT_FORMAT,
@@ -268,7 +277,8 @@ class Trainer:
             ``exp_dir/prev-<time>/`` (nothing is deleted).
 
     Attributes:
-        rank, world_size: process position for distributed training (0 and 1 for now).
+        rank, world_size: this process's place in distributed training (0 and 1 outside
+            ``torchrun``); set by :meth:`fit`.
     """
 
     def __init__(self, task: Task, cfg: Any, exp_dir: str | os.PathLike, resume: bool = True) -> None:
@@ -280,6 +290,7 @@ class Trainer:
         self.ckpt_dir = self.exp_dir / "checkpoints"
         self.resume = resume
         self.rank, self.world_size = 0, 1
+        self.dist = DistInfo()
         self.metrics = MetricsLog(self.exp_dir / "metrics.jsonl")
 
     @property
@@ -306,23 +317,36 @@ class Trainer:
             CheckpointError: the latest checkpoint is truncated or corrupt (names the file).
             ExperimentBusyError: another process is training in ``exp_dir``.
         """
-        self.exp_dir.mkdir(parents=True, exist_ok=True)
-        with _exclusive(self.exp_dir if self.is_main else None), \
-                _log_to_file(self.exp_dir / "train.log" if self.is_main else None):
-            return self._fit()
+        device = _resolve_device(self.tc.device)
+        with distributed_session(device) as info:
+            self.dist, self.rank, self.world_size = info, info.rank, info.world_size
+            if self.is_main:
+                self.exp_dir.mkdir(parents=True, exist_ok=True)
+            with _exclusive(self.exp_dir if self.is_main else None), \
+                    _log_to_file(self.exp_dir / "train.log" if self.is_main else None):
+                return self._fit(info.device)
 
     def epoch_batches(self, dataset: Dataset, epoch: int) -> list[list[int]]:
-        """This rank's training batches for ``epoch``: the task's batches, sharded over ranks."""
+        """The global training batches of ``epoch`` (the task's batches), the same on every rank.
+
+        Each rank trains on its :func:`~speechkit.train.batching.slice_batch` of each; with several
+        ranks, a batch with fewer utterances than ranks cannot be sliced and is left out (warned).
+        """
         batches = self.task.make_batches(dataset, self.cfg, epoch, self.tc.seed)
-        return shard_batches(batches, self.rank, self.world_size)
+        if self.world_size > 1:
+            kept = [b for b in batches if len(b) >= self.world_size]
+            if len(kept) < len(batches):
+                log.warning("epoch %d: skipping %d of %d batches that hold fewer utterances than the %d processes",
+                            epoch, len(batches) - len(kept), len(batches), self.world_size)
+            batches = kept
+        return batches
 
     # ------------------------------------------------------------------------------------------
 
-    def _fit(self) -> Path:
+    def _fit(self, device: torch.device) -> Path:
         tc, cfg, task = self.tc, self.cfg, self.task
         if tc.num_threads > 0:
             torch.set_num_threads(tc.num_threads)
-        device = _resolve_device(tc.device)
 
         ckpt_path = self._find_resume_point()
         ckpt = None
@@ -360,8 +384,12 @@ class Trainer:
             optimizer.load_state_dict(ckpt["optimizer"])
             _apply_optimizer_hparams(optimizer, tc)
             scheduler.load_state_dict(ckpt["scheduler"])
-            set_rng_state(ckpt["rng"])
+            self._restore_rng(ckpt, state)
             del ckpt
+        elif self.rank > 0:
+            # Same initial weights on every rank (above); from here on, each rank its own random stream.
+            seed_everything(_rank_seed(tc.seed, self.rank, 0))
+        model = wrap_model(model, self.dist, find_unused_parameters=task.find_unused_parameters)
         if self.is_main:
             dropped = self.metrics.truncate_after(state.step)
             if dropped:
@@ -369,13 +397,17 @@ class Trainer:
                          dropped, state.step)
             dump_config(cfg, self.exp_dir / "config.yaml")
         n_params = sum(p.numel() for p in model.parameters())
-        log.info("task %s: %s parameters, %d training items (%d batches/epoch, %d updates/epoch)%s, device %s",
+        log.info("task %s: %s parameters, %d training items (%d batches/epoch, %d updates/epoch)%s, device %s%s",
                  task.name, f"{n_params:,}", len(train_set), len(first), updates_per_epoch,
-                 f", {len(valid_set)} validation items" if valid_set is not None else "", device)
+                 f", {len(valid_set)} validation items" if valid_set is not None else "", device,
+                 f", {self.world_size} processes" if self.world_size > 1 else "")
 
         valid_batches = None
         if valid_set is not None and len(valid_set) > 0:
             valid_batches = task.make_valid_batches(valid_set, cfg)
+            if self.world_size > 1:  # shared out when the stats are means; else rank 0 validates alone
+                valid_batches = shard_batches(valid_batches, self.rank, self.world_size, even=False) \
+                    if self._shard_validation else (valid_batches if self.is_main else [])
 
         reason = self._stop_reason(state)
         while reason is None:
@@ -416,7 +448,9 @@ class Trainer:
                         "ending the epoch", epoch, n, skip)
             state.batches_done = n
             return True
-        loader = self._loader(dataset, batches[skip:], device, derive_seed(tc.seed, epoch, 1))
+        world = self.world_size
+        local = batches if world == 1 else [slice_batch(b, self.rank, world) for b in batches]
+        loader = self._loader(dataset, local[skip:], device, derive_seed(tc.seed, epoch, 1))
         params = [p for p in model.parameters() if p.requires_grad]
         max_norm = tc.grad_clip if tc.grad_clip > 0 else float("inf")
         accum = tc.accum_grad
@@ -427,13 +461,20 @@ class Trainer:
             for i, batch in enumerate(loader, start=skip):
                 group_end = min((i // accum + 1) * accum, n)
                 group_size = group_end - (i // accum) * accum
-                loss, stats = self.task.forward_loss(model, batch)
-                if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-                    raise ValueError(f"task {self.task.name!r}: forward_loss must return a 0-dim loss tensor, "
-                                     f"got {getattr(loss, 'shape', type(loss).__name__)}")
-                (loss / group_size).backward()
+                # DDP all-reduces gradients in the backward of a group's last batch only.
+                with (model.no_sync() if world > 1 and i + 1 < group_end else contextlib.nullcontext()):
+                    loss, stats = self.task.forward_loss(model, batch)
+                    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+                        raise ValueError(f"task {self.task.name!r}: forward_loss must return a 0-dim loss tensor, "
+                                         f"got {getattr(loss, 'shape', type(loss).__name__)}")
+                    if world == 1:
+                        (loss / group_size).backward()
+                    else:  # DDP averages over ranks: weight each by its share of the batch's utterances
+                        (loss * (world * len(local[i]) / len(batches[i])) / group_size).backward()
                 stats = {"loss": float(loss.detach()), **{k: float(v) for k, v in stats.items()}}
                 weight = len(batches[i])
+                if world > 1:
+                    stats, _ = combine_weighted_stats(all_gather_objects((stats, len(local[i]))))
                 state.epoch_stats.add(stats, weight)
                 state.interval_stats.add(stats, weight)
                 state.batches_done = i + 1
@@ -483,10 +524,15 @@ class Trainer:
         tc = self.tc
         metrics = {f"train/{k}": v for k, v in state.epoch_stats.means().items()}
         if valid_loader is not None:
-            model.eval()
-            with torch.no_grad():
-                vstats = self.task.validate(model, valid_loader)
-            model.train()
+            vstats: dict[str, float] = {}
+            if len(valid_loader) > 0:
+                model.eval()
+                with torch.no_grad():  # the bare model: ranks may validate unequal numbers of batches
+                    vstats = {k: float(v) for k, v in self.task.validate(_unwrap(model), valid_loader).items()}
+                model.train()
+            if self.world_size > 1:
+                gathered = all_gather_objects((vstats, sum(len(b) for b in valid_loader.batches)))
+                vstats = combine_weighted_stats(gathered)[0] if self._shard_validation else gathered[0][0]
             metrics.update({f"valid/{k}": float(v) for k, v in vstats.items()})
         if tc.best_metric not in metrics:
             raise ConfigError(f"key 'trainer.best_metric': {tc.best_metric!r} is not among the metrics of task "
@@ -524,6 +570,9 @@ class Trainer:
 
     def _save(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: StepSchedule,
               state: TrainState) -> None:
+        """Write a training checkpoint (rank 0; every rank must call it: it gathers their RNG states)."""
+        rng = get_rng_state()
+        rng_ranks = all_gather_objects(rng) if self.world_size > 1 else None
         if not self.is_main:
             return
         epoch_label = state.epoch + 1 if state.batches_done else state.epoch
@@ -537,7 +586,8 @@ class Trainer:
             "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(),
             "state": state.to_dict(),
-            "rng": get_rng_state(),
+            "rng": rng,
+            **({"world_size": self.world_size, "rng_ranks": rng_ranks} if rng_ranks else {}),
             "torch_version": str(torch.__version__),
         })
         set_latest(self.ckpt_dir, name)
@@ -551,6 +601,26 @@ class Trainer:
         loader = DataLoader(dataset, batch_sampler=batches, collate_fn=self.task.collate,
                             num_workers=self.tc.num_workers, pin_memory=device.type == "cuda", generator=gen)
         return _DeviceLoader(loader, batches, device)
+
+    @property
+    def _shard_validation(self) -> bool:
+        """Whether ranks may validate shares of the batches: only with :meth:`Task.validate` as it
+        is (utterance-weighted means, which combine exactly); a task's own validate may compute
+        statistics of the whole set (e.g. a code histogram), so rank 0 then validates alone."""
+        return type(self.task).validate is Task.validate
+
+    def _restore_rng(self, ckpt: dict, state: TrainState) -> None:
+        """Put back this rank's RNG states (re-seed ranks > 0 when the number of processes changed)."""
+        saved_world = int(ckpt.get("world_size", 1))
+        if saved_world == self.world_size:
+            set_rng_state(ckpt["rng_ranks"][self.rank] if self.world_size > 1 else ckpt["rng"])
+            return
+        log.info("resuming a run of %d process(es) with %d: rank 0 continues rank 0's random streams, "
+                 "the others are re-seeded", saved_world, self.world_size)
+        if self.rank == 0:
+            set_rng_state(ckpt["rng"])
+        else:
+            seed_everything(_rank_seed(self.tc.seed, self.rank, state.step))
 
     def _stop_reason(self, state: TrainState) -> str | None:
         tc = self.tc
@@ -568,6 +638,7 @@ class Trainer:
         if self.is_main:
             for p in remove_stale_temp_files(self.ckpt_dir):
                 log.info("removed %s (left by an interrupted write)", p)
+        barrier()  # rank 0 has cleaned up before any rank looks
         latest = latest_checkpoint(self.ckpt_dir)
         listed = list_checkpoints(self.ckpt_dir)
         if not self.resume:
@@ -703,6 +774,11 @@ def load_model(path: str | os.PathLike, task: Task | str | None = None,
 
 
 # ----------------------------------------------------------------------------------------------
+
+
+def _rank_seed(seed: int, rank: int, step: int) -> int:
+    """The seed of rank ``rank``'s random streams (``rank > 0``), fresh or re-seeded at ``step``."""
+    return int(np.random.SeedSequence([seed & 0xFFFFFFFF, rank, step, 0xD1D]).generate_state(1)[0])
 
 
 def _is_better(value: float, best: float | None, mode: str) -> bool:
