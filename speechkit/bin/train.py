@@ -1,4 +1,4 @@
-"""Train a model: speechkit-train TASK [--config CONF.yaml] --exp-dir EXP [--resume true|false] [--KEY VALUE ...]
+"""Train a model: speechkit-train [--nproc N | --ngpu N] TASK [--config CONF.yaml] --exp-dir EXP [--resume true|false] [--KEY VALUE ...]
 
 Builds TASK's model and data from its typed config (defaults, then the YAML --config, then the
 command-line overrides, in that order) and trains it into EXP:
@@ -17,18 +17,29 @@ Overrides are dotted config keys, '-' and '_' alike, values parsed as YAML:
   --trainer.max_epochs 20   --trainer.lr=1e-3   --model.hidden-dim 64   --trainer.betas [0.9,0.98]
 
 See every key with its documentation and default: speechkit-train TASK --print-config
+
+Several processes (DistributedDataParallel; see speechkit.train.distributed): --ngpu N trains on N
+GPUs of this machine (device cuda), --nproc N in N CPU processes (gloo); both start
+`torchrun --standalone --nproc_per_node N` with this command line. trainer.batch_size (or
+batch_frames) stays the global batch, split across the processes; only rank 0 writes EXP.
+For several machines run torchrun yourself (e.g. from a Slurm job on each node):
+  torchrun --nnodes 2 --nproc_per_node 4 --rdzv_backend c10d --rdzv_endpoint HOST:29400 \
+      -m speechkit.bin.train TASK --config CONF.yaml --exp-dir EXP
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
+import subprocess
 import sys
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 
 PROG = "speechkit-train"
 # Our own options (everything else starting with -- is a config override).
-_OWN_OPTIONS = {"--config", "--exp-dir", "--resume", "--print-config", "--verbose", "--help"}
+_OWN_OPTIONS = {"--config", "--exp-dir", "--resume", "--print-config", "--verbose", "--help", "--nproc", "--ngpu"}
 
 log = logging.getLogger("speechkit.bin.train")
 
@@ -89,16 +100,80 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--print-config", "--print_config", dest="print_config", action="store_true",
                         help="print the resolved config as commented YAML and exit")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--nproc", type=int, default=1, metavar="N",
+                        help="train in N processes on this machine through torchrun (CPU: gloo); default 1")
+    parser.add_argument("--ngpu", type=int, default=None, metavar="N",
+                        help="0: train on CPU (sets trainer.device=cpu); N >= 1: N processes on N GPUs "
+                             "(trainer.device=cuda). Default: as trainer.device says, --nproc processes")
     parser.epilog = (f"tasks: {', '.join(task_names())}\n"
                      "config overrides: --<section>.<key> VALUE (see --print-config for all keys)")
     return parser
 
 
-def _run(args: argparse.Namespace, overrides: list[str]) -> int:
+def num_processes(nproc: int, ngpu: int | None) -> int:
+    """Processes to start for ``--nproc``/``--ngpu`` (``ngpu`` wins when >= 1).
+
+    Raises:
+        ConfigError: a negative count, or --nproc and --ngpu >= 1 that disagree.
+    """
+    if nproc < 1:
+        raise ConfigError(f"--nproc must be >= 1, got {nproc}")
+    if ngpu is None or ngpu == 0:
+        return nproc
+    if ngpu < 0:
+        raise ConfigError(f"--ngpu must be >= 0, got {ngpu}")
+    if nproc not in (1, ngpu):
+        raise ConfigError(f"--nproc {nproc} and --ngpu {ngpu} disagree (with GPUs, one process per GPU)")
+    return ngpu
+
+
+def _strip_launch_options(argv: list[str]) -> list[str]:
+    """``argv`` without --nproc/--ngpu (and their values), for the torchrun workers."""
+    out, skip = [], False
+    for tok in argv:
+        if skip:
+            skip = False
+            continue
+        name = tok.split("=", 1)[0].replace("_", "-")
+        if name in ("--nproc", "--ngpu"):
+            skip = "=" not in tok
+            continue
+        out.append(tok)
+    return out
+
+
+def launch_torchrun(nproc: int, worker_argv: list[str]) -> int:
+    """Run ``speechkit-train worker_argv`` in ``nproc`` processes under ``torchrun --standalone``.
+
+    SIGINT/SIGTERM are passed on to torchrun (which stops the workers); returns its exit status.
+    """
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "speechkit.bin.train", *worker_argv]
+    log.info("launching %d processes: %s", nproc, " ".join(cmd))
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, without its warning
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum, frame):
+        proc.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return proc.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _run(args: argparse.Namespace, overrides: list[str], argv: list[str]) -> int:
     from speechkit.tasks import get_task
+    from speechkit.train.distributed import launched_by_torchrun
     from speechkit.train.trainer import Trainer
     from speechkit.utils.config import format_config, load_config
 
+    nproc = num_processes(args.nproc, args.ngpu)
+    if args.ngpu is not None:
+        overrides = overrides + [f"trainer.device={'cuda' if args.ngpu > 0 else 'cpu'}"]
     task = get_task(args.task)
     cfg = load_config(task.Config, args.config, overrides)
     if args.print_config:
@@ -107,9 +182,18 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
         return 0
     if not args.exp_dir:
         raise ConfigError("--exp-dir is required (where config, logs and checkpoints go)")
+    rank = int(os.environ.get("RANK", "0") or 0)
     setup_logging(None, verbose=args.verbose)
+    if rank > 0 and not args.verbose:  # one log: rank 0's (the others only warn)
+        logging.getLogger().setLevel(logging.WARNING)
+    if nproc > 1 and not launched_by_torchrun():
+        worker_argv = _strip_launch_options(argv)
+        if args.ngpu is not None:
+            worker_argv += ["--trainer.device", "cuda" if args.ngpu > 0 else "cpu"]
+        return launch_torchrun(nproc, worker_argv)
     best = Trainer(task, cfg, args.exp_dir, resume=args.resume).fit()
-    log.info("best checkpoint: %s", best)
+    if rank == 0:
+        log.info("best checkpoint: %s", best)
     return 0
 
 
@@ -122,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
     args = parser.parse_args(own)
-    return run_main(PROG, lambda: _run(args, overrides))
+    return run_main(PROG, lambda: _run(args, overrides, argv))
 
 
 if __name__ == "__main__":
