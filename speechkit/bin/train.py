@@ -23,7 +23,7 @@ GPUs of this machine (device cuda), --nproc N in N CPU processes (gloo); both st
 `torchrun --standalone --nproc_per_node N` with this command line. trainer.batch_size (or
 batch_frames) stays the global batch, split across the processes; only rank 0 writes EXP.
 For several machines run torchrun yourself (e.g. from a Slurm job on each node):
-  torchrun --nnodes 2 --nproc_per_node 4 --rdzv_backend c10d --rdzv_endpoint HOST:29400 \
+  torchrun --nnodes 2 --nproc_per_node 4 --rdzv_backend c10d --rdzv_endpoint HOST:29400 \\
       -m speechkit.bin.train TASK --config CONF.yaml --exp-dir EXP
 """
 from __future__ import annotations
