@@ -221,7 +221,7 @@ def _scenarios(root: Path, distributed: bool) -> None:
     """What each side trains; with ``distributed`` also the resume scenario (two processes only)."""
     from speechkit.tasks.toy import ToyTask
 
-    _run(ToyTask(), _toy_cfg(), root / "toy")
+    _run(ToyTask(), _toy_cfg(accum_grad=2), root / "toy")  # DDP's no_sync on the first batch of each group
     _run(TinyVQVAETask(), TinyVQVAETask.Config(), root / "vqvae")
     _run(TinyRNNTTask(), TinyRNNTTask.Config(), root / "rnnt")
     if distributed:  # with dropout: every rank's random stream must come back on resume
