@@ -335,7 +335,7 @@ class Trainer:
         batches = self.task.make_batches(dataset, self.cfg, epoch, self.tc.seed)
         if self.world_size > 1:
             kept = [b for b in batches if len(b) >= self.world_size]
-            if len(kept) < len(batches):
+            if len(kept) < len(batches) and self.is_main:
                 log.warning("epoch %d: skipping %d of %d batches that hold fewer utterances than the %d processes",
                             epoch, len(batches) - len(kept), len(batches), self.world_size)
             batches = kept

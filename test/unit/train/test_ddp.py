@@ -333,3 +333,18 @@ def test_speechkit_train_nproc_launches_torchrun(tmp_path):
     assert log.count("epoch 1 done") == 1 and "2 processes" in log
     _run(__import__("speechkit.tasks.toy", fromlist=["ToyTask"]).ToyTask(), _toy_cfg(max_epochs=1), tmp_path / "one")
     _assert_same_training(tmp_path / "one", tmp_path / "two")
+
+
+def test_batches_too_small_to_split_are_skipped(tmp_path, caplog):
+    from speechkit.tasks.toy import ToyTask
+
+    cfg = _toy_cfg(batch_size=8)
+    task = ToyTask()
+    train, _ = task.build_datasets(cfg)
+    trainer = Trainer(task, cfg, tmp_path)
+    full = trainer.epoch_batches(train, 1)
+    trainer.rank, trainer.world_size = 0, 3
+    train.xs = train.xs[:17]  # batches of 8, 8 and 1
+    kept = trainer.epoch_batches(train, 1)
+    assert sorted(map(len, kept)) == [8, 8] and len(full) == 12
+    assert "skipping 1 of 3 batches that hold fewer utterances than the 3 processes" in caplog.text
