@@ -26,7 +26,9 @@ Modes (Joshi et al., Interspeech 2021, section 4.2):
 Early switch-off (section 6.3), in ``lid_free`` mode when ``tau`` and ``s_th`` are given: with
 ``s_l(t) = sum_{t' <= t} log P_t'(l)`` (``t`` = encoder frames seen so far, counting from 1),
 decoder ``l`` is stopped for the rest of the utterance as soon as ``t > tau`` and
-``s_l(t) < max_l' s_l'(t) - s_th``; it does not decode frame ``t``.  ``s_th = inf`` never stops a
+``s_l(t) < max_l' s_l'(t) - s_th``; it does not decode frame ``t``.  The maximum runs over the
+decoders still active, so at least one always keeps running (a language already stopped may later
+overtake them in ``s``; over all languages the rule would then stop every decoder).  ``s_th = inf`` never stops a
 decoder (identical to plain LID-free decoding, tested).  The returned language is the one with the
 highest average posterior among the decoders still running at the end (the best-scoring language
 can never be switched off, so without ties this is the overall argmax).
@@ -376,7 +378,9 @@ class StreamingRecognizer:
         cfg = self.config
         if t <= cfg.tau:
             return []
-        s_max = float(self.s.max())
+        # the best among the decoders still running: a stopped language whose score later overtakes
+        # them must not stop them all (then no hypothesis would be left)
+        s_max = max(float(self.s[i]) for i, n in enumerate(self.names) if self.active[n])
         stopped = []
         for i, n in enumerate(self.names):
             if self.active[n] and float(self.s[i]) < s_max - cfg.s_th:

@@ -282,3 +282,17 @@ def test_errors():
         rec.accept(feats(5))
     with pytest.raises(ValueError, match="encoder input"):
         StreamingRecognizer(tiny(), DecodeConfig(mode="lid_free")).accept(torch.randn(20, RAW_DIM + 1))
+
+
+
+def test_switch_off_never_stops_every_decoder():
+    """A language stopped early whose score later overtakes the others must not stop them all."""
+    m = tiny()
+    x = feats()[: 3 * 11 + 8]  # 12 encoder frames, decoded in one chunk
+    logits = torch.zeros(12, 3)  # (T, L)
+    logits[:4, 1] = -5.0  # "ta" far behind for 4 frames (stopped at once with s_th = 0) ...
+    logits[4:, 1] = 5.0   # ... then far ahead of the two still running
+    m.lid_logits = lambda enc: logits[: enc.size(0)]  # the recognizer passes enc (T, E)
+    r = recognize(m, x, DecodeConfig(mode="lid_free", tau=0, s_th=0.0))
+    assert r.num_frames == 12 and r.switched_off_at["ta"] == 0
+    assert r.language in ("hi", "gu") and r.switched_off_at[r.language] is None
