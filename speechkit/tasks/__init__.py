@@ -22,6 +22,7 @@ __all__ = ["TASKS", "task_names", "get_task", "register_task"]
 
 TASKS: dict[str, str] = {
     "toy": "speechkit.tasks.toy:ToyTask",
+    "rnnt": "speechkit.tasks.rnnt:RNNTTask",
 }
 
 
