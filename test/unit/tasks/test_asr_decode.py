@@ -1,0 +1,129 @@
+"""speechkit-asr-decode: outputs against direct recognition, parts / --nj / resume, modes, skips,
+vanilla's hypothesis language, bad options."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from speechkit.bin.asr_decode import Decoder, main
+from speechkit.decode.rnnt_search import DecodeConfig, recognize
+from speechkit.features.cmvn import apply_cmvn
+from speechkit.features.io import FeatureReader
+from speechkit.tasks import get_task
+from speechkit.text.units import MultilingualUnits
+from speechkit.train.trainer import Trainer
+from speechkit.utils.config import load_config
+
+
+def train(env, exp, variant, *extra):
+    task = get_task("rnnt")
+    cfg = load_config(task.Config, None, env["overrides"] + ["trainer.max_epochs=1", f"model.variant={variant}",
+                                                              *extra])
+    Trainer(task, cfg, exp).fit()
+
+
+def read(path):
+    return dict(line.split(maxsplit=1) if " " in line else (line, "") for line in open(path).read().splitlines())
+
+
+@pytest.fixture
+def lid_exp(rnnt_env):
+    train(rnnt_env, "exp/lid", "multisoftmax_lid")
+    return rnnt_env
+
+
+def test_oracle_decode_matches_direct_recognition(lid_exp, capsys):
+    assert main(["--model-dir", "exp/lid", "--oracle-lid", "data/dev", "out"]) == 0
+    hyp, u2l = read("out/text"), read("out/utt2lang")
+    stats = json.load(open("out/decode_stats.json"))
+    # s9_bb_02 (5 frames) cannot be decoded: a counted skip, not in text
+    assert stats["num_utterances"] == 5 and stats["num_decoded"] == 4 and stats["skipped"] == {"too short": 1}
+    assert set(hyp) == {"s9_aa_01", "s9_bb_01", "s9_aa_02", "s9_aa_03"}
+    assert u2l == {u: u.split("_")[1] for u in hyp}  # oracle: the given language
+    assert stats["t_avg"] == 1.0 and stats["rtf"] > 0 and stats["mode"] == "oracle"
+    # same as calling the recognizer by hand with the training CMVN stats
+    dec = Decoder(lid_exp["root"] / "exp/lid/checkpoints/best.pt")
+    r = FeatureReader("data/dev")
+    for utt in hyp:
+        x = torch.from_numpy(apply_cmvn(r[utt], dec.cmvn).astype(np.float32))
+        res = recognize(dec.model, x, DecodeConfig(mode="oracle"), lang=utt.split("_")[1])
+        assert hyp[utt] == dec.units[utt.split("_")[1]].decode(res.tokens)
+    post = read("out/lid_posteriors")
+    assert set(post) == set(hyp)
+    p = np.array(post["s9_aa_01"].strip("[] ").split(), dtype=float)
+    assert p.shape == (2,) and abs(p.sum() - 1) < 1e-4
+    assert "decoded 4 of 5 utterances" in capsys.readouterr().out
+
+
+def test_lid_free_nj_parts_and_resume(lid_exp):
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--chunk-frames", "7", "data/dev", "one"]) == 0
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--nj", "2", "data/dev", "two"]) == 0
+    # chunking and parallel parts do not change any hypothesis or language choice
+    assert read("one/text") == read("two/text") and read("one/utt2lang") == read("two/utt2lang")
+    s = json.load(open("two/decode_stats.json"))
+    assert s["t_avg"] == 2.0 and s["nj"] == 2
+    r1 = [json.loads(x) for x in open("one/results.jsonl")]
+    for rec in r1:
+        if "skipped" in rec:
+            continue
+        best = max(rec["lid_posteriors"], key=rec["lid_posteriors"].get)
+        assert rec["lang"] == best and rec["text"] == rec["hyps"][best]
+    # a current part is not decoded again; a changed option redoes it
+    stamp = (lid_exp["root"] / "two/parts/results.1.jsonl").stat().st_mtime_ns
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--nj", "2", "data/dev", "two"]) == 0
+    assert (lid_exp["root"] / "two/parts/results.1.jsonl").stat().st_mtime_ns == stamp
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--nj", "2", "--merge-only", "--search", "beam",
+                 "data/dev", "two"]) == 1  # parts are from greedy search: nothing merged
+    # switch-off with an infinite threshold is plain LID-free decoding; tau 0 / s_th 0 keeps one decoder
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--switch-off-tau", "0", "--switch-off-threshold", "inf",
+                 "data/dev", "inf"]) == 0
+    assert read("inf/text") == read("one/text")
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--switch-off-tau", "0", "--switch-off-threshold", "0",
+                 "data/dev", "zero"]) == 0
+    assert json.load(open("zero/decode_stats.json"))["t_avg"] < 1.2
+
+
+def test_monolingual_model_skips_other_languages(rnnt_env):
+    train(rnnt_env, "exp/mono", "multisoftmax", "data.languages=[bb]")
+    assert main(["--model-dir", "exp/mono", "data/dev", "out"]) == 0
+    s = json.load(open("out/decode_stats.json"))
+    assert s["skipped"] == {"language 'aa' not in the model": 3, "too short": 1}
+    assert set(read("out/text")) == {"s9_bb_01"}
+
+
+def test_vanilla_hypothesis_language(rnnt_env):
+    train(rnnt_env, "exp/van", "vanilla")
+    dec = Decoder(rnnt_env["root"] / "exp/van/checkpoints/best.pt")
+    units = MultilingualUnits.load("data/lang")
+    ids = lambda text, lang: units.map_to_union(units[lang].encode(text), lang)  # noqa: E731
+    assert dec.hypothesis_language(ids("ab cd", "aa")) == "aa"
+    assert dec.hypothesis_language(ids("ab", "aa") + ids("vw xy", "bb")) == "bb"
+    assert dec.hypothesis_language([]) is None
+    assert dec.hypothesis_language([units.union.unk_id]) is None
+    # vanilla needs no utt2lang
+    (rnnt_env["root"] / "data/dev/utt2lang").unlink()
+    assert main(["--model-dir", "exp/van", "data/dev", "out"]) == 0
+    res = [json.loads(x) for x in open("out/results.jsonl")]
+    assert all(r.get("lang") in (None, "aa", "bb") for r in res)
+
+
+def test_bad_options_and_inputs(lid_exp, capsys):
+    train(lid_exp, "exp/ms", "multisoftmax")
+    cases = [
+        (["--model-dir", "exp/ms", "--lid-free", "data/dev", "o"], "--lid-free needs a multisoftmax_lid model"),
+        (["--model-dir", "exp/lid", "--switch-off-tau", "3", "data/dev", "o"], "go together"),
+        (["--model-dir", "exp/lid", "--switch-off-tau", "3", "--switch-off-threshold", "2", "data/dev", "o"],
+         "needs --lid-free"),
+        (["--model-dir", "exp/nothing", "data/dev", "o"], "no such experiment"),
+        (["--model-dir", "exp/lid", "data/none", "o"], "data/none/feats.scp"),
+        (["--model-dir", "exp/lid", "--nj", "2", "--job", "3", "data/dev", "o"], "--job must be in 1..2"),
+    ]
+    for argv, msg in cases:
+        assert main(argv) == 1
+        assert msg in capsys.readouterr().err
+    (lid_exp["root"] / "data/dev/utt2lang").unlink()
+    assert main(["--model-dir", "exp/ms", "data/dev", "o"]) == 1
+    assert "utt2lang: missing" in capsys.readouterr().err
