@@ -22,6 +22,8 @@ __all__ = ["TASKS", "task_names", "get_task", "register_task"]
 
 TASKS: dict[str, str] = {
     "toy": "speechkit.tasks.toy:ToyTask",
+    "vqvae": "speechkit.tasks.vqvae:VQVAETask",
+    "inverter": "speechkit.tasks.inverter:InverterTask",
     "rnnt": "speechkit.tasks.rnnt:RNNTTask",
 }
 
