@@ -5,7 +5,7 @@ segments); speaker ids become SPK_PREFIX+spk+SPK_SUFFIX in utt2spk/spk2utt/cmvn.
 prefix to both so that speaker ids stay prefixes of utterance ids.
 
 Example:
-  python -m speechkit.bin.copy_data_dir --utt-prefix sp1.1- --spk-prefix sp1.1- data/train data/train_sp
+  speechkit-copy-data-dir --utt-prefix sp1.1- --spk-prefix sp1.1- data/train data/train_sp
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sys
 from speechkit.data.datadir import copy_data_dir
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 
-PROG = "copy_data_dir"
+PROG = "speechkit-copy-data-dir"
 
 
 def main(argv=None) -> int:
