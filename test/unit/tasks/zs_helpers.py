@@ -16,8 +16,8 @@ from speechkit.utils.fileio import write_table
 DIM = 6
 STRIDE = 4
 
-# a linear magnitude spectrogram front end with few bins (n_fft 16 -> 9 bins), 10 ms hop at 1.6 kHz
-SPEC_CONF = {"type": "spectrogram", "sample_rate": 1600, "n_fft": 16, "hop_length": 16, "win_length": 16,
+# a linear magnitude spectrogram front end with few bins (n_fft 16 -> 9 bins), 5 ms hop at 1.6 kHz
+SPEC_CONF = {"type": "spectrogram", "sample_rate": 1600, "n_fft": 16, "hop_length": 8, "win_length": 16,
              "window": "hann", "center": True, "pad_mode": "constant", "log": False, "log_floor": 1e-5}
 SPEC_BINS = 9
 

@@ -1,0 +1,263 @@
+"""Extract discrete units with a trained VQ-VAE, in the ZeroSpeech 2019 submission layout.
+
+  speechkit-extract-units --model-dir exp/vqvae DATA_DIR OUT_DIR [--aux] [--nj N]
+
+DATA_DIR holds features of the kind the model was trained on (feats.scp; cmvn.scp when the model
+was trained with CMVN: per-speaker stats of DATA_DIR itself for data.cmvn=speaker, the training
+set's global stats for data.cmvn=global). Every utterance is encoded (whole, no cropping) and
+OUT_DIR gets:
+
+  <utt>.txt    one line per code frame: the one-hot code (K numbers, 0 or 1), or with --aux the
+               continuous encoder output z (De numbers) -- ZeroSpeech 2019 'test' and
+               'auxiliary_embedding' files, readable by speechkit-score-abx / -score-bitrate
+  codes        Kaldi text table '<utt> <code> <code> ...' (the inverter's input). It has no .txt
+               suffix, so the scoring tools, which read every *.txt file, do not take it for an
+               utterance.
+  frame_shift  seconds per code frame: model.stride x the features' frame shift (0.04 for stride
+               4 on 10 ms frames); code i covers input frames [i*stride, (i+1)*stride)
+  units.yaml   what produced them (model, checkpoint, K, De, stride, kind, utterances)
+
+OUT_DIR is written as a whole: the files go to a temporary directory that replaces OUT_DIR only
+when every utterance is done, so a failed run leaves an earlier OUT_DIR untouched.
+
+Errors naming the utterance: NaN/Inf in its features, fewer frames than the total stride.
+
+Example:
+  speechkit-extract-units --model-dir exp/zs_tr/vqvae dump/mfcc/test exp/zs_tr/units/test --nj 2
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
+
+PROG = "speechkit-extract-units"
+log = logging.getLogger(PROG)
+
+
+def build_parser():
+    p = make_parser(__doc__, prog=PROG)
+    p.add_argument("data_dir", metavar="DATA_DIR", help="data dir with feats.scp (and cmvn.scp)")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="where the <utt>.txt files, codes, frame_shift go")
+    p.add_argument("--model-dir", "--model_dir", dest="model_dir", required=True, metavar="DIR",
+                   help="VQ-VAE experiment dir (uses checkpoints/best.pt, else the latest) or a checkpoint file")
+    p.add_argument("--aux", action="store_true",
+                   help="write the continuous encoder output z per frame instead of the one-hot code")
+    p.add_argument("--nj", type=int, default=1, help="parallel worker processes (default: 1)")
+    p.add_argument("--batch-frames", type=int, default=20000, metavar="N",
+                   help="input frames per encoder batch (default: 20000)")
+    p.add_argument("--log-file", default=None, help="also append the log here")
+    p.add_argument("--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def onehot_rows(codebook_size: int) -> list[str]:
+    """Row ``k`` is the text line of the one-hot vector of code ``k`` (``K`` space-separated 0/1)."""
+    zeros = ["0"] * codebook_size
+    rows = []
+    for k in range(codebook_size):
+        zeros[k] = "1"
+        rows.append(" ".join(zeros))
+        zeros[k] = "0"
+    return rows
+
+
+def feature_conf(data_dir: Path) -> dict | None:
+    f = data_dir / "feats.yaml"
+    return yaml.safe_load(f.read_text(encoding="utf-8")) if f.is_file() else None
+
+
+def load_inputs(data_dir: Path, cfg, utts: list[str] | None = None) -> tuple[list[str], list]:
+    """Features of ``data_dir`` normalised as in training (``cfg.data.cmvn``), each checked.
+
+    Raises:
+        DataError: features of another kind than the training set's, NaN/Inf, fewer frames than
+            the stride (naming the utterance); FileNotFoundError: no feats.scp / cmvn.scp.
+    """
+    import torch
+
+    from speechkit.features.cmvn import apply_cmvn
+    from speechkit.features.io import FeatureReader, load_cmvn_stats
+    from speechkit.tasks.vqvae import check_matrix, load_features
+
+    train_dir = Path(cfg.data.train_dir)
+    mine, theirs = feature_conf(data_dir), feature_conf(train_dir) if train_dir.is_dir() else None
+    if mine is not None and theirs is not None and mine != theirs:
+        diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        raise DataError(f"{data_dir}/feats.yaml: features differ from the training set's ({train_dir}/feats.yaml) "
+                        f"in {', '.join(diff)}; compute them with the same front-end config")
+    stride = cfg.model.stride
+    if cfg.data.cmvn != "global":
+        return load_features(data_dir, cfg.data.cmvn, cfg.data.norm_vars, utts, min_frames=stride,
+                             min_frames_key="model.stride")
+    # global CMVN: the training set's stats, as the model saw them
+    stats_scp = train_dir / "cmvn.scp"
+    if not stats_scp.is_file():
+        log.warning("%s not found: using the global stats of %s/cmvn.scp instead", stats_scp, data_dir)
+        stats_scp = data_dir / "cmvn.scp"
+    stats = load_cmvn_stats(stats_scp)
+    stats = stats["global"] if "global" in stats else sum(stats.values())
+    reader = FeatureReader(data_dir)
+    if utts is None:
+        utts = list(read_table(data_dir / "utt2spk")) if (data_dir / "utt2spk").is_file() else reader.keys()
+    utts = sorted(utts, key=lambda u: u.encode("utf-8"))
+    feats = []
+    for utt in utts:
+        m = reader.raw(utt)
+        check_matrix(m, utt, f"{data_dir}/feats.scp", stride, "model.stride")
+        feats.append(torch.from_numpy(apply_cmvn(m, stats, norm_vars=cfg.data.norm_vars)))
+    return utts, feats
+
+
+def encode_part(model_path: str, data_dir: str, utts: list[str] | None, out_tmp: str, aux: bool,
+                batch_frames: int, progress: bool = True) -> dict[str, list[int]]:
+    """Encode ``utts`` of ``data_dir`` (all if None) and write their ``<utt>.txt`` into ``out_tmp``.
+
+    Returns ``{utt: codes}``. Runs in a worker process with ``--nj > 1``.
+    """
+    import torch
+    from tqdm import tqdm
+
+    from speechkit.train import load_model
+
+    model, cfg = load_model(model_path)
+    utts, feats = load_inputs(Path(data_dir), cfg, utts)
+    K = cfg.model.codebook_size
+    rows = None if aux else onehot_rows(K)
+    order = sorted(range(len(utts)), key=lambda i: -len(feats[i]))
+    out: dict[str, list[int]] = {}
+    bar = tqdm(total=len(utts), desc="extracting units", unit="utt", disable=None if progress else True)
+    i = 0
+    with torch.no_grad():
+        while i < len(order):
+            batch = [order[i]]
+            longest = len(feats[order[i]])
+            i += 1
+            while i < len(order) and longest * (len(batch) + 1) <= batch_frames:
+                batch.append(order[i])
+                i += 1
+            x = torch.nn.utils.rnn.pad_sequence([feats[j] for j in batch], batch_first=True)
+            lengths = torch.tensor([len(feats[j]) for j in batch])
+            codes, z_e, _, out_lengths = model.encode(x, lengths)
+            for b, j in enumerate(batch):
+                n = int(out_lengths[b])
+                c = codes[b, :n].tolist()
+                out[utts[j]] = c
+                with open(os.path.join(out_tmp, f"{utts[j]}.txt"), "w", encoding="utf-8") as f:
+                    if aux:
+                        np.savetxt(f, z_e[b, :n].numpy(), fmt="%.6g")
+                    else:
+                        f.write("\n".join(rows[k] for k in c))
+                        f.write("\n")
+            bar.update(len(batch))
+    bar.close()
+    return out
+
+
+def _worker(args: tuple) -> dict[str, list[int]]:
+    import torch
+
+    torch.set_num_threads(1)
+    return encode_part(*args, progress=False)
+
+
+def _run(args) -> int:
+    from speechkit.train import load_model
+    from speechkit.train.checkpoint import BEST, latest_checkpoint
+
+    setup_logging(args.log_file, args.verbose)
+    if args.nj < 1:
+        raise ValueError(f"--nj must be >= 1, got {args.nj}")
+    if args.batch_frames < 1:
+        raise ValueError(f"--batch-frames must be >= 1, got {args.batch_frames}")
+    data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)
+    model_path = Path(args.model_dir)
+    if model_path.is_dir():
+        ckpt_dir = model_path / "checkpoints"
+        chosen = ckpt_dir / BEST if (ckpt_dir / BEST).exists() else latest_checkpoint(ckpt_dir)
+        if chosen is None:
+            raise FileNotFoundError(f"{model_path}: no checkpoints/best.pt or checkpoints/latest.pt (train it first)")
+        model_path = chosen
+    model, cfg = load_model(model_path)
+    from speechkit.models.vqvae import VQVAE
+
+    if not isinstance(model, VQVAE):
+        raise ValueError(f"{model_path}: not a VQ-VAE checkpoint (task {type(model).__name__})")
+    del model
+    if not (data_dir / "feats.scp").is_file():
+        raise FileNotFoundError(f"{data_dir}/feats.scp: no features (run utils/make_feats.sh first)")
+    fs_file = data_dir / "frame_shift"
+    feat_shift = float(fs_file.read_text().split()[0]) if fs_file.is_file() else 0.01
+    utts = list(read_table(data_dir / "utt2spk")) if (data_dir / "utt2spk").is_file() else None
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    t0 = time.time()
+    try:
+        if args.nj == 1 or utts is None or len(utts) < 2:
+            codes = encode_part(str(model_path), str(data_dir), utts, str(tmp), args.aux, args.batch_frames)
+        else:
+            import multiprocessing as mp
+
+            nj = min(args.nj, len(utts))
+            parts = [utts[k::nj] for k in range(nj)]
+            jobs = [(str(model_path), str(data_dir), p, str(tmp), args.aux, args.batch_frames) for p in parts]
+            codes = {}
+            pool = mp.get_context("spawn").Pool(nj)
+            try:
+                for part in pool.map(_worker, jobs):
+                    codes.update(part)
+                pool.close()
+            except BaseException:
+                pool.terminate()
+                raise
+            finally:
+                pool.join()
+        write_table(tmp / "codes", {u: " ".join(map(str, c)) for u, c in codes.items()})
+        shift = cfg.model.stride * feat_shift
+        with atomic_write(tmp / "frame_shift") as f:
+            f.write(f"{shift:.6g}\n")
+        n_frames = sum(len(c) for c in codes.values())
+        used = len({k for c in codes.values() for k in c})
+        info = {
+            "model": str(args.model_dir), "checkpoint": str(model_path), "data_dir": str(data_dir),
+            "kind": "aux" if args.aux else "onehot", "codebook_size": cfg.model.codebook_size,
+            "codebook_dim": cfg.model.codebook_dim, "stride": cfg.model.stride, "frame_shift": float(f"{shift:.6g}"),
+            "num_utts": len(codes), "num_frames": n_frames, "codes_used": used,
+        }
+        with atomic_write(tmp / "units.yaml") as f:
+            yaml.safe_dump(info, f, sort_keys=False)
+        if out_dir.exists():
+            old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
+            os.replace(out_dir, old)
+            os.replace(tmp, out_dir)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("wrote %s: %d utterances, %d %s frames (%g s each), %d of %d codes used, in %.1f s", out_dir, len(codes),
+             n_frames, "z" if args.aux else "one-hot", shift, used, cfg.model.codebook_size, time.time() - t0)
+    return 0
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_main(PROG, lambda: _run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""speechkit-extract-units: ZeroSpeech 2019 layout, one-hot and aux files against the model, errors, atomic output."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from speechkit.bin.extract_units import main, onehot_rows
+from speechkit.scoring.feature_dir import FeatureDir
+from speechkit.tasks.vqvae import load_features
+from speechkit.train import load_model
+from speechkit.utils.fileio import read_table
+
+_spec = importlib.util.spec_from_file_location(
+    "zs_helpers", Path(__file__).parents[1] / "tasks" / "zs_helpers.py")
+zs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(zs)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("extract_units")
+    train = zs.write_feats_dir(root / "train", zs.two_speaker_lengths(4), seed=1)
+    zs.train("vqvae", zs.vqvae_overrides(train, None, **{"trainer.best_metric": "train/loss"}), root / "vq")
+    test = zs.write_feats_dir(root / "test", {"s7_a": 17, "s7_b": 4, "s8_a": 30, "s8_b": 9}, seed=5)
+    return {"root": root, "exp": root / "vq", "test": test}
+
+
+def run(args) -> int:
+    return main([str(a) for a in args])
+
+
+def test_onehot_rows():
+    assert onehot_rows(3) == ["1 0 0", "0 1 0", "0 0 1"]
+
+
+def test_onehot_layout_matches_the_model(setup, tmp_path):
+    out = tmp_path / "units"
+    assert run(["--model-dir", setup["exp"], setup["test"], out]) == 0
+    model, cfg = load_model(setup["exp"])
+    utts, feats = load_features(setup["test"], "speaker")  # what the model saw: per-speaker CMVN
+    codes = read_table(out / "codes")
+    assert sorted(codes) == utts
+    for utt, x in zip(utts, feats):
+        with torch.no_grad():
+            ref, _, _, n = model.encode(x[None], torch.tensor([len(x)]))
+        ref = ref[0, : int(n[0])].tolist()
+        assert len(ref) == -(-len(x) // zs.STRIDE)  # ceil(T / stride) code frames
+        assert [int(c) for c in codes[utt].split()] == ref
+        m = np.loadtxt(out / f"{utt}.txt", ndmin=2)
+        assert m.shape == (len(ref), 8)
+        assert set(np.unique(m)) <= {0.0, 1.0} and (m.sum(1) == 1).all()
+        assert m.argmax(1).tolist() == ref
+    assert (out / "frame_shift").read_text().strip() == "0.04"
+    info = yaml.safe_load((out / "units.yaml").read_text())
+    assert info["kind"] == "onehot" and info["codebook_size"] == 8 and info["stride"] == 4 and info["num_utts"] == 4
+    # the scoring tools read the directory as four utterances (the 'codes' table is not a .txt file)
+    assert FeatureDir(out).utts == utts
+
+
+def test_aux_writes_the_continuous_z(setup, tmp_path):
+    out = tmp_path / "aux"
+    assert run(["--model-dir", setup["exp"], "--aux", setup["test"], out]) == 0
+    model, _ = load_model(setup["exp"])
+    utts, feats = load_features(setup["test"], "speaker")
+    x = feats[utts.index("s8_a")]
+    with torch.no_grad():
+        _, z, _, n = model.encode(x[None], torch.tensor([len(x)]))
+    np.testing.assert_allclose(np.loadtxt(out / "s8_a.txt", ndmin=2), z[0, : int(n[0])].numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_parallel_jobs_give_the_same_files(setup, tmp_path):
+    assert run(["--model-dir", setup["exp"], setup["test"], tmp_path / "a"]) == 0
+    assert run(["--model-dir", setup["exp"], "--nj", "2", "--batch-frames", "20", setup["test"], tmp_path / "b"]) == 0
+    for name in ("codes", "frame_shift", "s7_a.txt", "s8_a.txt", "s8_b.txt"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_bad_input_names_the_utterance_and_keeps_earlier_output(setup, tmp_path, capsys):
+    out = tmp_path / "units"
+    assert run(["--model-dir", setup["exp"], setup["test"], out]) == 0
+    before = (out / "codes").read_bytes()
+    short = zs.write_feats_dir(tmp_path / "short", {"s7_a": 17, "s7_tiny": 3}, seed=3)
+    assert run(["--model-dir", setup["exp"], short, out]) == 1
+    err = capsys.readouterr().err
+    assert "'s7_tiny' has 3 frames, shorter than the total stride 4 (model.stride)" in err
+    assert (out / "codes").read_bytes() == before  # the failed run left the finished output alone
+    assert not list(tmp_path.glob(".units.*"))  # and no temporary directory behind
+    bad = np.ones((12, zs.DIM), np.float32)
+    bad[5, 0] = np.inf
+    nan_dir = zs.write_feats_dir(tmp_path / "nan", {"s7_a": 12, "s7_inf": 12}, cmvn=False,
+                                 feats={"s7_a": np.ones((12, zs.DIM), np.float32) + np.arange(12)[:, None], "s7_inf": bad})
+    (nan_dir / "cmvn.scp").write_text((setup["test"] / "cmvn.scp").read_text())  # s7's stats
+    assert run(["--model-dir", setup["exp"], nan_dir, tmp_path / "x"]) == 1
+    assert "'s7_inf': NaN or Inf in frame 5" in capsys.readouterr().err
+    assert run(["--model-dir", tmp_path / "nowhere", setup["test"], tmp_path / "y"]) == 1
+    assert "nowhere: no such checkpoint" in capsys.readouterr().err
+
+
+def test_feature_kind_must_match_training(setup, tmp_path, capsys):
+    d = zs.write_feats_dir(tmp_path / "d", {"s7_a": 17}, seed=1, conf={"type": "logmel", "n_mels": 6})
+    (setup["root"] / "train" / "feats.yaml").write_text(yaml.safe_dump({"type": "mfcc", "n_mfcc": 2}))
+    try:
+        assert run(["--model-dir", setup["exp"], d, tmp_path / "u"]) == 1
+        assert "features differ from the training set's" in capsys.readouterr().err
+    finally:
+        (setup["root"] / "train" / "feats.yaml").unlink()
