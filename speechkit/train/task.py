@@ -55,9 +55,10 @@ class Task:
     Attributes:
         name: registry name (``speechkit-train NAME``).
         Config: dataclass config schema; must have a ``trainer: TrainerConfig`` field.
-        find_unused_parameters: set True when some parameters get no gradient in some batches
-            (e.g. the other languages' output layers of a multi-softmax model); distributed
-            training (DistributedDataParallel) then looks for them at every step.
+        find_unused_parameters: set True (on the class, or in :meth:`build_model` from the
+            config) when some parameters get no gradient in some batches (e.g. the other
+            languages' output layers of a multi-softmax model); distributed training
+            (DistributedDataParallel) then looks for them at every step.
     """
 
     name: str = ""

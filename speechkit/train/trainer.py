@@ -433,7 +433,7 @@ class Trainer:
             if self.best_path.exists():
                 _unwrap(model).load_state_dict(load_checkpoint(self.best_path, map_location=device)["model"])
             model.eval()
-            task.on_train_end(model, cfg, self.exp_dir)
+            task.on_train_end(_unwrap(model), cfg, self.exp_dir)
         return self.best_path if self.best_path.exists() else latest_checkpoint(self.ckpt_dir)
 
     def _train_epoch(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: StepSchedule,
