@@ -357,6 +357,8 @@ class RNNTTask(Task):
         """
         mcfg = model_config_for_units(cfg, self.units(cfg))
         model = RNNT(mcfg)
+        # distributed training: the other languages' layers get no gradient in a one-language batch
+        self.find_unused_parameters = not mcfg.shared_softmax and len(mcfg.languages) > 1
         if cfg.init.exp_dir is not None and self.load_init:
             self._init_from(model, cfg)
         counts = parameter_counts(model)
