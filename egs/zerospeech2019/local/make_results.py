@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Collect the scores of every experiment under EXPDIR into a Markdown report and an ABX/bitrate plot.
+
+  local/make_results.py --expdir exp --datadir data [--corpus NAME] --out exp/RESULTS.md
+
+An experiment is any EXPDIR/<tag>/scores/ holding abx_across.json (written by run.sh stage 6):
+VQ-VAE systems (EXPDIR/<tag>/vqvae/config.yaml, metrics.jsonl, wallclock; units/test/units.yaml;
+resynth/test/) and the feature baselines (EXPDIR/baseline_*). Also writes EXPDIR/results.json (the
+table as data) and EXPDIR/abx_bitrate.png (across-speaker ABX against bitrate). Links in the report
+are relative to its own location.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from speechkit.utils.cli import make_parser, run_main
+from speechkit.utils.fileio import atomic_write, read_table
+
+SCORES = ("abx_across", "abx_within", "abx_nocontext_across", "abx_nocontext_within")
+FEATURE_NAMES = {"mfcc": "MFCC+Δ+ΔΔ", "logmel": "log-mel"}
+
+
+def _json(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _feature_type(data_dir: str) -> str:
+    f = Path(data_dir) / "feats.yaml"
+    if f.is_file():
+        return (yaml.safe_load(f.read_text(encoding="utf-8")) or {}).get("type", "?")
+    return "?"
+
+
+def _training(exp: Path) -> dict:
+    """steps, epochs, last valid stats and wall-clock seconds of a speechkit-train experiment."""
+    out: dict = {}
+    metrics = exp / "metrics.jsonl"
+    if metrics.is_file():
+        epochs = [json.loads(ln) for ln in metrics.read_text(encoding="utf-8").splitlines() if '"kind": "epoch"' in ln]
+        if epochs:
+            last = epochs[-1]
+            out.update(steps=last.get("step"), epochs=last.get("epoch"))
+            best = [e for e in epochs if e.get("best")]
+            if best:
+                out["best"] = {k: v for k, v in best[-1].items() if k.startswith("valid/")}
+    wc = exp / "wallclock"
+    if wc.is_file():
+        out["seconds"] = sum(int(line.split()[0]) for line in wc.read_text().splitlines() if line.strip())
+    return out
+
+
+def collect(expdir: Path) -> list[dict]:
+    rows = []
+    for scores in sorted(expdir.glob("*/scores")):
+        exp = scores.parent
+        if not (scores / "abx_across.json").is_file():
+            continue
+        row: dict = {"tag": exp.name}
+        for s in SCORES:
+            j = _json(scores / f"{s}.json")
+            row[s] = j["error"] if j else None
+        b = _json(scores / "bitrate.json")
+        row["bitrate"] = b["bitrate"] if b else None
+        cfg_file = exp / "vqvae" / "config.yaml"
+        if exp.name.startswith("baseline_"):
+            feat = exp.name[len("baseline_"):]
+            cmvn = feat.endswith("_cmvn")
+            feat = feat.removesuffix("_cmvn")
+            row.update(kind="baseline", system=f"{FEATURE_NAMES.get(feat, feat)} features"
+                       + (" + per-speaker CMVN" if cmvn else ""), input=feat)
+        elif cfg_file.is_file():
+            cfg = yaml.safe_load(cfg_file.read_text(encoding="utf-8"))
+            m, d = cfg["model"], cfg["data"]
+            extras = []
+            if m.get("smoothing_weight"):
+                extras.append(f"smoothing λ={m['smoothing_weight']:g}")
+            if m.get("jitter_prob"):
+                extras.append(f"jitter p={m['jitter_prob']:g}")
+            enc = "Transformer" if m["encoder_type"] == "transformer" else "conv"
+            row.update(kind="vqvae", input=_feature_type(d["train_dir"]), encoder=enc, K=m["codebook_size"],
+                       stride=m["stride"], smoothing=m.get("smoothing_weight", 0), jitter=m.get("jitter_prob", 0),
+                       system=f"{enc} VQ-VAE K={m['codebook_size']}" + (", " + ", ".join(extras) if extras else ""))
+            row["train"] = _training(exp / "vqvae")
+            units = exp / "units" / "test" / "units.yaml"
+            if units.is_file():
+                row["codes_used"] = yaml.safe_load(units.read_text(encoding="utf-8")).get("codes_used")
+            if (exp / "inverter").is_dir():
+                row["inverter"] = _training(exp / "inverter")
+            wav_scp = exp / "resynth" / "test" / "wav.scp"
+            if wav_scp.is_file():
+                row["wavs"] = [str(Path(v)) for v in read_table(wav_scp).values()]
+        else:
+            row.update(kind="other", system=exp.name)
+        rows.append(row)
+    return rows
+
+
+def _fmt(v, spec=".2f") -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def _duration(seconds) -> str:
+    if seconds is None:
+        return "–"
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}h{m % 60:02d}" if m >= 60 else f"{m}m{s:02d}"
+
+
+def plot(rows: list[dict], path: Path) -> bool:
+    pts = [r for r in rows if r["bitrate"] and r["abx_across"] is not None]
+    if not pts:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for r in pts:
+        base = r["kind"] == "baseline"
+        ax.scatter(r["bitrate"], r["abx_across"], marker="s" if base else "o", color="C3" if base else "C0", zorder=3)
+        if r["abx_nocontext_across"] is not None:
+            ax.scatter(r["bitrate"], r["abx_nocontext_across"], marker="s" if base else "o", facecolors="none",
+                       edgecolors="C3" if base else "C0", zorder=3)
+        ax.annotate(r["tag"], (r["bitrate"], r["abx_across"]), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("bitrate (bits/s, log scale)")
+    ax.set_ylabel("ABX error across speakers (%)")
+    ax.set_title("ABX vs bitrate (filled: by context, ZeroSpeech 2019; hollow: no context)", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return True
+
+
+def report(rows: list[dict], datadir: Path, corpus: str, out: Path, png: Path | None) -> str:
+    rel = lambda p: os.path.relpath(Path(p).resolve(), out.parent.resolve())  # noqa: E731
+    test = datadir / "test"
+    n_utt = len(read_table(test / "utt2spk")) if (test / "utt2spk").is_file() else "?"
+    n_spk = len(set(read_table(test / "utt2spk").values())) if (test / "utt2spk").is_file() else "?"
+    n_items = sum(1 for ln in open(test / "abx.item", encoding="utf-8") if not ln.startswith("#")) \
+        if (test / "abx.item").is_file() else "?"
+    lines = [
+        f"# egs/zerospeech2019 results ({corpus})",
+        "",
+        f"Written by `local/make_results.py` on {time.strftime('%Y-%m-%d %H:%M')}. Test set `{test}`: {n_utt} "
+        f"utterances, {n_spk} speakers, {n_items} ABX items (phones).",
+        "ABX error in % (lower is better), DTW over the frame-wise angular (cosine) distance, "
+        "ZeroSpeech 2019 task: triplets within one phone context (by context) and the same without the context "
+        "constraint (no context: many more triplets). Bitrate: ZeroSpeech 2019 definition (frames/s x entropy of "
+        "the frame symbols); for continuous features every frame is its own symbol.",
+        "",
+        "| system | tag | input | steps | train time | ABX across | ABX within | ABX across (no ctx) "
+        "| ABX within (no ctx) | bitrate (bits/s) | codes used |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    order = sorted(rows, key=lambda r: (r["kind"] != "baseline", r["tag"]))
+    for r in order:
+        tr = r.get("train", {})
+        lines.append(
+            f"| {r['system']} | {r['tag']} | {FEATURE_NAMES.get(r.get('input'), r.get('input', ''))} "
+            f"| {tr.get('steps', '–') if r['kind'] == 'vqvae' else ''} "
+            f"| {_duration(tr.get('seconds')) if r['kind'] == 'vqvae' else ''} "
+            f"| {_fmt(r['abx_across'])} | {_fmt(r['abx_within'])} | {_fmt(r['abx_nocontext_across'])} "
+            f"| {_fmt(r['abx_nocontext_within'])} | {_fmt(r['bitrate'], '.1f')} "
+            f"| {r.get('codes_used', '') if r['kind'] == 'vqvae' else ''} |")
+    if png is not None:
+        lines += ["", f"![ABX against bitrate]({rel(png)})"]
+    synth = [r for r in order if r.get("wavs")]
+    if synth:
+        lines += ["", "## Resynthesis", "",
+                  "Test utterances resynthesized in the target voice (codebook inverter + Griffin-Lim); each PNG "
+                  "shows the input's spectrogram above the resynthesized one."]
+        for r in synth:
+            inv = r.get("inverter", {})
+            sc = inv.get("best", {}).get("valid/spectral_convergence")
+            lines += ["", f"**{r['tag']}** (inverter: {inv.get('steps', '?')} steps, {_duration(inv.get('seconds'))}"
+                      + (f", validation spectral convergence {sc:.3f}" if sc is not None else "") + "):", ""]
+            for w in r["wavs"]:
+                png_file = Path(w).with_suffix(".png")
+                link = f"[{Path(w).stem}.wav]({rel(w)})"
+                if png_file.is_file():
+                    link += f" · [spectrogram]({rel(png_file)})"
+                lines.append(f"- {link}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = make_parser(__doc__, prog="make_results.py")
+    p.add_argument("--expdir", required=True)
+    p.add_argument("--datadir", required=True)
+    p.add_argument("--corpus", default="")
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+
+    def body() -> int:
+        expdir, out = Path(args.expdir), Path(args.out)
+        rows = collect(expdir)
+        if not rows:
+            raise FileNotFoundError(f"{expdir}: no */scores/abx_across.json (run stage 6 first)")
+        png = expdir / "abx_bitrate.png"
+        have_png = plot(rows, png)
+        text = report(rows, Path(args.datadir), args.corpus, out, png if have_png else None)
+        with atomic_write(out) as f:
+            f.write(text)
+        with atomic_write(expdir / "results.json") as f:
+            json.dump(rows, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+        sys.stdout.write(text)
+        return 0
+
+    return run_main("make_results.py", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# ZeroSpeech 2019 (TTS without T) with a Transformer VQ-VAE and a codebook inverter:
+# Tjandra, Sakti & Nakamura, "Transformer VQ-VAE for Unsupervised Unit Discovery and Speech Synthesis:
+# ZeroSpeech 2020 Challenge", Interspeech 2020.
+#
+#   stage 0  data: unit (train) / dev / voice / test sets, ABX item files        -> $datadir/
+#   stage 1  features: MFCC+deltas (or log-mel) + per-speaker CMVN for the VQ-VAE,
+#            linear spectrograms of the voice and test sets for the inverter     -> $dumpdir/<type>/<set>/
+#   stage 2  train the VQ-VAE on the unit set                                    -> $expdir/$tag/vqvae/
+#   stage 3  extract units of the voice and test sets (ZeroSpeech 2019 layout)   -> $expdir/$tag/units/<set>/
+#   stage 4  train the codebook inverter on the voice set                        -> $expdir/$tag/inverter/
+#   stage 5  resynthesize test utterances in the target voice (wav + PNG)        -> $expdir/$tag/resynth/test/
+#   stage 6  ABX (across/within speakers) and bitrate of the units and of the
+#            MFCC baseline; $expdir/RESULTS.md over every tag in $expdir         -> $expdir/$tag/scores/
+#
+# Corpora (--corpus):
+#   mini            (default) speechkit's espeak-ng corpus, synthesized into --db_root (default db/mini):
+#                   English, --mini_speakers speakers x --mini_sentences sentences; the last two speakers
+#                   are the test set, the one before them the target voice, the rest the unit set.
+#   local           every corpus in --db_root (default ../../../shared/data): the untranscribed audio of
+#                   timit_sample, fsdd, msc_malayalam (crowd + story) and hindi_noa (16 kHz through sox
+#                   pipes) is the unit set, the msc_malayalam story reader the voice, timit_sample the
+#                   test set (ABX on its hand-labelled phones).
+#   zerospeech2019  the official 2019 data: --db_root DIR/english (or surprise) with train/unit,
+#                   train/voice, test, and optionally an ABX item file and bitrate_filelist.txt
+#                   (see local/prepare_zerospeech2019.py --help).
+#
+# Every stage can be re-run: features are recomputed only when their inputs change, training resumes
+# from (or stops at) its latest checkpoint, units and wavs are rewritten atomically.
+# Example:  ./run.sh                          (the whole mini recipe)
+#           ./run.sh --stage 3                (reuse the trained VQ-VAE)
+#           ./run.sh --corpus local --train_config conf/tuning/train_vqvae_tr_k256.yaml
+set -euo pipefail
+
+stage=0
+stop_stage=100
+nj=2                 # parallel jobs (features, unit extraction)
+num_threads=1        # torch threads of each training (trainer.num_threads; 1 is fastest on a busy machine)
+corpus=mini          # mini | local | zerospeech2019
+db_root=             # corpus location (default: db/mini for mini, ../../../shared/data for local)
+mini_speakers=8      # mini: synthetic speakers (4..8): units, 1 voice, 2 test
+mini_sentences=40    # mini: sentences per speaker
+datadir=data         # Kaldi data dirs
+dumpdir=dump         # features
+expdir=exp           # experiments
+feats_type=mfcc      # VQ-VAE input features: mfcc (conf/mfcc.yaml) | logmel (conf/logmel.yaml)
+train_config=conf/train_vqvae.yaml        # VQ-VAE config (speechkit-train vqvae --print-config lists every key)
+inverter_config=conf/train_inverter.yaml  # inverter config
+tag=                 # experiment name (default: train_config's name without 'train_' and '.yaml')
+vqvae_args=          # extra speechkit-train overrides for the VQ-VAE, e.g. "--model.codebook_size 128"
+inverter_args=       # extra speechkit-train overrides for the inverter
+voice=               # stage 5 target voice (default: the voice set's first speaker)
+num_resynth=8        # stage 5: test utterances to resynthesize (0 = all)
+aux_units=false      # stage 3: also write the continuous z of the test set (units/test_aux)
+help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019] [--db_root DIR]
+       [--nj N] [--num_threads N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
+       [--vqvae_args '--key value ...'] [--inverter_args '...'] [--voice SPK] [--num_resynth N] [--aux_units true|false]
+       [--datadir DIR] [--dumpdir DIR] [--expdir DIR] [--mini_speakers N] [--mini_sentences N]
+Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize, 6 score + RESULTS.md"
+
+. ./path.sh
+. ./cmd.sh
+. utils/parse_options.sh
+[ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
+
+case "$feats_type" in mfcc|logmel) ;; *) echo "$0: --feats_type must be mfcc or logmel, got '$feats_type'" >&2; exit 1 ;; esac
+[ -f "$train_config" ] || { echo "$0: --train_config $train_config: no such file" >&2; exit 1; }
+[ -f "$inverter_config" ] || { echo "$0: --inverter_config $inverter_config: no such file" >&2; exit 1; }
+if [ -z "$tag" ]; then
+  tag=$(basename "$train_config" .yaml)
+  tag=${tag#train_}
+fi
+feat_conf=conf/$feats_type.yaml
+vqvae_dir=$expdir/$tag/vqvae
+units_dir=$expdir/$tag/units
+inverter_dir=$expdir/$tag/inverter
+resynth_dir=$expdir/$tag/resynth/test
+score_dir=$expdir/$tag/scores
+
+log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
+# time_it FILE CMD...: run CMD, append '<seconds> <date>' to FILE (the wall clock of each run)
+time_it() {
+  local file=$1 start end
+  shift
+  start=$(date +%s)
+  "$@"
+  end=$(date +%s)
+  mkdir -p "$(dirname "$file")"
+  echo "$((end - start)) $(date '+%F %T')" >> "$file"
+}
+
+if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
+  log 0 "data preparation ($corpus)"
+  case "$corpus" in
+    mini)
+      local/prepare_mini.sh --nj "$nj" --speakers "$mini_speakers" --sentences "$mini_sentences" \
+        "${db_root:-db/mini}" "$datadir" ;;
+    local)
+      local/prepare_local.sh "${db_root:-../../../shared/data}" "$datadir" ;;
+    zerospeech2019)
+      [ -n "$db_root" ] || { echo "$0: --corpus zerospeech2019 needs --db_root (the 'english' or 'surprise' folder)" >&2; exit 1; }
+      python local/prepare_zerospeech2019.py "$db_root" "$datadir" ;;
+    *) echo "$0: unknown --corpus '$corpus' (mini, local, zerospeech2019)" >&2; exit 1 ;;
+  esac
+  for x in train dev voice test; do
+    utils/validate_data_dir.sh --no-feats --no-text "$datadir/$x"
+  done
+  # ZeroSpeech 2019 ABX task (by context: neighbouring phones), plus a no-context variant with many
+  # more triplets (steadier on a small test set).
+  if [ -f "$datadir/test/phone_alignments" ]; then
+    speechkit-make-abx-items "$datadir/test" "$datadir/test/abx.item"
+  fi
+  if [ -f "$datadir/test/abx.item" ]; then
+    awk 'NR == 1 || /^#/ {print; next} {$5 = "-"; $6 = "-"; print}' "$datadir/test/abx.item" \
+      > "$datadir/test/abx_nocontext.item.tmp"
+    mv "$datadir/test/abx_nocontext.item.tmp" "$datadir/test/abx_nocontext.item"
+  fi
+fi
+
+if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
+  log 1 "features: $feats_type (train dev voice test), mfcc (test, baseline), spectrogram (voice test)"
+  # make_dump FEAT_TYPE SET: $dumpdir/FEAT_TYPE/SET = $datadir/SET + features + per-speaker CMVN stats
+  make_dump() {
+    local type=$1 x=$2 dir=$dumpdir/$1/$2
+    utils/copy_data_dir.sh "$datadir/$x" "$dir"
+    utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config "conf/$type.yaml" "$dir" "$dir/log" "$dir/data"
+    speechkit-compute-cmvn-stats --per-speaker "$dir" "$dir/data"
+  }
+  for x in train dev voice test; do make_dump "$feats_type" "$x"; done
+  [ "$feats_type" = mfcc ] || make_dump mfcc test
+  for x in voice test; do make_dump spectrogram "$x"; done
+fi
+
+if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
+  log 2 "training the VQ-VAE ($train_config) in $vqvae_dir"
+  num_spk=$(wc -l < "$dumpdir/$feats_type/train/spk2utt")
+  # shellcheck disable=SC2086  # $vqvae_args holds several words
+  time_it "$vqvae_dir/wallclock" speechkit-train vqvae --config "$train_config" --exp-dir "$vqvae_dir" \
+    --data.train_dir "$dumpdir/$feats_type/train" --data.valid_dir "$dumpdir/$feats_type/dev" \
+    --model.num_speakers "$num_spk" --trainer.num_threads "$num_threads" $vqvae_args
+fi
+
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
+  log 3 "extracting units with $vqvae_dir"
+  for x in voice test; do
+    speechkit-extract-units --model-dir "$vqvae_dir" --nj "$nj" "$dumpdir/$feats_type/$x" "$units_dir/$x"
+  done
+  if [ "$aux_units" = true ]; then
+    speechkit-extract-units --model-dir "$vqvae_dir" --nj "$nj" --aux "$dumpdir/$feats_type/test" "$units_dir/test_aux"
+  fi
+fi
+
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
+  log 4 "training the inverter ($inverter_config) in $inverter_dir"
+  # codebook size, code dimension and spectrogram frames per code, from the units of the voice set
+  info=$(python - "$units_dir/voice/units.yaml" "$dumpdir/spectrogram/voice/frame_shift" <<'EOF'
+import sys, yaml
+u = yaml.safe_load(open(sys.argv[1]))
+spec_shift = float(open(sys.argv[2]).read().split()[0])
+ratio = u["frame_shift"] / spec_shift
+if abs(ratio - round(ratio)) > 1e-6:
+    sys.exit(f"code frame shift {u['frame_shift']} s is not a multiple of the spectrogram's {spec_shift} s")
+print(u["codebook_size"], u["codebook_dim"], round(ratio))
+EOF
+)
+  read -r K De ratio <<< "$info"
+  # shellcheck disable=SC2086
+  time_it "$inverter_dir/wallclock" speechkit-train inverter --config "$inverter_config" --exp-dir "$inverter_dir" \
+    --data.codes "$units_dir/voice/codes" --data.feats_dir "$dumpdir/spectrogram/voice" --data.vqvae_dir "$vqvae_dir" \
+    --model.codebook_size "$K" --model.input_dim "$De" --model.upsample_ratio "$ratio" \
+    --trainer.num_threads "$num_threads" $inverter_args
+fi
+
+if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
+  [ -n "$voice" ] || voice=$(head -n 1 "$datadir/voice/spk2utt" | cut -d' ' -f1)
+  log 5 "resynthesizing test utterances in the voice of $voice"
+  select=(--max-utts "$num_resynth")
+  if [ -f "$datadir/test/synthesis_list" ]; then   # official list (zerospeech2019)
+    select=(--utt-list "$datadir/test/synthesis_list")
+  fi
+  speechkit-resynthesize --inverter-dir "$inverter_dir" --codes "$units_dir/test/codes" --out-dir "$resynth_dir" \
+    --reference-dir "$dumpdir/spectrogram/test" --speaker "$voice" "${select[@]}"
+fi
+
+if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
+  log 6 "scoring ABX and bitrate"
+  [ -f "$datadir/test/abx.item" ] || { echo "$0: no $datadir/test/abx.item (no phone alignments for the test set)" >&2; exit 1; }
+  bitrate_opts=(--durations "$datadir/test/utt2dur")
+  [ -f "$datadir/test/bitrate_filelist.txt" ] && bitrate_opts=(--file-list "$datadir/test/bitrate_filelist.txt")
+  # score FEATURE_DIR OUT_DIR: ABX (by context and no context, across and within) and bitrate
+  score() {
+    local feats=$1 out=$2 item mode name
+    mkdir -p "$out"
+    for item in abx abx_nocontext; do
+      for mode in across within; do
+        name=${item}_${mode}
+        speechkit-score-abx "$feats" "$datadir/test/$item.item" --"$mode" --distance cosine \
+          --json "$out/$name.json" --log-file "$out/$name.log" | tail -n 1
+      done
+    done
+    speechkit-score-bitrate "$feats" "${bitrate_opts[@]}" --json "$out/bitrate.json" | tail -n 1
+  }
+  score "$units_dir/test" "$score_dir"
+  # Baselines (once per test set): MFCC as the challenge's baseline, and the VQ-VAE's actual input.
+  if [ ! -f "$expdir/baseline_mfcc/scores/bitrate.json" ] || \
+     [ "$dumpdir/mfcc/test/feats.scp" -nt "$expdir/baseline_mfcc/scores/bitrate.json" ]; then
+    log 6 "baseline: MFCC+deltas"
+    score "$dumpdir/mfcc/test" "$expdir/baseline_mfcc/scores"
+  fi
+  base=$expdir/baseline_${feats_type}_cmvn
+  if [ ! -f "$base/scores/bitrate.json" ] || [ "$dumpdir/$feats_type/test/feats.scp" -nt "$base/scores/bitrate.json" ]; then
+    log 6 "baseline: $feats_type + per-speaker CMVN (the VQ-VAE's input)"
+    python local/apply_cmvn.py "$dumpdir/$feats_type/test" "$base/feats"
+    score "$base/feats" "$base/scores"
+  fi
+  python local/make_results.py --expdir "$expdir" --datadir "$datadir" --corpus "$corpus" --out "$expdir/RESULTS.md"
+  log 6 "wrote $expdir/RESULTS.md"
+fi

@@ -1,0 +1,109 @@
+"""egs/zerospeech2019/run.sh, every stage, on a tiny mini corpus with the tiny configs.
+
+Everything the recipe writes goes to a temporary directory (--db_root, --datadir, --dumpdir,
+--expdir); the recipe folder itself is only read.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from speechkit.utils.fileio import read_table
+
+pytestmark = pytest.mark.integration
+
+RECIPE = Path(__file__).resolve().parents[2] / "egs" / "zerospeech2019"
+TAG = "tiny"
+
+
+def run_recipe(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = ["./run.sh", "--db_root", str(tmp / "db"), "--datadir", str(tmp / "data"), "--dumpdir", str(tmp / "dump"),
+           "--expdir", str(tmp / "exp"), "--mini_speakers", "4", "--mini_sentences", "16",
+           "--train_config", "conf/train_vqvae_tiny.yaml", "--inverter_config", "conf/train_inverter_tiny.yaml",
+           "--tag", TAG, "--num_threads", "1", "--nj", "2", "--num_resynth", "3", *extra]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"run.sh failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def recipe(require_espeak, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("zs2019")
+    before = sorted(p.name for p in RECIPE.iterdir())
+    proc = run_recipe(tmp)
+    assert sorted(p.name for p in RECIPE.iterdir()) == before, "the recipe wrote into egs/zerospeech2019"
+    return tmp, proc
+
+
+def test_sets_and_item_files(recipe):
+    tmp, _ = recipe
+    data = tmp / "data"
+    spk = {x: set(read_table(data / x / "utt2spk").values()) for x in ("train", "dev", "voice", "test")}
+    assert spk["test"] == {"sp03", "sp04"} and spk["voice"] == {"sp02"} and spk["train"] == {"sp01", "sp02"}
+    assert not set(read_table(data / "dev" / "utt2spk")) & set(read_table(data / "train" / "utt2spk"))
+    header = (data / "test" / "abx.item").read_text().splitlines()[0]
+    assert header == "#file onset offset #phone prev-phone next-phone speaker"
+
+
+def test_units_are_one_hot_frames_of_the_test_set(recipe):
+    tmp, _ = recipe
+    units = tmp / "exp" / TAG / "units" / "test"
+    n_frames = {u: int(n) for u, n in read_table(tmp / "dump" / "mfcc" / "test" / "utt2num_frames").items()}
+    codes = read_table(units / "codes")
+    assert sorted(codes) == sorted(n_frames)
+    for utt, n in n_frames.items():
+        m = np.loadtxt(units / f"{utt}.txt", ndmin=2)
+        assert m.shape == (math.ceil(n / 4), 32)
+        assert ((m == 0) | (m == 1)).all() and (m.sum(1) == 1).all()
+        assert m.argmax(1).tolist() == [int(c) for c in codes[utt].split()]
+    assert (units / "frame_shift").read_text().strip() == "0.04"
+
+
+def test_results_report_abx_and_bitrate(recipe):
+    tmp, _ = recipe
+    text = (tmp / "exp" / "RESULTS.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 11 and cells[1] in (TAG, "baseline_mfcc", "baseline_mfcc_cmvn"):
+            rows[cells[1]] = cells
+    assert set(rows) == {TAG, "baseline_mfcc", "baseline_mfcc_cmvn"}
+    for cells in rows.values():
+        abx = [float(x) for x in cells[5:9]]
+        assert all(0.0 <= a <= 100.0 for a in abx)
+        assert float(cells[9]) > 0
+    assert 0 < float(rows[TAG][9]) <= 25 * math.log2(32) + 1e-6  # codes: at most 25 frames/s x log2 K
+    assert (tmp / "exp" / "abx_bitrate.png").stat().st_size > 5000
+    links = re.findall(r"\]\(([^)]+\.wav)\)", text)
+    assert len(links) == 3 and all((tmp / "exp" / link).is_file() for link in links)
+
+
+def test_resynthesized_wavs(recipe):
+    tmp, _ = recipe
+    wavs = read_table(tmp / "exp" / TAG / "resynth" / "test" / "wav.scp")
+    assert len(wavs) == 3
+    for utt, path in wavs.items():
+        y, sr = sf.read(path, dtype="float32")
+        assert sr == 16000
+        assert len(y) > 0.3 * 16000
+        assert float(np.sqrt(np.mean(y ** 2))) > 1e-3
+        assert Path(path).with_suffix(".png").is_file()
+
+
+def test_rerun_reuses_the_trained_model(recipe):
+    tmp, _ = recipe
+    ckpts = tmp / "exp" / TAG / "vqvae" / "checkpoints"
+    stamp = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
+    codes = (tmp / "exp" / TAG / "units" / "test" / "codes").read_bytes()
+    proc = run_recipe(tmp, "--stage", "2", "--stop_stage", "3")
+    assert "training already finished" in proc.stdout + proc.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()} == stamp
+    assert (tmp / "exp" / TAG / "units" / "test" / "codes").read_bytes() == codes
