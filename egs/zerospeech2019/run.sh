@@ -36,6 +36,8 @@ stage=0
 stop_stage=100
 nj=2                 # parallel jobs (features, unit extraction)
 num_threads=1        # torch threads of each training (trainer.num_threads; 1 is fastest on a busy machine)
+ngpu=                # training GPUs (speechkit-train --ngpu): 0 = CPU, N = N processes (DDP); empty = trainer.device
+nproc=1              # training processes on the CPU (speechkit-train --nproc; DDP with gloo)
 corpus=mini          # mini | local | zerospeech2019
 db_root=             # corpus location (default: db/mini for mini, ../../../shared/data for local)
 mini_speakers=8      # mini: synthetic speakers (4..8): units, 1 voice, 2 test
@@ -53,7 +55,7 @@ voice=               # stage 5 target voice (default: the voice set's first spea
 num_resynth=8        # stage 5: test utterances to resynthesize (0 = all)
 aux_units=false      # stage 3: also write the continuous z of the test set (units/test_aux)
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019] [--db_root DIR]
-       [--nj N] [--num_threads N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
+       [--nj N] [--num_threads N] [--ngpu N] [--nproc N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
        [--vqvae_args '--key value ...'] [--inverter_args '...'] [--voice SPK] [--num_resynth N] [--aux_units true|false]
        [--datadir DIR] [--dumpdir DIR] [--expdir DIR] [--mini_speakers N] [--mini_sentences N]
 Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize, 6 score + RESULTS.md"
@@ -135,7 +137,7 @@ if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
   log 2 "training the VQ-VAE ($train_config) in $vqvae_dir"
   num_spk=$(wc -l < "$dumpdir/$feats_type/train/spk2utt")
   # shellcheck disable=SC2086  # $vqvae_args holds several words
-  time_it "$vqvae_dir/wallclock" speechkit-train vqvae --config "$train_config" --exp-dir "$vqvae_dir" \
+  time_it "$vqvae_dir/wallclock" speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" vqvae --config "$train_config" --exp-dir "$vqvae_dir" \
     --data.train_dir "$dumpdir/$feats_type/train" --data.valid_dir "$dumpdir/$feats_type/dev" \
     --model.num_speakers "$num_spk" --trainer.num_threads "$num_threads" $vqvae_args
 fi
@@ -165,7 +167,7 @@ EOF
 )
   read -r K De ratio <<< "$info"
   # shellcheck disable=SC2086
-  time_it "$inverter_dir/wallclock" speechkit-train inverter --config "$inverter_config" --exp-dir "$inverter_dir" \
+  time_it "$inverter_dir/wallclock" speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" inverter --config "$inverter_config" --exp-dir "$inverter_dir" \
     --data.codes "$units_dir/voice/codes" --data.feats_dir "$dumpdir/spectrogram/voice" --data.vqvae_dir "$vqvae_dir" \
     --model.codebook_size "$K" --model.input_dim "$De" --model.upsample_ratio "$ratio" \
     --trainer.num_threads "$num_threads" $inverter_args
