@@ -182,6 +182,7 @@ def _scenarios(root: Path, data: Path, distributed: bool) -> None:
         _run(ToyTask(), _toy_dropout_cfg(), root / "straight")
         _run(ToyTask(), _toy_dropout_cfg(max_steps=9), root / "resumed")  # stops inside epoch 2
         _run(ToyTask(), _toy_dropout_cfg(), root / "resumed")
+        _run(ToyTask(), _toy_dropout_cfg(max_steps=9), root / "handover")  # finished by one process below
 
 
 def _worker(rank: int, world: int, init_file: str, root: str, data: str) -> None:
@@ -267,6 +268,18 @@ def test_resume_under_ddp_is_exact(ddp_runs):
                 if not r.get("partial")]
 
     assert untimed(two / "straight") == untimed(two / "resumed")
+
+
+def test_two_process_run_resumes_in_one(ddp_runs):
+    """A checkpoint of two processes continues in one (same batches; rank 0's random streams)."""
+    from speechkit.tasks.toy import ToyTask
+
+    _, two = ddp_runs
+    _run(ToyTask(), _toy_dropout_cfg(), two / "handover")
+    assert "resuming a run of 2 process(es) with 1" in (two / "handover" / "train.log").read_text()
+    steps = [(r["kind"], r["step"]) for r in _metrics(two / "handover") if not r.get("partial")]
+    assert steps == [(r["kind"], r["step"]) for r in _metrics(two / "straight")]
+    assert "world_size" not in torch.load(two / "handover" / "checkpoints" / "latest.pt", weights_only=True)
 
 
 def test_speechkit_train_nproc_launches_torchrun(tmp_path):
