@@ -159,7 +159,8 @@ def launch_torchrun(nproc: int, worker_argv: list[str]) -> int:
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return proc.wait()
+        rc = proc.wait()
+        return 128 - rc if rc < 0 else rc  # killed by a signal: the shell's 128 + N
     finally:
         for s, h in old.items():
             signal.signal(s, h)
