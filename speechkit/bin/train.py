@@ -154,13 +154,18 @@ def launch_torchrun(nproc: int, worker_argv: list[str]) -> int:
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, without its warning
     proc = subprocess.Popen(cmd, env=env)
 
+    received: list[int] = []
+
     def forward(signum, frame):
+        received.append(signum)
         proc.send_signal(signum)
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         rc = proc.wait()
-        return 128 - rc if rc < 0 else rc  # killed by a signal: the shell's 128 + N
+        if received:  # interrupted: the shell's 128 + N, whatever torchrun made of it
+            return 128 + received[0]
+        return 128 - rc if rc < 0 else rc
     finally:
         for s, h in old.items():
             signal.signal(s, h)
