@@ -180,6 +180,9 @@ def parse_args(argv: list[str]):
     """Kaldi's slurm.pl option rules: ``--name value`` -> config option ``name`` ('-' -> '_'),
     ``-V`` alone, ``-pe smp N``, other ``-x value`` straight to sbatch; up to three option blocks
     interleaved with ``JOB=a:b``."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        sys.exit(0)
     cli: dict[str, str] = {}
     passthrough: list[str] = []
     job = None
