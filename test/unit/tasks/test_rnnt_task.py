@@ -182,3 +182,23 @@ def test_train_resume_and_fine_tune_from_multisoftmax(rnnt_env):
            "init.language=aa")
     ft, _ = load_model("exp/ft")
     assert ft.languages == ["aa"] and ft.config.variant == "multisoftmax"
+
+
+def test_sortagrad_keeps_languages_and_sorts_each_languages_batches(rnnt_env):
+    from speechkit.tasks.rnnt import sortagrad
+
+    task, cfg = make(rnnt_env, "data.sortagrad_epochs=1")
+    train, _ = task.build_datasets(cfg)
+    plain = task.make_batches(train, make(rnnt_env)[1], 1, 0)
+    sorted_ = task.make_batches(train, cfg, 1, 0)
+    lang = lambda b: train[b[0]]["lang"]  # noqa: E731
+    longest = lambda b: max(train.lengths()[i] for i in b)  # noqa: E731
+    assert [lang(b) for b in sorted_] == [lang(b) for b in plain]
+    assert sorted(map(sorted, sorted_)) == sorted(map(sorted, plain))
+    for k in (0, 1):
+        lens = [longest(b) for b in sorted_ if lang(b) == k]
+        assert lens == sorted(lens)
+    assert task.make_batches(train, cfg, 2, 0) == task.make_batches(train, make(rnnt_env)[1], 2, 0)
+    # by hand
+    sched = [("x", ["a"]), ("y", ["c"]), ("x", ["b", "d"])]
+    assert sortagrad(sched, {"a": 9, "b": 3, "c": 1, "d": 5}) == [("x", ["b", "d"]), ("y", ["c"]), ("x", ["a"])]

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# egs/indic_multilingual: streaming multilingual RNN-T with multiple softmax layers, integrated LID
+# and LID-free decoding with early switch-off.
+#   Joshi, Das, Sun, Mehta, Li, Gong, "Multiple Softmax Architecture for Streaming Multilingual
+#   End-to-End ASR Systems", Interspeech 2021.
+#
+#   ./run.sh                                    # embedded default: espeak-ng 'mini' corpus (en hi ta gu)
+#   ./run.sh --db_root ../../../shared/data     # real data: Hindi, Malayalam, English (see README.md)
+#   ./run.sh --stage 3 --stop_stage 3 --variants "multisoftmax multisoftmax_lid"
+#
+# Stages (each safe to re-run: finished work is kept, training resumes from its last checkpoint):
+#   0  data      Kaldi data dirs data/<setup>/{train,dev,test} with utt2lang, speaker-disjoint
+#   1  features  80-dim log-mel every 10 ms (conf/logmel.yaml), global CMVN stats of train
+#   2  units     per-language graphemes (+ B- word-begin prefix) and their union (speechkit-make-units)
+#   3  train     the systems of --variants, one at a time (speechkit-train rnnt)
+#   4  decode    oracle-language decoding; LID-free decoding and the early switch-off sweep for
+#                multisoftmax_lid (speechkit-asr-decode)
+#   5  score     WER and CER per language and averaged, WERR vs vanilla, LID accuracy
+#   6  results   the results tables: printed and written to exp/<setup>/rnnt_<unit>/RESULTS.md
+#
+# Systems (--variants; 'mono' and 'finetune' expand to one system per language):
+#   mono               one RNN-T per language (variant multisoftmax with one language)
+#   vanilla            one softmax over the union of the languages' units, no language input
+#   onehot             vanilla + language one-hot appended to every encoder input frame
+#   multisoftmax       shared encoder and prediction network, a joint network/softmax per language
+#   multisoftmax_lsp   multisoftmax + a prediction network per language
+#   multisoftmax_lid   multisoftmax + an LID head on the encoder (frame-level cross-entropy)
+#   finetune           multisoftmax fine-tuned to each language (needs multisoftmax trained first)
+# Every training parameter is in the YAML config (--train_config; defaults conf/train_mini.yaml or
+# conf/train_real.yaml); --train_opts adds speechkit-train overrides to every system and
+# --finetune_opts to the fine-tuning runs.
+set -euo pipefail
+
+# ------------------------------------------------------------------------------------- options
+stage=0
+stop_stage=100
+nj=2                   # parallel jobs for feature extraction and decoding
+db_root=               # real corpora (hindi_noa, msc_malayalam, timit_sample, fsdd); empty = mini
+unit=char_wb           # output units: char_wb (graphemes with B- word-begin prefix, the paper) | char | bpe
+bpe_vocab_size=150     # --unit bpe: units per language, blank and <unk> included
+train_config=          # default: conf/train_mini.yaml (mini) or conf/train_real.yaml (--db_root)
+variants="mono vanilla onehot multisoftmax multisoftmax_lsp multisoftmax_lid finetune"
+train_opts=            # extra speechkit-train overrides for every system, e.g. "--trainer.max_epochs 5"
+finetune_opts="--trainer.max_epochs 5 --trainer.lr 5e-4 --trainer.scheduler none --trainer.warmup_steps 0"
+                       # fine-tuning overrides (after --train_config and --train_opts)
+search=greedy          # greedy | beam
+beam=4                 # --search beam: beam width
+chunk_frames=32        # streaming chunk in feature frames (results do not depend on it; RTF does)
+switch_off_taus="0 10 30"            # early switch-off: tau values (encoder frames, 30 ms each)
+switch_off_thresholds="2 5 10 20"    # early switch-off: s_th values (nats)
+test_sets="test"       # data sets decoded and scored
+mini_num_speakers=6    # mini corpus: speakers (one for dev, one for test, the rest train)
+mini_sentences=20      # mini corpus: sentences per speaker and language
+mini_languages=en,hi,ta,gu
+
+help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--variants \"...\"] [--unit char_wb|char|bpe] [--nj N] ...
+(see the header of $0 for every option)"
+. ./path.sh
+. ./cmd.sh
+. utils/parse_options.sh || exit 1
+[ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
+
+if [ -z "$db_root" ]; then setup=mini; else setup=real; fi
+train_config=${train_config:-conf/train_${setup}.yaml}
+data=data/$setup
+case "$unit" in
+  bpe) lang=$data/lang_bpe${bpe_vocab_size}; unit_opts="--vocab-size $bpe_vocab_size" ;;
+  char|char_wb) lang=$data/lang_$unit; unit_opts="" ;;
+  *) echo "$0: --unit must be char_wb, char or bpe, got '$unit'" >&2; exit 1 ;;
+esac
+exp=exp/$setup/rnnt_$unit
+if [ "$unit" = bpe ]; then exp=${exp}$bpe_vocab_size; fi
+[ -f "$train_config" ] || { echo "$0: --train_config $train_config: no such file" >&2; exit 1; }
+for v in $variants; do
+  case "$v" in
+    mono|vanilla|onehot|multisoftmax|multisoftmax_lsp|multisoftmax_lid|finetune) ;;
+    *) echo "$0: --variants: unknown system '$v'" >&2; exit 1 ;;
+  esac
+done
+has_variant() { [[ " $variants " == *" $1 "* ]]; }
+log() { echo "$(date '+%F %T') ($(basename "$0"):${BASH_LINENO[0]}) $*"; }
+languages() { awk '{print $1}' "$lang/languages.txt"; }
+
+# The systems of --variants in training order (mono_<l> and ft_<l> per language).
+systems() {
+  local v l
+  for v in mono vanilla onehot multisoftmax multisoftmax_lsp multisoftmax_lid finetune; do
+    has_variant "$v" || continue
+    case "$v" in
+      mono) for l in $(languages); do echo "mono_$l"; done ;;
+      finetune) for l in $(languages); do echo "ft_$l"; done ;;
+      *) echo "$v" ;;
+    esac
+  done
+}
+
+log "setup $setup: data $data, units $lang, experiments $exp, config $train_config"
+
+# ------------------------------------------------------------------------------------- stage 0
+if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
+  log "stage 0: data preparation"
+  if [ "$setup" = mini ]; then
+    params="mini $mini_num_speakers $mini_sentences $mini_languages"
+  else
+    params="real $(cd "$db_root" && pwd)"
+  fi
+  if [ -f "$data/.prepared" ] && [ "$(cat "$data/.prepared")" = "$params" ]; then
+    log "$data already prepared ($params); remove $data/.prepared to redo"
+  else
+    rm -f "$data/.prepared"
+    mkdir -p "$data"
+    if [ "$setup" = mini ]; then
+      local/prepare_mini.sh --num-speakers "$mini_num_speakers" --sentences "$mini_sentences" \
+        --languages "$mini_languages" db/mini "$data"
+    else
+      local/prepare_real.sh "$db_root" "$data"
+    fi
+    echo "$params" > "$data/.prepared"
+  fi
+fi
+
+# ------------------------------------------------------------------------------------- stage 1
+if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
+  log "stage 1: log-mel features and CMVN stats"
+  for x in train dev $test_sets; do
+    utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/logmel.yaml \
+      "$data/$x" "exp/$setup/make_feats/$x" "$data/feats"
+  done
+  speechkit-compute-cmvn-stats "$data/train"    # global stats of the training set, used everywhere
+fi
+
+# ------------------------------------------------------------------------------------- stage 2
+if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
+  log "stage 2: $unit units per language and their union -> $lang"
+  checks=""
+  for x in dev $test_sets; do checks="$checks --check $data/$x"; done
+  # shellcheck disable=SC2086
+  speechkit-make-units "$data/train" "$lang" --unit "$unit" --per-language $unit_opts $checks
+fi
+
+# ------------------------------------------------------------------------------------- stage 3
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
+  log "stage 3: training: $(systems | tr '\n' ' ')"
+  for sys in $(systems); do
+    opts="--data.train_dir $data/train --data.valid_dir $data/dev --data.units_dir $lang"
+    case "$sys" in
+      mono_*) opts="$opts --model.variant multisoftmax --data.languages [${sys#mono_}]" ;;
+      ft_*)
+        [ -f "$exp/multisoftmax/checkpoints/best.pt" ] || {
+          echo "$0: $sys: fine-tuning starts from $exp/multisoftmax, which is not trained (add multisoftmax to --variants)" >&2
+          exit 1; }
+        opts="$opts --model.variant multisoftmax --data.languages [${sys#ft_}] --init.exp_dir $exp/multisoftmax"
+        opts="$opts --init.language ${sys#ft_}" ;;
+      *) opts="$opts --model.variant $sys" ;;
+    esac
+    extra=$train_opts
+    [[ "$sys" == ft_* ]] && extra="$train_opts $finetune_opts"
+    log "training $exp/$sys (log: $exp/$sys/train.log)"
+    # shellcheck disable=SC2086
+    ${train_cmd} "$exp/$sys/log/train.log" \
+      speechkit-train rnnt --config "$train_config" --exp-dir "$exp/$sys" $opts $extra
+  done
+fi
+
+# Decode data set $2 with model $1 into $3 (extra speechkit-asr-decode options after).
+decode() {
+  local model=$1 set=$2 dir=$3
+  shift 3
+  # shellcheck disable=SC2086
+  ${decode_cmd} JOB=1:"$nj" "$dir/log/decode.JOB.log" \
+    speechkit-asr-decode --model-dir "$model" --nj "$nj" --job JOB --search "$search" --beam "$beam" \
+      --chunk-frames "$chunk_frames" "$@" "$data/$set" "$dir"
+  speechkit-asr-decode --model-dir "$model" --nj "$nj" --merge-only --search "$search" --beam "$beam" \
+    --chunk-frames "$chunk_frames" "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
+}
+
+# ------------------------------------------------------------------------------------- stage 4
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
+  log "stage 4: decoding ($search search, chunks of $chunk_frames frames)"
+  for sys in $(systems); do
+    [ -f "$exp/$sys/checkpoints/best.pt" ] || { echo "$0: $exp/$sys is not trained (stage 3)" >&2; exit 1; }
+    for t in $test_sets; do
+      case "$sys" in
+        vanilla) decode "$exp/$sys" "$t" "$exp/$sys/decode_$t" ;;
+        multisoftmax_lid)
+          decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_oracle" --oracle-lid
+          decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree" --lid-free
+          for tau in $switch_off_taus; do
+            for s in $switch_off_thresholds; do
+              decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree_tau${tau}_s${s}" --lid-free \
+                --switch-off-tau "$tau" --switch-off-threshold "$s"
+            done
+          done ;;
+        *) decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_oracle" --oracle-lid ;;
+      esac
+    done
+  done
+fi
+
+# Score decode dir $1 against data set $2 (WER, CER, LID accuracy when the system chose languages).
+score() {
+  local dir=$1 set=$2 base=
+  mkdir -p "$dir/scoring"
+  if [ -f "$exp/vanilla/decode_$set/scoring/wer.json" ] && [ "$dir" != "$exp/vanilla/decode_$set" ]; then
+    base="$exp/vanilla/decode_$set/scoring"
+  fi
+  speechkit-score-wer "$data/$set/text" "$dir/text" --mode all --utt2lang "$data/$set/utt2lang" \
+    --json "$dir/scoring/wer.json" ${base:+--baseline-json "$base/wer.json"} > "$dir/scoring/wer.txt"
+  speechkit-score-wer "$data/$set/text" "$dir/text" --mode all --utt2lang "$data/$set/utt2lang" --cer \
+    --json "$dir/scoring/cer.json" ${base:+--baseline-json "$base/cer.json"} > "$dir/scoring/cer.txt"
+  if [[ "$dir" == */vanilla/* || "$dir" == *lidfree* ]]; then
+    speechkit-score-lid "$data/$set/utt2lang" "$dir/utt2lang" --json "$dir/scoring/lid.json" > "$dir/scoring/lid.txt"
+  fi
+  echo "$dir: $(head -1 "$dir/scoring/wer.txt"); CER $(head -1 "$dir/scoring/cer.txt" | cut -d' ' -f2)$(
+    [ -f "$dir/scoring/lid.txt" ] && echo "; $(tail -1 "$dir/scoring/lid.txt")")"
+}
+
+# Concatenate the per-language systems' decodes ($1 = mono | ft) into one decode dir.
+gather() {
+  local kind=$1 set=$2 out=$exp/$1/decode_${2}_oracle l
+  mkdir -p "$out"
+  : > "$out/text.tmp"
+  for l in $(languages); do
+    [ -f "$exp/${kind}_$l/decode_${set}_oracle/text" ] || { echo "$0: missing $exp/${kind}_$l/decode_${set}_oracle" >&2; return 1; }
+    cat "$exp/${kind}_$l/decode_${set}_oracle/text" >> "$out/text.tmp"
+  done
+  sort "$out/text.tmp" > "$out/text" && rm "$out/text.tmp"
+}
+
+# ------------------------------------------------------------------------------------- stage 5
+if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
+  log "stage 5: scoring"
+  for t in $test_sets; do
+    # vanilla first: it is the WERR baseline of the others
+    if has_variant vanilla; then score "$exp/vanilla/decode_$t" "$t"; fi
+    if has_variant mono; then gather mono "$t"; score "$exp/mono/decode_${t}_oracle" "$t"; fi
+    if has_variant finetune; then gather ft "$t"; score "$exp/ft/decode_${t}_oracle" "$t"; fi
+    for sys in onehot multisoftmax multisoftmax_lsp multisoftmax_lid; do
+      has_variant "$sys" || continue
+      for dir in "$exp/$sys/decode_${t}"_*; do
+        if [ -f "$dir/text" ]; then score "$dir" "$t"; fi
+      done
+    done
+  done
+fi
+
+# ------------------------------------------------------------------------------------- stage 6
+if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
+  log "stage 6: results -> $exp/RESULTS.md"
+  local/make_results.py --exp "$exp" --data "$data" --lang "$lang" --test-sets "$test_sets" --out "$exp/RESULTS.md"
+  cat "$exp/RESULTS.md"
+fi
+log "done"

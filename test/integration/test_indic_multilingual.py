@@ -1,0 +1,96 @@
+"""egs/indic_multilingual: every stage of run.sh on a tiny mini corpus (2 languages, 3 speakers),
+in a temporary working directory (nothing is written into the repository's egs/)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+RECIPE = Path(__file__).resolve().parents[2] / "egs" / "indic_multilingual"
+WER_LINE = re.compile(r"^%WER (\d+\.\d\d) \[ (\d+) / (\d+), (\d+) ins, (\d+) del, (\d+) sub \]( \[PARTIAL\])?$")
+
+
+@pytest.fixture(scope="module")
+def recipe_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("indic")
+    for name in ("run.sh", "path.sh", "cmd.sh", "utils", "conf", "local"):
+        (work / name).symlink_to(RECIPE / name)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
+    argv = ["./run.sh", "--nj", "2", "--mini_num_speakers", "3", "--mini_sentences", "6",
+            "--mini_languages", "en,hi", "--switch_off_taus", "0 4", "--switch_off_thresholds", "3",
+            "--train_opts", "--trainer.max_epochs 2", "--finetune_opts", "--trainer.max_epochs 1"]
+    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"run.sh failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return work, proc, env
+
+
+def test_every_stage_writes_its_outputs(recipe_run):
+    work, proc, _ = recipe_run
+    data, exp = work / "data/mini", work / "exp/mini/rnnt_char_wb"
+    test_utts = [line.split()[0] for line in (data / "test/text").read_text().splitlines()]
+    assert len(test_utts) == 12  # 1 test speaker x 2 languages x 6 sentences
+    assert (data / "train/feats.scp").is_file() and (data / "train/cmvn.scp").is_file()
+    assert (data / "lang_char_wb/languages.txt").read_text().split() == ["en", "0", "hi", "1"]
+    systems = ["mono_en", "mono_hi", "vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid",
+               "ft_en", "ft_hi"]
+    for s in systems:
+        assert (exp / s / "checkpoints/best.pt").is_file(), s
+    decodes = [exp / "vanilla/decode_test", exp / "mono/decode_test_oracle", exp / "ft/decode_test_oracle"]
+    decodes += [exp / f"{s}/decode_test_oracle" for s in ("onehot", "multisoftmax", "multisoftmax_lsp",
+                                                           "multisoftmax_lid")]
+    lidfree = sorted((exp / "multisoftmax_lid").glob("decode_test_lidfree*"))
+    assert [d.name for d in lidfree] == ["decode_test_lidfree", "decode_test_lidfree_tau0_s3",
+                                         "decode_test_lidfree_tau4_s3"]
+    for d in decodes + lidfree:
+        hyp = [line.split()[0] for line in (d / "text").read_text().splitlines()]
+        assert hyp == test_utts, d  # a hypothesis (possibly empty) for every test utterance
+        for name in ("wer.txt", "cer.txt"):
+            lines = (d / "scoring" / name).read_text().splitlines()
+            m = WER_LINE.match(lines[0])
+            assert m, (d, lines[0])
+            assert int(m.group(2)) == int(m.group(4)) + int(m.group(5)) + int(m.group(6))
+            assert lines[2] == "Scored 12 sentences, 0 not present in hyp."
+        assert json.loads((d / "scoring/wer.json").read_text())["per_language"].keys() == {"en", "hi"}
+    for d in lidfree + [exp / "vanilla/decode_test"]:
+        last = (d / "scoring/lid.txt").read_text().splitlines()[-1]
+        assert re.match(r"^LID accuracy: \d+\.\d\d % \[ \d+ / 12 \]$", last), last
+    for d in lidfree:
+        st = json.loads((d / "decode_stats.json").read_text())
+        assert 1.0 <= st["t_avg"] <= 2.0 and st["rtf"] > 0 and st["num_decoded"] == 12
+    assert json.loads((lidfree[0] / "decode_stats.json").read_text())["t_avg"] == 2.0
+    ft = json.loads((exp / "ft_hi/model_info.json").read_text())
+    assert ft["languages"] == ["hi"] and ft["variant"] == "multisoftmax"
+
+
+def test_results_table_printed_and_written(recipe_run):
+    work, proc, _ = recipe_run
+    results = (work / "exp/mini/rnnt_char_wb/RESULTS.md").read_text()
+    for title in ("Table 2", "Table 3", "Table 4", "Table 5", "Table 7", "Systems"):
+        assert title in results and title in proc.stdout
+    assert "| vanilla (union softmax) |" in results and "| multi-softmax + LID, LID-free |" in results
+    table7 = results.split("Table 7")[1].split("###")[0]
+    assert len([ln for ln in table7.splitlines() if re.match(r"^\| (-|\d+) \|", ln)]) == 3
+
+
+def test_rerun_is_idempotent(recipe_run):
+    work, _, env = recipe_run
+    exp = work / "exp/mini/rnnt_char_wb"
+    before = (exp / "multisoftmax/checkpoints/best.pt").stat().st_mtime_ns
+    parts = exp / "multisoftmax/decode_test_oracle/parts/results.1.jsonl"
+    parts_before = parts.stat().st_mtime_ns
+    proc = subprocess.run(["./run.sh", "--stage", "3", "--stop_stage", "4", "--nj", "2", "--mini_num_speakers", "3",
+                           "--mini_sentences", "6", "--mini_languages", "en,hi", "--variants", "multisoftmax",
+                           "--train_opts", "--trainer.max_epochs 2"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (exp / "multisoftmax/checkpoints/best.pt").stat().st_mtime_ns == before
+    assert parts.stat().st_mtime_ns == parts_before
+    assert "training already finished" in (exp / "multisoftmax/train.log").read_text()
