@@ -107,3 +107,36 @@ def test_rerun_reuses_the_trained_model(recipe):
     assert "training already finished" in proc.stdout + proc.stderr
     assert {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()} == stamp
     assert (tmp / "exp" / TAG / "units" / "test" / "codes").read_bytes() == codes
+
+
+def test_official_layout_preparer(tmp_path):
+    """local/prepare_zerospeech2019.py on a fake 2019 'english' folder (three sets, item file, lists)."""
+    db = tmp_path / "english"
+    rng = np.random.default_rng(0)
+    names = {"train/unit": ["S015_0001", "S015_0002", "S020_0001"] + [f"S021_{i:04d}" for i in range(50)],
+             "train/voice": ["V001_0001", "V002_0001"], "test": ["S002_0001", "S003_0001"]}
+    for sub, utts in names.items():
+        (db / sub).mkdir(parents=True)
+        for u in utts:
+            sf.write(db / sub / f"{u}.wav", rng.normal(0, 0.1, 8000).astype(np.float32), 16000)
+    sf.write(db / "train" / "voice" / "V001_0002.wav", rng.normal(0, 0.1, 4000).astype(np.float32), 8000)
+    (db / "train" / "unit" / "broken.wav").write_bytes(b"not audio")
+    (db / "by-context-across-speakers.item").write_text(
+        "#file onset offset #phone prev-phone next-phone speaker\nS002_0001 0.1 0.2 a b c S002\n")
+    (db / "bitrate_filelist.txt").write_text("S002_0001.txt 0.5\nS003_0001.txt 0.5\n")
+    (db / "synthesis.txt").write_text("S002_0001 V001\n")
+    data = tmp_path / "data"
+    proc = subprocess.run(["python", "local/prepare_zerospeech2019.py", str(db), str(data)], cwd=RECIPE,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "skipping 'broken'" in proc.stderr
+    dev = read_table(data / "dev" / "utt2spk")
+    train = read_table(data / "train" / "utt2spk")
+    assert len(dev) == 1 and not set(dev) & set(train)
+    assert {"V001_0001", "V001_0002", "V002_0001"} <= set(train)  # the voice set is training data too
+    assert read_table(data / "voice" / "utt2spk") == {"V001_0001": "V001", "V001_0002": "V001", "V002_0001": "V002"}
+    assert read_table(data / "voice" / "wav.scp")["V001_0002"].startswith("sox ")  # 8 kHz -> 16 kHz pipe
+    assert {u: float(d) for u, d in read_table(data / "test" / "utt2dur").items()} == {"S002_0001": 0.5, "S003_0001": 0.5}
+    assert (data / "test" / "abx.item").read_text().startswith("#file onset")
+    assert (data / "test" / "bitrate_filelist.txt").is_file()
+    assert (data / "test" / "synthesis_list").read_text() == "S002_0001 V001\n"
