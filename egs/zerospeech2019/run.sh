@@ -54,9 +54,11 @@ inverter_args=       # extra speechkit-train overrides for the inverter
 voice=               # stage 5 target voice (default: the voice set's first speaker)
 num_resynth=8        # stage 5: test utterances to resynthesize (0 = all)
 aux_units=false      # stage 3: also write the continuous z of the test set (units/test_aux)
+kmeans_k=0           # stage 6: also score k-means units of the input features (K clusters, at the code rate); 0 = no
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019] [--db_root DIR]
        [--nj N] [--num_threads N] [--ngpu N] [--nproc N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
        [--vqvae_args '--key value ...'] [--inverter_args '...'] [--voice SPK] [--num_resynth N] [--aux_units true|false]
+       [--kmeans_k K]
        [--datadir DIR] [--dumpdir DIR] [--expdir DIR] [--mini_speakers N] [--mini_sentences N]
 Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize, 6 score + RESULTS.md"
 
@@ -186,22 +188,7 @@ fi
 
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   log 6 "scoring ABX and bitrate"
-  [ -f "$datadir/test/abx.item" ] || { echo "$0: no $datadir/test/abx.item (no phone alignments for the test set)" >&2; exit 1; }
-  bitrate_opts=(--durations "$datadir/test/utt2dur")
-  [ -f "$datadir/test/bitrate_filelist.txt" ] && bitrate_opts=(--file-list "$datadir/test/bitrate_filelist.txt")
-  # score FEATURE_DIR OUT_DIR: ABX (by context and no context, across and within) and bitrate
-  score() {
-    local feats=$1 out=$2 item mode name
-    mkdir -p "$out"
-    for item in abx abx_nocontext; do
-      for mode in across within; do
-        name=${item}_${mode}
-        speechkit-score-abx "$feats" "$datadir/test/$item.item" --"$mode" --distance cosine \
-          --json "$out/$name.json" --log-file "$out/$name.log" | tail -n 1
-      done
-    done
-    speechkit-score-bitrate "$feats" "${bitrate_opts[@]}" --json "$out/bitrate.json" | tail -n 1
-  }
+  score() { local/score.sh "$datadir" "$1" "$2"; }
   score "$units_dir/test" "$score_dir"
   # Baselines (once per test set): MFCC as the challenge's baseline, and the VQ-VAE's actual input.
   if [ ! -f "$expdir/baseline_mfcc/scores/bitrate.json" ] || \
@@ -214,6 +201,16 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
     log 6 "baseline: $feats_type + per-speaker CMVN (the VQ-VAE's input)"
     python local/apply_cmvn.py "$dumpdir/$feats_type/test" "$base/feats"
     score "$base/feats" "$base/scores"
+  fi
+  if [ "$kmeans_k" -gt 0 ]; then
+    stride=$(awk '$1 == "stride:" {print $2}' "$units_dir/test/units.yaml")
+    ref=$expdir/kmeans_${feats_type}_k${kmeans_k}_s${stride}
+    if [ ! -f "$ref/scores/bitrate.json" ] || [ "$dumpdir/$feats_type/test/feats.scp" -nt "$ref/scores/bitrate.json" ]; then
+      log 6 "reference: k-means units of the $feats_type input (K=$kmeans_k, stride $stride)"
+      python local/kmeans_units.py --k "$kmeans_k" --stride "$stride" "$dumpdir/$feats_type/train" \
+        "$dumpdir/$feats_type/test" "$ref/units/test"
+      score "$ref/units/test" "$ref/scores"
+    fi
   fi
   python local/make_results.py --expdir "$expdir" --datadir "$datadir" --corpus "$corpus" --out "$expdir/RESULTS.md"
   log 6 "wrote $expdir/RESULTS.md"

@@ -65,6 +65,7 @@ def collect(expdir: Path) -> list[dict]:
         for s in SCORES:
             j = _json(scores / f"{s}.json")
             row[s] = j["error"] if j else None
+            row[f"{s}_triplets"] = j["n_triplets"] if j else None
         b = _json(scores / "bitrate.json")
         row["bitrate"] = b["bitrate"] if b else None
         cfg_file = exp / "vqvae" / "config.yaml"
@@ -95,6 +96,10 @@ def collect(expdir: Path) -> list[dict]:
             wav_scp = exp / "resynth" / "test" / "wav.scp"
             if wav_scp.is_file():
                 row["wavs"] = [str(Path(v)) for v in read_table(wav_scp).values()]
+        elif (exp / "units" / "test" / "units.yaml").is_file():  # reference units (local/kmeans_units.py)
+            info = yaml.safe_load((exp / "units" / "test" / "units.yaml").read_text(encoding="utf-8")) or {}
+            row.update(kind="reference", system=info.get("system", exp.name), codes_used=info.get("codes_used"),
+                       input=_feature_type(info.get("data_dir", "")))
         else:
             row.update(kind="other", system=exp.name)
         rows.append(row)
@@ -122,17 +127,19 @@ def plot(rows: list[dict], path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    style = {"baseline": ("s", "C3"), "reference": ("^", "C2")}  # VQ-VAE systems: blue circles
     for r in pts:
-        base = r["kind"] == "baseline"
-        ax.scatter(r["bitrate"], r["abx_across"], marker="s" if base else "o", color="C3" if base else "C0", zorder=3)
+        marker, color = style.get(r["kind"], ("o", "C0"))
+        ax.scatter(r["bitrate"], r["abx_across"], marker=marker, color=color, zorder=3)
         if r["abx_nocontext_across"] is not None:
-            ax.scatter(r["bitrate"], r["abx_nocontext_across"], marker="s" if base else "o", facecolors="none",
-                       edgecolors="C3" if base else "C0", zorder=3)
+            ax.scatter(r["bitrate"], r["abx_nocontext_across"], marker=marker, facecolors="none", edgecolors=color,
+                       zorder=3)
         ax.annotate(r["tag"], (r["bitrate"], r["abx_across"]), textcoords="offset points", xytext=(4, 3), fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("bitrate (bits/s, log scale)")
     ax.set_ylabel("ABX error across speakers (%)")
-    ax.set_title("ABX vs bitrate (filled: by context, ZeroSpeech 2019; hollow: no context)", fontsize=9)
+    ax.set_title("ABX vs bitrate (filled: by context, ZeroSpeech 2019; hollow: no context)\n"
+                 "blue: VQ-VAE units, green: k-means units, red: continuous features", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp")
@@ -149,11 +156,14 @@ def report(rows: list[dict], datadir: Path, corpus: str, out: Path, png: Path | 
     n_spk = len(set(read_table(test / "utt2spk").values())) if (test / "utt2spk").is_file() else "?"
     n_items = sum(1 for ln in open(test / "abx.item", encoding="utf-8") if not ln.startswith("#")) \
         if (test / "abx.item").is_file() else "?"
+    ref = next((r for r in rows if r["kind"] == "baseline"), rows[0])
+    counts = ", ".join(f"{s.replace('abx_', '').replace('_', ' ')} {ref[f'{s}_triplets']}" for s in SCORES
+                       if ref.get(f"{s}_triplets") is not None)
     lines = [
         f"# egs/zerospeech2019 results ({corpus})",
         "",
         f"Written by `local/make_results.py` on {time.strftime('%Y-%m-%d %H:%M')}. Test set `{test}`: {n_utt} "
-        f"utterances, {n_spk} speakers, {n_items} ABX items (phones).",
+        f"utterances, {n_spk} speakers, {n_items} ABX items (phones); triplets scored ({ref['tag']}): {counts}.",
         "ABX error in % (lower is better), DTW over the frame-wise angular (cosine) distance, "
         "ZeroSpeech 2019 task: triplets within one phone context (by context) and the same without the context "
         "constraint (no context: many more triplets). Bitrate: ZeroSpeech 2019 definition (frames/s x entropy of "
@@ -163,7 +173,8 @@ def report(rows: list[dict], datadir: Path, corpus: str, out: Path, png: Path | 
         "| ABX within (no ctx) | bitrate (bits/s) | codes used |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    order = sorted(rows, key=lambda r: (r["kind"] != "baseline", r["tag"]))
+    rank = {"baseline": 0, "reference": 1}
+    order = sorted(rows, key=lambda r: (rank.get(r["kind"], 2), r["tag"]))
     for r in order:
         tr = r.get("train", {})
         lines.append(
@@ -172,7 +183,7 @@ def report(rows: list[dict], datadir: Path, corpus: str, out: Path, png: Path | 
             f"| {_duration(tr.get('seconds')) if r['kind'] == 'vqvae' else ''} "
             f"| {_fmt(r['abx_across'])} | {_fmt(r['abx_within'])} | {_fmt(r['abx_nocontext_across'])} "
             f"| {_fmt(r['abx_nocontext_within'])} | {_fmt(r['bitrate'], '.1f')} "
-            f"| {r.get('codes_used', '') if r['kind'] == 'vqvae' else ''} |")
+            f"| {r.get('codes_used') or ''} |")
     if png is not None:
         lines += ["", f"![ABX against bitrate]({rel(png)})"]
     synth = [r for r in order if r.get("wavs")]
