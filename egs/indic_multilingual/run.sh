@@ -6,6 +6,7 @@
 #
 #   ./run.sh                                    # embedded default: espeak-ng 'mini' corpus (en hi ta gu)
 #   ./run.sh --db_root ../../../shared/data     # real data: Hindi, Malayalam, English (see README.md)
+#   ./run.sh --setup mucs --db_root /data/mucs --local_prep local/prepare_mucs.sh   # your own corpora
 #   ./run.sh --stage 3 --stop_stage 3 --variants "multisoftmax multisoftmax_lid"
 #
 # Stages (each safe to re-run: finished work is kept, training resumes from its last checkpoint):
@@ -36,6 +37,8 @@ stage=0
 stop_stage=100
 nj=2                   # parallel jobs for feature extraction and decoding
 db_root=               # real corpora (hindi_noa, msc_malayalam, timit_sample, fsdd); empty = mini
+setup=                 # data/<setup>, exp/<setup>: default 'mini', or 'real' with --db_root
+local_prep=            # data preparation '<script> <db_root> data/<setup>' (default: local/prepare_real.sh)
 unit=char_wb           # output units: char_wb (graphemes with B- word-begin prefix, the paper) | char | bpe
 bpe_vocab_size=150     # --unit bpe: units per language, blank and <unk> included
 train_config=          # default: conf/train_mini.yaml (mini) or conf/train_real.yaml (--db_root)
@@ -60,8 +63,15 @@ help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--variants
 . utils/parse_options.sh || exit 1
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
 
-if [ -z "$db_root" ]; then setup=mini; else setup=real; fi
-train_config=${train_config:-conf/train_${setup}.yaml}
+if [ -z "$setup" ]; then
+  if [ -z "$db_root" ]; then setup=mini; else setup=real; fi
+fi
+if [ "$setup" != mini ] && [ -z "$db_root" ]; then
+  echo "$0: --setup $setup needs --db_root (only the embedded 'mini' corpus needs none)" >&2; exit 1
+fi
+if [ -z "$train_config" ]; then
+  if [ "$setup" = mini ]; then train_config=conf/train_mini.yaml; else train_config=conf/train_real.yaml; fi
+fi
 data=data/$setup
 case "$unit" in
   bpe) lang=$data/lang_bpe${bpe_vocab_size}; unit_opts="--vocab-size $bpe_vocab_size" ;;
@@ -102,7 +112,7 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
   if [ "$setup" = mini ]; then
     params="mini $mini_num_speakers $mini_sentences $mini_languages"
   else
-    params="real $(cd "$db_root" && pwd)"
+    params="$setup $(cd "$db_root" && pwd)${local_prep:+ $local_prep}"
   fi
   if [ -f "$data/.prepared" ] && [ "$(cat "$data/.prepared")" = "$params" ]; then
     log "$data already prepared ($params); remove $data/.prepared to redo"
@@ -113,7 +123,7 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
       local/prepare_mini.sh --num-speakers "$mini_num_speakers" --sentences "$mini_sentences" \
         --languages "$mini_languages" db/mini "$data"
     else
-      local/prepare_real.sh "$db_root" "$data"
+      "${local_prep:-local/prepare_real.sh}" "$db_root" "$data"
     fi
     echo "$params" > "$data/.prepared"
   fi

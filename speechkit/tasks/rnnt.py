@@ -271,25 +271,26 @@ class RNNTDataset(Dataset):
         self.num_stack, self.stack_stride = num_stack, stack_stride
         self.lang_names = list(lang_names)
         self._cache: list[torch.Tensor] | None = None
-        if preload:
+        if preload:  # normalised but not stacked: stacking would multiply the memory by num_stack/stride
             self._cache = [self._load(u) for u in self.utts]
 
     def _load(self, utt: str) -> torch.Tensor:
+        """CMVN-normalised features ``(T, D)`` of ``utt``."""
         from speechkit.features.cmvn import apply_cmvn
-        from speechkit.features.stack import stack_frames
 
         m = self.reader.raw(utt)
         if self.cmvn is not None:
             m = apply_cmvn(m, self.cmvn, norm_vars=self.norm_vars)
-        x, _ = stack_frames(torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32)), None,
-                            self.num_stack, self.stack_stride)
-        return x
+        return torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32))
 
     def __len__(self) -> int:
         return len(self.utts)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        feats = self._cache[i] if self._cache is not None else self._load(self.utts[i])
+        from speechkit.features.stack import stack_frames
+
+        x = self._cache[i] if self._cache is not None else self._load(self.utts[i])
+        feats, _ = stack_frames(x, None, self.num_stack, self.stack_stride)
         return {"feats": feats, "targets": self.targets[i], "lang": self.langs[i], "utt": self.utts[i]}
 
     def lengths(self) -> list[int]:
@@ -534,6 +535,7 @@ class RNNTTask(Task):
 
         from speechkit.utils.fileio import atomic_write
 
+        model = getattr(model, "module", model)  # (Distributed)DataParallel
         info = {"variant": model.config.variant, "languages": model.languages,
                 "parameters": parameter_counts(model),
                 "skipped": {k: len(v) for k, v in self.skipped.items()}}
