@@ -127,3 +127,14 @@ def test_bad_options_and_inputs(lid_exp, capsys):
     (lid_exp["root"] / "data/dev/utt2lang").unlink()
     assert main(["--model-dir", "exp/ms", "data/dev", "o"]) == 1
     assert "utt2lang: missing" in capsys.readouterr().err
+
+
+def test_beam_one_equals_greedy_one_symbol_and_partials_are_logged(lid_exp, capsys):
+    assert main(["--model-dir", "exp/lid", "--search", "beam", "--beam", "1", "data/dev", "b1"]) == 0
+    assert main(["--model-dir", "exp/lid", "--max-symbols-per-frame", "1", "--chunk-frames", "10",
+                 "--show-partial", "data/dev", "g1"]) == 0
+    assert read("b1/text") == read("g1/text")
+    assert json.load(open("b1/decode_stats.json"))["beam"] == 1
+    assert "s9_aa_01 partial: aa:" in capsys.readouterr().err  # the CLI logs to stderr
+    assert main(["--model-dir", "exp/lid", "--search", "beam", "--beam", "3", "--lid-free", "data/dev", "b3"]) == 0
+    assert set(read("b3/text")) == set(read("b1/text"))
