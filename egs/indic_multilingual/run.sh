@@ -36,6 +36,8 @@ set -euo pipefail
 stage=0
 stop_stage=100
 nj=2                   # parallel jobs for feature extraction and decoding
+ngpu=                  # training GPUs: 0 = CPU, N = N processes on N GPUs via $cuda_cmd (DDP); empty = trainer.device
+nproc=1                # training processes on the CPU (DDP with gloo; speechkit-train --nproc)
 db_root=               # real corpora (hindi_noa, msc_malayalam, timit_sample, fsdd); empty = mini
 setup=                 # data/<setup>, exp/<setup>: default 'mini', or 'real' with --db_root
 local_prep=            # data preparation '<script> <db_root> data/<setup>' (default: local/prepare_real.sh)
@@ -167,8 +169,10 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
     [[ "$sys" == ft_* ]] && extra="$train_opts $finetune_opts"
     log "training $exp/$sys (log: $exp/$sys/train.log)"
     # shellcheck disable=SC2086
-    ${train_cmd} "$exp/$sys/log/train.log" \
-      speechkit-train rnnt --config "$train_config" --exp-dir "$exp/$sys" $opts $extra
+    train_run="$train_cmd --num-threads $nproc"
+    [ "${ngpu:-0}" -gt 0 ] && train_run="$cuda_cmd --gpu $ngpu"
+    ${train_run} "$exp/$sys/log/train.log" \
+      speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" rnnt --config "$train_config" --exp-dir "$exp/$sys" $opts $extra
   done
 fi
 
