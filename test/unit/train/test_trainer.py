@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -406,7 +407,7 @@ def test_cli_print_config_help_and_errors(tmp_path, capsys):
 
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "tasks: toy" in capsys.readouterr().out
+    assert re.search(r"tasks: (\w+, )*toy", capsys.readouterr().out)
 
     conf = tmp_path / "train.yaml"
     conf.write_text("trainer:\n  max_epoch: 3\n")
@@ -416,7 +417,7 @@ def test_cli_print_config_help_and_errors(tmp_path, capsys):
     assert main(["toy", "--exp-dir", str(tmp_path / "e"), "--trainer.optimizer", "adagrad"]) == 1
     assert "choose from: 'adam', 'adamw', 'sgd'" in capsys.readouterr().err
     assert main(["toyy", "--exp-dir", str(tmp_path / "e")]) == 1
-    assert "unknown task 'toyy' (did you mean 'toy'?); known tasks: toy" in capsys.readouterr().err
+    assert re.search(r"unknown task 'toyy' \(did you mean 'toy'\?\); known tasks: (\w+, )*toy", capsys.readouterr().err)
     assert main(["toy", "--trainer.lr"]) == 1
     assert "needs a value" in capsys.readouterr().err
     assert not (tmp_path / "e").exists()
@@ -425,5 +426,5 @@ def test_cli_print_config_help_and_errors(tmp_path, capsys):
 def test_registry():
     task = get_task("toy")
     assert isinstance(task, ToyTask) and task.name == "toy"
-    with pytest.raises(ConfigError, match="known tasks: toy"):
+    with pytest.raises(ConfigError, match=r"known tasks: (\w+, )*toy"):
         get_task("nope")
