@@ -94,3 +94,25 @@ def test_rerun_is_idempotent(recipe_run):
     assert (exp / "multisoftmax/checkpoints/best.pt").stat().st_mtime_ns == before
     assert parts.stat().st_mtime_ns == parts_before
     assert "training already finished" in (exp / "multisoftmax/train.log").read_text()
+
+
+def test_real_data_preparation_is_speaker_disjoint(tmp_path, shared_data):
+    for name in ("path.sh", "utils", "local"):
+        (tmp_path / name).symlink_to(RECIPE / name)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", LC_ALL="C")
+    proc = subprocess.run(["local/prepare_real.sh", str(shared_data), "data/real"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def table(part, name):
+        return dict(line.split(maxsplit=1) for line in (tmp_path / "data/real" / part / name).read_text().splitlines())
+
+    spk = {p: set(table(p, "utt2spk").values()) for p in ("train", "dev", "test")}
+    assert not spk["train"] & (spk["dev"] | spk["test"])
+    langs = {p: sorted(set(table(p, "utt2lang").values())) for p in ("train", "dev", "test")}
+    assert langs == {p: ["en", "hi", "ml"] for p in langs}
+    train = table("train", "utt2spk")
+    assert not any(u.endswith(("_sa1", "_sa2")) for u in train)  # TIMIT's shared sentences left out
+    fsdd = {"george", "jackson", "lucas", "nicolas"}
+    assert spk["train"] & fsdd == fsdd - {"lucas"} and spk["dev"] & fsdd == spk["test"] & fsdd == {"lucas"}
+    assert sum(1 for u in table("test", "utt2spk") if u.startswith("lucas_")) == 100
