@@ -190,6 +190,9 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   log 6 "scoring ABX and bitrate"
   score() { local/score.sh "$datadir" "$1" "$2"; }
   score "$units_dir/test" "$score_dir"
+  if [ "$aux_units" = true ]; then
+    score "$units_dir/test_aux" "$expdir/$tag/scores_aux"
+  fi
   # Baselines (once per test set): MFCC as the challenge's baseline, and the VQ-VAE's actual input.
   if [ ! -f "$expdir/baseline_mfcc/scores/bitrate.json" ] || \
      [ "$dumpdir/mfcc/test/feats.scp" -nt "$expdir/baseline_mfcc/scores/bitrate.json" ]; then

@@ -27,7 +27,7 @@ def run_recipe(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
     cmd = ["./run.sh", "--db_root", str(tmp / "db"), "--datadir", str(tmp / "data"), "--dumpdir", str(tmp / "dump"),
            "--expdir", str(tmp / "exp"), "--mini_speakers", "4", "--mini_sentences", "16",
            "--train_config", "conf/train_vqvae_tiny.yaml", "--inverter_config", "conf/train_inverter_tiny.yaml",
-           "--tag", TAG, "--num_threads", "1", "--nj", "2", "--num_resynth", "3", *extra]
+           "--tag", TAG, "--num_threads", "1", "--nj", "2", "--num_resynth", "3", "--kmeans_k", "8", *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"run.sh failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
@@ -73,9 +73,9 @@ def test_results_report_abx_and_bitrate(recipe):
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 11 and cells[1] in (TAG, "baseline_mfcc", "baseline_mfcc_cmvn"):
+        if len(cells) == 11 and cells[1] in (TAG, "baseline_mfcc", "baseline_mfcc_cmvn", "kmeans_mfcc_k8_s4"):
             rows[cells[1]] = cells
-    assert set(rows) == {TAG, "baseline_mfcc", "baseline_mfcc_cmvn"}
+    assert set(rows) == {TAG, "baseline_mfcc", "baseline_mfcc_cmvn", "kmeans_mfcc_k8_s4"}
     for cells in rows.values():
         abx = [float(x) for x in cells[5:9]]
         assert all(0.0 <= a <= 100.0 for a in abx)

@@ -61,13 +61,7 @@ def collect(expdir: Path) -> list[dict]:
         exp = scores.parent
         if not (scores / "abx_across.json").is_file():
             continue
-        row: dict = {"tag": exp.name}
-        for s in SCORES:
-            j = _json(scores / f"{s}.json")
-            row[s] = j["error"] if j else None
-            row[f"{s}_triplets"] = j["n_triplets"] if j else None
-        b = _json(scores / "bitrate.json")
-        row["bitrate"] = b["bitrate"] if b else None
+        row: dict = {"tag": exp.name, **_read_scores(scores)}
         cfg_file = exp / "vqvae" / "config.yaml"
         if exp.name.startswith("baseline_"):
             feat = exp.name[len("baseline_"):]
@@ -103,7 +97,22 @@ def collect(expdir: Path) -> list[dict]:
         else:
             row.update(kind="other", system=exp.name)
         rows.append(row)
+        if (exp / "scores_aux" / "abx_across.json").is_file():  # run.sh --aux_units true: the continuous z
+            rows.append({**{k: v for k, v in row.items() if k not in ("wavs", "codes_used", "inverter")},
+                         **_read_scores(exp / "scores_aux"), "tag": f"{exp.name} (z)", "kind": "aux",
+                         "system": f"{row['system']}: continuous z (auxiliary embedding)"})
     return rows
+
+
+def _read_scores(scores: Path) -> dict:
+    row: dict = {}
+    for s in SCORES:
+        j = _json(scores / f"{s}.json")
+        row[s] = j["error"] if j else None
+        row[f"{s}_triplets"] = j["n_triplets"] if j else None
+    b = _json(scores / "bitrate.json")
+    row["bitrate"] = b["bitrate"] if b else None
+    return row
 
 
 def _fmt(v, spec=".2f") -> str:
@@ -127,7 +136,7 @@ def plot(rows: list[dict], path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    style = {"baseline": ("s", "C3"), "reference": ("^", "C2")}  # VQ-VAE systems: blue circles
+    style = {"baseline": ("s", "C3"), "reference": ("^", "C2"), "aux": ("D", "C1")}  # VQ-VAE codes: blue circles
     for r in pts:
         marker, color = style.get(r["kind"], ("o", "C0"))
         ax.scatter(r["bitrate"], r["abx_across"], marker=marker, color=color, zorder=3)
@@ -139,7 +148,7 @@ def plot(rows: list[dict], path: Path) -> bool:
     ax.set_xlabel("bitrate (bits/s, log scale)")
     ax.set_ylabel("ABX error across speakers (%)")
     ax.set_title("ABX vs bitrate (filled: by context, ZeroSpeech 2019; hollow: no context)\n"
-                 "blue: VQ-VAE units, green: k-means units, red: continuous features", fontsize=9)
+                 "blue: VQ-VAE codes, orange: VQ-VAE z, green: k-means units, red: input features", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp")
@@ -173,14 +182,14 @@ def report(rows: list[dict], datadir: Path, corpus: str, out: Path, png: Path | 
         "| ABX within (no ctx) | bitrate (bits/s) | codes used |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    rank = {"baseline": 0, "reference": 1}
+    rank = {"baseline": 0, "reference": 1}  # then the VQ-VAE systems (codes, z) by tag
     order = sorted(rows, key=lambda r: (rank.get(r["kind"], 2), r["tag"]))
     for r in order:
         tr = r.get("train", {})
         lines.append(
             f"| {r['system']} | {r['tag']} | {FEATURE_NAMES.get(r.get('input'), r.get('input', ''))} "
-            f"| {tr.get('steps', '–') if r['kind'] == 'vqvae' else ''} "
-            f"| {_duration(tr.get('seconds')) if r['kind'] == 'vqvae' else ''} "
+            f"| {tr.get('steps', '–') if r['kind'] in ('vqvae', 'aux') else ''} "
+            f"| {_duration(tr.get('seconds')) if r['kind'] in ('vqvae', 'aux') else ''} "
             f"| {_fmt(r['abx_across'])} | {_fmt(r['abx_within'])} | {_fmt(r['abx_nocontext_across'])} "
             f"| {_fmt(r['abx_nocontext_within'])} | {_fmt(r['bitrate'], '.1f')} "
             f"| {r.get('codes_used') or ''} |")
