@@ -2,7 +2,7 @@
 
   speechkit-asr-decode --model-dir EXP DATA_DIR OUT_DIR [--search greedy|beam] [--beam N]
                        [--lid-free | --oracle-lid] [--switch-off-tau T --switch-off-threshold S]
-                       [--chunk-frames N] [--nj N [--job J | --merge-only]]
+                       [--blank-penalty P] [--chunk-frames N] [--nj N [--job J | --merge-only]]
 
 DATA_DIR needs feats.scp (the same frontend as the training data); utt2lang is needed for
 --oracle-lid (the default) unless the model is 'vanilla'. Features are normalised with the
@@ -77,6 +77,9 @@ def build_parser():
     p.add_argument("--beam", type=int, default=4, help="beam width for --search beam (default: 4)")
     p.add_argument("--max-symbols-per-frame", type=int, default=3,
                    help="greedy search: most symbols emitted per encoder frame (default: 3)")
+    p.add_argument("--blank-penalty", type=float, default=0.0, metavar="P",
+                   help="subtract P from the blank logit of every joint network before the softmax "
+                        "(icefall's decoding option against deletions; tune it on dev) (default: 0)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--lid-free", action="store_true",
                    help="multisoftmax_lid: decode every language, pick by the LID head")
@@ -119,6 +122,8 @@ def _check_args(args) -> None:
         raise ConfigError(f"--chunk-frames must be >= 0, got {args.chunk_frames}")
     if args.num_threads < 1:
         raise ConfigError(f"--num-threads must be >= 1, got {args.num_threads}")
+    if not abs(args.blank_penalty) < float("inf"):
+        raise ConfigError(f"--blank-penalty must be a finite number, got {args.blank_penalty}")
     if (args.switch_off_tau is None) != (args.switch_off_threshold is None):
         raise ConfigError("--switch-off-tau and --switch-off-threshold go together")
     if args.switch_off_tau is not None:
@@ -164,7 +169,7 @@ def _options(args) -> dict:
     return {"mode": _mode(args), "search": args.search, "beam": args.beam if args.search == "beam" else None,
             "max_symbols_per_frame": args.max_symbols_per_frame if args.search == "greedy" else None,
             "switch_off_tau": args.switch_off_tau, "switch_off_threshold": args.switch_off_threshold,
-            "chunk_frames": args.chunk_frames, "num_threads": args.num_threads,
+            "blank_penalty": args.blank_penalty, "chunk_frames": args.chunk_frames, "num_threads": args.num_threads,
             "units_dir": args.units_dir, "cmvn_stats": args.cmvn_stats}
 
 
@@ -223,13 +228,22 @@ class Decoder:
         FileNotFoundError / ConfigError / DataError: as the pieces it loads.
     """
 
-    def __init__(self, ckpt: Path, units_dir: str | None = None, cmvn_stats: str | None = None):
+    def __init__(self, ckpt: Path, units_dir: str | None = None, cmvn_stats: str | None = None,
+                 blank_penalty: float = 0.0):
+        import torch
+
         from speechkit.tasks.rnnt import RNNTTask, load_global_cmvn
         from speechkit.train.trainer import load_model
 
         task = RNNTTask()
         task.load_init = False
         self.model, self.cfg = load_model(ckpt, task=task)
+        if blank_penalty:
+            # logit_blank - P before the log-softmax == the output layer's blank bias lowered by P
+            joints = [self.model.joint_net] if self.model.config.shared_softmax else list(self.model.joint_nets.values())
+            with torch.no_grad():
+                for j in joints:
+                    j.out.bias[self.model.blank] -= blank_penalty
         if units_dir is not None:
             self.cfg.data.units_dir = units_dir
         self.units = task.units(self.cfg)
@@ -290,7 +304,7 @@ def decode_part(args, job: int, nj: int) -> None:
     if not args.force and _part_current(out_dir, job, fp):
         logger.info("part %d of %d is complete and current; nothing to do", job, nj)
         return
-    dec = Decoder(ckpt, args.units_dir, args.cmvn_stats)
+    dec = Decoder(ckpt, args.units_dir, args.cmvn_stats, args.blank_penalty)
     model, cfg = dec.model, dec.cfg
     mode = _mode(args)
     if mode == "lid_free" and not model.has_lid:
@@ -473,7 +487,8 @@ def merge_parts(args) -> dict:
 def _child_argv(args, job: int) -> list[str]:
     argv = [sys.executable, "-m", "speechkit.bin.asr_decode", "--model-dir", str(args.model_dir),
             "--search", args.search, "--beam", str(args.beam), "--max-symbols-per-frame",
-            str(args.max_symbols_per_frame), "--chunk-frames", str(args.chunk_frames), "--nj", str(args.nj),
+            str(args.max_symbols_per_frame), "--blank-penalty", str(args.blank_penalty),
+            "--chunk-frames", str(args.chunk_frames), "--nj", str(args.nj),
             "--job", str(job), "--num-threads", str(args.num_threads)]
     for opt, val in (("--checkpoint", args.checkpoint), ("--units-dir", args.units_dir),
                      ("--cmvn-stats", args.cmvn_stats), ("--switch-off-tau", args.switch_off_tau),

@@ -138,3 +138,22 @@ def test_beam_one_equals_greedy_one_symbol_and_partials_are_logged(lid_exp, caps
     assert "s9_aa_01 partial: aa:" in capsys.readouterr().err  # the CLI logs to stderr
     assert main(["--model-dir", "exp/lid", "--search", "beam", "--beam", "3", "--lid-free", "data/dev", "b3"]) == 0
     assert set(read("b3/text")) == set(read("b1/text"))
+
+
+def test_blank_penalty_lowers_the_blank_logit(lid_exp):
+    ckpt = lid_exp["root"] / "exp/lid/checkpoints/best.pt"
+    plain, pen = Decoder(ckpt), Decoder(ckpt, blank_penalty=2.5)
+    enc, pred = torch.randn(5, 24), torch.randn(5, 16)
+    for lang in ("aa", "bb"):
+        a = plain.model.joint_network(lang)(enc, pred)
+        b = pen.model.joint_network(lang)(enc, pred)
+        torch.testing.assert_close(b[:, 0], a[:, 0] - 2.5)
+        torch.testing.assert_close(b[:, 1:], a[:, 1:])
+    assert main(["--model-dir", "exp/lid", "--blank-penalty", "30", "--max-symbols-per-frame", "1", "data/dev",
+                 "pen"]) == 0
+    s = json.load(open("pen/decode_stats.json"))
+    assert s["blank_penalty"] == 30.0
+    # blank is practically never chosen: one symbol per encoder frame
+    res = [json.loads(x) for x in open("pen/results.jsonl")]
+    r = next(r for r in res if r["utt"] == "s9_aa_01")
+    assert len(r["text"].replace("<unk>", "?").replace(" ", "")) == r["num_frames"]
