@@ -65,6 +65,23 @@ def now() -> str:
     return time.strftime("%a %b %d %H:%M:%S %Z %Y")
 
 
+def parse_job_range(arg: str, die=die, hint: str = ""):
+    """``JOB=1:4`` -> ``("JOB", 1, 4)`` (``JOB=3`` -> ``("JOB", 3, 3)``); ``None`` if ``arg`` is no
+    job range; ``die(message)`` for a malformed one (first job < 1, start > end)."""
+    m = re.fullmatch(r"([A-Za-z_]\w*)=(\d+)(?::(\d+))?", arg)
+    if m is None:
+        if re.fullmatch(r".+=.*:.*", arg):
+            die(f"invalid job range {arg} (expected e.g. JOB=1:4)")
+        return None
+    start = int(m.group(2))
+    end = int(m.group(3)) if m.group(3) is not None else start
+    if start < 1:
+        die(f"invalid job range {arg}: the first job must be >= 1{hint}")
+    if start > end:
+        die(f"invalid job range {arg}")
+    return m.group(1), start, end
+
+
 def parse_args(argv: list[str]):
     max_jobs = 0
     threads = 1
@@ -93,20 +110,12 @@ def parse_args(argv: list[str]):
             # every other option takes one value and is ignored (--gpu, --mem, --time, --config, -l ...)
             i += 2
         if i < len(argv):
-            m = re.fullmatch(r"([A-Za-z_]\w*)=(\d+)(?::(\d+))?", argv[i])
-            if m:
+            parsed = parse_job_range(argv[i], die)
+            if parsed is not None:
                 if job is not None:
                     die(f"job range given twice: {argv[i]}")
-                start = int(m.group(2))
-                end = int(m.group(3)) if m.group(3) is not None else start
-                if start < 1:
-                    die(f"invalid job range {argv[i]}: the first job must be >= 1")
-                if start > end:
-                    die(f"invalid job range {argv[i]}")
-                job = (m.group(1), start, end)
+                job = parsed
                 i += 1
-            elif re.fullmatch(r".+=.*:.*", argv[i]):
-                die(f"invalid job range {argv[i]} (expected e.g. JOB=1:4)")
     rest = argv[i:]
     if len(rest) < 2:
         die(USAGE)

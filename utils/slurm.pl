@@ -51,6 +51,7 @@ see the q/ log). Interrupting slurm.pl (Ctrl-C, SIGTERM) cancels the Slurm job (
 """
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.util
 import os
@@ -83,6 +84,7 @@ option account=* -A $0
 """
 
 
+@functools.lru_cache(maxsize=None)
 def _load_run_pl():
     """utils/run.pl as a module: the same command-line joining and date format as the local backend."""
     loader = importlib.machinery.SourceFileLoader("speechkit_run_pl", str(HERE / "run.pl"))
@@ -212,20 +214,12 @@ def parse_args(argv: list[str]):
                 passthrough += [opt, val]
             i += 2
         if i < len(argv):
-            m = re.fullmatch(r"([A-Za-z_]\w*)=(\d+)(?::(\d+))?", argv[i])
-            if m:
+            parsed = _load_run_pl().parse_job_range(argv[i], die, hint=" (a Slurm array limitation)")
+            if parsed is not None:
                 if job is not None:
                     die(f"job range given twice: {argv[i]}")
-                start = int(m.group(2))
-                end = int(m.group(3)) if m.group(3) is not None else start
-                if start < 1:
-                    die(f"invalid job range {argv[i]}: the first job must be >= 1 (a Slurm array limitation)")
-                if start > end:
-                    die(f"invalid job range {argv[i]}")
-                job = (m.group(1), start, end)
+                job = parsed
                 i += 1
-            elif re.fullmatch(r".+=.*:.*", argv[i]):
-                die(f"invalid job range {argv[i]} (expected e.g. JOB=1:4)")
     rest = argv[i:]
     if len(rest) < 2:
         die(USAGE)
