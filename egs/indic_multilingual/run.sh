@@ -48,8 +48,8 @@ variants="mono vanilla onehot multisoftmax multisoftmax_lsp multisoftmax_lid fin
 train_opts=            # extra speechkit-train overrides for every system, e.g. "--trainer.max_epochs 5"
 finetune_opts="--trainer.max_epochs 5 --trainer.lr 5e-4 --trainer.scheduler none --trainer.warmup_steps 0"
                        # fine-tuning overrides (after --train_config and --train_opts)
-search=greedy          # greedy | beam
-beam=4                 # --search beam: beam width
+search=beam            # beam (modified beam search, one symbol per frame) | greedy
+beam=8                 # --search beam: beam width
 chunk_frames=32        # streaming chunk in feature frames (results do not depend on it; RTF does)
 switch_off_taus="0 10 30"            # early switch-off: tau values (encoder frames, 30 ms each)
 switch_off_thresholds="2 5 10 20"    # early switch-off: s_th values (nats)

@@ -194,7 +194,14 @@ def main(argv=None) -> int:
         base = van if van.ok else None
         out += [f"## Test set `{t}`", "",
                 "WER/CER in %; 'avg' pools every language's errors over all reference words/characters "
-                "(the word-weighted average); WERR/CERR: relative reduction against vanilla.", ""]
+                "(the word-weighted average); WERR/CERR: relative reduction against vanilla."]
+        st = next((load(p) for p in sorted(exp.glob(f"*/decode_{t}*/decode_stats.json"))), None)
+        if st:
+            search = f"beam search (beam {st['beam']})" if st.get("search") == "beam" else \
+                f"greedy search (at most {st.get('max_symbols_per_frame')} symbols per frame)"
+            out[-1] += (f" Decoding: {search}, streaming chunks of {st.get('chunk_frames')} feature frames"
+                        + (f", blank penalty {st['blank_penalty']}" if st.get("blank_penalty") else "") + ".")
+        out.append("")
 
         # Table 2
         rows = [("monolingual (one model per language)", dec(f"mono/decode_{t}_oracle")),
