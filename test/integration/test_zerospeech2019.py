@@ -9,6 +9,7 @@ import math
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -126,7 +127,7 @@ def test_official_layout_preparer(tmp_path):
     (db / "bitrate_filelist.txt").write_text("S002_0001.txt 0.5\nS003_0001.txt 0.5\n")
     (db / "synthesis.txt").write_text("S002_0001 V001\n")
     data = tmp_path / "data"
-    proc = subprocess.run(["python", "local/prepare_zerospeech2019.py", str(db), str(data)], cwd=RECIPE,
+    proc = subprocess.run([sys.executable, "local/prepare_zerospeech2019.py", str(db), str(data)], cwd=RECIPE,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "skipping 'broken'" in proc.stderr
