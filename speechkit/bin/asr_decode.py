@@ -44,14 +44,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.jobs import describe_failures, run_local_jobs
 
 PROG = "speechkit-asr-decode"
 logger = logging.getLogger(PROG)
@@ -505,38 +503,8 @@ def _child_argv(args, job: int) -> list[str]:
 def run_pool(args) -> list[tuple[int, Path]]:
     """Run the parts as local processes (logs in OUT_DIR/log/decode.J.log); return the failed ones."""
     log_dir = Path(args.out_dir) / "log"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    max_jobs = args.max_jobs or args.nj
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.num_threads), MKL_NUM_THREADS=str(args.num_threads))
-    pending, running, failed = list(range(1, args.nj + 1)), {}, []
-    try:
-        while pending or running:
-            while pending and len(running) < max_jobs:
-                job = pending.pop(0)
-                log = log_dir / f"decode.{job}.log"
-                fh = open(log, "w", encoding="utf-8")
-                argv = _child_argv(args, job)
-                fh.write(f"# {' '.join(argv)}\n# Started at {time.ctime()}\n#\n")
-                fh.flush()
-                running[job] = (subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env), fh, log)
-            time.sleep(0.05)
-            for job, (proc, fh, log) in list(running.items()):
-                rc = proc.poll()
-                if rc is None:
-                    continue
-                fh.write(f"# Ended (code {rc}) at {time.ctime()}\n")
-                fh.close()
-                del running[job]
-                if rc != 0:
-                    failed.append((job, log))
-    except BaseException:
-        for proc, fh, _ in running.values():
-            proc.terminate()
-        for proc, fh, _ in running.values():
-            proc.wait()
-            fh.close()
-        raise
-    return failed
+    return run_local_jobs(range(1, args.nj + 1), lambda job: _child_argv(args, job),
+                          lambda job: log_dir / f"decode.{job}.log", args.max_jobs or args.nj, args.num_threads)
 
 
 def _body(args) -> int:
@@ -559,11 +527,7 @@ def _body(args) -> int:
         else:
             failed = run_pool(args)
             if failed:
-                msgs = []
-                for job, log in failed:
-                    lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines()
-                             if ln.strip() and not ln.startswith("#")]
-                    msgs.append(f"job {job} (see {log}): {lines[-1] if lines else 'no output'}")
+                msgs = describe_failures(failed)
                 print(f"{PROG}: error: {len(failed)} of {args.nj} jobs failed; nothing merged.\n  " + "\n  ".join(msgs),
                       file=sys.stderr)
                 return 1

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
+from speechkit.utils.jobs import describe_failures, run_local_jobs
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 
 PROG = "speechkit-compute-feats"
@@ -111,8 +110,6 @@ def _child_argv(args, job: int) -> list[str]:
 
 def _run_pool(args, frontend) -> None:
     """Run the parts that are not current as local processes, logging each to LOG_DIR/compute_feats.J.log."""
-    from tqdm import tqdm
-
     from speechkit.data.datadir import DataDir
     from speechkit.features.extract import PartPaths, data_name, part_fingerprint, part_status, split_utts
 
@@ -130,46 +127,11 @@ def _run_pool(args, frontend) -> None:
     max_jobs = args.max_jobs or min(len(todo), os.cpu_count() or 1)
     logger.info("computing %d of %d parts, %d at a time; logs in %s/compute_feats.*.log",
                 len(todo), args.nj, max_jobs, args.log_dir)
-    Path(args.log_dir).mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.num_threads), MKL_NUM_THREADS=str(args.num_threads))
-    pending, running, failed = list(todo), {}, []
-    bar = tqdm(total=len(todo), desc="feature jobs", unit="job", file=sys.stderr, disable=None)
-    try:
-        while pending or running:
-            while pending and len(running) < max_jobs:
-                job = pending.pop(0)
-                log = Path(args.log_dir) / f"compute_feats.{job}.log"
-                fh = open(log, "w", encoding="utf-8")
-                argv = _child_argv(args, job)
-                fh.write(f"# {' '.join(argv)}\n# Started at {time.ctime()}\n#\n")
-                fh.flush()
-                running[job] = (subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env), fh, log)
-            time.sleep(0.05)
-            for job, (proc, fh, log) in list(running.items()):
-                rc = proc.poll()
-                if rc is None:
-                    continue
-                fh.write(f"# Ended (code {rc}) at {time.ctime()}\n")
-                fh.close()
-                del running[job]
-                bar.update(1)
-                if rc != 0:
-                    failed.append((job, log))
-    except BaseException:
-        for proc, fh, _ in running.values():
-            proc.terminate()
-        for proc, fh, _ in running.values():
-            proc.wait()
-            fh.close()
-        raise
-    finally:
-        bar.close()
+    failed = run_local_jobs(todo, lambda job: _child_argv(args, job),
+                            lambda job: Path(args.log_dir) / f"compute_feats.{job}.log",
+                            max_jobs, args.num_threads, desc="feature jobs")
     if failed:
-        msgs = []
-        for job, log in sorted(failed):
-            lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines()
-                     if ln.strip() and not ln.startswith("#")]
-            msgs.append(f"job {job} (see {log}): {lines[-1] if lines else 'no output'}")
+        msgs = describe_failures(failed)
         raise _JobsFailed(f"{len(failed)} of {len(todo)} jobs failed; no feats.scp written.\n  " + "\n  ".join(msgs))
 
 

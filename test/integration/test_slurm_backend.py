@@ -216,7 +216,7 @@ def test_config_found_in_the_recipe_dir(fake):
 
 def test_cmd_sh_backends():
     def source(backend: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-c", f'. egs/TEMPLATE/cmd.sh && echo "$train_cmd|$decode_cmd|$cuda_cmd"'],
+        return subprocess.run(["bash", "-c", '. egs/TEMPLATE/cmd.sh && echo "$train_cmd|$decode_cmd|$cuda_cmd"'],
                               cwd=REPO, env=dict(os.environ, cmd_backend=backend), capture_output=True, text=True)
 
     assert source("local").stdout.strip() == "utils/run.pl|utils/run.pl|utils/run.pl"

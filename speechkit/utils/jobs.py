@@ -1,0 +1,79 @@
+"""Running the parts of a ``--nj N`` CLI as local subprocesses, one log per part.
+
+The CLIs that split their work into parts (``speechkit-compute-feats``, ``speechkit-asr-decode``)
+run each part as a child process of themselves (``--job J``) when no external job runner is
+used; this is the pool they share. Under ``utils/run.pl`` / ``utils/slurm.pl`` the parts are
+started by the runner instead and this module is not involved.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+
+def run_local_jobs(jobs: Sequence[int], argv_of: Callable[[int], list[str]], log_of: Callable[[int], Path],
+                   max_jobs: int, num_threads: int = 1, desc: str | None = None) -> list[tuple[int, Path]]:
+    """Run ``argv_of(job)`` for every job, at most ``max_jobs`` at a time, and wait for all.
+
+    Each job's stdout and stderr go to ``log_of(job)``, framed by Kaldi-style ``# <command>`` /
+    ``# Started at`` / ``# Ended (code N) at`` lines. Children get ``OMP_NUM_THREADS`` and
+    ``MKL_NUM_THREADS`` = ``num_threads``. With ``desc`` a tqdm bar counts finished jobs.
+
+    Returns the failed jobs as ``(job, log path)``, in job order. If this process is interrupted
+    (KeyboardInterrupt, SIGTERM turned into an exception), the running children are terminated and
+    waited for before the exception propagates.
+    """
+    if max_jobs < 1:
+        raise ValueError(f"max_jobs must be >= 1, got {max_jobs}")
+    env = dict(os.environ, OMP_NUM_THREADS=str(num_threads), MKL_NUM_THREADS=str(num_threads))
+    pending, running, failed = list(jobs), {}, []
+    bar = tqdm(total=len(pending), desc=desc, unit="job", file=sys.stderr, disable=None if desc else True)
+    try:
+        while pending or running:
+            while pending and len(running) < max_jobs:
+                job = pending.pop(0)
+                log = Path(log_of(job))
+                log.parent.mkdir(parents=True, exist_ok=True)
+                fh = open(log, "w", encoding="utf-8")
+                argv = argv_of(job)
+                fh.write(f"# {' '.join(argv)}\n# Started at {time.ctime()}\n#\n")
+                fh.flush()
+                running[job] = (subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env), fh, log)
+            time.sleep(0.05)
+            for job, (proc, fh, log) in list(running.items()):
+                rc = proc.poll()
+                if rc is None:
+                    continue
+                fh.write(f"# Ended (code {rc}) at {time.ctime()}\n")
+                fh.close()
+                del running[job]
+                bar.update(1)
+                if rc != 0:
+                    failed.append((job, log))
+    except BaseException:
+        for proc, _, _ in running.values():
+            proc.terminate()
+        for proc, fh, _ in running.values():
+            proc.wait()
+            fh.close()
+        raise
+    finally:
+        bar.close()
+    return sorted(failed)
+
+
+def describe_failures(failed: Sequence[tuple[int, Path]]) -> list[str]:
+    """One line per failed job: ``job J (see LOG): <last non-comment line of its log>``."""
+    msgs = []
+    for job, log in failed:
+        lines = [ln for ln in Path(log).read_text(encoding="utf-8", errors="replace").splitlines()
+                 if ln.strip() and not ln.startswith("#")]
+        msgs.append(f"job {job} (see {log}): {lines[-1] if lines else 'no output'}")
+    return msgs
