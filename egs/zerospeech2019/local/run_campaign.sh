@@ -35,7 +35,7 @@ system() {
   done
 }
 
-system tr_k64 "2 3 4 5 6"
+system tr_k64 "2 3 4 5 6" --aux_units true --kmeans_k 64
 system conv_k64 "2 3 6"
 system tr_k64_smooth "2 3 6"
 system tr_k64_jitter "2 3 6"
@@ -45,4 +45,5 @@ system tr_k256 "2 3 6"
 system tr_k512 "2 3 6"
 system tr_k64_logmel "2 3 6" --feats_type logmel
 system tr_k64_stride2 "2 3 6"
+system tr_k64_smooth_jitter_e60 "2 3 6" --aux_units true
 say "done: $expdir/RESULTS.md"
