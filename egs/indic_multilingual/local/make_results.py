@@ -119,7 +119,7 @@ def train_info(sysdir: Path) -> dict:
         stamp = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ")
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
             mt = stamp.match(line)
-            if not mt:
+            if not mt or "training already finished" in line:  # a re-run that did nothing
                 continue
             t = datetime.strptime(mt.group(1), "%Y-%m-%d %H:%M:%S")
             if "parameters," in line and "training items" in line:  # a (re)start
