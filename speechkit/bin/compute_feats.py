@@ -33,8 +33,8 @@ from pathlib import Path
 
 import yaml
 
-from speechkit.utils.jobs import describe_failures, run_local_jobs
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.jobs import describe_failures, run_local_jobs
 
 PROG = "speechkit-compute-feats"
 logger = logging.getLogger(PROG)

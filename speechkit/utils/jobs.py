@@ -15,8 +15,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tqdm import tqdm
-
 
 def run_local_jobs(jobs: Sequence[int], argv_of: Callable[[int], list[str]], log_of: Callable[[int], Path],
                    max_jobs: int, num_threads: int = 1, desc: str | None = None) -> list[tuple[int, Path]]:
@@ -30,6 +28,8 @@ def run_local_jobs(jobs: Sequence[int], argv_of: Callable[[int], list[str]], log
     (KeyboardInterrupt, SIGTERM turned into an exception), the running children are terminated and
     waited for before the exception propagates.
     """
+    from tqdm import tqdm  # here, not at import: the CLIs import this module at start-up
+
     if max_jobs < 1:
         raise ValueError(f"max_jobs must be >= 1, got {max_jobs}")
     env = dict(os.environ, OMP_NUM_THREADS=str(num_threads), MKL_NUM_THREADS=str(num_threads))
