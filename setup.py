@@ -28,6 +28,14 @@ CLIS = {
     "speechkit-asr-decode": "asr_decode",
     "speechkit-score-wer": "score_wer",
     "speechkit-score-lid": "score_lid",
+    # tcstar_salad (and vctk_continual): text front end, forced aligner, acoustic models, scoring
+    "speechkit-g2p": "g2p",
+    "speechkit-align": "align",
+    "speechkit-make-labels": "make_labels",
+    "speechkit-tts-synthesize": "tts_synthesize",
+    "speechkit-score-mcd": "score_mcd",
+    # vctk_continual: speaker embeddings (GE2E via resemblyzer)
+    "speechkit-embed-speakers": "embed_speakers",
 }
 
 setup(
@@ -58,6 +66,7 @@ setup(
         "phonemizer",
         "jiwer",
         "matplotlib",
+        "scikit-learn",  # RANSAC latency fits (tcstar_salad), speaker verifier / PCA (vctk_continual)
     ],
     # kaldialign: Kaldi's own edit-distance code, the reference of test/unit/scoring/test_wer.py
     extras_require={"test": ["pytest", "pytest-timeout", "kaldialign"]},

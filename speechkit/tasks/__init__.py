@@ -25,6 +25,8 @@ TASKS: dict[str, str] = {
     "vqvae": "speechkit.tasks.vqvae:VQVAETask",
     "inverter": "speechkit.tasks.inverter:InverterTask",
     "rnnt": "speechkit.tasks.rnnt:RNNTTask",
+    "salad": "speechkit.tasks.acoustic:SaladTask",
+    "musa_rnn": "speechkit.tasks.acoustic:MusaRnnTask",
 }
 
 
