@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from speechkit.data.corpora.fsdd import download_fsdd, prepare_fsdd
 from speechkit.data.corpora.hindi_noa import download_hindi_noa, prepare_hindi_noa
+from speechkit.data.corpora.ljspeech import download_ljspeech, prepare_ljspeech
 from speechkit.data.corpora.mini import download_mini, prepare_mini, synthesize_and_prepare_mini
 from speechkit.data.corpora.msc_malayalam import download_msc_malayalam, prepare_msc_malayalam
 from speechkit.data.corpora.timit import download_timit, prepare_timit
@@ -74,6 +75,11 @@ CORPORA: dict[str, Corpus] = {
         prepare_hindi_noa, download_hindi_noa,
         (Option("split", str, "train", "manifest name: manifest/<split>.tsv and .wrd"),
          Option("audio_root", str, None, "audio root overriding the manifest's first line"))),
+    "ljspeech": Corpus(
+        "ljspeech", "LJ Speech 1.1 (or any corpus in its layout: metadata.csv id|raw|normalized, wavs/<id>.wav); "
+        "one English reader, 22.05 kHz",
+        prepare_ljspeech, download_ljspeech,
+        (Option("text_column", str, "normalized", "which transcript column to use", ("normalized", "raw")),)),
     "mini": Corpus(
         "mini", "speechkit's espeak-ng-synthesized corpus (en hi ta gu), phone alignments from espeak; "
         "synthesized into CORPUS_DIR first unless already complete",
@@ -100,6 +106,7 @@ def get_corpus(name: str) -> Corpus:
 
 __all__ = [
     "CORPORA", "Corpus", "Option", "get_corpus",
-    "prepare_timit", "prepare_fsdd", "prepare_msc_malayalam", "prepare_hindi_noa", "prepare_mini",
+    "prepare_timit", "prepare_fsdd", "prepare_msc_malayalam", "prepare_hindi_noa", "prepare_mini", "prepare_ljspeech",
     "download_timit", "download_fsdd", "download_msc_malayalam", "download_hindi_noa", "download_mini",
+    "download_ljspeech",
 ]
