@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
 from speechkit.utils.fileio import atomic_write
 
-__all__ = ["MetricsLog", "read_metrics", "plot_losses"]
+__all__ = ["MetricsLog", "read_metrics", "plot_losses", "training_summary"]
 
 
 class MetricsLog:
@@ -123,3 +125,56 @@ def plot_losses(metrics_path: str | os.PathLike, out_png: str | os.PathLike, tit
 
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+_LOG_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ")
+
+
+def training_summary(exp_dir: str | os.PathLike, metric: str = "valid/loss") -> dict[str, Any]:
+    """What a results table says about one training run of ``speechkit-train``.
+
+    Read from ``exp_dir/metrics.jsonl`` (the last and the best end-of-epoch records) and
+    ``exp_dir/train.log`` (wall-clock time).
+
+    Args:
+        exp_dir: the experiment directory.
+        metric: the record key reported as ``best_value`` (e.g. ``valid/mcd``).
+
+    Returns:
+        a dict with, where known, ``steps`` and ``epochs`` (of the last epoch record),
+        ``best_epoch`` and ``best_value`` (of the last record marked best) and ``train_seconds``:
+        the wall-clock training time in seconds, summed over the (re)starts of the run (each
+        span from the start line ``... parameters, ... training items`` to the run's last log
+        line; a re-run that found training finished adds nothing). Empty when nothing is there.
+    """
+    exp_dir = Path(exp_dir)
+    info: dict[str, Any] = {}
+    last = best = None
+    if (exp_dir / "metrics.jsonl").is_file():
+        for r in read_metrics(exp_dir / "metrics.jsonl"):
+            if r.get("kind") == "epoch":
+                last = r
+                if r.get("best"):
+                    best = r
+    if last:
+        info["steps"], info["epochs"] = last["step"], last["epoch"]
+    if best:
+        info["best_epoch"] = best["epoch"]
+        info["best_value"] = best.get(metric)
+    log = exp_dir / "train.log"
+    if log.is_file():
+        total, start, prev = 0.0, None, None
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = _LOG_STAMP.match(line)
+            if not m or "training already finished" in line:
+                continue
+            t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")
+            if "parameters," in line and "training items" in line:  # a (re)start
+                if start is not None and prev is not None:
+                    total += (prev - start).total_seconds()
+                start = t
+            prev = t
+        if start is not None and prev is not None:
+            total += (prev - start).total_seconds()
+        info["train_seconds"] = total
+    return info

@@ -26,8 +26,9 @@ import argparse
 import json
 import re
 import sys
-from datetime import datetime
 from pathlib import Path
+
+from speechkit.train.report import training_summary
 
 
 def load(p: Path) -> dict | None:
@@ -95,41 +96,12 @@ def train_info(sysdir: Path) -> dict:
     if mi:
         info["params"] = mi["parameters"]["total"]
         info["decode_params"] = {k[len("decode_"):]: v for k, v in mi["parameters"].items() if k.startswith("decode_")}
-    last = best = None
-    m = sysdir / "metrics.jsonl"
-    if m.is_file():
-        for line in m.read_text(encoding="utf-8").splitlines():
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if r.get("kind") == "epoch":
-                last = r
-                if r.get("best"):
-                    best = r
-    if last:
-        info["steps"], info["epochs"] = last["step"], last["epoch"]
-    if best:
-        info["best_epoch"] = best["epoch"]
-        info["best_valid"] = best.get("valid/loss")
-    # wall clock: sum over (re)starts of the span of each run's log lines
-    log = sysdir / "train.log"
-    if log.is_file():
-        total, start, prev = 0.0, None, None
-        stamp = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ")
-        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            mt = stamp.match(line)
-            if not mt or "training already finished" in line:  # a re-run that did nothing
-                continue
-            t = datetime.strptime(mt.group(1), "%Y-%m-%d %H:%M:%S")
-            if "parameters," in line and "training items" in line:  # a (re)start
-                if start is not None and prev is not None:
-                    total += (prev - start).total_seconds()
-                start = t
-            prev = t
-        if start is not None and prev is not None:
-            total += (prev - start).total_seconds()
-        info["train_seconds"] = total
+    summary = training_summary(sysdir, "valid/loss")
+    for key in ("steps", "epochs", "best_epoch", "train_seconds"):
+        if key in summary:
+            info[key] = summary[key]
+    if "best_value" in summary:
+        info["best_valid"] = summary["best_value"]
     return info
 
 
