@@ -1,0 +1,494 @@
+"""Objective scores of WORLD acoustic features: mel-cepstral distortion, F0 RMSE, V/UV accuracy.
+
+The standard objective measures of statistical parametric TTS (e.g. Pascual et al., "Self-Attention
+Linguistic-Acoustic Decoder", 2018, Table 2; Zen et al. 2013), computed between a reference
+(natural speech analysed by WORLD) and a prediction of the same length (durations are forced, so
+frame ``t`` of one is frame ``t`` of the other; no DTW). Features have the WORLD layout of
+:func:`speechkit.features.world.world_streams`::
+
+    [ mcep (mcep_dim, c0 first) | lf0 (natural log, interpolated) | vuv (0/1) | bap (num_bap) ]
+
+Measures, for frames ``t`` and mel-cepstra ``c_t`` (without c0 unless stated):
+
+* MCD in dB = ``(10 sqrt(2) / ln 10) * mean_t ||c_ref,t - c_hyp,t||_2`` (Kubichek 1993; the
+  constant is :data:`MCD_CONSTANT` = 6.1418...). Reported on ``mcep[1:]`` (the usual figure, c0 is
+  the frame energy) and on the whole ``mcep`` (with c0).
+* F0 RMSE in Hz = ``sqrt(mean (F0_ref - F0_hyp)^2)`` over frames voiced in both
+  (``vuv > 0.5``), ``F0 = exp(lf0)``.
+* V/UV accuracy in % = share of frames whose voicing decisions (``vuv > 0.5``) agree.
+
+Pooling: every measure is pooled over all scored frames of all utterances (one long utterance),
+so long utterances weigh more; the mean of per-utterance MCDs is reported next to it.
+
+Silence masking (``alignments``): frames whose time ``t * frame_shift`` falls inside a silence
+phone of the utterance's ``phone_alignments`` are **left out** of every measure. The authors'
+code (santi-pdp/musa_tts) instead multiplies the features by a 0/1 mask, which scores the silent
+frames of both sides as identical (distance 0, same voicing), i.e. counts them as perfect and
+lowers the MCD by the share of silence; the figures here are therefore not directly comparable
+to those of a zeroing implementation.
+
+Library use (e.g. validation in a training task)::
+
+    from speechkit.scoring.mcd import mcd_db, score_world
+    mcd = mcd_db(ref_feats[:, :40], pred_feats[:, :40])           # dB, c0 excluded
+    res = score_world({"u1": ref_feats}, {"u1": pred_feats})     # WorldScores
+    res.mcd_db, res.f0_rmse_hz, res.vuv_accuracy, res.to_dict()
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from speechkit.utils.fileio import DataError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "MCD_CONSTANT", "DEFAULT_FRAME_SHIFT", "WorldLayout", "UttScore", "WorldScores",
+    "frame_mcd_db", "mcd_db", "voiced_f0_hz", "silence_keep_mask", "score_utterance", "score_world",
+    "read_world_layout",
+]
+
+#: ``10 sqrt(2) / ln 10`` = 6.141851463713754: converts a Euclidean cepstral distance to dB.
+MCD_CONSTANT = 10.0 * math.sqrt(2.0) / math.log(10.0)
+
+#: Frame shift (s) of the WORLD features when a directory has no ``frame_shift`` file.
+DEFAULT_FRAME_SHIFT = 0.005
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+@dataclass(frozen=True)
+class WorldLayout:
+    """Column layout ``[mcep (mcep_dim) | lf0 | vuv | bap (num_bap)]`` of WORLD feature matrices.
+
+    The default (40, 1) is ``conf/world.yaml`` at 16 kHz (43 dims).
+    """
+
+    mcep_dim: int = 40
+    num_bap: int = 1
+
+    @property
+    def dim(self) -> int:
+        """Columns per frame: ``mcep_dim + 2 + num_bap``."""
+        return self.mcep_dim + 2 + self.num_bap
+
+    @property
+    def mcep(self) -> slice:
+        return slice(0, self.mcep_dim)
+
+    @property
+    def lf0(self) -> int:
+        return self.mcep_dim
+
+    @property
+    def vuv(self) -> int:
+        return self.mcep_dim + 1
+
+    def describe(self) -> str:
+        return f"mcep_dim={self.mcep_dim}, num_bap={self.num_bap} ({self.dim} dims)"
+
+    @classmethod
+    def from_conf(cls, conf: "WorldLayout | Mapping | object | None" = None) -> "WorldLayout":
+        """The layout of a WORLD config: a :class:`WorldLayout` (returned as is), a
+        :class:`~speechkit.features.world.WorldConfig`, a dict as in ``feats.yaml``, or None
+        (the defaults of ``conf/world.yaml``).
+
+        Raises:
+            ConfigError: a dict with an unknown key or bad value (names the key).
+        """
+        if isinstance(conf, WorldLayout):
+            return conf
+        from speechkit.features.world import WorldConfig, world_streams
+
+        s = world_streams(WorldConfig() if conf is None else conf)
+        return cls(mcep_dim=s["mcep"].stop, num_bap=s["bap"].stop - s["bap"].start)
+
+
+def read_world_layout(feature_dir: str | os.PathLike) -> tuple[WorldLayout, str]:
+    """The layout of ``feature_dir`` from its ``feats.yaml`` (the config written by
+    ``speechkit-compute-feats`` / ``speechkit-tts-synthesize``), else the defaults.
+
+    Returns:
+        ``(layout, source)``: ``source`` is the ``feats.yaml`` path, or ``"default (no feats.yaml)"``.
+
+    Raises:
+        DataError: ``feats.yaml`` is not a ``type: world`` config.
+        ConfigError: ``feats.yaml`` has an unknown key or a bad value (names file and key).
+    """
+    from speechkit.features.frontends import build_frontend, load_frontend_conf
+    from speechkit.features.world import WorldConfig
+
+    f = Path(feature_dir) / "feats.yaml"
+    if not f.is_file():
+        return WorldLayout.from_conf(None), "default (no feats.yaml)"
+    conf = load_frontend_conf(f)
+    if conf.get("type") != "world":
+        raise DataError(f"{f}: not WORLD features (type: {conf.get('type')!r}, expected 'world')")
+    cfg = build_frontend(conf, source=str(f)).config
+    assert isinstance(cfg, WorldConfig)
+    return WorldLayout.from_conf(cfg), str(f)
+
+
+# ----------------------------------------------------------------------------- frame-level measures
+
+
+def frame_mcd_db(ref_mcep: np.ndarray, hyp_mcep: np.ndarray, include_c0: bool = False) -> np.ndarray:
+    """Per-frame mel-cepstral distortion in dB: ``MCD_CONSTANT * ||ref_t - hyp_t||_2``.
+
+    Args:
+        ref_mcep, hyp_mcep: ``(T, D)`` mel-cepstra, c0 in column 0 (numpy arrays; detached CPU torch
+            tensors are converted).
+        include_c0: also count column 0 (the energy term); default False, the usual MCD.
+
+    Returns:
+        ``(T,)`` float64 distances in dB. NaN/Inf in the inputs propagate.
+
+    Raises:
+        ValueError: the shapes differ or are not 2-D.
+    """
+    ref = np.asarray(ref_mcep, dtype=np.float64)
+    hyp = np.asarray(hyp_mcep, dtype=np.float64)
+    if ref.ndim != 2 or ref.shape != hyp.shape:
+        raise ValueError(f"mel-cepstra must be two (frames, dim) arrays of one shape, got {ref.shape} and {hyp.shape}")
+    lo = 0 if include_c0 else 1
+    diff = ref[:, lo:] - hyp[:, lo:]
+    return MCD_CONSTANT * np.sqrt(np.einsum("td,td->t", diff, diff))
+
+
+def mcd_db(ref_mcep: np.ndarray, hyp_mcep: np.ndarray, include_c0: bool = False) -> float:
+    """Mel-cepstral distortion in dB, averaged over the frames of one ``(T, D)`` pair.
+
+    ``(10 sqrt(2) / ln 10) * (1/T) sum_t sqrt(sum_d (ref[t, d] - hyp[t, d])^2)``, ``d`` from 1
+    (c0 excluded) unless ``include_c0``. Frames must already correspond (no DTW).
+
+    Raises:
+        ValueError: the shapes differ, are not 2-D, or ``T == 0``.
+    """
+    d = frame_mcd_db(ref_mcep, hyp_mcep, include_c0)
+    if d.size == 0:
+        raise ValueError("mcd_db: no frames")
+    return float(d.mean())
+
+
+def voiced_f0_hz(feats: np.ndarray, conf: "WorldLayout | Mapping | object | None" = None) -> np.ndarray:
+    """F0 in Hz (``exp(lf0)``) of the voiced frames (``vuv > 0.5``) of one ``(T, dim)`` WORLD matrix.
+
+    For F0 histograms (:func:`speechkit.scoring.plots.plot_f0_histograms`). Returns ``(V,)`` float64.
+    """
+    lay = WorldLayout.from_conf(conf)
+    x = np.asarray(feats, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != lay.dim:
+        raise ValueError(f"expected a (frames, {lay.dim}) WORLD matrix ({lay.describe()}), got shape {x.shape}")
+    return np.exp(x[x[:, lay.vuv] > 0.5, lay.lf0])
+
+
+def silence_keep_mask(segments: Sequence[tuple[float, float, str]], num_frames: int, frame_shift: float,
+                      silence_phones: Iterable[str] = ("sil",), utt: str = "<utt>",
+                      tolerance: float = 0.05) -> np.ndarray:
+    """Frames to keep: False where ``t * frame_shift`` lies inside a silence phone.
+
+    A segment covers ``[start, end)``; a frame at or after the last segment's end (the last
+    frame of an utterance can sit exactly on it) belongs to the last segment.
+
+    Args:
+        segments: ``[(start_s, end_s, phone), ...]`` of one utterance in time order
+            (:func:`speechkit.data.corpora._common.read_phone_alignments`).
+        num_frames: ``T``.
+        frame_shift: seconds per frame.
+        silence_phones: phone labels that count as silence.
+        utt: the utterance id, for messages.
+        tolerance: seconds by which the alignment's end may differ from the features' extent
+            (``(T - 1) * frame_shift`` .. ``T * frame_shift``).
+
+    Returns:
+        ``(T,)`` bool, True = scored.
+
+    Raises:
+        DataError: no segment, segments out of time order, or an alignment whose end is more
+            than ``tolerance`` away from the features' duration (names the utterance).
+    """
+    if not segments:
+        raise DataError(f"{utt}: empty phone alignment")
+    starts = np.array([s for s, _, _ in segments], dtype=np.float64)
+    if np.any(np.diff(starts) < 0):
+        raise DataError(f"{utt}: phone alignment segments are not in time order")
+    end = float(segments[-1][1])
+    if end < (num_frames - 1) * frame_shift - tolerance or end > num_frames * frame_shift + tolerance:
+        raise DataError(f"{utt}: phone alignment ends at {end:.3f} s but the {num_frames} feature frames "
+                        f"span {(num_frames - 1) * frame_shift:.3f}-{num_frames * frame_shift:.3f} s "
+                        f"(frame shift {frame_shift:g} s): alignment of another recording?")
+    sil = set(silence_phones)
+    is_sil = np.array([p in sil for _, _, p in segments])
+    times = np.arange(num_frames) * frame_shift
+    seg = np.clip(np.searchsorted(starts, times + 1e-9, side="right") - 1, 0, len(segments) - 1)
+    return ~is_sil[seg]
+
+
+# ----------------------------------------------------------------------------- utterance / corpus scores
+
+
+@dataclass
+class UttScore:
+    """Sufficient statistics of one utterance (sums, so that corpora pool exactly).
+
+    Attributes:
+        utt: id. n_frames: frames scored (after masking). n_masked: frames left out as silence.
+        mcd_sum / mcd_c0_sum: sums of per-frame MCD in dB without / with c0.
+        f0_sq_sum: sum of squared F0 errors (Hz^2) over the ``n_voiced_both`` frames voiced in both.
+        n_vuv_correct: frames whose voicing decisions agree.
+    """
+
+    utt: str
+    n_frames: int
+    n_masked: int = 0
+    mcd_sum: float = 0.0
+    mcd_c0_sum: float = 0.0
+    f0_sq_sum: float = 0.0
+    n_voiced_both: int = 0
+    n_vuv_correct: int = 0
+
+    @property
+    def mcd_db(self) -> float:
+        return self.mcd_sum / self.n_frames if self.n_frames else math.nan
+
+    @property
+    def mcd_with_c0_db(self) -> float:
+        return self.mcd_c0_sum / self.n_frames if self.n_frames else math.nan
+
+    @property
+    def f0_rmse_hz(self) -> float:
+        return math.sqrt(self.f0_sq_sum / self.n_voiced_both) if self.n_voiced_both else math.nan
+
+    @property
+    def vuv_accuracy(self) -> float:
+        return 100.0 * self.n_vuv_correct / self.n_frames if self.n_frames else math.nan
+
+    def to_dict(self) -> dict:
+        return {"utt": self.utt, "n_frames": self.n_frames, "n_masked": self.n_masked,
+                "mcd_db": _num(self.mcd_db), "mcd_with_c0_db": _num(self.mcd_with_c0_db),
+                "f0_rmse_hz": _num(self.f0_rmse_hz), "n_voiced_both": self.n_voiced_both,
+                "vuv_accuracy": _num(self.vuv_accuracy)}
+
+
+def _num(x: float) -> float | None:
+    """JSON has no NaN: write null."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def score_utterance(ref: np.ndarray, hyp: np.ndarray, conf: "WorldLayout | Mapping | object | None" = None,
+                    keep: np.ndarray | None = None, utt: str = "<utt>",
+                    names: tuple[str, str] = ("REF", "HYP")) -> UttScore:
+    """Statistics of one frame-aligned pair of WORLD matrices.
+
+    Args:
+        ref, hyp: ``(T, dim)`` WORLD features, ``dim = mcep_dim + 2 + num_bap``.
+        conf: the layout (see :meth:`WorldLayout.from_conf`); None = 40 mcep at 16 kHz.
+        keep: optional ``(T,)`` bool, False = frame left out (see :func:`silence_keep_mask`).
+        utt, names: for messages.
+
+    Raises:
+        DataError: wrong dimension, different frame counts, or NaN/Inf (names the utterance).
+    """
+    lay = WorldLayout.from_conf(conf)
+    r = np.asarray(ref, dtype=np.float64)
+    h = np.asarray(hyp, dtype=np.float64)
+    for x, name in ((r, names[0]), (h, names[1])):
+        if x.ndim != 2 or x.shape[1] != lay.dim:
+            raise DataError(f"{name}[{utt}]: shape {x.shape}, expected (frames, {lay.dim}) for the WORLD "
+                            f"layout {lay.describe()}")
+    if r.shape[0] != h.shape[0]:
+        raise DataError(f"{utt}: {r.shape[0]} frames in {names[0]} but {h.shape[0]} in {names[1]} "
+                        "(durations are forced, so they must match)")
+    for x, name in ((r, names[0]), (h, names[1])):
+        bad = ~np.isfinite(x)
+        if bad.any():
+            raise DataError(f"{name}[{utt}]: NaN or Inf in frame {int(np.argwhere(bad)[0, 0])}")
+    n_masked = 0
+    if keep is not None:
+        keep = np.asarray(keep, dtype=bool)
+        if keep.shape != (r.shape[0],):
+            raise ValueError(f"{utt}: keep mask has shape {keep.shape}, expected ({r.shape[0]},)")
+        n_masked = int((~keep).sum())
+        r, h = r[keep], h[keep]
+    d = frame_mcd_db(r[:, lay.mcep], h[:, lay.mcep])
+    d0 = frame_mcd_db(r[:, lay.mcep], h[:, lay.mcep], include_c0=True)
+    vr, vh = r[:, lay.vuv] > 0.5, h[:, lay.vuv] > 0.5
+    both = vr & vh
+    f0_err = np.exp(r[both, lay.lf0]) - np.exp(h[both, lay.lf0])
+    return UttScore(utt=utt, n_frames=int(r.shape[0]), n_masked=n_masked, mcd_sum=float(d.sum()),
+                    mcd_c0_sum=float(d0.sum()), f0_sq_sum=float(f0_err @ f0_err),
+                    n_voiced_both=int(both.sum()), n_vuv_correct=int((vr == vh).sum()))
+
+
+@dataclass
+class WorldScores:
+    """Scores of a set of utterances, pooled over all their scored frames.
+
+    Attributes:
+        layout: the feature layout.
+        utts: per-utterance statistics, in scoring order.
+        mcd_db / mcd_with_c0_db: pooled MCD (dB) without / with c0; mcd_db_utt_mean /
+            mcd_with_c0_db_utt_mean: the mean of per-utterance MCDs (utterances with >= 1 scored frame).
+        f0_rmse_hz: pooled over frames voiced in both (nan when there is none).
+        vuv_accuracy: percent of scored frames with agreeing voicing.
+        n_frames / n_masked / n_voiced_both: totals.
+        utts_no_voiced_both: utterances with no frame voiced in both (no F0 contribution).
+        ignored_hyp: HYP utterances absent from REF (not scored).
+    """
+
+    layout: WorldLayout
+    utts: list[UttScore]
+    ignored_hyp: list[str] = field(default_factory=list)
+    frame_shift: float | None = None
+    silence_phones: list[str] | None = None
+
+    def _sum(self, attr: str) -> float:
+        return sum(getattr(u, attr) for u in self.utts)
+
+    @property
+    def n_frames(self) -> int:
+        return int(self._sum("n_frames"))
+
+    @property
+    def n_masked(self) -> int:
+        return int(self._sum("n_masked"))
+
+    @property
+    def n_voiced_both(self) -> int:
+        return int(self._sum("n_voiced_both"))
+
+    @property
+    def mcd_db(self) -> float:
+        return self._sum("mcd_sum") / self.n_frames if self.n_frames else math.nan
+
+    @property
+    def mcd_with_c0_db(self) -> float:
+        return self._sum("mcd_c0_sum") / self.n_frames if self.n_frames else math.nan
+
+    @property
+    def mcd_db_utt_mean(self) -> float:
+        v = [u.mcd_db for u in self.utts if u.n_frames]
+        return float(np.mean(v)) if v else math.nan
+
+    @property
+    def mcd_with_c0_db_utt_mean(self) -> float:
+        v = [u.mcd_with_c0_db for u in self.utts if u.n_frames]
+        return float(np.mean(v)) if v else math.nan
+
+    @property
+    def f0_rmse_hz(self) -> float:
+        n = self.n_voiced_both
+        return math.sqrt(self._sum("f0_sq_sum") / n) if n else math.nan
+
+    @property
+    def vuv_accuracy(self) -> float:
+        return 100.0 * self._sum("n_vuv_correct") / self.n_frames if self.n_frames else math.nan
+
+    @property
+    def utts_no_voiced_both(self) -> list[str]:
+        return [u.utt for u in self.utts if u.n_voiced_both == 0]
+
+    def summary(self) -> str:
+        """``MCD 5.43 dB (with c0 6.10)  F0 RMSE 14.56 Hz  V/UV 94.5 %``."""
+        return (f"MCD {self.mcd_db:.2f} dB (with c0 {self.mcd_with_c0_db:.2f})  "
+                f"F0 RMSE {self.f0_rmse_hz:.2f} Hz  V/UV {self.vuv_accuracy:.1f} %")
+
+    def to_dict(self, per_utt: bool = True) -> dict:
+        """Every figure (NaN written as null), the counts and, if ``per_utt``, each utterance's."""
+        out = {
+            "mcd_db": _num(self.mcd_db), "mcd_with_c0_db": _num(self.mcd_with_c0_db),
+            "mcd_db_utt_mean": _num(self.mcd_db_utt_mean),
+            "mcd_with_c0_db_utt_mean": _num(self.mcd_with_c0_db_utt_mean),
+            "f0_rmse_hz": _num(self.f0_rmse_hz), "vuv_accuracy": _num(self.vuv_accuracy),
+            "pooling": "all scored frames of all utterances (utt_mean: mean of per-utterance MCDs)",
+            "mcd_constant": MCD_CONSTANT,
+            "n_utts": len(self.utts), "n_frames": self.n_frames, "n_masked": self.n_masked,
+            "n_voiced_both": self.n_voiced_both,
+            "n_utts_no_voiced_both": len(self.utts_no_voiced_both),
+            "utts_no_voiced_both": self.utts_no_voiced_both,
+            "n_hyp_ignored": len(self.ignored_hyp),
+            "mcep_dim": self.layout.mcep_dim, "num_bap": self.layout.num_bap,
+            "frame_shift": self.frame_shift, "silence_phones": self.silence_phones,
+        }
+        if per_utt:
+            out["utterances"] = [u.to_dict() for u in self.utts]
+        return out
+
+
+def _first(ids: Sequence[str], n: int = 5) -> str:
+    return ", ".join(ids[:n]) + (", ..." if len(ids) > n else "")
+
+
+def score_world(ref: Mapping[str, np.ndarray], hyp: Mapping[str, np.ndarray],
+                conf: "WorldLayout | Mapping | object | None" = None, *,
+                alignments: Mapping[str, Sequence[tuple[float, float, str]]] | None = None,
+                frame_shift: float = DEFAULT_FRAME_SHIFT, silence_phones: Iterable[str] = ("sil",),
+                names: tuple[str, str] = ("REF", "HYP")) -> WorldScores:
+    """Score every utterance of ``ref`` against ``hyp`` (MCD, F0 RMSE, V/UV; see the module doc).
+
+    Args:
+        ref, hyp: ``utt -> (T, dim)`` WORLD matrices; any mapping, including lazy ones such as
+            ``kaldiio.load_scp(...)`` (each matrix is read once, one utterance at a time).
+        conf: the layout shared by both (:meth:`WorldLayout.from_conf`); None = 40 mcep, 16 kHz.
+        alignments: ``utt -> [(start_s, end_s, phone), ...]``; when given, frames inside
+            ``silence_phones`` are left out (see :func:`silence_keep_mask`).
+        frame_shift: seconds per frame, for the alignments.
+        names: how ``ref`` / ``hyp`` are named in messages (e.g. their paths).
+
+    Returns:
+        :class:`WorldScores`.
+
+    Raises:
+        DataError: ``ref`` is empty; utterances of ``ref`` missing in ``hyp`` (or in
+            ``alignments``), naming the first and the count; no frame left to score; and the
+            errors of :func:`score_utterance` / :func:`silence_keep_mask`.
+    """
+    lay = WorldLayout.from_conf(conf)
+    sil = list(dict.fromkeys(silence_phones))
+    utts = list(ref.keys())
+    if not utts:
+        raise DataError(f"{names[0]}: no utterances to score")
+    missing = [u for u in utts if u not in hyp]
+    if missing:
+        raise DataError(f"{names[1]}: no prediction for '{missing[0]}' ({len(missing)} of the {len(utts)} "
+                        f"utterances of {names[0]} missing); a subset is never scored silently")
+    ref_set = set(utts)
+    extra = [u for u in hyp.keys() if u not in ref_set]
+    if extra:
+        logger.warning("%d utterances of %s are not in %s and are ignored: %s",
+                       len(extra), names[1], names[0], _first(extra))
+    if alignments is not None:
+        no_ali = [u for u in utts if u not in alignments]
+        if no_ali:
+            raise DataError(f"alignments: no phone alignment for '{no_ali[0]}' ({len(no_ali)} of the "
+                            f"{len(utts)} utterances of {names[0]} missing)")
+    scores = []
+    for utt in utts:
+        r, h = ref[utt], hyp[utt]
+        keep = None
+        if alignments is not None:
+            keep = silence_keep_mask(alignments[utt], int(np.shape(r)[0]), frame_shift, sil, utt=utt)
+        scores.append(score_utterance(r, h, lay, keep=keep, utt=utt, names=names))
+    res = WorldScores(layout=lay, utts=scores, ignored_hyp=extra,
+                      frame_shift=frame_shift if alignments is not None else None,
+                      silence_phones=sil if alignments is not None else None)
+    if res.n_frames == 0:
+        raise DataError(f"{names[0]}: no frame left to score ({res.n_masked} frames, all inside "
+                        f"silence phones {sil})")
+    if alignments is not None and res.n_masked == 0:
+        logger.warning("no frame fell inside the silence phones %s: check --silence-phones", sil)
+    novoiced = res.utts_no_voiced_both
+    if res.n_voiced_both == 0:
+        logger.warning("no frame is voiced in both %s and %s: F0 RMSE is nan", names[0], names[1])
+    elif novoiced:
+        logger.warning("%d utterances have no frame voiced in both and add nothing to F0 RMSE: %s",
+                       len(novoiced), _first(novoiced))
+    return res
