@@ -1,0 +1,589 @@
+"""The ``salad`` and ``musa_rnn`` tasks: frame-level acoustic models for statistical parametric TTS.
+
+Pascual, Bonafonte & Serrà, "Self-Attention Linguistic-Acoustic Decoder", IberSPEECH 2018 (authors'
+code: santi-pdp/musa_tts). Both tasks map frame-level linguistic label vectors to WORLD vocoder
+features with forced durations; they share all code here and differ in the model
+(:mod:`speechkit.models.salad`, :mod:`speechkit.models.musa_rnn`) and the optimiser defaults.
+
+Data
+    ``data.train_dir`` and ``data.valid_dir``: directories holding ``labels.scp`` (float32
+    ``(T, D)`` label vectors, ``speechkit-make-labels``) and ``feats.scp`` (float32 ``(T, 43)`` WORLD
+    features ``[mcep 40, c0 first | lf0 | vuv | bap]``, ``utils/make_feats.sh --config conf/world.yaml``)
+    of the same utterances, plus ``feats.yaml`` (the WORLD config; its ``mcep_dim`` locates the
+    streams, else the 43-dim layout above is assumed). An utterance in only one of the two scp
+    files is skipped (counted, warned with the first ids); a label sequence whose frame count
+    differs from its features is a :class:`DataError` naming the utterance. ``model.input_dim`` = 0
+    is read from the first matrix of ``train_dir/labels.scp`` when the config is loaded.
+Normalisation
+    Targets are min-max normalised per dimension to [0, 1] on the training frames; the statistics
+    are buffers of the model (``model.normalizer``), so every checkpoint carries them, and
+    ``EXP/output_stats.npz`` (``minimum``, ``maximum``) is written at the end of training.
+    Loss: mean squared error on the normalised targets.
+Stateful training (sec. 3.3)
+    All training utterances are concatenated in a fixed (C-sorted) order, the same every epoch,
+    and the sequence is cut into ``data.num_streams`` contiguous streams of equal length
+    (``L // num_streams`` frames; the last ``L mod num_streams`` frames are dropped). Batch ``k``
+    holds window ``k`` (frames ``[k W, (k+1) W)``, ``W = data.window``; the last window may be
+    shorter) of every stream, so each batch continues the previous one: the MUSA-RNN's LSTM states
+    are carried over (detached: truncated BPTT) and SALAD's positions start at ``k W``. The
+    carried states restart at zero at the start of every epoch, and also when the trainer resumes
+    a run in the middle of an epoch (the states are not in the checkpoint; the first resumed window
+    then starts from zero state, a small difference from an uninterrupted run for the RNN only).
+    ``trainer.batch_size`` is not used: a batch is ``num_streams`` windows.
+Validation
+    Each validation utterance runs through the model alone (RNN from zero state, SALAD from
+    position 0), is denormalised and scored: ``valid/mcd`` = (10 sqrt(2) / ln 10) x mean over frames
+    of ``||mcep[1:] - mcep_hat[1:]||_2`` in dB (c0 excluded), ``valid/f0_rmse`` in Hz over frames
+    voiced in both (predicted V/UV > 0.5; F0 = exp(lf0)), ``valid/vuv_acc`` in % over all frames
+    (means over all frames of the set), and ``valid/loss`` (normalised MSE). The configs select
+    ``best.pt`` and stop early on ``valid/mcd``.
+Files (written at the end of training)
+    ``EXP/output_stats.npz``, ``EXP/feats.yaml`` (the training data's WORLD config, for
+    ``speechkit-tts-synthesize``), ``EXP/num_parameters``.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+import yaml
+from torch import nn
+from torch.utils.data import Dataset
+
+from speechkit.models.musa_rnn import MusaRnn, MusaRnnConfig, detach_state
+from speechkit.models.salad import Salad, SaladConfig, count_parameters, format_parameters
+from speechkit.train.task import Task
+from speechkit.train.trainer import TrainerConfig
+from speechkit.utils.cli import ConfigError
+from speechkit.utils.config import FieldError
+from speechkit.utils.fileio import DataError, atomic_write, read_table
+
+__all__ = ["AcousticDataConfig", "SaladTaskConfig", "MusaRnnTaskConfig", "AcousticTask", "SaladTask", "MusaRnnTask",
+           "StreamWindows", "UtteranceSet", "load_pairs", "read_label_dim", "feature_streams", "stream_layout",
+           "AcousticScores", "MCD_CONST", "PAPER_PARAMETERS"]
+
+log = logging.getLogger(__name__)
+
+#: ``10 sqrt(2) / ln 10``: MCD in dB from the Euclidean distance of (natural-log) mel-cepstra.
+MCD_CONST = 10.0 * math.sqrt(2.0) / math.log(10.0)
+
+#: Table 2 of the paper (parameters), our reading of its order: RNN small/big, SALAD small/big.
+PAPER_PARAMETERS = {"musa_rnn_small": 1.17e6, "salad_small": 1.04e6, "musa_rnn_big": 9.85e6, "salad_big": 9.66e6}
+
+
+# ----------------------------------------------------------------------------------------------
+# configs
+
+
+@dataclass
+class AcousticDataConfig:
+    """Training / validation data and the stateful batching of sec. 3.3.
+
+    Attributes:
+        train_dir: dir with labels.scp and feats.scp (and feats.yaml) of the training utterances.
+        valid_dir: the same for validation ('' = none; then trainer.best_metric must be train/...).
+        num_streams: streams the concatenated training sequence is cut into (= windows per batch; paper: 32).
+        window: frames per training window (paper: 120, i.e. 0.6 s at 5 ms).
+    """
+
+    train_dir: str = ""
+    valid_dir: str = ""
+    num_streams: int = 32
+    window: int = 120
+
+    def __post_init__(self) -> None:
+        for key in ("num_streams", "window"):
+            v = getattr(self, key)
+            if not isinstance(v, int) or v < 1:
+                raise FieldError(key, f"must be an integer >= 1 (got {v!r})")
+
+
+def _salad_trainer_defaults() -> TrainerConfig:
+    # Noam (Vaswani et al. 2017, eq. 3): lr = d^-0.5 min(s^-0.5, s w^-1.5), Adam(0.9, 0.98, 1e-9).
+    return TrainerConfig(max_epochs=300, patience=20, optimizer="adam", lr=1.0, betas=(0.9, 0.98), eps=1e-9,
+                         scheduler="noam", warmup_steps=4000, model_dim=128, best_metric="valid/mcd",
+                         best_mode="min", log_interval=50, keep_last=2)
+
+
+def _rnn_trainer_defaults() -> TrainerConfig:
+    # Adam with PyTorch's defaults.
+    return TrainerConfig(max_epochs=300, patience=20, optimizer="adam", lr=1e-3, best_metric="valid/mcd",
+                         best_mode="min", log_interval=50, keep_last=2)
+
+
+def _resolve_input_dim(model_cfg: Any, data: AcousticDataConfig) -> None:
+    if model_cfg.input_dim == 0 and data.train_dir:
+        dim = read_label_dim(data.train_dir, strict=False)
+        if dim is not None:
+            model_cfg.input_dim = dim
+
+
+@dataclass
+class SaladTaskConfig:
+    """Configuration of the salad task (``speechkit-train salad --print-config`` shows every key).
+
+    Attributes:
+        trainer: training loop settings (speechkit.train.TrainerConfig); defaults: Noam schedule with
+            model_dim = model.embed_dim, at most 300 epochs, early stopping on valid/mcd (patience 20).
+        model: SALAD hyper-parameters (speechkit.models.salad.SaladConfig).
+        data: training / validation data and stateful batching.
+    """
+
+    trainer: TrainerConfig = field(default_factory=_salad_trainer_defaults)
+    model: SaladConfig = field(default_factory=SaladConfig)
+    data: AcousticDataConfig = field(default_factory=AcousticDataConfig)
+
+    def __post_init__(self) -> None:
+        _resolve_input_dim(self.model, self.data)
+
+
+@dataclass
+class MusaRnnTaskConfig:
+    """Configuration of the musa_rnn task (``speechkit-train musa_rnn --print-config`` shows every key).
+
+    Attributes:
+        trainer: training loop settings (speechkit.train.TrainerConfig); defaults: Adam with PyTorch's
+            defaults, at most 300 epochs, early stopping on valid/mcd (patience 20).
+        model: MUSA-RNN hyper-parameters (speechkit.models.musa_rnn.MusaRnnConfig).
+        data: training / validation data and stateful batching.
+    """
+
+    trainer: TrainerConfig = field(default_factory=_rnn_trainer_defaults)
+    model: MusaRnnConfig = field(default_factory=MusaRnnConfig)
+    data: AcousticDataConfig = field(default_factory=AcousticDataConfig)
+
+    def __post_init__(self) -> None:
+        _resolve_input_dim(self.model, self.data)
+
+
+# ----------------------------------------------------------------------------------------------
+# data
+
+
+def _scp_loader(scp: Path):
+    import kaldiio
+
+    return kaldiio.load_scp(str(scp))
+
+
+def read_label_dim(data_dir: str | os.PathLike, strict: bool = True) -> int | None:
+    """The label dimension ``D``: columns of the first matrix of ``data_dir/labels.scp``.
+
+    Args:
+        strict: raise on a missing or unreadable file; otherwise return None.
+
+    Raises:
+        FileNotFoundError: no labels.scp (strict).
+        DataError: empty or unreadable (strict); names the file and utterance.
+    """
+    scp = Path(data_dir) / "labels.scp"
+    try:
+        if not scp.is_file():
+            raise FileNotFoundError(f"{scp}: no label vectors (run speechkit-make-labels)")
+        table = read_table(scp)
+        if not table:
+            raise DataError(f"{scp}: empty")
+        utt = next(iter(table))
+        try:
+            m = np.asarray(_scp_loader(scp)[utt])
+        except Exception as e:  # kaldiio raises several types for a bad ark
+            raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
+        if m.ndim != 2:
+            raise DataError(f"{scp}: '{utt}': expected a (frames, dim) matrix, got shape {m.shape}")
+        return int(m.shape[1])
+    except (FileNotFoundError, DataError):
+        if strict:
+            raise
+        return None
+
+
+def stream_layout(mcep_dim: int = 40) -> dict[str, slice]:
+    """Column slices ``{"mcep", "lf0", "vuv", "bap"}`` of ``[mcep | lf0 | vuv | bap]`` features."""
+    return {"mcep": slice(0, mcep_dim), "lf0": slice(mcep_dim, mcep_dim + 1),
+            "vuv": slice(mcep_dim + 1, mcep_dim + 2), "bap": slice(mcep_dim + 2, None)}
+
+
+def feature_streams(data_dir: str | os.PathLike | None) -> dict[str, slice]:
+    """The WORLD stream layout of ``data_dir``'s features (from ``feats.yaml``'s ``mcep_dim``, else 40)."""
+    mcep_dim = 40
+    conf = Path(data_dir) / "feats.yaml" if data_dir else None
+    if conf is not None and conf.is_file():
+        c = yaml.safe_load(conf.read_text(encoding="utf-8")) or {}
+        if c.get("type", "world") != "world":
+            raise DataError(f"{conf}: the acoustic models predict WORLD features (type: world), these are "
+                            f"type: {c.get('type')!r}")
+        mcep_dim = int(c.get("mcep_dim", 40))
+    return stream_layout(mcep_dim)
+
+
+def load_pairs(data_dir: str | os.PathLike, input_dim: int | None = None, output_dim: int | None = None
+               ) -> tuple[list[str], list[np.ndarray], list[np.ndarray]]:
+    """Load the (labels, features) pairs of a data dir, checked.
+
+    Args:
+        data_dir: dir with ``labels.scp`` and ``feats.scp``.
+        input_dim, output_dim: expected label / feature dimensions (None = not checked).
+
+    Returns:
+        ``(utts, labels, feats)``: C-sorted ids of the utterances in both scp files, float32
+        ``(T, D)`` and ``(T, O)`` matrices with equal ``T``.
+
+    Raises:
+        FileNotFoundError: a missing scp file.
+        DataError: no utterance in common; an unreadable matrix; a frame-count mismatch between an
+            utterance's labels and features; a wrong dimension; NaN/Inf. Names file and utterance.
+    """
+    data_dir = Path(data_dir)
+    lab_scp, feat_scp = data_dir / "labels.scp", data_dir / "feats.scp"
+    for scp, how in ((lab_scp, "speechkit-make-labels"), (feat_scp, "utils/make_feats.sh --config conf/world.yaml")):
+        if not scp.is_file():
+            raise FileNotFoundError(f"{scp}: not found (run {how})")
+    lab_table, feat_table = read_table(lab_scp), read_table(feat_scp)
+    utts = sorted((u for u in lab_table if u in feat_table), key=lambda u: u.encode("utf-8"))
+    for what, only in (("labels but no features", [u for u in lab_table if u not in feat_table]),
+                       ("features but no labels", [u for u in feat_table if u not in lab_table])):
+        if only:
+            log.warning("%s: skipping %d utterance(s) with %s: %s%s", data_dir, len(only), what,
+                        ", ".join(only[:5]), " ..." if len(only) > 5 else "")
+    if not utts:
+        raise DataError(f"{lab_scp} and {feat_scp} have no utterance in common")
+    lab_loader, feat_loader = _scp_loader(lab_scp), _scp_loader(feat_scp)
+
+    def read(loader, table, scp: Path, utt: str, dim: int | None, key: str) -> np.ndarray:
+        try:
+            m = np.array(loader[utt], dtype=np.float32)
+        except Exception as e:  # kaldiio raises several types for a bad ark
+            raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
+        if m.ndim != 2 or m.shape[0] == 0:
+            raise DataError(f"{scp}: '{utt}': expected a non-empty (frames, dim) matrix, got shape {m.shape}")
+        if dim is not None and m.shape[1] != dim:
+            raise DataError(f"{scp}: '{utt}': {m.shape[1]} columns, expected {dim} ({key})")
+        if not np.isfinite(m).all():
+            raise DataError(f"{scp}: '{utt}': NaN or infinite values")
+        return m
+
+    labels, feats = [], []
+    for utt in utts:
+        x = read(lab_loader, lab_table, lab_scp, utt, input_dim, "model.input_dim")
+        y = read(feat_loader, feat_table, feat_scp, utt, output_dim, "model.output_dim")
+        if x.shape[0] != y.shape[0]:
+            raise DataError(f"{data_dir}: utterance '{utt}': {x.shape[0]} label frames in labels.scp but "
+                            f"{y.shape[0]} feature frames in feats.scp (labels must have the WORLD frame count "
+                            f"of utt2num_frames)")
+        labels.append(x)
+        feats.append(y)
+    return utts, labels, feats
+
+
+class StreamWindows(Dataset):
+    """Windows of the stateful training streams (sec. 3.3); see the module docstring.
+
+    Item ``i`` is window ``k = i // S`` of stream ``s = i % S``:
+    ``{"labels": (w, D), "feats": (w, O), "window": k, "stream": s}`` with ``w = W`` except maybe
+    for the last window. :meth:`batches` groups the ``S`` streams of each window, in window order.
+
+    Args:
+        labels: ``(L, D)`` concatenated label vectors.
+        feats: ``(L, O)`` concatenated (normalised) targets.
+        num_streams: ``S``.
+        window: ``W`` frames.
+
+    Raises:
+        DataError: fewer than ``S`` frames in all.
+    """
+
+    def __init__(self, labels: torch.Tensor, feats: torch.Tensor, num_streams: int, window: int) -> None:
+        total = labels.shape[0]
+        stream_len = total // num_streams
+        if stream_len < 1:
+            raise DataError(f"only {total} training frames: fewer than data.num_streams={num_streams}")
+        used = stream_len * num_streams
+        self.labels = labels[:used].reshape(num_streams, stream_len, -1)
+        self.feats = feats[:used].reshape(num_streams, stream_len, -1)
+        self.num_streams, self.window, self.stream_len = num_streams, window, stream_len
+        self.num_windows = -(-stream_len // window)
+        self.dropped_frames = total - used
+
+    def __len__(self) -> int:
+        return self.num_windows * self.num_streams
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        k, s = divmod(int(i), self.num_streams)
+        sl = slice(k * self.window, min((k + 1) * self.window, self.stream_len))
+        return {"labels": self.labels[s, sl], "feats": self.feats[s, sl], "window": k, "stream": s}
+
+    def batches(self) -> list[list[int]]:
+        """One batch per window, in order: ``[[k S, ..., k S + S - 1] for k in range(K)]``."""
+        S = self.num_streams
+        return [list(range(k * S, (k + 1) * S)) for k in range(self.num_windows)]
+
+
+class UtteranceSet(Dataset):
+    """Whole utterances; item ``i`` is ``{"utt": str, "labels": (T, D), "feats": (T, O)}`` (raw targets)."""
+
+    def __init__(self, utts: list[str], labels: list[torch.Tensor], feats: list[torch.Tensor]) -> None:
+        self.utts, self.labels, self.feats = utts, labels, feats
+
+    def __len__(self) -> int:
+        return len(self.utts)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"utt": self.utts[i], "labels": self.labels[i], "feats": self.feats[i]}
+
+    def lengths(self) -> list[int]:
+        return [len(x) for x in self.labels]
+
+
+# ----------------------------------------------------------------------------------------------
+# scores
+
+
+class AcousticScores:
+    """Accumulates MCD, F0 RMSE and V/UV accuracy of denormalised predictions over frames.
+
+    Args:
+        streams: column slices of the features (:func:`stream_layout`).
+    """
+
+    def __init__(self, streams: dict[str, slice]) -> None:
+        self.streams = streams
+        self.frames = 0
+        self.dist_sum = 0.0
+        self.f0_sq_sum = 0.0
+        self.f0_frames = 0
+        self.vuv_correct = 0
+
+    def add(self, pred: np.ndarray, ref: np.ndarray) -> None:
+        """Add one utterance: ``pred``, ``ref`` ``(T, O)`` denormalised features."""
+        s = self.streams
+        mc = slice(s["mcep"].start + 1, s["mcep"].stop)  # c1.. (c0 excluded)
+        self.dist_sum += float(np.sqrt(((pred[:, mc] - ref[:, mc]).astype(np.float64) ** 2).sum(axis=1)).sum())
+        self.frames += len(ref)
+        pv, rv = pred[:, s["vuv"]][:, 0] > 0.5, ref[:, s["vuv"]][:, 0] > 0.5
+        self.vuv_correct += int((pv == rv).sum())
+        both = pv & rv
+        if both.any():
+            f0p = np.exp(pred[both, s["lf0"]][:, 0].astype(np.float64))
+            f0r = np.exp(ref[both, s["lf0"]][:, 0].astype(np.float64))
+            self.f0_sq_sum += float(((f0p - f0r) ** 2).sum())
+            self.f0_frames += int(both.sum())
+
+    def result(self) -> dict[str, float]:
+        """``{"mcd": dB, "f0_rmse": Hz (absent if no frame is voiced in both), "vuv_acc": %}``."""
+        if self.frames == 0:
+            return {}
+        out = {"mcd": MCD_CONST * self.dist_sum / self.frames, "vuv_acc": 100.0 * self.vuv_correct / self.frames}
+        if self.f0_frames:
+            out["f0_rmse"] = math.sqrt(self.f0_sq_sum / self.f0_frames)
+        return out
+
+
+# ----------------------------------------------------------------------------------------------
+# tasks
+
+
+class AcousticTask(Task):
+    """Shared code of :class:`SaladTask` and :class:`MusaRnnTask` (see the module docstring).
+
+    Attributes:
+        model: the model built by the last :meth:`build_model` (its normalisation buffers are set
+            from the training data by :meth:`build_datasets`).
+    """
+
+    model_key = ""  # "salad" | "musa_rnn", for PAPER_PARAMETERS
+
+    def __init__(self) -> None:
+        self.model: nn.Module | None = None
+        self._state: Any = None
+        self._next_window = 0
+        self._window = 120
+        self._streams = stream_layout()
+
+    # -- model --------------------------------------------------------------------------------
+
+    def _make_model(self, cfg: Any) -> nn.Module:
+        raise NotImplementedError
+
+    def build_model(self, cfg: Any) -> nn.Module:
+        """The model of ``cfg.model``; logs its parameter count next to the paper's Table 2.
+
+        Raises:
+            ConfigError: ``model.input_dim`` is 0 and cannot be read from data.train_dir/labels.scp.
+        """
+        if cfg.model.input_dim == 0:
+            if not cfg.data.train_dir:
+                raise ConfigError("key 'model.input_dim': 0 (read from the data) needs data.train_dir; "
+                                  "set data.train_dir or model.input_dim")
+            try:
+                cfg.model.input_dim = read_label_dim(cfg.data.train_dir)
+            except (FileNotFoundError, DataError) as e:
+                raise ConfigError(f"key 'model.input_dim': 0 (read from the data), but {e}") from None
+        model = self._make_model(cfg)
+        n = count_parameters(model)
+        size = "big" if cfg.model.embed_dim >= 512 else "small"
+        paper = PAPER_PARAMETERS.get(f"{self.model_key}_{size}")
+        log.info("%s: %s parameters (%s) for %d label dims%s", self.name or self.model_key, f"{n:,}",
+                 format_parameters(n), cfg.model.input_dim,
+                 f"; paper Table 2, {size}: {format_parameters(int(paper))} for 364 inputs" if paper else "")
+        self.model = model
+        self._window = cfg.data.window
+        return model
+
+    # -- data ---------------------------------------------------------------------------------
+
+    def build_datasets(self, cfg: Any) -> tuple[StreamWindows, UtteranceSet | None]:
+        """Training windows (normalised targets) and whole validation utterances (raw targets).
+
+        Also sets the normalisation statistics of the model built by :meth:`build_model`.
+
+        Raises:
+            ConfigError: data.train_dir not set.
+            FileNotFoundError, DataError: see :func:`load_pairs`.
+        """
+        d, m = cfg.data, cfg.model
+        if not d.train_dir:
+            raise ConfigError("key 'data.train_dir' is required (a dir with labels.scp and feats.scp)")
+        self._streams = feature_streams(d.train_dir)  # also checks feats.yaml
+        self._window = d.window
+        utts, labels, feats = load_pairs(d.train_dir, m.input_dim, m.output_dim)
+        x = torch.from_numpy(np.concatenate(labels))
+        y = torch.from_numpy(np.concatenate(feats))
+        del labels, feats
+        lo, hi = y.min(dim=0).values, y.max(dim=0).values
+        model = self.model if self.model is not None else self._make_model(cfg)
+        model.normalizer.set_stats(lo, hi)
+        self.model = model
+        train = StreamWindows(x, model.normalizer.normalize(y), d.num_streams, d.window)
+        log.info("%s: %d training utterances, %d frames (%.1f min) -> %d streams x %d frames, %d windows of %d "
+                 "(%d frames dropped)", self.name, len(utts), len(x), len(x) * 0.005 / 60, d.num_streams,
+                 train.stream_len, train.num_windows, d.window, train.dropped_frames)
+        valid = None
+        if d.valid_dir:
+            v_utts, v_labels, v_feats = load_pairs(d.valid_dir, m.input_dim, m.output_dim)
+            valid = UtteranceSet(v_utts, [torch.from_numpy(a) for a in v_labels],
+                                 [torch.from_numpy(a) for a in v_feats])
+            log.info("%s: %d validation utterances", self.name, len(valid))
+        return train, valid
+
+    def make_batches(self, dataset: Dataset, cfg: Any, epoch: int, seed: int) -> list[list[int]]:
+        """Window order of sec. 3.3: batch ``k`` = window ``k`` of every stream (the same every epoch)."""
+        if isinstance(dataset, StreamWindows):
+            return dataset.batches()
+        return super().make_batches(dataset, cfg, epoch, seed)
+
+    def make_valid_batches(self, dataset: Dataset, cfg: Any) -> list[list[int]]:
+        """One utterance per batch (each runs from zero state / position 0)."""
+        return [[i] for i in range(len(dataset))]
+
+    def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        """Training windows -> ``labels (S, w, D)``, ``feats (S, w, O)``, ``window`` k;
+        utterances -> padded ``labels (B, T, D)``, ``feats (B, T, O)``, ``lengths (B,)``, ``utts``.
+
+        Raises:
+            ValueError: windows of different positions in one batch.
+        """
+        if "window" in items[0]:
+            k = items[0]["window"]
+            if any(it["window"] != k for it in items):
+                raise ValueError("a stateful training batch must hold one window position of every stream")
+            return {"labels": torch.stack([it["labels"] for it in items]),
+                    "feats": torch.stack([it["feats"] for it in items]), "window": k}
+        return {"labels": nn.utils.rnn.pad_sequence([it["labels"] for it in items], batch_first=True),
+                "feats": nn.utils.rnn.pad_sequence([it["feats"] for it in items], batch_first=True),
+                "lengths": torch.tensor([len(it["labels"]) for it in items], dtype=torch.long),
+                "utts": [it["utt"] for it in items]}
+
+    # -- training -----------------------------------------------------------------------------
+
+    def reset_state(self) -> None:
+        """Forget the carried stream state (next window starts from zero state)."""
+        self._state, self._next_window = None, 0
+
+    def _forward_window(self, model: nn.Module, labels: torch.Tensor, window: int, window_size: int
+                        ) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward_loss(self, model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        """MSE of the normalised targets on one window of every stream, continuing the previous window.
+
+        The carried state restarts at zero whenever the window is not the successor of the last
+        one seen (the first window of an epoch, or the first after resuming mid-epoch).
+        """
+        k = int(batch["window"])
+        if k != self._next_window:
+            self._state = None
+        pred = self._forward_window(model, batch["labels"], k, self._window)
+        self._next_window = k + 1
+        loss = nn.functional.mse_loss(pred, batch["feats"])
+        return loss, {"loss": float(loss.detach())}
+
+    @torch.no_grad()
+    def validate(self, model: nn.Module, loader: Iterable) -> dict[str, float]:
+        """Each utterance alone from zero state / position 0: loss, mcd, f0_rmse, vuv_acc (module docstring)."""
+        scores = AcousticScores(self._streams)
+        se, n = 0.0, 0
+        for batch in loader:
+            pred = model.infer(batch["labels"])
+            for b, length in enumerate(batch["lengths"].tolist()):
+                p, ref = pred[b, :length], batch["feats"][b, :length]
+                se += float(((p - model.normalizer.normalize(ref)) ** 2).sum())
+                n += p.numel()
+                scores.add(model.normalizer.denormalize(p).cpu().numpy(), ref.cpu().numpy())
+        if n == 0:
+            return {}
+        return {"loss": se / n, **scores.result()}
+
+    def on_train_end(self, model: nn.Module, cfg: Any, exp_dir: Path) -> None:
+        """Write ``EXP/output_stats.npz``, ``EXP/feats.yaml`` and ``EXP/num_parameters``."""
+        norm = model.normalizer
+        lo = norm.minimum.cpu().numpy()
+        with atomic_write(exp_dir / "output_stats.npz", "wb") as f:
+            np.savez(f, minimum=lo, maximum=lo + norm.range.cpu().numpy())
+        feats_yaml = Path(cfg.data.train_dir) / "feats.yaml"
+        if feats_yaml.is_file():
+            with atomic_write(exp_dir / "feats.yaml") as f:
+                f.write(feats_yaml.read_text(encoding="utf-8"))
+        with atomic_write(exp_dir / "num_parameters") as f:
+            f.write(f"{count_parameters(model)}\n")
+
+
+class SaladTask(AcousticTask):
+    """Train :class:`~speechkit.models.salad.Salad` (``speechkit-train salad``)."""
+
+    name = "salad"
+    model_key = "salad"
+    Config = SaladTaskConfig
+
+    def _make_model(self, cfg: SaladTaskConfig) -> Salad:
+        tc = cfg.trainer
+        if tc.scheduler == "noam" and tc.model_dim not in (0, cfg.model.embed_dim):
+            log.warning("trainer.model_dim=%d differs from model.embed_dim=%d: the Noam schedule uses "
+                        "model_dim^-0.5", tc.model_dim, cfg.model.embed_dim)
+        return Salad(cfg.model)
+
+    def _forward_window(self, model: nn.Module, labels: torch.Tensor, window: int, window_size: int) -> torch.Tensor:
+        # Window k of a stream starts at frame k * W of that stream: the position offset carried.
+        return model(labels, offset=window * window_size)
+
+
+class MusaRnnTask(AcousticTask):
+    """Train :class:`~speechkit.models.musa_rnn.MusaRnn` (``speechkit-train musa_rnn``)."""
+
+    name = "musa_rnn"
+    model_key = "musa_rnn"
+    Config = MusaRnnTaskConfig
+
+    def _make_model(self, cfg: MusaRnnTaskConfig) -> MusaRnn:
+        return MusaRnn(cfg.model)
+
+    def _forward_window(self, model: nn.Module, labels: torch.Tensor, window: int, window_size: int) -> torch.Tensor:
+        pred, state = model(labels, self._state)
+        self._state = detach_state(state)
+        return pred
