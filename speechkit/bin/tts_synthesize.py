@@ -1,0 +1,236 @@
+"""Synthesize WORLD features (and waveforms) from label vectors with a trained acoustic model.
+
+  speechkit-tts-synthesize --model-dir EXP [--checkpoint best|latest|PATH] [--num-wavs N] [--nj N]
+                           DATA_DIR OUT_DIR
+
+Runs every utterance of DATA_DIR/labels.scp (float32 (T, D) label vectors, speechkit-make-labels)
+through the acoustic model trained in EXP (speechkit-train salad | musa_rnn): the whole utterance
+at once, the MUSA-RNN from zero state and SALAD from position 0 (Pascual et al. 2018). The
+prediction is denormalised with the model's min-max statistics and the V/UV column is thresholded
+to 0/1 at 0.5. OUT_DIR gets:
+
+  feats.scp, feats.ark   predicted WORLD features (T, 43) [mcep 40 | lf0 | vuv | bap], one frame per label frame
+  utt2num_frames         frames per utterance
+  frame_shift            seconds per frame (frame_period of feats.yaml / 1000)
+  feats.yaml             the WORLD config of the training data (EXP/feats.yaml, else data.train_dir/feats.yaml)
+  wav/<utt>.wav          with --num-wavs N: the first N utterances (C order) through world_synthesize
+                         (16-bit PCM, scaled down only if it would clip), wav/wav.scp listing them
+  wav/<utt>.png          the spectrogram of each wav
+
+OUT_DIR is a feature dir for speechkit-score-mcd REF OUT_DIR. Every file is written atomically;
+a re-run rewrites them. An utterance whose labels have the wrong dimension or hold NaN/Inf is an
+error naming it.
+
+Example:
+  speechkit-tts-synthesize --model-dir exp/S/salad_small --num-wavs 3 data/S/test_labels exp/S/salad_small/synth_test
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
+
+PROG = "speechkit-tts-synthesize"
+log = logging.getLogger(PROG)
+
+
+def build_parser():
+    p = make_parser(__doc__, prog=PROG)
+    p.add_argument("data_dir", metavar="DATA_DIR", help="dir with labels.scp")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="output feature dir")
+    p.add_argument("--model-dir", "--model_dir", dest="model_dir", required=True, metavar="EXP",
+                   help="experiment dir of speechkit-train salad | musa_rnn")
+    p.add_argument("--checkpoint", default="best", metavar="best|latest|PATH",
+                   help="EXP/checkpoints/best.pt (default), the latest checkpoint, or a checkpoint file")
+    p.add_argument("--num-wavs", "--num_wavs", dest="num_wavs", type=int, default=0, metavar="N",
+                   help="also vocode the first N utterances to OUT_DIR/wav/<utt>.wav (default: 0)")
+    p.add_argument("--nj", type=int, default=1, metavar="N", help="parallel processes for vocoding (default: 1)")
+    p.add_argument("--log-file", default=None, help="also append the log here")
+    return p
+
+
+def resolve_checkpoint(model_dir: Path, which: str) -> Path:
+    """The checkpoint file named by ``--checkpoint`` (``best``, ``latest`` or a path).
+
+    Raises:
+        FileNotFoundError: no such checkpoint (names what was looked for).
+    """
+    from speechkit.train.checkpoint import BEST, latest_checkpoint
+
+    ckpt_dir = model_dir / "checkpoints"
+    if which == "best":
+        path = ckpt_dir / BEST
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no best checkpoint (training without validation?); "
+                                    f"use --checkpoint latest")
+        return path
+    if which == "latest":
+        path = latest_checkpoint(ckpt_dir)
+        if path is None:
+            raise FileNotFoundError(f"{ckpt_dir}: no checkpoint (train the model first)")
+        return path
+    path = Path(which)
+    if not path.is_file():
+        raise FileNotFoundError(f"--checkpoint {which}: no such file")
+    return path
+
+
+def world_conf(model_dir: Path, cfg) -> tuple[dict | None, str]:
+    """The WORLD config of the training features and its source (EXP/feats.yaml, else the train dir's)."""
+    for c in (model_dir / "feats.yaml", Path(cfg.data.train_dir) / "feats.yaml" if cfg.data.train_dir else None):
+        if c is not None and c.is_file():
+            return yaml.safe_load(c.read_text(encoding="utf-8")) or {}, str(c)
+    return None, ""
+
+
+def plot_spectrogram(path: Path, wav: np.ndarray, sr: int, title: str) -> None:
+    """Save the log-magnitude spectrogram (25 ms Hann windows, 5 ms hop, dB) of ``wav`` as a PNG, atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from scipy.signal import stft
+
+    nper = int(0.025 * sr)
+    _, _, z = stft(wav, fs=sr, window="hann", nperseg=nper, noverlap=nper - int(0.005 * sr))
+    db = 20 * np.log10(np.maximum(np.abs(z), 1e-6))
+    vmax = float(db.max())
+    fig, ax = plt.subplots(figsize=(8, 2.8))
+    im = ax.imshow(db, origin="lower", aspect="auto", cmap="magma", vmin=vmax - 80, vmax=vmax,
+                   extent=(0, len(wav) / sr, 0, sr / 2000))
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("kHz")
+    fig.colorbar(im, ax=ax, pad=0.01, label="dB")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, format="png", dpi=80)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str) -> tuple[str, str, float]:
+    """WORLD-synthesize one utterance to ``wav_dir/<utt>.wav`` (+ ``.png``); returns ``(utt, path, seconds)``.
+
+    Raises:
+        DataError: world_synthesize rejects the features (names the utterance).
+    """
+    from speechkit.data.audio import write_wav
+    from speechkit.features.world import world_synthesize
+
+    sr = int(conf.get("sample_rate", 16000))
+    try:
+        wav = world_synthesize(feats, sr, conf)
+    except ValueError as e:
+        raise DataError(f"utterance '{utt}': {e}") from None
+    peak = float(np.abs(wav).max()) if wav.size else 0.0
+    if peak > 0.99:
+        wav = wav * (0.99 / peak)
+    path = Path(wav_dir) / f"{utt}.wav"
+    write_wav(path, wav, sr)
+    plot_spectrogram(path.with_suffix(".png"), wav, sr, title)
+    return utt, str(path.resolve()), len(wav) / sr
+
+
+def _run(args) -> int:
+    import kaldiio
+    import torch
+
+    from speechkit.features.io import ark_scp_writer
+    from speechkit.tasks.acoustic import feature_streams, stream_layout
+    from speechkit.train import load_model
+
+    setup_logging(args.log_file)
+    if args.num_wavs < 0:
+        raise ValueError(f"--num-wavs must be >= 0, got {args.num_wavs}")
+    if args.nj < 1:
+        raise ValueError(f"--nj must be >= 1, got {args.nj}")
+    model_dir, data_dir, out_dir = Path(args.model_dir), Path(args.data_dir), Path(args.out_dir)
+    ckpt = resolve_checkpoint(model_dir, args.checkpoint)
+    model, cfg = load_model(ckpt)
+    if not hasattr(model, "infer") or not hasattr(model, "normalizer"):
+        raise ValueError(f"{ckpt}: not an acoustic model checkpoint (speechkit-train salad | musa_rnn)")
+    conf, conf_src = world_conf(model_dir, cfg)
+    if conf is None:
+        if args.num_wavs:
+            raise FileNotFoundError(f"no WORLD config in {model_dir}/feats.yaml or {cfg.data.train_dir}/feats.yaml: "
+                                    f"needed to vocode (--num-wavs)")
+        log.warning("no WORLD config (feats.yaml) found for %s; OUT_DIR gets none", model_dir)
+    streams = stream_layout(int(conf.get("mcep_dim", 40))) if conf else feature_streams(None)
+    vuv = streams["vuv"].start
+    frame_shift = float(conf.get("frame_period", 5.0)) / 1000.0 if conf else 0.005
+
+    scp = data_dir / "labels.scp"
+    if not scp.is_file():
+        raise FileNotFoundError(f"{scp}: no label vectors (run speechkit-make-labels)")
+    table = read_table(scp)
+    utts = sorted(table, key=lambda u: u.encode("utf-8"))
+    if not utts:
+        raise DataError(f"{scp}: empty")
+    loader = kaldiio.load_scp(str(scp))
+    dim = cfg.model.input_dim
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    num_frames: dict[str, int] = {}
+    to_vocode: list[tuple[str, np.ndarray]] = []
+    t0 = time.time()
+    with torch.no_grad(), ark_scp_writer((out_dir / "feats.ark").resolve(), out_dir / "feats.scp") as write:
+        for utt in utts:
+            try:
+                x = np.array(loader[utt], dtype=np.float32)
+            except Exception as e:  # kaldiio raises several types for a bad ark
+                raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
+            if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dim:
+                raise DataError(f"{scp}: '{utt}': expected a (frames, {dim}) label matrix (the model's input_dim), "
+                                f"got shape {x.shape}")
+            if not np.isfinite(x).all():
+                raise DataError(f"{scp}: '{utt}': NaN or infinite label values")
+            y = model.normalizer.denormalize(model.infer(torch.from_numpy(x)[None]))[0].numpy()
+            y[:, vuv] = (y[:, vuv] > 0.5).astype(np.float32)
+            write(utt, y)
+            num_frames[utt] = len(y)
+            if len(to_vocode) < args.num_wavs:
+                to_vocode.append((utt, y))
+    write_table(out_dir / "utt2num_frames", num_frames)
+    with atomic_write(out_dir / "frame_shift") as f:
+        f.write(f"{frame_shift:g}\n")
+    if conf is not None:
+        with atomic_write(out_dir / "feats.yaml") as f:
+            f.write(Path(conf_src).read_text(encoding="utf-8"))
+    log.info("predicted %d utterances (%d frames) with %s in %.1f s -> %s/feats.scp", len(utts),
+             sum(num_frames.values()), ckpt, time.time() - t0, out_dir)
+
+    if to_vocode:
+        wav_dir = out_dir / "wav"
+        wav_dir.mkdir(parents=True, exist_ok=True)
+        name = cfg.__class__.__name__.replace("TaskConfig", "")
+        jobs = [(u, y, conf, str(wav_dir), f"{u}: {name} ({model_dir.name})") for u, y in to_vocode]
+        if args.nj > 1 and len(jobs) > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(min(args.nj, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as ex:
+                results = list(ex.map(vocode, *zip(*jobs)))
+        else:
+            results = [vocode(*j) for j in jobs]
+        write_table(wav_dir / "wav.scp", {u: p for u, p, _ in results})
+        log.info("wrote %d wavs (%.1f s of audio) and spectrograms to %s", len(results),
+                 sum(s for _, _, s in results), wav_dir)
+    return 0
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_main(PROG, lambda: _run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
