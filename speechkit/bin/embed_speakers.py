@@ -1,0 +1,201 @@
+"""Speaker embeddings of a Kaldi data directory with the frozen GE2E encoder of Resemblyzer.
+
+  speechkit-embed-speakers DATA_DIR OUT_DIR [--nj N] [--min-speech S] [--no-trim-silence] [--no-renormalize]
+
+Every utterance of DATA_DIR (wav.scp, optional segments; any sample rate, resampled to 16 kHz)
+is level-normalised, VAD-trimmed and embedded (see speechkit.models.speaker_encoder). Writes, each
+file atomically (Kaldi ark/scp through kaldiio, float32 *vectors* of 256 dims, as Kaldi's
+xvector.scp / spk_xvector.scp; kaldiio.load_scp gives 1-D arrays):
+
+  OUT_DIR/embeddings.{ark,scp}      utterance -> unit-norm utterance embedding
+  OUT_DIR/spk_embeddings.{ark,scp}  speaker -> mean of its utterance embeddings, re-normalised to
+                                    unit L2 norm (unless --no-renormalize): the speaker vector of
+                                    Hemati & Borth (2024), section 3
+  OUT_DIR/num_utts                  '<speaker> <utterances averaged>'
+  OUT_DIR/skipped                   '<utt> <speech-seconds>' for each utterance with less than
+                                    --min-speech seconds of speech after trimming (empty if none)
+
+Skipped utterances are counted and reported (warning with the first ids); a speaker all of whose
+utterances were skipped gets no speaker vector (warning naming it). Unreadable audio is an error
+naming the utterance. spk_embeddings.scp is written last, so its presence means the run finished.
+--nj N embeds N contiguous parts of the utterance list in N worker processes (one CPU thread each);
+the output does not depend on N.
+
+Example:
+  speechkit-embed-speakers data/train exp/spk_embed/train --nj 2
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.fileio import DataError, atomic_write, write_table
+
+PROG = "speechkit-embed-speakers"
+logger = logging.getLogger(PROG)
+
+__all__ = ["embed_data_dir", "write_embeddings", "main"]
+
+_worker_encoder = None
+
+
+def _init_worker(encoder_kwargs: dict) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    global _worker_encoder
+    from speechkit.models.speaker_encoder import SpeakerEncoder
+
+    _worker_encoder = SpeakerEncoder(**encoder_kwargs)
+
+
+def _embed_part(data_dir: str, utts: list[str]) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    from speechkit.data.audio import iter_audio
+    from speechkit.data.datadir import DataDir, subset
+    from speechkit.models.speaker_encoder import UtteranceTooShortError
+
+    d = DataDir.load(data_dir)
+    part = subset(d, utts)
+    part.path = d.path
+    embs: dict[str, np.ndarray] = {}
+    skipped: dict[str, float] = {}
+    for utt, x, sr in iter_audio(part):
+        try:
+            embs[utt] = _worker_encoder.embed(x, sr, key=utt)
+        except UtteranceTooShortError as e:
+            skipped[utt] = e.speech_seconds
+    return embs, skipped
+
+
+def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: float | None = None,
+                   trim_silence: bool = True) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Embed every utterance of a data directory.
+
+    Args:
+        data_dir: Kaldi data dir with ``wav.scp`` and ``utt2spk`` (optional ``segments``).
+        nj: worker processes (contiguous parts of the C-sorted utterance list); 1 = in-process.
+        min_speech: minimum seconds of speech after trimming (``None``: the encoder's default 0.5 s).
+        trim_silence: apply the VAD trimming.
+
+    Returns:
+        ``(embeddings, skipped)``: utterance -> float32 ``(256,)`` unit-norm embedding, and
+        utterance -> seconds of speech found, for the utterances too short to embed.
+
+    Raises:
+        FileNotFoundError: no data dir / utt2spk.
+        DataError: unreadable audio or a data dir without ``wav.scp`` (names the utterance).
+    """
+    from speechkit.data.datadir import DataDir
+    from speechkit.models.speaker_encoder import DEFAULT_MIN_SPEECH
+
+    if nj < 1:
+        raise ValueError(f"--nj must be >= 1, got {nj}")
+    d = DataDir.load(data_dir)
+    if d.wav_scp is None:
+        raise DataError(f"{data_dir}/wav.scp: missing (needed to read audio)")
+    kwargs = dict(min_speech=DEFAULT_MIN_SPEECH if min_speech is None else min_speech, trim_silence=trim_silence)
+    utts = d.utts
+    parts = [p.tolist() for p in np.array_split(np.array(utts, dtype=object), min(nj, len(utts))) if len(p)]
+    embs: dict[str, np.ndarray] = {}
+    skipped: dict[str, float] = {}
+    if len(parts) <= 1:
+        global _worker_encoder
+        saved = _worker_encoder
+        try:
+            from speechkit.models.speaker_encoder import SpeakerEncoder
+
+            _worker_encoder = SpeakerEncoder(**kwargs)
+            results = [_embed_part(str(data_dir), parts[0])] if parts else []
+        finally:
+            _worker_encoder = saved
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn, not fork: torch's thread pools do not survive a fork.
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(len(parts), mp_context=ctx, initializer=_init_worker, initargs=(kwargs,)) as ex:
+            results = list(ex.map(_embed_part, [str(data_dir)] * len(parts), parts))
+    for e, s in results:
+        embs.update(e)
+        skipped.update(s)
+    return embs, skipped
+
+
+def write_embeddings(out_dir: str | os.PathLike, embeddings: dict[str, np.ndarray], skipped: dict[str, float],
+                     utt2spk: dict[str, str], renormalize: bool = True) -> dict[str, np.ndarray]:
+    """Write the files listed in the module docstring and return the speaker vectors.
+
+    Raises:
+        DataError: nothing to write (every utterance skipped).
+    """
+    from speechkit.data.datadir import c_sorted
+    from speechkit.features.io import ark_scp_writer
+    from speechkit.models.speaker_encoder import mean_embedding
+
+    out = Path(out_dir).resolve()
+    if not embeddings:
+        raise DataError(f"no utterance could be embedded ({len(skipped)} too short); nothing written to {out}")
+    by_spk: dict[str, list[str]] = {}
+    for utt in c_sorted(embeddings):
+        by_spk.setdefault(utt2spk[utt], []).append(utt)
+    spk_vecs = {spk: mean_embedding(np.stack([embeddings[u] for u in us]), renormalize=renormalize)
+                for spk, us in by_spk.items()}
+    with atomic_write(out / "skipped") as f:
+        for utt in c_sorted(skipped):
+            f.write(f"{utt} {skipped[utt]:.3f}\n")
+    write_table(out / "num_utts", {spk: len(us) for spk, us in by_spk.items()})
+    with ark_scp_writer(out / "embeddings.ark", out / "embeddings.scp") as w:
+        for utt in c_sorted(embeddings):
+            w(utt, np.asarray(embeddings[utt], dtype=np.float32))
+    with ark_scp_writer(out / "spk_embeddings.ark", out / "spk_embeddings.scp") as w:
+        for spk in c_sorted(spk_vecs):
+            w(spk, spk_vecs[spk])
+    return spk_vecs
+
+
+def main(argv=None) -> int:
+    parser = make_parser(__doc__, prog=PROG)
+    parser.add_argument("data_dir", metavar="DATA_DIR", help="Kaldi data dir (wav.scp, utt2spk)")
+    parser.add_argument("out_dir", metavar="OUT_DIR", help="where the embeddings go")
+    parser.add_argument("--nj", type=int, default=1, help="worker processes (default: 1)")
+    parser.add_argument("--min-speech", type=float, default=None, metavar="S",
+                        help="minimum seconds of speech after VAD trimming (default: 0.5)")
+    parser.add_argument("--no-trim-silence", dest="trim_silence", action="store_false",
+                        help="do not cut long silences (the whole signal counts as speech)")
+    parser.add_argument("--no-renormalize", dest="renormalize", action="store_false",
+                        help="speaker vector = plain mean, not scaled to unit length")
+    parser.add_argument("--log-file", default=None, help="append the log here too")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        from speechkit.data.datadir import DataDir, c_sorted
+
+        setup_logging(args.log_file)
+        d = DataDir.load(args.data_dir)
+        embs, skipped = embed_data_dir(args.data_dir, nj=args.nj, min_speech=args.min_speech,
+                                       trim_silence=args.trim_silence)
+        if skipped:
+            first = c_sorted(skipped)[:5]
+            logger.warning("skipped %d of %d utterances with too little speech for the speaker encoder "
+                           "(listed in %s): %s%s", len(skipped), len(d), Path(args.out_dir) / "skipped",
+                           ", ".join(first), " ..." if len(skipped) > len(first) else "")
+        spk_vecs = write_embeddings(args.out_dir, embs, skipped, d.utt2spk, renormalize=args.renormalize)
+        lost = [s for s in d.spk2utt if s not in spk_vecs]
+        if lost:
+            logger.warning("%d speakers have no usable utterance and no speaker vector: %s", len(lost),
+                           ", ".join(lost[:10]) + (" ..." if len(lost) > 10 else ""))
+        logger.info("wrote %d utterance and %d speaker embeddings to %s (%d skipped)", len(embs),
+                    len(spk_vecs), args.out_dir, len(skipped))
+        return 0
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
