@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,13 +252,19 @@ def espeak_voice(lang: str) -> str:
     return voice
 
 
-def phonemize(texts: Sequence[str], voice: str, njobs: int = 1) -> list[Pronunciation]:
+def phonemize(texts: Sequence[str], voice: str, njobs: int = 1, ids: Sequence[str] | None = None
+              ) -> list[Pronunciation]:
     """Phonemize many texts of one language in one batched espeak-ng call.
+
+    Words espeak-ng reads in another language (a "language switch", e.g. English words in Hindi
+    text) keep that language's phones, the switch flags removed; they are counted and logged
+    as one warning naming the first utterances.
 
     Args:
         texts: one utterance per item (no newlines).
         voice: an espeak-ng voice (see :func:`espeak_voice`).
         njobs: parallel espeak processes (phonemizer's ``njobs``).
+        ids: utterance ids of ``texts``, for the warning (default: 1-based item numbers).
 
     Returns:
         One :class:`Pronunciation` per text (empty when espeak produced no phone).
@@ -265,12 +272,33 @@ def phonemize(texts: Sequence[str], voice: str, njobs: int = 1) -> list[Pronunci
     from phonemizer.backend import EspeakBackend
     from phonemizer.separator import Separator
 
+    class _Capture(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.WARNING)
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    capture = _Capture()
+    plog = logging.getLogger(f"{__name__}.phonemizer")
+    plog.propagate = False
+    plog.handlers = [capture]
+    plog.setLevel(logging.WARNING)
     backend = EspeakBackend(voice, with_stress=True, language_switch="remove-flags", preserve_punctuation=False,
-                            logger=logging.getLogger("phonemizer"))
-    logging.getLogger("phonemizer").setLevel(logging.ERROR)  # per-line language-switch warnings
+                            logger=plog)
     texts = [t.replace("\n", " ") for t in texts]
     out = backend.phonemize(texts, separator=Separator(phone=" ", word=_WORD_SEP, syllable=""), strip=True,
                             njobs=max(1, njobs))
+    switched: list[int] = []
+    for msg in capture.messages:
+        m = re.search(r"language switches on lines ([\d, ]+)", msg)
+        if m:
+            switched += [int(x) for x in m.group(1).split(",") if x.strip()]
+    if switched:
+        names = [ids[i - 1] if ids is not None and 0 < i <= len(ids) else str(i) for i in sorted(switched)]
+        logger.warning("espeak-ng voice %s: %d utterances contain words read with another language's phones "
+                       "(language switch, flags removed; first: %s)", voice, len(names), ", ".join(names[:5]))
     return [parse_phonemized(line.split(_WORD_SEP), voice) for line in out]
 
 
@@ -391,7 +419,7 @@ def g2p_data_dir(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, lan
     prons: dict[str, Pronunciation] = {}
     for voice, utts in by_voice.items():
         logger.info("phonemizing %d utterances with espeak-ng voice %s", len(utts), voice)
-        for utt, pron in zip(utts, phonemize([d.text[u] for u in utts], voice, njobs=nj)):
+        for utt, pron in zip(utts, phonemize([d.text[u] for u in utts], voice, njobs=nj, ids=utts)):
             prons[utt] = pron
     empty = [u for u in d.utts if u in d.text and len(prons.get(u, ())) == 0]
     missing_text = [u for u in d.utts if u not in d.text]

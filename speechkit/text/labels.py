@@ -33,8 +33,10 @@ frame      2            ``dur_norm`` = segment duration / the longest non-``sil`
 
 Every feature about the phone's syllable or word is 0 for ``sil`` (its real values are set to
 the training mean, 0 after normalisation); utterance counts and the pause flags apply to
-``sil`` too. Dimension D = 5 (N + 1) + 22 + 18 + 2: English ``mini`` data (en-us espeak phones)
-has N = 39 (38 phones + ``sil``), so D = 200 + 42 = **242** against the paper's 362 + 2 = 364.
+``sil`` too. Dimension D = 5 (N + 1) + 22 + 18 + 2. Measured: English ``mini`` data (150 en-us
+utterances, 39 espeak phones + ``sil``: N = 40) gives D = 205 + 40 + 2 = **247** (245 + 2) against
+the paper's 362 + 2 = 364; the Malayalam crowd speaker ``2dEDqqeI`` (train, 54 phones + ``sil``)
+gives D = 280 + 42 = 322.
 
 Frames
     Frame t lies at time t * frame_shift seconds (WORLD's convention, 5 ms) and belongs to the

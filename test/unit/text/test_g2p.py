@@ -77,6 +77,15 @@ def test_other_languages_and_voice_map():
     assert p.word == [0] * 7 + [1] * 6
 
 
+@needs_espeak
+def test_language_switch_is_counted_and_reported(caplog):
+    a, b = phonemize(["तीन लाल", "hello दुनिया"], "hi", ids=["u1", "u2"])
+    assert len(a) == 6 and b.num_words == 2  # the English word keeps English phones, no "(en)" flag token
+    assert not any("(" in p for p in b.phones)
+    assert "voice hi: 1 utterances contain words read with another language's phones" in caplog.text
+    assert "first: u2" in caplog.text
+
+
 # ------------------------------------------------------------------ rules, independent of espeak
 def test_parse_stress_marks_before_vowel_or_onset_agree():
     new = parse_phonemized(["h ə l ˈoʊ", "w ˈɜː l d"], "en-us")
