@@ -26,7 +26,8 @@ WORLD_CONF = {"type": "world", "sample_rate": 16000, "frame_period": 5.0, "mcep_
               "f0_ceil": 800.0}
 
 
-def synthetic_utterance(rng: np.random.Generator, phone_table: np.ndarray, n_phones: int) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_utterance(rng: np.random.Generator, phone_table: np.ndarray,
+                        n_phones: int) -> tuple[np.ndarray, np.ndarray]:
     """Labels (one-hot phone + position) and 43-dim WORLD-like targets determined by them (learnable)."""
     labs, feats = [], []
     for _ in range(n_phones):
