@@ -22,6 +22,8 @@ WERR = 100 * (WER_base - WER) / WER_base, in %, overall and per language.
 ref.trn / hyp.trn ('tok tok ... (uttid)' for the scored utterances; ref.char.trn/hyp.char.trn
 with --cer) and Kaldi-style per_utt (per_utt.char) alignment details.
 
+Output files are written before anything is printed: an unwritable --json/--trn-dir is one line
+(`speechkit-score-wer: error: cannot write PATH: reason`, exit 1) and no result on stdout.
 Errors (exit 1, naming the file): HYP with no line at all; a HYP id that is not in REF (file and
 line); with --mode strict, a REF id without hypothesis; an utterance without a language in
 --utt2lang; no reference word to score.
@@ -38,7 +40,7 @@ from speechkit.scoring.wer import (
     write_trn,
 )
 from speechkit.utils.cli import make_parser, run_main, setup_logging
-from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_table
 
 logger = logging.getLogger("speechkit-score-wer")
 
@@ -114,11 +116,10 @@ def _run(args) -> int:
                 per[lang] = werr(b.get("wer") if isinstance(b, dict) else None, r.wer)
             result["werr_per_language"] = per
             lines.append("  werr% per language: " + ", ".join(f"{k} {_fmt(v)}" for k, v in per.items()))
-    print("\n".join(lines))
-
+    # the files first: nothing is printed as a result unless they are written
     trn_dir = Path(args.trn_dir) if args.trn_dir else Path(args.json).parent if args.json else None
     if trn_dir is not None:
-        trn_dir.mkdir(parents=True, exist_ok=True)
+        ensure_writable_dir(trn_dir)
         sfx = ".char" if unit == "char" else ""
         write_trn(trn_dir / f"ref{sfx}.trn", ((u, r) for u, (r, _, _) in scored.utts.items()))
         write_trn(trn_dir / f"hyp{sfx}.trn", ((u, h) for u, (_, h, _) in scored.utts.items()))
@@ -128,6 +129,7 @@ def _run(args) -> int:
         with atomic_write(args.json) as f:
             json.dump(result, f, indent=2, ensure_ascii=False)
             f.write("\n")
+    print("\n".join(lines))
     return 0
 
 

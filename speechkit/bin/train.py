@@ -36,6 +36,7 @@ import subprocess
 import sys
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.fileio import ensure_writable_dir
 
 PROG = "speechkit-train"
 # Our own options (everything else starting with -- is a config override).
@@ -188,6 +189,7 @@ def _run(args: argparse.Namespace, overrides: list[str], argv: list[str]) -> int
         return 0
     if not args.exp_dir:
         raise ConfigError("--exp-dir is required (where config, logs and checkpoints go)")
+    ensure_writable_dir(args.exp_dir)  # a file, or an unwritable folder: one line, before any work
     rank = int(os.environ.get("RANK", "0") or 0)
     setup_logging(None, verbose=args.verbose)
     if rank > 0 and not args.verbose:  # one log: rank 0's (the others only warn)

@@ -18,7 +18,7 @@ import os
 import sys
 from typing import Callable
 
-from speechkit.utils.fileio import DataError
+from speechkit.utils.fileio import DataError, WriteError, ensure_writable_dir
 
 
 class ConfigError(ValueError):
@@ -33,11 +33,18 @@ def make_parser(doc: str | None, prog: str | None = None) -> argparse.ArgumentPa
 
 
 def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = False) -> None:
-    """Log ``time level name: message`` to stderr and, if given, append to ``log_file``."""
+    """Log ``time level name: message`` to stderr and, if given, append to ``log_file``.
+
+    Raises:
+        WriteError: ``log_file`` cannot be opened for appending (``cannot write PATH: reason``).
+    """
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
-        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+        ensure_writable_dir(os.path.dirname(os.path.abspath(log_file)))
+        try:
+            handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+        except OSError as e:
+            raise WriteError(e.errno or 0, e.strerror or str(e), str(log_file)) from None
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -46,18 +53,36 @@ def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = Fal
     )
 
 
+def os_error_message(e: OSError) -> str:
+    """One line for an ``OSError``: ``PATH: reason`` (``cannot write PATH: reason`` for a WriteError).
+
+    Errors raised with a message of their own (``FileNotFoundError("x: no features ...")``) keep it.
+    """
+    if isinstance(e, WriteError) or e.strerror is None:
+        return str(e)
+    if e.filename is not None:
+        two = f" -> {e.filename2}" if getattr(e, "filename2", None) else ""
+        return f"{e.filename}{two}: {e.strerror}"
+    return e.strerror
+
+
 def run_main(prog: str, body: Callable[[], int | None]) -> int:
     """Run ``body``; turn expected failures into ``prog: error: message`` and exit status 1.
 
-    Handled: :class:`DataError`, :class:`ConfigError`, ``FileNotFoundError``, ``ValueError``
-    (all carry a message naming the file/line/key). ``KeyboardInterrupt`` exits 130.
-    Anything else is a bug and keeps its traceback.
+    Handled: :class:`DataError`, :class:`ConfigError`, ``ValueError`` (all carry a message
+    naming the file/line/key); any ``OSError`` (a file that cannot be read or written, a
+    directory that is a file: ``prog: error: cannot write PATH: Permission denied`` for a
+    :class:`~speechkit.utils.fileio.WriteError`, else ``prog: error: PATH: reason``).
+    ``KeyboardInterrupt`` exits 130. Anything else is a bug and keeps its traceback.
     """
     try:
         rc = body()
         return 0 if rc is None else int(rc)
-    except (DataError, ConfigError, FileNotFoundError, ValueError) as e:
+    except (DataError, ConfigError, ValueError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{prog}: error: {os_error_message(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

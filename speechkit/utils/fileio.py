@@ -6,6 +6,7 @@ Kaldi tables (``wav.scp``, ``text``, ``utt2spk`` ...) are UTF-8 text, one entry 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -14,6 +15,51 @@ from typing import Iterator, Mapping
 
 class DataError(ValueError):
     """Malformed input data. The message names the file (and line or key) at fault."""
+
+
+class WriteError(OSError):
+    """An output that cannot be written; ``str()`` is ``cannot write PATH: <reason>``.
+
+    An ``OSError`` (``errno``, ``strerror`` and ``filename`` kept), so callers catching ``OSError``
+    still do; :func:`speechkit.utils.cli.run_main` prints it as one line.
+    """
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
+def _write_error(path: str | os.PathLike, e: OSError) -> WriteError:
+    """``e`` as a :class:`WriteError` naming the path the OS complained about (or ``path``)."""
+    if isinstance(e, WriteError):
+        return e
+    where = e.filename if e.filename is not None else path
+    return WriteError(e.errno or 0, e.strerror or str(e), str(where))
+
+
+def ensure_writable_dir(path: str | os.PathLike) -> Path:
+    """Create directory ``path`` (and its parents) if needed and check that files can be created in it.
+
+    Call it before work whose result would be lost if the output could not be written.
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        WriteError: ``path`` (or a parent) is a file, cannot be created, or is not writable,
+            e.g. ``cannot write exp/run1: Not a directory``.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise WriteError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if e.errno == errno.EEXIST:  # a parent is a file
+            raise WriteError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(e.filename or path)) from None
+        raise _write_error(path, e) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise WriteError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+    return path
 
 
 @contextlib.contextmanager
@@ -28,10 +74,21 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         path: destination file.
         mode: ``"w"`` (text) or ``"wb"`` (binary).
         encoding: text encoding; ignored for binary modes.
+
+    Raises:
+        WriteError: the directory cannot be created or written, or the rename fails
+            (``cannot write PATH: <reason>``).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise WriteError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    try:
+        ensure_writable_dir(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except WriteError:
+        raise
+    except OSError as e:
+        raise _write_error(path, e) from None
     # mkstemp creates 0600; give the file the permissions a plain open() would (0666 & ~umask).
     umask = os.umask(0)
     os.umask(umask)
@@ -41,7 +98,10 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as e:
+            raise _write_error(path, e) from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
