@@ -135,6 +135,9 @@ def _segment_bounds(start: float, end: float | None, sr: int, frames: int, where
     return b, e
 
 
+#: Set once multi-channel audio has been reported (at info level, once per process).
+_said_multichannel: list[str] = []
+
 #: Largest end-of-stream shortfall accepted from an Ogg file (samples): half the longest Vorbis block.
 _OGG_END_SLACK = 4096
 
@@ -156,7 +159,12 @@ def _read(f: sf.SoundFile, b: int, e: int, where: str, what: str) -> np.ndarray:
             raise DataError(f"{where}: {what}: truncated file (read {x.shape[0]} of {e - b} samples)")
         logger.debug("%s: %s: %d samples fewer than the Ogg header's count (end of stream)", where, what, short)
     if x.shape[1] > 1:
-        logger.debug("%s: %d channels, keeping the first", where, x.shape[1])
+        if not _said_multichannel:
+            _said_multichannel.append(where)
+            logger.info("%s: %d channels, keeping the first (channel 0, as Kaldi); said once per process, "
+                        "other multi-channel files are treated the same", where, x.shape[1])
+        else:
+            logger.debug("%s: %d channels, keeping the first", where, x.shape[1])
     return np.ascontiguousarray(x[:, 0])
 
 

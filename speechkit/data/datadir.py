@@ -14,12 +14,27 @@ file                line                                          attribute
 ``utt2dur``         ``<utt> <seconds>``                           :attr:`DataDir.utt2dur`
 ``feats.scp``       ``<utt> <ark-path:offset>``                   :attr:`DataDir.feats_scp`
 ``utt2num_frames``  ``<utt> <frames>``                            :attr:`DataDir.utt2num_frames`
-``cmvn.scp``        ``<speaker or 'global'> <ark-path:offset>``   :attr:`DataDir.cmvn_scp`
+``cmvn.scp``        ``<speaker> <ark-path:offset>``               :attr:`DataDir.cmvn_scp`
+``spk2gender``      ``<speaker> <m or f>``                        :attr:`DataDir.spk2gender`
+``phone_alignments`` ``<utt> <start-s> <end-s> <phone>``, several  :attr:`DataDir.phone_alignments`
+                    lines per utterance (speechkit's)
 ==================  ============================================  =========================
 
 Without ``segments``, recording ids are utterance ids. All files are sorted in C-locale
 (byte) order and speaker ids are prefixes of utterance ids, as Kaldi's
 ``utils/validate_data_dir.sh`` requires.
+
+Global CMVN statistics are not in ``cmvn.scp`` (whose keys Kaldi requires to be exactly the
+speakers) but in ``cmvn_global.ark``, one Kaldi binary matrix (``kaldiio.load_mat``, Kaldi's
+``apply-cmvn cmvn_global.ark``), as ESPnet keeps them out of ``cmvn.scp`` too.
+
+Every tool that keeps a subset of the utterances (:func:`fix_data_dir`, :func:`subset`,
+:func:`split`, :func:`copy_data_dir`, :func:`combine`) filters the per-utterance tables
+(``text``, ``segments``, ``utt2lang``, ``utt2dur``, ``feats.scp``, ``utt2num_frames``,
+``phone_alignments``) by utterance and the per-speaker ones (``cmvn.scp``, ``spk2gender``) by
+speaker, through :meth:`DataDir.load` / :func:`subset` / :meth:`DataDir.write`; utterances
+dropped are counted and named in a warning. Backups of files a tool replaces go to numbered
+directories ``.backup/1``, ``.backup/2``, ... (:func:`backup_files`), never overwritten.
 """
 from __future__ import annotations
 
@@ -29,7 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table, write_table
+from speechkit.utils.fileio import (
+    DataError, atomic_write, ensure_writable_dir, read_lines, read_table, write_table,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +70,22 @@ TABLES: dict[str, str] = {
     "feats.scp": "feats_scp",
     "utt2num_frames": "utt2num_frames",
     "cmvn.scp": "cmvn_scp",
+    "spk2gender": "spk2gender",
 }
+#: Tables keyed by speaker (the others are keyed by utterance, or recording for ``wav.scp``).
+PER_SPEAKER = ("cmvn.scp", "spk2gender")
+#: speechkit's phone alignments: several ``<utt> <start-s> <end-s> <phone>`` lines per utterance.
+PHONE_ALIGNMENTS = "phone_alignments"
+#: Global CMVN stats: one Kaldi binary matrix (2 x dim+1, float64), outside ``cmvn.scp``.
+GLOBAL_CMVN = "cmvn_global.ark"
+#: Number of ids shown when a tool reports the utterances it dropped.
+SHOW_IDS = 5
+
+
+def show_ids(ids, n: int = SHOW_IDS) -> str:
+    """``'a', 'b', 'c' ...`` : the first ``n`` of ``ids`` (C-sorted) for a log line."""
+    ids = c_sorted(ids)
+    return ", ".join(f"'{u}'" for u in ids[:n]) + (f" ... ({len(ids) - n} more)" if len(ids) > n else "")
 
 
 def c_sorted(keys) -> list[str]:
@@ -92,6 +124,9 @@ class DataDir:
     utt2num_frames: dict[str, int] | None = None
     cmvn_scp: dict[str, str] | None = None
     path: Path | None = None
+    spk2gender: dict[str, str] | None = None
+    #: utterance -> its ``phone_alignments`` lines without the id (``"<start> <end> <phone>"``), in file order.
+    phone_alignments: dict[str, list[str]] | None = None
 
     # ------------------------------------------------------------------ views
     @property
@@ -113,6 +148,24 @@ class DataDir:
 
     def __len__(self) -> int:
         return len(self.utt2spk)
+
+    def unlisted(self) -> dict[str, list[str]]:
+        """Ids of per-utterance files that are not in ``utt2spk`` (every tool ignores them): file -> ids.
+
+        Checked: ``text``, ``segments``, ``utt2lang``, ``utt2dur``, ``feats.scp``,
+        ``utt2num_frames``, ``phone_alignments``, and ``wav.scp`` when there is no ``segments``.
+        Only files with such ids appear; ids are C-sorted.
+        """
+        out: dict[str, list[str]] = {}
+        files = [(f, getattr(self, a)) for f, a in TABLES.items()
+                 if f not in PER_SPEAKER and (f != "wav.scp" or self.segments is None)]
+        files.append((PHONE_ALIGNMENTS, self.phone_alignments))
+        for fname, table in files:
+            if table is not None:
+                extra = [k for k in table if k not in self.utt2spk]
+                if extra:
+                    out[fname] = c_sorted(extra)
+        return out
 
     # ------------------------------------------------------------------ I/O
     @classmethod
@@ -141,6 +194,8 @@ class DataDir:
             elif attr == "utt2num_frames":
                 table = {k: _parse_number(f, i, k, v, int) for i, (k, v) in enumerate(table.items(), 1)}
             setattr(d, attr, table)
+        if (path / PHONE_ALIGNMENTS).is_file():
+            d.phone_alignments = _read_utt_lines(path / PHONE_ALIGNMENTS)
         return d
 
     def tables(self) -> dict[str, dict[str, str]]:
@@ -166,11 +221,13 @@ class DataDir:
     def write(self, path: str | os.PathLike | None = None) -> Path:
         """Write every present table (sorted, atomically) plus the derived ``spk2utt``.
 
-        Tables set to ``None`` are removed from ``path`` if a stale copy exists there.
-        Returns the directory written.
+        Tables set to ``None`` (``phone_alignments`` included) are removed from ``path`` if a
+        stale copy exists there. Returns the directory written.
+
+        Raises:
+            WriteError: ``path`` cannot be written.
         """
-        path = Path(path if path is not None else self.path)
-        path.mkdir(parents=True, exist_ok=True)
+        path = ensure_writable_dir(path if path is not None else self.path)
         tables = self.tables()
         for fname in (*TABLES, "spk2utt"):
             if fname not in tables:
@@ -178,8 +235,75 @@ class DataDir:
                     (path / fname).unlink()
                 continue
             write_table(path / fname, tables[fname])
+        if self.phone_alignments is None:
+            if (path / PHONE_ALIGNMENTS).exists():
+                (path / PHONE_ALIGNMENTS).unlink()
+        else:
+            with atomic_write(path / PHONE_ALIGNMENTS) as f:
+                f.write(_render_utt_lines(self.phone_alignments))
         self.path = path
         return path
+
+
+def _read_utt_lines(f: Path) -> dict[str, list[str]]:
+    """A file of ``<utt> <rest>`` lines, several per utterance -> utt -> [rest, ...] (file order)."""
+    out: dict[str, list[str]] = {}
+    for lineno, line in enumerate(read_lines(f), 1):
+        parts = line.split(maxsplit=1)
+        if len(parts) < 2:
+            raise DataError(f"{f}:{lineno}: expected '<utt> <fields...>', got {line!r}")
+        out.setdefault(parts[0], []).append(parts[1].rstrip())
+    return out
+
+
+def _render_utt_lines(table: dict[str, list[str]]) -> str:
+    """Inverse of :func:`_read_utt_lines`: utterances in C order, each one's lines in their order."""
+    return "".join(f"{u} {rest}\n" for u in c_sorted(table) for rest in table[u])
+
+
+def new_backup_dir(data_dir: str | os.PathLike) -> Path:
+    """Create and return the next numbered backup directory ``DATA_DIR/.backup/N`` (1, 2, ...).
+
+    Safe against concurrent callers (each gets its own number, by ``mkdir``).
+
+    Raises:
+        WriteError: ``DATA_DIR/.backup`` cannot be created.
+    """
+    root = ensure_writable_dir(Path(data_dir) / ".backup")
+    n = 1 + max((int(p.name) for p in root.iterdir() if p.name.isdigit()), default=0)
+    while True:
+        try:
+            (root / str(n)).mkdir()
+            return root / str(n)
+        except FileExistsError:
+            n += 1
+
+
+def backup_files(data_dir: str | os.PathLike, names, *, move: bool = False) -> Path | None:
+    """Copy (or move, ``move=True``) the files ``names`` of ``data_dir`` present there to a new
+    numbered backup directory (:func:`new_backup_dir`); an earlier backup is never overwritten.
+
+    Returns:
+        The backup directory, or ``None`` if none of the files exists (nothing is created then).
+    """
+    data_dir = Path(data_dir)
+    present = [n for n in names if (data_dir / n).is_file()]
+    if not present:
+        return None
+    dest = new_backup_dir(data_dir)
+    for name in present:
+        try:
+            if move:
+                os.replace(data_dir / name, dest / name)
+            else:
+                with atomic_write(dest / name, "wb") as out:
+                    out.write((data_dir / name).read_bytes())
+        except FileNotFoundError:  # a concurrent job moved it first
+            continue
+    if not any(dest.iterdir()):
+        dest.rmdir()
+        return None
+    return dest
 
 
 def _parse_segment(f: Path, lineno: int, key: str, value: str) -> Segment:
@@ -202,7 +326,11 @@ def _parse_number(f: Path, lineno: int, key: str, value: str, typ):
 
 # ====================================================================== validation
 #: Files copied as they are by subset/split/combine/copy (Kaldi carries ``frame_shift`` too).
-EXTRA_FILES = ("frame_shift", "feats.yaml")
+EXTRA_FILES = ("frame_shift", "feats.yaml", GLOBAL_CMVN)
+#: Kaldi's other optional files that its validate_data_dir.sh checks (keyed by utterance / recording).
+KALDI_OPTIONAL = ("utt2uniq", "reco2dur")
+#: Words Kaldi's validate_data_dir.sh refuses in ``text`` (they are reserved in the lexicon / LM).
+RESERVED_WORDS = ("<s>", "</s>", "#0")
 #: Per-file cap on reported problems (a 100k-line unsorted file gives one line, not 100k).
 MAX_PROBLEMS_PER_FILE = 20
 _PER_UTT = ("text", "utt2lang", "utt2dur", "feats.scp", "utt2num_frames")
@@ -309,7 +437,13 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
     used; ``segments`` lines with 4 fields, ``end > start >= 0`` and recordings in ``wav.scp``;
     ``utt2lang``/``utt2dur`` covering the utterances (durations positive); ``feats.scp`` present
     and ``utt2num_frames`` covering the same utterances with positive integer counts (unless
-    ``no_feats``); ``cmvn.scp`` keyed by the speakers (or the single id ``global``).
+    ``no_feats``), each entry pointing at an ark that exists and, for arks written by
+    ``speechkit-compute-feats``, holds that utterance at that offset for this data dir and is
+    not stale (:func:`speechkit.features.extract.check_feats_scp`); ``cmvn.scp`` keyed by exactly
+    the speakers (a ``global`` key is an error: global stats go in ``cmvn_global.ark``);
+    ``spk2gender`` keyed by exactly the speakers, values ``m``/``f``; ``utt2uniq`` covering the
+    utterances, ``reco2dur`` the recordings (positive); ``phone_alignments`` sorted, 4 fields,
+    ``end >= start``, of utterances in ``utt2spk``; no ``<s>``, ``</s>``, ``#0`` word in ``text``.
 
     With ``check_audio`` (not in Kaldi) every ``wav.scp`` entry is also opened (commands are run)
     with :func:`speechkit.data.audio.probe_audio`: missing, empty, truncated or non-audio files,
@@ -327,12 +461,14 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
         for fname, table in d_or_path.tables().items():
             files[fname] = "".join(f"{k} {v}\n" if v != "" else f"{k}\n"
                                    for k, v in ((k, table[k]) for k in c_sorted(table))).encode("utf-8")
+        if d_or_path.phone_alignments is not None:
+            files[PHONE_ALIGNMENTS] = _render_utt_lines(d_or_path.phone_alignments).encode("utf-8")
     else:
         base = str(d_or_path)
         p = Path(d_or_path)
         if not p.is_dir():
             return [f"{base}: no such data directory"]
-        for fname in (*TABLES, "spk2utt"):
+        for fname in (*TABLES, "spk2utt", PHONE_ALIGNMENTS, *KALDI_OPTIONAL):
             f = p / fname
             if f.is_file():
                 try:
@@ -346,9 +482,13 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
         return f"{base}/{fname}"
 
     tabs: dict[str, dict[str, tuple[int, str]]] = {}
+    ali_ids: dict[str, int] | None = None
     for fname, data in files.items():
         if data is not None:
-            tabs[fname] = _scan(lab(fname), data, report, allow_empty_value=(fname == "text"))
+            if fname == PHONE_ALIGNMENTS:
+                ali_ids = _scan_alignments(lab(fname), data, report)
+            else:
+                tabs[fname] = _scan(lab(fname), data, report, allow_empty_value=(fname == "text"))
             if not data:
                 report.add(lab(fname), None, "file is empty")
 
@@ -402,6 +542,11 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
             report.add(lab("text"), None, "missing (use --no-text if the data has no transcripts)")
         else:
             _compare_ids(report, lab("utt2spk"), u2s, lab("text"), tabs["text"])
+            for utt, (ln, value) in tabs["text"].items():
+                bad = [w for w in RESERVED_WORDS if w in value.split()]
+                if bad:
+                    report.add(lab("text"), ln, f"transcript of '{utt}' contains the reserved word '{bad[0]}' "
+                               f"(Kaldi refuses {', '.join(RESERVED_WORDS)} in text)")
 
     # -------------------------------------------------- wav.scp / segments
     if not no_wav:
@@ -470,14 +615,74 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
             for utt, (ln, v) in nf.items():
                 if not (v.isdigit() and int(v) > 0) and v:
                     report.add(lab("utt2num_frames"), ln, f"frame count of '{utt}' must be a positive integer, got {v!r}")
+        if feats is not None and not isinstance(d_or_path, DataDir):
+            from speechkit.features.extract import check_feats_scp
+
+            for ln, msg in check_feats_scp(Path(d_or_path), feats, tabs.get("utt2num_frames")):
+                report.add(lab("feats.scp"), ln, msg)
+    spk_tab = {s: u2s[u[0]] for s, u in spk2utt.items()}
     if "cmvn.scp" in tabs:
         cmvn = tabs["cmvn.scp"]
-        if set(cmvn) != {"global"}:
-            spk_tab = {s: u2s[u[0]] for s, u in spk2utt.items()}
+        if "global" in cmvn and "global" not in spk2utt:
+            report.add(lab("cmvn.scp"), cmvn["global"][0], "key 'global' is not a speaker: Kaldi requires the keys "
+                       f"of cmvn.scp to be exactly the speakers; global stats go in {GLOBAL_CMVN} "
+                       "(re-run speechkit-compute-cmvn-stats, or speechkit-fix-data-dir to move them)")
+            cmvn = {k: v for k, v in cmvn.items() if k != "global"}
+        if cmvn:
             _compare_ids(report, lab("utt2spk"), spk_tab, lab("cmvn.scp"), cmvn, what="speaker")
+    if "spk2gender" in tabs:
+        _compare_ids(report, lab("utt2spk"), spk_tab, lab("spk2gender"), tabs["spk2gender"], what="speaker")
+        for spk, (ln, v) in tabs["spk2gender"].items():
+            if v not in ("m", "f"):
+                report.add(lab("spk2gender"), ln, f"gender of '{spk}' must be m or f, got {v!r}")
+    if "utt2uniq" in tabs:
+        _compare_ids(report, lab("utt2spk"), u2s, lab("utt2uniq"), tabs["utt2uniq"])
+    if "reco2dur" in tabs and "wav.scp" in tabs:
+        _compare_ids(report, lab("wav.scp"), tabs["wav.scp"], lab("reco2dur"), tabs["reco2dur"], what="recording")
+        for rec, (ln, v) in tabs["reco2dur"].items():
+            try:
+                ok = float(v) > 0
+            except ValueError:
+                ok = False
+            if not ok:
+                report.add(lab("reco2dur"), ln, f"duration of '{rec}' must be a positive number of seconds, got {v!r}")
+    if ali_ids is not None:
+        for utt, ln in ali_ids.items():
+            if utt not in u2s:
+                report.add(lab(PHONE_ALIGNMENTS), ln, f"utterance '{utt}' is not in utt2spk")
     if check_audio and not no_wav and "wav.scp" in tabs:
         _check_audio(report, lab, tabs, expected_sr)
     return report.result()
+
+
+def _scan_alignments(label: str, data: bytes, report: _Report) -> dict[str, int]:
+    """Check ``phone_alignments`` (``<utt> <start> <end> <phone>``, grouped by utterance in C order);
+    returns utt -> first line."""
+    first: dict[str, int] = {}
+    prev = None
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        report.add(label, data[: e.start].count(b"\n") + 1, "not valid UTF-8")
+        return first
+    for lineno, line in enumerate(lines, 1):
+        parts = line.split()
+        if len(parts) != 4:
+            report.add(label, lineno, f"expected '<utt> <start> <end> <phone>', got {line!r}")
+            continue
+        utt = parts[0]
+        if prev is not None and utt != prev and (utt < prev or utt in first):
+            report.add(label, lineno, f"not grouped by utterance in C-locale order: '{utt}' after '{prev}'")
+        first.setdefault(utt, lineno)
+        prev = utt
+        try:
+            start, end = float(parts[1]), float(parts[2])
+        except ValueError:
+            report.add(label, lineno, f"'{utt}': times are not numbers: {line!r}")
+            continue
+        if start < 0 or end < start:
+            report.add(label, lineno, f"'{utt}': bad interval {parts[1]}-{parts[2]} s")
+    return first
 
 
 def _check_audio(report: _Report, lab, tabs: dict, expected_sr: int | None) -> None:
@@ -508,10 +713,15 @@ def _check_audio(report: _Report, lab, tabs: dict, expected_sr: int | None) -> N
 
 
 # ====================================================================== fix
-def _lenient_tables(path: Path) -> tuple[dict[str, dict[str, str]], dict[str, int]]:
-    """Read every table of ``path`` tolerating format problems (logged); non-UTF-8 is an error."""
+def _lenient_tables(path: Path) -> tuple[dict[str, dict[str, str]], dict[str, int], set[str]]:
+    """Read every table of ``path`` tolerating format problems (logged); non-UTF-8 is an error.
+
+    Returns the tables, their line counts, and every utterance id seen in a per-utterance table
+    (``utt2spk``, the utterances of ``spk2utt``, ``text``, ``segments``, ...), malformed lines included.
+    """
     tables: dict[str, dict[str, str]] = {}
     counts: dict[str, int] = {}
+    ids: set[str] = set()
     for fname in (*TABLES, "spk2utt"):
         f = path / fname
         if not f.is_file():
@@ -522,6 +732,10 @@ def _lenient_tables(path: Path) -> tuple[dict[str, dict[str, str]], dict[str, in
             if "not valid UTF-8" in line:
                 raise DataError(f"{line} (fix the encoding by hand; nothing was modified)")
             logger.info("fixing %s", line)
+        if fname in ("utt2spk", "segments", *_PER_UTT):
+            ids |= set(scanned)
+        elif fname == "spk2utt":
+            ids |= {u for _, v in scanned.values() for u in v.split()}
         table = {}
         for key, (ln, value) in scanned.items():
             bad = _bad_value(fname, value)
@@ -531,7 +745,7 @@ def _lenient_tables(path: Path) -> tuple[dict[str, dict[str, str]], dict[str, in
             table[key] = value
         tables[fname] = table
         counts[fname] = len(scanned)
-    return tables, counts
+    return tables, counts, ids
 
 
 def _bad_value(fname: str, value: str) -> str | None:
@@ -573,57 +787,79 @@ def fix_data_dir(path: str | os.PathLike) -> tuple[int, int]:
     Sorts every table (C locale), drops duplicate ids (keeping the first), empty and malformed
     lines, keeps only the utterances present in every per-utterance file (``utt2spk``, ``text``,
     ``segments``, ``utt2lang``, ``utt2dur``, ``feats.scp``, ``utt2num_frames``; and ``wav.scp``
-    without segments) whose recording is in ``wav.scp``; prunes ``wav.scp`` to the recordings and
-    ``cmvn.scp`` to the speakers still used; regenerates ``spk2utt`` (``utt2spk`` is rebuilt from
-    ``spk2utt`` if only that exists). A per-speaker ``cmvn.scp`` also drops the utterances of
-    speakers it lacks. Every original file is first copied to ``path/.backup/``.
-    A directory that needs no change is left untouched (its earlier backup too).
+    without segments) whose recording is in ``wav.scp``; prunes ``wav.scp`` to the recordings,
+    ``cmvn.scp`` and ``spk2gender`` to the speakers and ``phone_alignments`` to the utterances still
+    used; regenerates ``spk2utt`` (``utt2spk`` is rebuilt from ``spk2utt`` if only that exists). A
+    per-speaker ``cmvn.scp`` also drops the utterances of speakers it lacks; a ``cmvn.scp`` holding
+    only a ``global`` entry (older speechkit) is turned into ``cmvn_global.ark``. The files replaced
+    are first copied to a new numbered backup ``path/.backup/N/`` (an earlier backup is never
+    overwritten). A directory that needs no change is left untouched. The utterances dropped are
+    counted and the first few named in a warning.
 
     Returns:
-        ``(kept, total)``: utterances kept and utterances in the original ``utt2spk``.
+        ``(kept, total)``: utterances kept, and the number of distinct utterance ids found in any
+        per-utterance file of the original directory (``utt2spk``, ``spk2utt``, ``text``, ...).
 
     Raises:
         FileNotFoundError: no such directory, or neither ``utt2spk`` nor ``spk2utt``.
         DataError: a file is not valid UTF-8, or no utterance would remain (nothing is modified).
+        WriteError: the directory or its backup cannot be written.
     """
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such data directory")
-    tables, counts = _lenient_tables(path)
+    tables, counts, all_ids = _lenient_tables(path)
     if "utt2spk" not in tables:
         if "spk2utt" not in tables:
             raise FileNotFoundError(f"{path}/utt2spk: missing (and no spk2utt to rebuild it from)")
         tables["utt2spk"] = {u: s for s, us in tables["spk2utt"].items() for u in us.split()}
         counts["utt2spk"] = len(tables["utt2spk"])
         logger.info("%s: rebuilt utt2spk from spk2utt", path)
-    total = counts["utt2spk"]
     segments = tables.get("segments")
     wav = tables.get("wav.scp")
+    if segments is None and wav is not None:
+        all_ids |= set(wav)
+    alignments = _read_utt_lines_lenient(path / PHONE_ALIGNMENTS) if (path / PHONE_ALIGNMENTS).is_file() else None
+    if alignments is not None:
+        all_ids |= set(alignments)
+    total = len(all_ids)
     per_utt = ["utt2spk", *(f for f in _PER_UTT if f in tables)]
     if segments is not None:
         per_utt.append("segments")
     elif wav is not None:
         per_utt.append("wav.scp")
     keep = set(tables["utt2spk"])
+    why: dict[str, str] = {u: "not in utt2spk" for u in all_ids - keep}
     for fname in per_utt[1:]:
-        before = len(keep)
-        keep &= set(tables[fname])
-        if len(keep) < before:
-            logger.info("%s: %d utterances have no entry in %s", path, before - len(keep), fname)
+        missing = keep - set(tables[fname])
+        for u in missing:
+            why[u] = f"not in {fname}"
+        keep -= missing
     if segments is not None and wav is not None:
         no_rec = {u for u in keep if segments[u].split()[0] not in wav}
-        if no_rec:
-            logger.info("%s: %d utterances have a recording missing from wav.scp", path, len(no_rec))
+        for u in no_rec:
+            why[u] = "recording not in wav.scp"
         keep -= no_rec
     cmvn = tables.get("cmvn.scp")
-    if cmvn is not None and set(cmvn) != {"global"}:
+    global_cmvn = None
+    if cmvn is not None and set(cmvn) == {"global"}:
+        global_cmvn = cmvn["global"]
+        del tables["cmvn.scp"]
+    elif cmvn is not None:
         no_cmvn = {u for u in keep if tables["utt2spk"][u] not in cmvn}
-        if no_cmvn:
-            logger.info("%s: %d utterances have a speaker missing from cmvn.scp", path, len(no_cmvn))
+        for u in no_cmvn:
+            why[u] = "speaker not in cmvn.scp"
         keep -= no_cmvn
     if not keep:
         sizes = ", ".join(f"{f}: {len(tables[f])}" for f in per_utt)
         raise DataError(f"{path}: no utterance is in every file ({sizes}); nothing was modified")
+    dropped = all_ids - keep
+    if dropped:
+        reasons: dict[str, list[str]] = {}
+        for u in dropped:
+            reasons.setdefault(why.get(u, "malformed line"), []).append(u)
+        logger.warning("%s: dropping %d of %d utterances: %s", path, len(dropped), total,
+                       "; ".join(f"{len(us)} {r} ({show_ids(us)})" for r, us in sorted(reasons.items())))
 
     new: dict[str, dict[str, str]] = {}
     for fname in per_utt:
@@ -632,36 +868,66 @@ def fix_data_dir(path: str | os.PathLike) -> tuple[int, int]:
         used = {new["segments"][u].split()[0] for u in keep}
         new["wav.scp"] = {k: v for k, v in wav.items() if k in used}
     spks = {new["utt2spk"][u] for u in keep}
-    if "cmvn.scp" in tables:
-        new["cmvn.scp"] = {k: v for k, v in tables["cmvn.scp"].items() if k in spks or k == "global"}
+    for fname in PER_SPEAKER:
+        if fname in tables:
+            new[fname] = {k: v for k, v in tables[fname].items() if k in spks}
     spk2utt: dict[str, list[str]] = {}
     for u in c_sorted(keep):
         spk2utt.setdefault(new["utt2spk"][u], []).append(u)
     new["spk2utt"] = {s: " ".join(us) for s, us in spk2utt.items()}
 
     rendered = {fname: _render(t) for fname, t in new.items()}
+    if alignments is not None:
+        rendered[PHONE_ALIGNMENTS] = _render_utt_lines({u: v for u, v in alignments.items() if u in keep}).encode()
     changed = [f for f, b in rendered.items() if not (path / f).is_file() or (path / f).read_bytes() != b]
+    if global_cmvn is not None:
+        changed.append("cmvn.scp")
     if changed:
-        backup = path / ".backup"
-        backup.mkdir(exist_ok=True)
-        for fname in (*TABLES, "spk2utt"):
-            if (path / fname).is_file():
-                with atomic_write(backup / fname, "wb") as out:
-                    out.write((path / fname).read_bytes())
+        backup = backup_files(path, (*TABLES, "spk2utt", PHONE_ALIGNMENTS))
+        if global_cmvn is not None:
+            _move_global_cmvn(path, global_cmvn)
         for fname in changed:
-            with atomic_write(path / fname, "wb") as out:
-                out.write(rendered[fname])
+            if fname in rendered:
+                with atomic_write(path / fname, "wb") as out:
+                    out.write(rendered[fname])
         logger.info("%s: rewrote %s (originals in %s)", path, " ".join(changed), backup)
     return len(keep), total
+
+
+def _move_global_cmvn(path: Path, loc: str) -> None:
+    """Write the stats at ``loc`` (a ``cmvn.scp`` value) to ``path/cmvn_global.ark``; remove ``cmvn.scp``."""
+    import kaldiio
+
+    try:
+        stats = kaldiio.load_mat(loc)
+    except Exception as e:  # kaldiio raises several types for bad/missing arks
+        raise DataError(f"{path}/cmvn.scp: 'global': cannot read stats at {loc}: {e}") from None
+    with atomic_write(path / GLOBAL_CMVN, "wb") as f:
+        kaldiio.save_mat(f, stats)
+    (path / "cmvn.scp").unlink()
+    logger.warning("%s/cmvn.scp: held global stats only; moved them to %s (Kaldi requires cmvn.scp keys to be "
+                   "the speakers)", path, path / GLOBAL_CMVN)
+
+
+def _read_utt_lines_lenient(f: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for lineno, line in enumerate(read_lines(f), 1):
+        parts = line.split(maxsplit=1)
+        if len(parts) < 2:
+            logger.warning("%s:%d: dropping malformed line %r", f, lineno, line)
+            continue
+        out.setdefault(parts[0], []).append(parts[1].rstrip())
+    return out
 
 
 # ====================================================================== subset / split / combine / copy
 def subset(d: DataDir, utts) -> DataDir:
     """A new in-memory :class:`DataDir` with only the utterances ``utts``.
 
-    ``wav.scp`` keeps only the recordings used, ``cmvn.scp`` only the speakers used (and
-    ``global``). Ids of ``utts`` not in ``d`` are ignored with a warning (as Kaldi's
-    ``filter_scp.pl``).
+    This is the one rule by which every tool filters a data dir: the per-utterance tables and
+    ``phone_alignments`` keep the lines of ``utts``, ``wav.scp`` only the recordings used,
+    ``cmvn.scp`` and ``spk2gender`` only the speakers used. Ids of ``utts`` not in ``d`` are
+    ignored with a warning (as Kaldi's ``filter_scp.pl``).
 
     Raises:
         DataError: none of ``utts`` is in ``d``.
@@ -682,9 +948,13 @@ def subset(d: DataDir, utts) -> DataDir:
     if d.wav_scp is not None:
         recs = {d.recording_of(u) for u in keep if d.segments is None or u in d.segments}
         out.wav_scp = {k: v for k, v in d.wav_scp.items() if k in recs}
+    spks = {d.utt2spk[u] for u in keep}
     if d.cmvn_scp is not None:
-        spks = {d.utt2spk[u] for u in keep}
         out.cmvn_scp = {k: v for k, v in d.cmvn_scp.items() if k in spks or k == "global"}
+    if d.spk2gender is not None:
+        out.spk2gender = {k: v for k, v in d.spk2gender.items() if k in spks}
+    if d.phone_alignments is not None:
+        out.phone_alignments = {k: list(d.phone_alignments[k]) for k in order if k in d.phone_alignments}
     return out
 
 
@@ -709,8 +979,9 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
 
     Modes: ``first``/``last`` N utterances in sorted order; the utterances listed (first field
     per line) in ``utt_list``; all utterances of the speakers in ``spk_list``; ``num`` utterances
-    drawn at random with ``seed`` (the same seed gives the same subset). ``frame_shift`` and
-    ``feats.yaml`` are copied along.
+    drawn at random with ``seed`` (the same seed gives the same subset). ``phone_alignments`` and
+    ``spk2gender`` are filtered along (:func:`subset`); ``frame_shift``, ``feats.yaml`` and
+    ``cmvn_global.ark`` are copied.
 
     Raises:
         ValueError: not exactly one mode, or N < 1.
@@ -870,7 +1141,7 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
 
 
 def _split_sources(src: Path) -> list[Path]:
-    return [src / f for f in (*TABLES, "spk2utt", *EXTRA_FILES) if (src / f).is_file()]
+    return [src / f for f in (*TABLES, "spk2utt", PHONE_ALIGNMENTS, *EXTRA_FILES) if (src / f).is_file()]
 
 
 def _split_is_fresh(top: Path, n: int, sources: list[Path]) -> bool:
@@ -886,7 +1157,8 @@ def _split_is_fresh(top: Path, n: int, sources: list[Path]) -> bool:
             t = f.stat().st_mtime_ns
             oldest = t if oldest is None else min(oldest, t)
         # a part holds exactly the tables (and extra files) the source has
-        if {f.name for f in sources} != {f.name for f in part.iterdir() if f.name in (*TABLES, "spk2utt", *EXTRA_FILES)}:
+        if {f.name for f in sources} != {f.name for f in part.iterdir()
+                                         if f.name in (*TABLES, "spk2utt", PHONE_ALIGNMENTS, *EXTRA_FILES)}:
             return False
     return oldest is not None and oldest > newest_src
 
@@ -918,13 +1190,21 @@ def combine(dirs) -> DataDir:
             owner[u] = i
         out.utt2spk.update(x.utt2spk)
 
-    for attr in ("text", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames"):
+    for attr in ("text", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames", "phone_alignments"):
         have = [x for x in ds if getattr(x, attr) is not None]
         if len(have) == len(ds):
             setattr(out, attr, {k: v for x in ds for k, v in getattr(x, attr).items()})
         elif have:
             logger.warning("combine: only %d of %d sources have %s; not creating it",
                            len(have), len(ds), _file_of(attr))
+    if all(x.spk2gender is not None for x in ds):
+        out.spk2gender = {}
+        for x in ds:
+            for k, v in x.spk2gender.items():
+                if out.spk2gender.setdefault(k, v) != v:
+                    raise DataError(f"speaker '{k}' has different genders in the sources' spk2gender")
+    elif any(x.spk2gender is not None for x in ds):
+        logger.warning("combine: not every source has spk2gender; not creating it")
 
     if all(x.wav_scp is not None for x in ds):
         out.wav_scp = {}
@@ -959,7 +1239,7 @@ def combine(dirs) -> DataDir:
 
 
 def _file_of(attr: str) -> str:
-    return next(f for f, a in TABLES.items() if a == attr)
+    return PHONE_ALIGNMENTS if attr == "phone_alignments" else next(f for f, a in TABLES.items() if a == attr)
 
 
 def _whole_segments(x: DataDir, name: str) -> dict[str, Segment]:
@@ -1008,7 +1288,8 @@ def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix
 
     Utterance ids become ``utt_prefix + utt + utt_suffix`` in every per-utterance table (and in
     ``wav.scp`` when there is no ``segments``; recording ids are kept otherwise); speaker ids
-    become ``spk_prefix + spk + spk_suffix`` in ``utt2spk`` and ``cmvn.scp`` (``global`` is kept).
+    become ``spk_prefix + spk + spk_suffix`` in ``utt2spk``, ``cmvn.scp`` and ``spk2gender``.
+    ``phone_alignments`` and ``frame_shift``/``feats.yaml``/``cmvn_global.ark`` are carried along.
     Use the same prefix for both to keep speaker ids prefixes of utterance ids.
 
     Raises:
@@ -1029,10 +1310,12 @@ def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix
 
     out = DataDir()
     out.utt2spk = {mu(u): ms(s) for u, s in d.utt2spk.items()}
-    for attr in ("text", "segments", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames"):
+    for attr in ("text", "segments", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames", "phone_alignments"):
         table = getattr(d, attr)
         if table is not None:
             setattr(out, attr, {mu(k): v for k, v in table.items()})
+    if d.spk2gender is not None:
+        out.spk2gender = {ms(k): v for k, v in d.spk2gender.items()}
     if d.wav_scp is not None:
         out.wav_scp = dict(d.wav_scp) if d.segments is not None else {mu(k): v for k, v in d.wav_scp.items()}
     if d.cmvn_scp is not None:

@@ -170,12 +170,14 @@ def wav_entry(path: str | os.PathLike, native_sr: int, sample_rate: int | None =
     """The ``wav.scp`` value for an audio file: its absolute path, or a ``sox`` pipe to ``sample_rate``.
 
     When ``sample_rate`` is given and differs from ``native_sr`` (Hz) the entry is Kaldi's
-    extended filename ``sox FILE -t wav -r HZ -b 16 -c 1 - |`` (16-bit mono WAV on stdout).
+    extended filename ``sox -R FILE -t wav -r HZ -b 16 -c 1 - |`` (16-bit mono WAV on stdout).
+    ``-R`` makes sox's dither repeatable (the same bytes on every run, so the same features and
+    models); without it every run dithers with a fresh random seed.
     """
     path = os.path.abspath(os.fspath(path))
     if sample_rate is None or int(sample_rate) == int(native_sr):
         return path
-    return f"sox {shlex.quote(path)} -t wav -r {int(sample_rate)} -b 16 -c 1 - |"
+    return f"sox -R {shlex.quote(path)} -t wav -r {int(sample_rate)} -b 16 -c 1 - |"
 
 
 def check_sample_rate(sample_rate: int | None) -> None:

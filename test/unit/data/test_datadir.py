@@ -55,8 +55,15 @@ def make_dir(path: Path, speakers=SPEAKERS, segments=False, feats=False, prefix=
                 d.segments[utt] = Segment(rec, 2.0 * i, 2.0 * i + 1.0)
             else:
                 d.wav_scp[utt] = f"/corpus/{utt}.wav"
-    if feats:
-        d.feats_scp = {u: f"/feats/raw.ark:{10 * k}" for k, u in enumerate(d.utts)}
+    if feats:  # a real ark (validate checks that feats.scp points into arks that exist)
+        import kaldiio
+
+        ark = path.parent / f"{path.name}_raw.ark"
+        ark.parent.mkdir(parents=True, exist_ok=True)
+        with kaldiio.WriteHelper(f"ark,scp:{ark},{ark.with_suffix('.scp')}") as w:
+            for k, u in enumerate(d.utts):
+                w(u, np.zeros((100 + k, 2), np.float32))
+        d.feats_scp = dict(ln.split(" ", 1) for ln in ark.with_suffix(".scp").read_text().splitlines())
         d.utt2num_frames = {u: 100 + k for k, u in enumerate(d.utts)}
     d.write(path)
     return d
@@ -181,7 +188,13 @@ def test_utt2dur_and_cmvn(ddir):
     d.cmvn_scp = {"spkA": "c.ark:1", "spkB": "c.ark:2", "spkC": "c.ark:3"}
     d.write()
     assert validate(ddir, no_feats=True) == [f"{ddir}/utt2spk:9: speaker 'spkD' has no entry in cmvn.scp"]
-    d.cmvn_scp = {"global": "c.ark:1"}
+    d.cmvn_scp = {"global": "c.ark:1"}   # Kaldi: "speaker lists extracted from spk2utt and cmvn differ"
+    d.write()
+    assert validate(ddir, no_feats=True) == [
+        f"{ddir}/cmvn.scp:1: key 'global' is not a speaker: Kaldi requires the keys of cmvn.scp to be exactly "
+        "the speakers; global stats go in cmvn_global.ark (re-run speechkit-compute-cmvn-stats, or "
+        "speechkit-fix-data-dir to move them)"]
+    d.cmvn_scp = None
     d.write()
     assert validate(ddir, no_feats=True) == []
     (ddir / "utt2dur").write_text((ddir / "utt2dur").read_text().replace("spkA_u00 1.000", "spkA_u00 -1"))
@@ -231,18 +244,19 @@ def test_fix_data_dir(ddir):
                                           "zz_u00 stray"]))
     (ddir / "spk2utt").write_text("garbage\n")
     kept, total = fix_data_dir(ddir)
-    assert (kept, total) == (9, 10)
+    assert (kept, total) == (9, 11)   # 10 utterances and the stray zz_u00 of text
     assert validate(ddir, no_feats=True) == []
     d = DataDir.load(ddir)
     assert "spkA_u01" not in d.utt2spk and "spkA_u01" not in d.wav_scp and "zz_u00" not in d.text
     assert d.text["spkA_u00"] == "words of spkA_u00"   # first of the duplicates kept
-    assert (ddir / ".backup" / "spk2utt").read_text() == "garbage\n"
-    assert (ddir / ".backup" / "utt2spk").read_bytes() == orig["utt2spk"]
+    assert (ddir / ".backup" / "1" / "spk2utt").read_text() == "garbage\n"
+    assert (ddir / ".backup" / "1" / "utt2spk").read_bytes() == orig["utt2spk"]
     # a second run changes nothing, and keeps the first backup
     snapshot = {f.name: f.read_bytes() for f in ddir.iterdir() if f.is_file()}
     assert fix_data_dir(ddir) == (9, 9)
     assert {f.name: f.read_bytes() for f in ddir.iterdir() if f.is_file()} == snapshot
-    assert (ddir / ".backup" / "spk2utt").read_text() == "garbage\n"
+    assert (ddir / ".backup" / "1" / "spk2utt").read_text() == "garbage\n"
+    assert not (ddir / ".backup" / "2").exists()
 
 
 def test_fix_segments_prunes_recordings_and_bad_lines(tmp_path):

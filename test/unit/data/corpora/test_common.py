@@ -78,7 +78,7 @@ def test_wav_entry(tmp_path):
     p = tmp_path / "a b.flac"
     assert wav_entry(p, 16000) == str(p)
     assert wav_entry(p, 16000, 16000) == str(p)
-    assert wav_entry(p, 22050, 16000) == f"sox '{p}' -t wav -r 16000 -b 16 -c 1 - |"
+    assert wav_entry(p, 22050, 16000) == f"sox -R '{p}' -t wav -r 16000 -b 16 -c 1 - |"  # -R: repeatable dither
 
 
 def test_phone_alignments_round_trip_sorted(tmp_path):
