@@ -5,9 +5,11 @@
 The frontend (mfcc, logmel, spectrogram, fbank, kaldi_mfcc, world) is chosen by the config's `type:`
 (see conf/*.yaml). The utterances of DATA_DIR (C-sorted) are split into N contiguous parts:
 
-  --job J       compute part J only, writing FEAT_DIR/raw_<type>_<data>.J.{ark,scp} (Kaldi ark/scp via
+  --job J       compute part J only, writing FEAT_DIR/raw_<type>_<tag>.J.{ark,scp} (Kaldi ark/scp via
                 kaldiio, renamed into place when complete) and its manifest .J.json; logs to stdout.
-                This is what utils/make_feats.sh runs under $cmd (run.pl, slurm.pl).
+                <tag> is the data dir's name and a hash of its path (train_3f2a9c1e), so data dirs
+                of the same name never share arks. This is what utils/make_feats.sh runs under
+                $cmd (run.pl, slurm.pl).
   (neither)     run the N parts as local processes (at most --max-jobs at once), each logging to
                 LOG_DIR/compute_feats.J.log, then merge.
   --merge-only  only merge: check all N parts are complete and current, then write DATA_DIR/feats.scp
@@ -15,14 +17,24 @@ The frontend (mfcc, logmel, spectrogram, fbank, kaldi_mfcc, world) is chosen by 
                 (the resolved frontend config). A missing or failed part is an error; no feats.scp is
                 written then.
 
-A part is recomputed only if its inputs (wav.scp/segments lines, audio file sizes and times), the
-resolved config or --compress changed (use --force to recompute anyway). Audio with another sample
-rate than the config's, unreadable audio, or an utterance too short for one frame fails the job with
-an error naming the utterance. Defaults: LOG_DIR = DATA_DIR/log, FEAT_DIR = DATA_DIR/data.
+A part is recomputed only if its inputs (wav.scp/segments lines, the sizes and times of the audio
+files, including those a 'sox FILE ... |' pipe reads), the resolved config or --compress changed
+(use --force to recompute anyway). Before a part is recomputed, DATA_DIR's feats.scp,
+utt2num_frames, feats.yaml, frame_shift, cmvn.scp and cmvn_global.ark are moved to
+DATA_DIR/.backup/N/ (as Kaldi's make_mfcc.sh does), so a failed run leaves no feats.scp.
+
+Audio with another sample rate than the config's, unreadable audio, or an utterance shorter than
+one analysis frame (any frontend) fails the job with an error naming the utterance; with
+--skip-bad these utterances are skipped instead: each is logged, the merge lists them all in
+LOG_DIR/bad_utts (with the reason) and removes them from DATA_DIR (files backed up first). Ids of
+wav.scp/text that are not in utt2spk get no features and are named in a warning. N is capped at
+the number of utterances (a note says so); --job J beyond it has nothing to do and exits 0.
+Defaults: LOG_DIR = DATA_DIR/log, FEAT_DIR = DATA_DIR/data.
 
 Example:
   speechkit-compute-feats --config conf/mfcc.yaml --nj 4 data/train exp/make_mfcc/train mfcc
   speechkit-compute-feats --config conf/logmel.yaml --set n_mels=40 data/dev
+  speechkit-compute-feats --config conf/mfcc.yaml --nj 8 --skip-bad data/crawled   # drop broken files
 """
 from __future__ import annotations
 
@@ -85,14 +97,30 @@ def build_parser():
                    help="seconds of audio per batched frontend call (default: 60)")
     p.add_argument("--num-threads", type=int, default=1, metavar="T", help="torch threads per job (default: 1)")
     p.add_argument("--force", action="store_true", help="recompute parts even if they are current")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip utterances whose audio fails (counted, logged, listed in LOG_DIR/bad_utts and "
+                        "removed from DATA_DIR) instead of stopping at the first (default: stop)")
     p.add_argument("--verbose", action="store_true", help="debug logging")
     return p
 
 
 def _frontend(args):
-    from speechkit.features.frontends import frontend_from_file
+    """The frontend of ``--config`` with the ``--set`` overrides; a config error names the file, or
+    the ``--set KEY=VALUE`` at fault (never the file for a key given on the command line)."""
+    from speechkit.features.frontends import build_frontend, load_frontend_conf
 
-    return frontend_from_file(args.config, parse_overrides(args.overrides))
+    overrides = parse_overrides(args.overrides)
+    conf = load_frontend_conf(args.config)
+    if "type" not in overrides:
+        build_frontend(conf, source=args.config)  # an error here is the file's
+    try:
+        return build_frontend({**conf, **overrides}, source=args.config)
+    except ConfigError as e:
+        msg = str(e).removeprefix(f"{args.config}: ")
+        for item, key in zip(args.overrides, overrides):
+            if f"key '{key}'" in msg:
+                raise ConfigError(f"--set {item}: {msg}") from None
+        raise
 
 
 def _child_argv(args, job: int) -> list[str]:
@@ -103,6 +131,8 @@ def _child_argv(args, job: int) -> list[str]:
         argv += ["--set", o]
     if args.force:
         argv.append("--force")
+    if args.skip_bad:
+        argv.append("--skip-bad")
     if args.verbose:
         argv.append("--verbose")
     return argv + [args.data_dir, args.log_dir, args.feat_dir]
@@ -111,15 +141,15 @@ def _child_argv(args, job: int) -> list[str]:
 def _run_pool(args, frontend) -> None:
     """Run the parts that are not current as local processes, logging each to LOG_DIR/compute_feats.J.log."""
     from speechkit.data.datadir import DataDir
-    from speechkit.features.extract import PartPaths, data_name, part_fingerprint, part_status, split_utts
+    from speechkit.features.extract import PartPaths, data_tag, part_fingerprint, part_status, split_utts
 
     d = DataDir.load(args.data_dir)
     parts = split_utts(d.utts, args.nj)
     conf = frontend.to_dict()
     todo = []
     for job, utts in enumerate(parts, 1):
-        paths = PartPaths.of(args.feat_dir, frontend.name, data_name(args.data_dir), job)
-        if args.force or part_status(paths, part_fingerprint(d, utts, conf, args.compress)) != "done":
+        paths = PartPaths.of(args.feat_dir, frontend.name, data_tag(args.data_dir), job)
+        if args.force or part_status(paths, part_fingerprint(d, utts, conf, args.compress), args.data_dir) != "done":
             todo.append(job)
     if not todo:
         logger.info("all %d parts are complete and current", args.nj)
@@ -142,7 +172,9 @@ class _JobsFailed(Exception):
 def _body(args) -> int:
     import torch
 
-    from speechkit.features.extract import compute_part, merge_parts
+    from speechkit.data.datadir import DataDir
+    from speechkit.features.extract import compute_part, effective_nj, merge_parts
+    from speechkit.utils.fileio import ensure_writable_dir
 
     if args.nj < 1:
         raise ValueError(f"--nj must be >= 1, got {args.nj}")
@@ -152,9 +184,23 @@ def _body(args) -> int:
     args.feat_dir = args.feat_dir or os.path.join(args.data_dir, "data")
     torch.set_num_threads(args.num_threads)
     frontend = _frontend(args)
+    # every output is known to be writable before any work is done
+    ensure_writable_dir(args.data_dir)
+    ensure_writable_dir(args.feat_dir)
+    if args.job is None:
+        ensure_writable_dir(args.log_dir)
+    num_utts = len(DataDir.load(args.data_dir))
+    nj = effective_nj(args.nj, num_utts)
+    if nj < args.nj:
+        logger.info("--nj %d capped at %d: there are only %d utterances (as Kaldi's split_data.sh, no empty parts)",
+                    args.nj, nj, num_utts)
+        args.nj = nj
     if args.job is not None:
+        if args.job > nj:
+            logger.info("job %d: nothing to do (%d utterances make %d parts)", args.job, num_utts, nj)
+            return 0
         compute_part(args.data_dir, frontend, args.feat_dir, args.job, args.nj, compress=args.compress,
-                     batch_seconds=args.batch_seconds, force=args.force)
+                     batch_seconds=args.batch_seconds, force=args.force, skip_bad=args.skip_bad)
         return 0
     if not args.merge_only:
         try:
@@ -162,7 +208,8 @@ def _body(args) -> int:
         except _JobsFailed as e:
             print(f"{PROG}: error: {e}", file=sys.stderr)
             return 1
-    n = merge_parts(args.data_dir, frontend, args.feat_dir, args.nj, compress=args.compress, log_dir=args.log_dir)
+    n = merge_parts(args.data_dir, frontend, args.feat_dir, args.nj, compress=args.compress, log_dir=args.log_dir,
+                    skip_bad=args.skip_bad)
     print(f"{PROG}: {n} utterances, {frontend.name} features of dim {frontend.dim} -> {args.data_dir}/feats.scp")
     return 0
 

@@ -3,27 +3,44 @@
 The utterances of a data dir (C-sorted) are split into ``nj`` contiguous parts (sizes differ by at
 most one, the first parts larger: Kaldi's ``split_scp.pl``). Part ``J`` (1-based) writes::
 
-    FEAT_DIR/raw_<type>_<data>.J.ark    Kaldi binary matrices (float32), via kaldiio
-    FEAT_DIR/raw_<type>_<data>.J.scp    utt -> /abs/path/raw_<type>_<data>.J.ark:offset
-    FEAT_DIR/raw_<type>_<data>.J.json   the part's manifest, written last (see below)
+    FEAT_DIR/raw_<type>_<tag>.J.ark    Kaldi binary matrices (float32), via kaldiio
+    FEAT_DIR/raw_<type>_<tag>.J.scp    utt -> /abs/path/raw_<type>_<tag>.J.ark:offset
+    FEAT_DIR/raw_<type>_<tag>.J.json   the part's manifest, written last (see below)
 
-where ``<type>`` is the frontend type and ``<data>`` the data dir's name. The ark and scp are
-written under ``*.tmp`` names and renamed when complete; the manifest is written (atomically)
-after both, so **a part is complete iff its manifest exists and matches**. The manifest records
-a fingerprint of everything the part's output depends on -- the resolved frontend config, the
-compression setting, the part's utterance ids with their ``wav.scp`` (and ``segments``) lines,
-and the size and modification time of every audio file they name -- plus ``utt2num_frames``.
-A part whose manifest matches is not recomputed (the check is by content, so it survives
-copies and clock skew between cluster nodes, and catches an audio file rewritten in place).
+where ``<type>`` is the frontend type and ``<tag>`` the data dir's name plus a short hash of its
+real path (:func:`data_tag`: ``train_3f2a9c1e``), so that ``a/train`` and ``b/train`` sharing a
+FEAT_DIR never overwrite each other's arks (ESPnet's dump dirs are per set for the same reason).
+The ark and scp are written under ``*.tmp`` names and renamed when complete; the manifest is
+written (atomically) after both, so **a part is complete iff its manifest exists and matches**.
+The manifest records the data dir it was written for, a fingerprint of everything the part's
+output depends on -- the resolved frontend config, the compression setting, the part's
+utterance ids with their ``wav.scp`` (and ``segments``) lines, and the size and modification
+time of every audio file they name, **including the files a command entry reads** (``sox in.wav
+... |``: every word of the command that names an existing file) -- a per-utterance fingerprint
+of the same inputs, and ``utt2num_frames``. A part whose manifest matches is not recomputed (the
+check is by content, so it survives copies and clock skew between cluster nodes, and catches an
+audio file rewritten in place). :func:`check_feats_scp` (run by ``validate-data-dir``) uses the
+manifests to check that every ``feats.scp`` entry points at the matrix written for that
+utterance and that its inputs did not change since.
 
 :func:`merge_parts` checks that all ``nj`` parts are complete and current, then writes
 ``DATA_DIR/feats.scp`` (sorted), ``utt2num_frames``, ``frame_shift`` (seconds, as Kaldi) and
 ``feats.yaml`` (the resolved frontend config). If any part is missing, stale or failed, it
 raises and writes nothing.
 
-Before a part's ark is overwritten, a ``DATA_DIR/feats.scp`` that points into it is moved to
-``DATA_DIR/.backup/`` (with ``utt2num_frames`` and ``cmvn.scp``), as Kaldi's scripts do, so no
-``feats.scp`` is ever left pointing at offsets of a rewritten ark.
+When a part is (re)computed, the data dir's feature files (``feats.scp``, ``utt2num_frames``,
+``feats.yaml``, ``frame_shift``, ``cmvn.scp``, ``cmvn_global.ark``) are first moved to a new
+numbered backup ``DATA_DIR/.backup/N/``, as Kaldi's ``make_mfcc.sh`` moves ``feats.scp`` aside:
+a failed run leaves no ``feats.scp`` (of this or another frontend, e.g. one copied along by
+``copy_data_dir``), and none is ever left pointing at offsets of a rewritten ark.
+
+Every utterance of ``utt2spk`` gets features or an error naming it: unreadable audio, audio
+with another sample rate than the config's, audio shorter than one analysis frame
+(``frontend.frame_length``; the same rule for every frontend), non-finite features. With
+``skip_bad`` these utterances are skipped instead, logged one by one, recorded in the manifest,
+listed in ``LOG_DIR/bad_utts`` by :func:`merge_parts` and removed from the data dir (its files
+backed up first). Ids of ``wav.scp``/``text``/``segments`` that are not in ``utt2spk`` get no
+features; :func:`merge_parts` names them in a warning.
 
 Outputs depend only on the data, the config and ``nj`` -- not on which backend ran the jobs
 (local pool, ``utils/run.pl``, Slurm) -- and the feature matrices do not depend on ``nj``.
@@ -35,6 +52,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -44,15 +62,23 @@ from typing import Iterator
 import numpy as np
 import yaml
 
-from speechkit.data.audio import is_command, iter_audio
-from speechkit.data.datadir import DataDir, c_sorted, subset
-from speechkit.features.frontends import Frontend
+from typing import TYPE_CHECKING
+
+from speechkit.data.audio import _segment_bounds, _where, is_command, read_audio
+from speechkit.data.datadir import (
+    GLOBAL_CMVN, DataDir, backup_files, c_sorted, new_backup_dir, show_ids, subset,
+)
 from speechkit.features.io import ark_scp_writer
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
+
+if TYPE_CHECKING:  # pragma: no cover - frontends imports torch; validate-data-dir imports this module
+    from speechkit.features.frontends import Frontend
 
 logger = logging.getLogger(__name__)
 
 MANIFEST_FORMAT = "speechkit-feats-part/1"
+#: The data dir's feature files, moved to ``.backup/N/`` before features are recomputed.
+DERIVED_FILES = ("feats.scp", "utt2num_frames", "feats.yaml", "frame_shift", "cmvn.scp", GLOBAL_CMVN)
 #: Kaldi compression method used with ``compress=True`` (kAutomaticMethod, copy-feats' default).
 COMPRESSION_METHOD = 1
 
@@ -74,8 +100,22 @@ def split_utts(utts: list[str], nj: int) -> list[list[str]]:
 
 
 def data_name(data_dir: str | os.PathLike) -> str:
-    """The data dir's name as used in ark names (``data/train/`` -> ``train``)."""
+    """The data dir's name (``data/train/`` -> ``train``)."""
     return Path(os.path.abspath(data_dir)).name
+
+
+def data_tag(data_dir: str | os.PathLike) -> str:
+    """The data dir's name in ark names: its name plus 8 hex digits of the SHA-1 of its real path
+    (``data/train`` -> ``train_3f2a9c1e``), unique per data dir."""
+    real = os.path.realpath(data_dir)
+    return f"{Path(real).name}_{hashlib.sha1(real.encode('utf-8')).hexdigest()[:8]}"
+
+
+def effective_nj(nj: int, num_utts: int) -> int:
+    """``nj`` capped at the number of utterances (at least 1), as Kaldi's split never makes empty parts."""
+    if nj < 1:
+        raise ValueError(f"nj must be >= 1, got {nj}")
+    return max(1, min(nj, num_utts))
 
 
 @dataclass(frozen=True)
@@ -92,15 +132,43 @@ class PartPaths:
         return cls(Path(f"{base}.ark"), Path(f"{base}.scp"), Path(f"{base}.json"))
 
 
-def _audio_stamp(spec: str) -> list:
-    """``[spec, size, mtime_ns]`` for a path (``None``s if absent), ``[spec]`` for a command."""
-    if is_command(spec):
-        return [spec]
+def _file_stamp(path: str) -> list:
     try:
-        st = os.stat(spec.strip())
-        return [spec, st.st_size, st.st_mtime_ns]
+        st = os.stat(path)
+        return [st.st_size, st.st_mtime_ns]
     except OSError:
-        return [spec, None, None]
+        return [None, None]
+
+
+def _audio_stamp(spec: str) -> list:
+    """``[spec, size, mtime_ns]`` for a path (``None``s if absent); for a command, ``[spec,
+    [word, size, mtime_ns], ...]`` for every word of it that names an existing file (the files
+    the pipe reads: ``sox in.wav -t wav - |`` -> ``in.wav``)."""
+    if not is_command(spec):
+        return [spec, *_file_stamp(spec.strip())]
+    cmd = spec.strip()[:-1]
+    try:
+        words = shlex.split(cmd)
+    except ValueError:  # unbalanced quotes: the shell will complain when it runs
+        words = cmd.split()
+    return [spec, *([w, *_file_stamp(w)] for w in dict.fromkeys(words) if os.path.isfile(w))]
+
+
+def _utt_inputs(d: DataDir, utt: str, stamps: dict[str, list]) -> tuple[str | None, list | None, list | None]:
+    """``(recording, segment, audio stamp)`` of ``utt`` (``stamps`` caches the stamp per recording)."""
+    wav = d.wav_scp or {}
+    rec = d.recording_of(utt) if d.segments is None or utt in d.segments else None
+    seg = d.segments.get(utt) if d.segments is not None else None
+    if rec is not None and rec not in stamps:
+        stamps[rec] = _audio_stamp(wav[rec]) if rec in wav else [None]
+    return rec, list(seg) if seg else None, stamps.get(rec)
+
+
+def utt_input_hash(d: DataDir, utt: str, stamps: dict[str, list] | None = None) -> str:
+    """A short hash of what ``utt``'s features are computed from (its ``wav.scp`` entry with the
+    size and time of the files it names, and its segment), independent of the ids."""
+    _, seg, stamp = _utt_inputs(d, utt, {} if stamps is None else stamps)
+    return hashlib.sha1(json.dumps([seg, stamp]).encode()).hexdigest()[:16]
 
 
 def part_fingerprint(d: DataDir, utts: list[str], conf: dict, compress: bool) -> str:
@@ -108,14 +176,10 @@ def part_fingerprint(d: DataDir, utts: list[str], conf: dict, compress: bool) ->
     h = hashlib.sha256()
     h.update(json.dumps({"format": MANIFEST_FORMAT, "conf": conf, "compress": compress},
                         sort_keys=True).encode())
-    wav = d.wav_scp or {}
     stamps: dict[str, list] = {}
     for utt in utts:
-        rec = d.recording_of(utt) if d.segments is None or utt in d.segments else None
-        seg = d.segments.get(utt) if d.segments is not None else None
-        if rec is not None and rec not in stamps:
-            stamps[rec] = _audio_stamp(wav[rec]) if rec in wav else [None]
-        h.update(json.dumps([utt, rec, list(seg) if seg else None, stamps.get(rec)]).encode())
+        rec, seg, stamp = _utt_inputs(d, utt, stamps)
+        h.update(json.dumps([utt, rec, seg, stamp]).encode())
         h.update(b"\n")
     return h.hexdigest()
 
@@ -129,11 +193,16 @@ def read_manifest(path: Path) -> dict | None:
     return m if isinstance(m, dict) and m.get("format") == MANIFEST_FORMAT else None
 
 
-def part_status(paths: PartPaths, fingerprint: str) -> str:
-    """``"done"`` if the part is complete and current, else why not (``"missing"``, ``"stale"``...)."""
+def part_status(paths: PartPaths, fingerprint: str, data_dir: str | os.PathLike | None = None) -> str:
+    """``"done"`` if the part is complete and current, else why not (``"missing"``, ``"stale"``...).
+
+    With ``data_dir``, a part whose manifest says it was written for another data dir is not done.
+    """
     m = read_manifest(paths.manifest)
     if m is None:
         return "missing"
+    if data_dir is not None and m.get("data_dir") not in (None, os.path.realpath(data_dir)):
+        return f"written for another data dir ({m['data_dir']})"
     if m.get("fingerprint") != fingerprint:
         return "stale (inputs or config changed)"
     try:
@@ -144,9 +213,9 @@ def part_status(paths: PartPaths, fingerprint: str) -> str:
     return "done"
 
 
-def _batches(items: Iterator[tuple[str, np.ndarray, int]], max_samples: int) -> Iterator[list[tuple[str, np.ndarray]]]:
+def _batches(items, max_samples: int) -> Iterator[list[tuple[str, np.ndarray]]]:
     batch, total = [], 0
-    for utt, x, _sr in items:
+    for utt, x in items:
         if batch and total + len(x) > max_samples:
             yield batch
             batch, total = [], 0
@@ -156,26 +225,79 @@ def _batches(items: Iterator[tuple[str, np.ndarray, int]], max_samples: int) -> 
         yield batch
 
 
-def _backup_derived(data_dir: Path, ark: Path) -> None:
-    """Move ``feats.scp`` (+ ``utt2num_frames``, ``cmvn.scp``) to ``.backup/`` if it points into ``ark``."""
-    feats = data_dir / "feats.scp"
-    try:
-        text = feats.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return
-    if f" {ark}:" not in text:
-        return
-    backup = data_dir / ".backup"
-    backup.mkdir(exist_ok=True)
-    for name in ("feats.scp", "utt2num_frames", "cmvn.scp"):
-        with contextlib.suppress(FileNotFoundError):  # a concurrent job may have moved it already
-            os.replace(data_dir / name, backup / name)
-            logger.warning("%s: moved to %s (its features are being recomputed)", data_dir / name, backup / name)
+def _iter_audio(d: DataDir, frontend: "Frontend", wav_src: str, seg_src: str, bad: dict[str, str] | None
+                ) -> Iterator[tuple[str, np.ndarray]]:
+    """``(utt, samples)`` in utterance order; a recording is decoded once for all its segments.
+
+    An utterance whose audio cannot be read, has the wrong rate, or is shorter than one frame
+    raises :class:`DataError` naming it -- or, when ``bad`` is a dict, is recorded there
+    (utt -> reason) and skipped.
+    """
+    sr = frontend.sample_rate
+    min_samples = max(1, int(round(frontend.frame_length * sr)))
+
+    def rec_of(utt: str) -> str | None:
+        if d.segments is None:
+            return utt
+        return d.segments[utt].recording if utt in d.segments else None
+
+    remaining: dict[str | None, int] = {}
+    for utt in d.utts:
+        remaining[rec_of(utt)] = remaining.get(rec_of(utt), 0) + 1
+    cache: dict[str, np.ndarray | DataError] = {}
+    for utt in d.utts:
+        rec = rec_of(utt)
+        try:
+            if d.segments is not None and utt not in d.segments:
+                raise DataError(f"{seg_src}: no entry for utterance '{utt}'")
+            if rec not in (d.wav_scp or {}):
+                raise DataError(f"{wav_src}: no entry for utterance '{utt}'" if d.segments is None else
+                                f"{seg_src}: utterance '{utt}' refers to recording '{rec}', not in {wav_src}")
+            if rec not in cache:
+                try:
+                    cache[rec] = read_audio(d.wav_scp[rec], key=rec, expected_sr=sr, source=wav_src)[0]
+                except DataError as e:
+                    cache[rec] = e
+            x = cache[rec]
+            remaining[rec] -= 1
+            if remaining[rec] == 0:
+                del cache[rec]
+            if isinstance(x, DataError):
+                raise x
+            if d.segments is not None:
+                seg = d.segments[utt]
+                b, e = _segment_bounds(seg.start, seg.end, sr, len(x), _where(seg_src, utt))
+                x = x[b:e]
+            if len(x) < min_samples:
+                raise DataError(f"{wav_src}: '{utt}': {len(x)} samples ({1000 * len(x) / sr:.4g} ms) are too short "
+                                f"for one {1000 * frontend.frame_length:.4g} ms {frontend.name} frame")
+        except DataError as e:
+            if bad is None:
+                raise
+            _skip(bad, utt, e)
+            continue
+        yield utt, x
 
 
-def compute_part(data_dir: str | os.PathLike, frontend: Frontend, feat_dir: str | os.PathLike, job: int,
+def _skip(bad: dict[str, str], utt: str, e: Exception) -> None:
+    reason = str(e).replace("\n", " ")
+    bad[utt] = reason
+    logger.warning("skipping '%s' (--skip-bad): %s", utt, reason)
+
+
+def backup_derived(data_dir: str | os.PathLike) -> Path | None:
+    """Move the data dir's feature files (:data:`DERIVED_FILES`) to a new ``.backup/N/``; the
+    directory, or ``None`` when there were none."""
+    dest = backup_files(data_dir, DERIVED_FILES, move=True)
+    if dest is not None:
+        logger.warning("%s: moved %s to %s (features are being recomputed)", data_dir,
+                       " ".join(sorted(p.name for p in dest.iterdir())), dest)
+    return dest
+
+
+def compute_part(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str | os.PathLike, job: int,
                  nj: int, *, compress: bool = False, batch_seconds: float = 60.0, force: bool = False,
-                 progress: bool | None = None) -> bool:
+                 progress: bool | None = None, skip_bad: bool = False) -> bool:
     """Compute part ``job`` (1-based) of ``nj`` unless it is complete and current.
 
     Args:
@@ -187,14 +309,17 @@ def compute_part(data_dir: str | os.PathLike, frontend: Frontend, feat_dir: str 
         batch_seconds: audio per :meth:`Frontend.compute_batch` call.
         force: recompute even if the part is current.
         progress: tqdm bar on stderr (``None``: only when stderr is a terminal).
+        skip_bad: skip (log, and record in the manifest) the utterances that fail instead of
+            stopping at the first.
 
     Returns:
         True if computed, False if it was already current.
 
     Raises:
-        DataError: unreadable/wrong-rate audio, an utterance too short for one frame, non-finite
-            features -- naming the utterance and the file. Nothing of the part is then left
-            looking complete (temporary files removed, no manifest).
+        DataError: unreadable/wrong-rate audio, an utterance shorter than one frame
+            (``frontend.frame_length``), non-finite features -- naming the utterance and the file
+            (unless ``skip_bad``). Nothing of the part is then left looking complete (temporary
+            files removed, no manifest), and the data dir has no ``feats.scp``.
     """
     from tqdm import tqdm
 
@@ -207,18 +332,20 @@ def compute_part(data_dir: str | os.PathLike, frontend: Frontend, feat_dir: str 
     utts = split_utts(d.utts, nj)[job - 1]
     conf = frontend.to_dict()
     fp = part_fingerprint(d, utts, conf, compress)
-    paths = PartPaths.of(feat_dir, frontend.name, data_name(data_dir), job)
-    if not force and part_status(paths, fp) == "done":
+    paths = PartPaths.of(feat_dir, frontend.name, data_tag(data_dir), job)
+    if not force and part_status(paths, fp, data_dir) == "done":
         logger.info("part %d/%d (%s) is complete and current; not recomputed", job, nj, paths.ark.name)
         return False
     paths.ark.parent.mkdir(parents=True, exist_ok=True)
-    _backup_derived(data_dir, paths.ark)
+    backup_derived(data_dir)
     with contextlib.suppress(FileNotFoundError):
         paths.manifest.unlink()
-    wav_src = str(data_dir / "wav.scp")
+    wav_src, seg_src = str(data_dir / "wav.scp"), str(data_dir / "segments")
     t0 = time.perf_counter()
     n_frames: dict[str, int] = {}
+    bad: dict[str, str] | None = {} if skip_bad else None
     audio_s = 0.0
+    stamps: dict[str, list] = {}
     with ark_scp_writer(paths.ark, paths.scp, COMPRESSION_METHOD if compress else None) as writer:
         if utts:
             sub = subset(d, utts)
@@ -226,66 +353,96 @@ def compute_part(data_dir: str | os.PathLike, frontend: Frontend, feat_dir: str 
             bar = tqdm(total=len(utts), desc=f"{frontend.name} part {job}/{nj}", unit="utt",
                        file=sys.stderr, disable=(not sys.stderr.isatty()) if progress is None else not progress)
             max_samples = max(1, int(batch_seconds * frontend.sample_rate))
-            for batch in _batches(iter_audio(sub, expected_sr=frontend.sample_rate), max_samples):
-                feats = _compute(frontend, batch, wav_src)
-                for (utt, x), f in zip(batch, feats):
-                    if f.shape[0] == 0 or not np.isfinite(f).all():
-                        what = "no frames" if f.shape[0] == 0 else "NaN or infinite values"
-                        raise DataError(f"{wav_src}: '{utt}': features have {what}")
+            for batch in _batches(_iter_audio(sub, frontend, wav_src, seg_src, bad), max_samples):
+                for (utt, x), f in zip(batch, _compute(frontend, batch, wav_src, bad)):
+                    try:
+                        if f is None:
+                            continue
+                        if f.shape[0] == 0 or not np.isfinite(f).all():
+                            what = "no frames" if f.shape[0] == 0 else "NaN or infinite values"
+                            raise DataError(f"{wav_src}: '{utt}': features have {what}")
+                    except DataError as e:
+                        if bad is None:
+                            raise
+                        _skip(bad, utt, e)
+                        continue
                     writer(utt, np.ascontiguousarray(f, dtype=np.float32))
                     n_frames[utt] = int(f.shape[0])
                     audio_s += len(x) / frontend.sample_rate
                 bar.update(len(batch))
             bar.close()
     manifest = {"format": MANIFEST_FORMAT, "job": job, "nj": nj, "fingerprint": fp,
+                "data_dir": os.path.realpath(data_dir),
                 "ark": str(paths.ark), "ark_bytes": paths.ark.stat().st_size, "conf": conf,
                 "compress": compress, "dim": frontend.dim, "frame_shift": frontend.frame_shift,
-                "num_utts": len(utts), "utt2num_frames": n_frames}
+                "num_utts": len(utts), "utt2num_frames": n_frames,
+                "inputs": {u: utt_input_hash(d, u, stamps) for u in n_frames},
+                "bad_utts": bad or {}}
     with atomic_write(paths.manifest) as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
         f.write("\n")
     dt = time.perf_counter() - t0
     logger.info("part %d/%d: %d utterances, %.1f s of audio, %d frames of dim %d in %.1f s (%.4f x real time) -> %s",
-                job, nj, len(utts), audio_s, sum(n_frames.values()), frontend.dim, dt,
+                job, nj, len(n_frames), audio_s, sum(n_frames.values()), frontend.dim, dt,
                 dt / audio_s if audio_s else 0.0, paths.ark)
+    if bad:
+        logger.warning("part %d/%d: skipped %d of %d utterances (--skip-bad): %s", job, nj, len(bad), len(utts),
+                       ", ".join(f"'{u}'" for u in bad))
     return True
 
 
-def _compute(frontend: Frontend, batch: list[tuple[str, np.ndarray]], wav_src: str) -> list[np.ndarray]:
+def _compute(frontend: "Frontend", batch: list[tuple[str, np.ndarray]], wav_src: str,
+             bad: dict[str, str] | None = None) -> list[np.ndarray | None]:
     try:
         return frontend.compute_batch([x for _, x in batch])
     except ValueError:
         pass
     # find the offending utterance so the error names it
-    out = []
+    out: list[np.ndarray | None] = []
     for utt, x in batch:
         try:
             out.append(frontend(x))
         except ValueError as e:
-            raise DataError(f"{wav_src}: '{utt}': {e}") from None
-    return out  # pragma: no cover - the batch failed, so one utterance must fail
+            if bad is None:
+                raise DataError(f"{wav_src}: '{utt}': {e}") from None
+            _skip(bad, utt, DataError(f"{wav_src}: '{utt}': {e}"))
+            out.append(None)
+    return out
 
 
-def merge_parts(data_dir: str | os.PathLike, frontend: Frontend, feat_dir: str | os.PathLike, nj: int, *,
-                compress: bool = False, log_dir: str | os.PathLike | None = None) -> int:
+def merge_parts(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str | os.PathLike, nj: int, *,
+                compress: bool = False, log_dir: str | os.PathLike | None = None, skip_bad: bool = False) -> int:
     """Merge the ``nj`` parts into ``DATA_DIR/{feats.scp, utt2num_frames, frame_shift, feats.yaml}``.
 
+    Utterances skipped by parts computed with ``skip_bad`` are refused unless ``skip_bad`` is
+    given here too; then they are listed (``utt reason`` lines) in ``LOG_DIR/bad_utts`` (default
+    LOG_DIR: ``DATA_DIR/log``) and removed from the data dir (every table and side file filtered
+    by :func:`~speechkit.data.datadir.subset`, the originals moved to ``.backup/N/`` first).
+    Ids of ``wav.scp``/``text``/``segments`` that are not in ``utt2spk`` are named in a warning.
+
     Returns:
-        The number of utterances.
+        The number of utterances with features.
 
     Raises:
-        DataError: a part is missing, stale or incomplete (names the parts and their logs);
-            nothing is written then.
+        DataError: a part is missing, stale, incomplete or written for another data dir (names
+            the parts and their logs); skipped utterances without ``skip_bad``; every utterance
+            skipped. Nothing is written then.
     """
     data_dir = Path(data_dir)
     d = DataDir.load(data_dir)
+    unlisted = d.unlisted()
+    if unlisted:
+        ids = sorted({u for us in unlisted.values() for u in us})
+        logger.warning("%s: %d utterance%s of %s %s not in utt2spk and get%s no features: %s", data_dir, len(ids),
+                       "" if len(ids) == 1 else "s", "/".join(unlisted), "is" if len(ids) == 1 else "are",
+                       "s" if len(ids) == 1 else "", show_ids(ids))
     parts = split_utts(d.utts, nj)
     conf = frontend.to_dict()
-    name = data_name(data_dir)
+    tag = data_tag(data_dir)
     bad, manifests, all_paths = [], [], []
     for job, utts in enumerate(parts, 1):
-        paths = PartPaths.of(feat_dir, frontend.name, name, job)
-        status = part_status(paths, part_fingerprint(d, utts, conf, compress))
+        paths = PartPaths.of(feat_dir, frontend.name, tag, job)
+        status = part_status(paths, part_fingerprint(d, utts, conf, compress), data_dir)
         if status != "done":
             log = f" (log: {Path(log_dir) / f'compute_feats.{job}.log'})" if log_dir is not None else ""
             bad.append(f"part {job} {status}{log}")
@@ -295,6 +452,16 @@ def merge_parts(data_dir: str | os.PathLike, frontend: Frontend, feat_dir: str |
     if bad:
         raise DataError(f"{data_dir}: cannot merge features, {len(bad)} of {nj} parts not complete and current "
                         f"({paths.ark.parent}): " + "; ".join(bad) + ". Re-run the failed jobs; no feats.scp written")
+    bad_utts: dict[str, str] = {}
+    for m in manifests:
+        bad_utts.update(m.get("bad_utts") or {})
+    if bad_utts and not skip_bad:
+        raise DataError(f"{data_dir}: {len(bad_utts)} utterances were skipped by parts computed with --skip-bad "
+                        f"({show_ids(bad_utts)}); merge with --skip-bad to drop them from the data dir, or fix "
+                        "them and recompute; no feats.scp written")
+    if bad_utts and len(bad_utts) == len(d):
+        raise DataError(f"{data_dir}: every one of the {len(d)} utterances failed (e.g. {next(iter(bad_utts.values()))}); "
+                        "no feats.scp written")
     feats: dict[str, str] = {}
     utt2num_frames: dict[str, int] = {}
     for paths, m in zip(all_paths, manifests):
@@ -302,14 +469,18 @@ def merge_parts(data_dir: str | os.PathLike, frontend: Frontend, feat_dir: str |
             utt, loc = line.split(" ", 1)
             feats[utt] = loc
         utt2num_frames.update(m["utt2num_frames"])
-    if set(feats) != set(d.utt2spk) or set(utt2num_frames) != set(d.utt2spk):  # pragma: no cover - guarded by fingerprints
+    expected = set(d.utt2spk) - set(bad_utts)
+    if set(feats) != expected or set(utt2num_frames) != expected:  # pragma: no cover - guarded by fingerprints
         raise DataError(f"{data_dir}: merged parts do not cover utt2spk exactly")
     newest = max((p.manifest.stat().st_mtime for p in all_paths), default=0.0)
-    cmvn = data_dir / "cmvn.scp"
-    if cmvn.exists() and cmvn.stat().st_mtime < newest:
-        (data_dir / ".backup").mkdir(exist_ok=True)
-        os.replace(cmvn, data_dir / ".backup" / "cmvn.scp")
-        logger.warning("%s: older than the features; moved to %s/.backup (recompute CMVN stats)", cmvn, data_dir)
+    for name in ("cmvn.scp", GLOBAL_CMVN):
+        stats = data_dir / name
+        if stats.exists() and stats.stat().st_mtime < newest:
+            dest = new_backup_dir(data_dir)
+            os.replace(stats, dest / name)
+            logger.warning("%s: older than the features; moved to %s (recompute CMVN stats)", stats, dest)
+    if bad_utts:
+        _drop_bad(data_dir, d, bad_utts, Path(log_dir) if log_dir is not None else data_dir / "log")
     resolved = yaml.safe_dump(conf, sort_keys=False)
     header = (f"# resolved {frontend.name} frontend config written by speechkit-compute-feats\n"
               f"# dim: {frontend.dim}, frame_shift: {frontend.frame_shift:.10g} s, "
@@ -321,6 +492,94 @@ def merge_parts(data_dir: str | os.PathLike, frontend: Frontend, feat_dir: str |
     logger.info("merged %d parts: %d utterances, %d frames -> %s", nj, len(feats), sum(utt2num_frames.values()),
                 data_dir / "feats.scp")
     return len(feats)
+
+
+def _drop_bad(data_dir: Path, d: DataDir, bad_utts: dict[str, str], log_dir: Path) -> None:
+    """List ``bad_utts`` in ``log_dir/bad_utts`` and remove them from the data dir (backed up first)."""
+    with atomic_write(log_dir / "bad_utts") as f:
+        for u in c_sorted(bad_utts):
+            f.write(f"{u} {bad_utts[u]}\n")
+    kept = subset(d, [u for u in d.utts if u not in bad_utts])
+    files = [p.name for p in data_dir.iterdir() if p.is_file()]
+    backup = backup_files(data_dir, files)
+    kept.write(data_dir)
+    logger.warning("%s: removed the %d utterances that failed (--skip-bad; listed with the reasons in %s, "
+                   "the previous files in %s): %s", data_dir, len(bad_utts), log_dir / "bad_utts", backup,
+                   show_ids(bad_utts))
+
+
+def check_feats_scp(data_dir: str | os.PathLike, feats: dict[str, tuple[int, str]],
+                    utt2num_frames: dict[str, tuple[int, str]] | None = None) -> list[tuple[int, str]]:
+    """Check that every ``feats.scp`` entry resolves to the matrix written for it.
+
+    For every ark named: it exists; when ``speechkit-compute-feats`` wrote it (its manifest
+    ``<ark stem>.json`` exists), it has the size the manifest records, the entry's offset is
+    where that part wrote the utterance (the same id, or one that a copy renamed by a
+    prefix/suffix), the frame count agrees with ``utt2num_frames``, and the utterance's inputs
+    (``wav.scp`` entry, audio size and time, segment) are those the features were computed from
+    (else the features are stale). Arks without a manifest (Kaldi's, ESPnet's) are only checked
+    to exist.
+
+    Args:
+        data_dir: the data dir (its ``wav.scp``/``segments`` are read for the stale check).
+        feats: ``feats.scp`` as utt -> (line, value).
+        utt2num_frames: ``utt2num_frames`` as utt -> (line, value), if present.
+
+    Returns:
+        ``(line, message)`` per problem (at most one per ark for a missing or changed ark).
+    """
+    problems: list[tuple[int, str]] = []
+    by_ark: dict[str, list[tuple[str, int, str]]] = {}
+    for utt, (ln, loc) in feats.items():
+        if is_command(loc) or ":" not in loc:
+            continue
+        ark, off = loc.rsplit(":", 1)
+        if ark.startswith("ark:") or not off.isdigit():
+            continue
+        by_ark.setdefault(ark, []).append((utt, ln, off))
+    d: DataDir | None = None
+    try:
+        d = DataDir.load(data_dir)
+    except (OSError, DataError):
+        pass
+    stamps: dict[str, list] = {}
+    for ark, entries in by_ark.items():
+        first_ln = min(ln for _, ln, _ in entries)
+        if not os.path.isfile(ark):
+            problems.append((first_ln, f"'{entries[0][0]}': ark {ark} does not exist "
+                             f"({len(entries)} entries point into it); recompute the features"))
+            continue
+        if not ark.endswith(".ark"):
+            continue
+        m = read_manifest(Path(ark[:-4] + ".json"))
+        if m is None:
+            continue
+        owner = m.get("data_dir", "another data dir")
+        if os.path.getsize(ark) != m.get("ark_bytes"):
+            problems.append((first_ln, f"ark {ark} changed since it was written (size differs from its manifest); "
+                             "recompute the features"))
+            continue
+        at: dict[str, str] = {}
+        with contextlib.suppress(OSError, ValueError):
+            for line in read_lines(ark[:-4] + ".scp"):
+                u, loc = line.split(" ", 1)
+                at[loc.rsplit(":", 1)[1]] = u
+        nf, inputs = m.get("utt2num_frames", {}), m.get("inputs")
+        for utt, ln, off in entries:
+            orig = at.get(off)
+            if orig is None or (orig != utt and orig not in utt):
+                held = f"it holds '{orig}' there" if orig else "no matrix starts there"
+                problems.append((ln, f"'{utt}': {ark}:{off} was written for data dir {owner} ({held}); "
+                                 "recompute the features"))
+                continue
+            if utt2num_frames is not None and utt in utt2num_frames and str(nf.get(orig)) != utt2num_frames[utt][1]:
+                problems.append((ln, f"'{utt}': utt2num_frames says {utt2num_frames[utt][1]} frames, the ark holds "
+                                 f"{nf.get(orig)} ({ark})"))
+            if inputs is not None and d is not None and d.wav_scp is not None and utt in d.utt2spk \
+                    and orig in inputs and utt_input_hash(d, utt, stamps) != inputs[orig]:
+                problems.append((ln, f"'{utt}': features are stale: its wav.scp/segments entry or audio file "
+                                 "changed since they were computed; recompute the features"))
+    return problems
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -336,5 +595,6 @@ def _write_table_if_changed(path: Path, table: dict) -> None:
     _write_if_changed(path, text)
 
 
-__all__ = ["split_utts", "data_name", "PartPaths", "part_fingerprint", "part_status", "read_manifest",
-           "compute_part", "merge_parts", "COMPRESSION_METHOD"]
+__all__ = ["split_utts", "data_name", "data_tag", "effective_nj", "PartPaths", "part_fingerprint", "part_status",
+           "read_manifest", "compute_part", "merge_parts", "check_feats_scp", "backup_derived", "utt_input_hash",
+           "COMPRESSION_METHOD", "DERIVED_FILES"]

@@ -3,7 +3,9 @@
 * :func:`ark_scp_writer` -- write an ark + scp pair atomically: both go to ``*.tmp`` names and
   are renamed into place only when every matrix is written, and the scp then names the final ark.
 * :class:`FeatureReader` -- random access to a data dir's ``feats.scp``, with CMVN applied on
-  load as Kaldi's ``apply-cmvn`` does (global or per-speaker stats from ``cmvn.scp``).
+  load as Kaldi's ``apply-cmvn`` does (global stats from ``cmvn_global.ark``, per-speaker stats
+  from ``cmvn.scp``).
+* :func:`load_global_cmvn_stats` -- a data dir's (or a file's) global CMVN stats.
 """
 from __future__ import annotations
 
@@ -16,12 +18,13 @@ from typing import Iterator, Literal
 import numpy as np
 import yaml
 
+from speechkit.data.datadir import GLOBAL_CMVN
 from speechkit.features.cmvn import apply_cmvn
 from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ark_scp_writer", "FeatureReader", "load_cmvn_stats"]
+__all__ = ["ark_scp_writer", "FeatureReader", "load_cmvn_stats", "load_global_cmvn_stats", "GLOBAL_CMVN"]
 
 
 @contextlib.contextmanager
@@ -88,22 +91,67 @@ def load_cmvn_stats(cmvn_scp: str | os.PathLike) -> dict[str, np.ndarray]:
     return out
 
 
+def _check_stats(m: np.ndarray, where: str) -> np.ndarray:
+    if m.ndim != 2 or m.shape[0] != 2 or m.shape[1] < 2:
+        raise DataError(f"{where}: CMVN stats must be a 2 x (dim+1) matrix, got shape {m.shape}")
+    return m
+
+
+def load_global_cmvn_stats(path: str | os.PathLike) -> np.ndarray:
+    """Global Kaldi CMVN stats ``(2, D+1)`` float64.
+
+    ``path`` may be a data dir (its ``cmvn_global.ark``; else its ``cmvn.scp``, below), a single
+    Kaldi matrix file (``cmvn_global.ark``, ESPnet's ``cmvn.ark``), or a ``cmvn.scp`` (its legacy
+    ``global`` entry, else the sum of its per-speaker stats: CMVN stats are additive).
+
+    Raises:
+        FileNotFoundError: no such file, or a data dir with neither file.
+        DataError: unreadable or malformed stats (names the file and key).
+    """
+    import kaldiio
+
+    path = Path(path)
+    if path.is_dir():
+        if (path / GLOBAL_CMVN).is_file():
+            path = path / GLOBAL_CMVN
+        elif (path / "cmvn.scp").is_file():
+            path = path / "cmvn.scp"
+        else:
+            raise FileNotFoundError(f"{path}: no CMVN stats, neither {GLOBAL_CMVN} nor cmvn.scp "
+                                    "(run speechkit-compute-cmvn-stats)")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no CMVN stats (run speechkit-compute-cmvn-stats)")
+    with open(path, "rb") as f:
+        head = f.read(2)
+    if head == b"\0B":  # a binary Kaldi matrix (not an archive, whose entries start with a key)
+        try:
+            m = np.asarray(kaldiio.load_mat(str(path)), dtype=np.float64)
+        except Exception as e:  # kaldiio raises several types for bad files
+            raise DataError(f"{path}: cannot read CMVN stats: {e}") from None
+        return _check_stats(m, str(path))
+    stats = load_cmvn_stats(path)
+    if not stats:
+        raise DataError(f"{path}: no CMVN stats")
+    return stats["global"] if "global" in stats else sum(stats.values())
+
+
 class FeatureReader:
     """Features of a data dir, by utterance, with CMVN applied on load.
 
     Args:
         data_dir: a data dir with ``feats.scp`` (and ``utt2num_frames``, ``frame_shift``,
             ``feats.yaml`` as :mod:`speechkit-compute-feats <speechkit.bin.compute_feats>` writes).
-        cmvn: ``"none"``; ``"global"`` (the ``global`` entry of ``cmvn.scp``, or the sum of all
-            its per-speaker stats -- CMVN stats are additive); ``"speaker"`` (each utterance's
-            speaker's stats via ``utt2spk``).
+        cmvn: ``"none"``; ``"global"`` (``cmvn_global.ark``; without it, the sum of the
+            per-speaker stats of ``cmvn.scp`` -- CMVN stats are additive -- or a legacy
+            ``global`` entry there); ``"speaker"`` (each utterance's speaker's stats via
+            ``utt2spk``).
         norm_vars: also normalise variances (Kaldi ``apply-cmvn --norm-vars``); means always.
 
     ``reader[utt]`` -> float32 ``(frames, dim)``; ``keys()`` C-sorted utterance ids;
     ``num_frames(utt)``; ``dim``; ``frame_shift`` (seconds, or None); ``conf`` (``feats.yaml``).
 
     Raises:
-        FileNotFoundError: no ``feats.scp`` (or no ``cmvn.scp`` when cmvn is not ``"none"``).
+        FileNotFoundError: no ``feats.scp`` (or no CMVN stats file when cmvn is not ``"none"``).
         DataError: (on access) an utterance without features, an unreadable ark, a speaker
             without stats, stats whose dimension differs from the features; names the utterance.
     """
@@ -133,16 +181,18 @@ class FeatureReader:
         self._dim: int | None = None
         self._stats: dict[str, np.ndarray] = {}
         self._utt2spk: dict[str, str] = {}
-        if cmvn != "none":
+        if cmvn == "global":
+            self._stats = {"global": load_global_cmvn_stats(self.data_dir)}
+        elif cmvn == "speaker":
+            if not (self.data_dir / "cmvn.scp").is_file() and (self.data_dir / GLOBAL_CMVN).is_file():
+                raise DataError(f"{self.data_dir}: holds global stats only ({GLOBAL_CMVN}); cmvn='speaker' needs "
+                                f"per-speaker stats (speechkit-compute-cmvn-stats --per-speaker)")
             stats = load_cmvn_stats(self.data_dir / "cmvn.scp")
-            if cmvn == "global":
-                self._stats = {"global": stats["global"] if "global" in stats else sum(stats.values())}
-            else:
-                if set(stats) == {"global"}:
-                    raise DataError(f"{self.data_dir}/cmvn.scp: holds global stats only; cmvn='speaker' needs "
-                                    f"per-speaker stats (speechkit-compute-cmvn-stats --per-speaker)")
-                self._stats = stats
-                self._utt2spk = read_table(self.data_dir / "utt2spk")
+            if set(stats) == {"global"}:
+                raise DataError(f"{self.data_dir}/cmvn.scp: holds global stats only; cmvn='speaker' needs "
+                                f"per-speaker stats (speechkit-compute-cmvn-stats --per-speaker)")
+            self._stats = stats
+            self._utt2spk = read_table(self.data_dir / "utt2spk")
 
     # ------------------------------------------------------------------ mapping API
     def keys(self) -> list[str]:

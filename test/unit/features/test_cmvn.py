@@ -81,13 +81,14 @@ def test_per_speaker_and_global_stats_and_reader(tmp_path, feats_dir):
     assert r.num_frames("b-1") == 8  # no utt2num_frames: from the matrix
     # global from per-speaker stats = sum of them = global stats computed directly
     g1 = FeatureReader(path, cmvn="global")["b-0"]
-    compute_cmvn_stats(path, tmp_path / "cmvn")
-    assert set(load_cmvn_stats(path / "cmvn.scp")) == {"global"}
+    assert compute_cmvn_stats(path, tmp_path / "cmvn") == path / "cmvn_global.ark"  # not in cmvn.scp
+    assert set(load_cmvn_stats(path / "cmvn.scp")) == {"a", "b"}
     g2 = FeatureReader(path, cmvn="global")["b-0"]
     np.testing.assert_allclose(g1, g2, rtol=1e-6)
     allf = np.concatenate([m for _, m in utts.values()]).astype(np.float64)
     np.testing.assert_allclose(g2, (utts["b-0"][1] - allf.mean(0)) / allf.std(0), rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(FeatureReader(path)["b-0"], utts["b-0"][1])
+    (path / "cmvn.scp").unlink()
     with pytest.raises(DataError, match="global stats only"):
         FeatureReader(path, cmvn="speaker")
 
@@ -123,7 +124,7 @@ def test_reader_missing_speaker_stats(tmp_path, feats_dir):
 def test_cli(tmp_path, feats_dir, capsys):
     path, _ = feats_dir
     assert cli.main(["--per-speaker", str(path), str(tmp_path / "c")]) == 0
-    assert (tmp_path / "c" / "cmvn_data.ark").exists()
+    assert len(list((tmp_path / "c").glob("cmvn_data_*.ark"))) == 1   # data dir name + hash of its path
     assert set(DataDir.load(path).cmvn_scp) == {"a", "b"}
     (path / "feats.scp").write_text("a-0 " + (path / "feats.scp").read_text().split(" ", 1)[1].splitlines()[0] + "\n")
     assert cli.main([str(path)]) == 1
