@@ -138,7 +138,7 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
     utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/logmel.yaml \
       "$data/$x" "exp/$setup/make_feats/$x" "$data/feats"
   done
-  speechkit-compute-cmvn-stats "$data/train"    # global stats of the training set, used everywhere
+  speechkit-compute-cmvn-stats "$data/train"    # global stats of train -> cmvn_global.ark, used everywhere
 fi
 
 # ------------------------------------------------------------------------------------- stage 2

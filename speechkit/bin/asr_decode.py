@@ -68,8 +68,9 @@ def build_parser():
                         "else the latest)")
     p.add_argument("--units-dir", default=None, help="units (speechkit-make-units --per-language) (default: the "
                    "model config's data.units_dir)")
-    p.add_argument("--cmvn-stats", default=None, help="global CMVN stats cmvn.scp (default: the model config's "
-                   "data.cmvn_stats, else <data.train_dir>/cmvn.scp)")
+    p.add_argument("--cmvn-stats", default=None, help="global CMVN stats: cmvn_global.ark, a cmvn.scp or a data "
+                   "dir (default: the model config's data.cmvn_stats, else <data.train_dir>/cmvn_global.ark, "
+                   "else <data.train_dir>/cmvn.scp)")
     p.add_argument("--search", choices=("greedy", "beam"), default="greedy",
                    help="greedy search, or modified beam search (one symbol per frame) (default: greedy)")
     p.add_argument("--beam", type=int, default=4, help="beam width for --search beam (default: 4)")
@@ -254,7 +255,7 @@ class Decoder:
         if self.model.config.shared_softmax and len(self.units.union) != self.model.vocab_size():
             raise ConfigError(f"{self.cfg.data.units_dir}/union: {len(self.units.union)} units, the model's "
                               f"softmax has {self.model.vocab_size()}")
-        path = cmvn_stats or self.cfg.data.cmvn_stats or str(Path(self.cfg.data.train_dir) / "cmvn.scp")
+        path = cmvn_stats or self.cfg.data.cmvn_stats or str(self.cfg.data.train_dir)
         self.cmvn = load_global_cmvn(path)
         # union id -> languages whose inventories hold it (vanilla: language of a hypothesis)
         self._union_langs: dict[int, list[str]] = {}

@@ -9,7 +9,7 @@ multisoftmax_lid) from Kaldi data directories::
 Data (``data:`` section)
     ``train_dir`` / ``valid_dir``: data dirs with ``feats.scp`` (80-dim log-mel, 10 ms; from
     ``speechkit-compute-feats``), ``text`` and ``utt2lang``. Features are normalised with global
-    CMVN stats of the training set (``cmvn_stats``, default ``<train_dir>/cmvn.scp``; the same
+    CMVN stats of the training set (``cmvn_stats``, default ``<train_dir>/cmvn_global.ark``; the same
     stats are used for validation and, through the saved config, for decoding -- per-set stats
     would not be available to a streaming recogniser) and stacked ``num_stack`` frames every
     ``stack_stride`` (8 x 80 = 640 dims every 30 ms, section 5; :mod:`speechkit.features.stack`).
@@ -88,9 +88,10 @@ class RNNTDataConfig:
             union/units.txt).
         languages: train on these languages of the units only (e.g. [hi] for a monolingual
             baseline); null = every language of the units.
-        cmvn_stats: Kaldi cmvn.scp holding global stats (key 'global', or per-speaker stats,
-            which are summed); null = <train_dir>/cmvn.scp. Used for training, validation and
-            decoding.
+        cmvn_stats: global CMVN stats: a Kaldi matrix file (cmvn_global.ark, as
+            speechkit-compute-cmvn-stats writes), a cmvn.scp (per-speaker stats are summed; a
+            legacy 'global' entry is used as is) or a data dir; null = <train_dir> (its
+            cmvn_global.ark, else its cmvn.scp). Used for training, validation and decoding.
         norm_vars: also normalise variances with the CMVN stats (means always).
         num_stack: feature frames stacked per encoder frame (paper: 8 -> 640 dims).
         stack_stride: feature frames between encoder frames (paper: 3 -> 30 ms).
@@ -184,18 +185,16 @@ class RNNTTaskConfig:
 
 
 def load_global_cmvn(path: str | Path) -> np.ndarray:
-    """Global Kaldi CMVN stats ``(2, D+1)`` from a ``cmvn.scp``: its ``global`` entry, else the sum
-    of all entries (per-speaker stats are additive).
+    """Global Kaldi CMVN stats ``(2, D+1)`` from ``cmvn_global.ark``, a ``cmvn.scp`` (its legacy
+    ``global`` entry, else the sum of all entries: per-speaker stats are additive) or a data dir
+    (see :func:`speechkit.features.io.load_global_cmvn_stats`).
 
     Raises:
         FileNotFoundError: no such file. DataError: unreadable or malformed stats (names the key).
     """
-    from speechkit.features.io import load_cmvn_stats
+    from speechkit.features.io import load_global_cmvn_stats
 
-    stats = load_cmvn_stats(path)
-    if not stats:
-        raise DataError(f"{path}: no CMVN stats")
-    return stats["global"] if "global" in stats else sum(stats.values())
+    return load_global_cmvn_stats(path)
 
 
 def _load_units(units_dir: str | Path):
@@ -413,7 +412,7 @@ class RNNTTask(Task):
             ValueError: nothing usable in the training set.
         """
         d = cfg.data
-        cmvn_path = Path(d.cmvn_stats) if d.cmvn_stats else Path(d.train_dir) / "cmvn.scp"
+        cmvn_path = Path(d.cmvn_stats) if d.cmvn_stats else Path(d.train_dir)
         cmvn = load_global_cmvn(cmvn_path)
         train = self.make_dataset(cfg, d.train_dir, cmvn, "train")
         if len(train) == 0:

@@ -37,7 +37,8 @@ def test_every_stage_writes_its_outputs(recipe_run):
     data, exp = work / "data/mini", work / "exp/mini/rnnt_char_wb"
     test_utts = [line.split()[0] for line in (data / "test/text").read_text().splitlines()]
     assert len(test_utts) == 12  # 1 test speaker x 2 languages x 6 sentences
-    assert (data / "train/feats.scp").is_file() and (data / "train/cmvn.scp").is_file()
+    assert (data / "train/feats.scp").is_file() and (data / "train/cmvn_global.ark").is_file()
+    assert not (data / "train/cmvn.scp").exists()  # Kaldi: cmvn.scp keys are the speakers
     assert (data / "lang_char_wb/languages.txt").read_text().split() == ["en", "0", "hi", "1"]
     systems = ["mono_en", "mono_hi", "vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid",
                "ft_en", "ft_hi"]
