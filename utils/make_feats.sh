@@ -9,7 +9,7 @@
 #   --config FILE     frontend config (YAML, conf/*.yaml); required. Unlike other recipe scripts,
 #                     --config here is the YAML handed to speechkit-compute-feats, not a shell file.
 #   --cmd CMD         job runner with Kaldi's run.pl convention (default: utils/run.pl; utils/slurm.pl ...)
-#   --nj N            number of parallel jobs / parts (default: 4)
+#   --nj N            number of parallel jobs / parts (default: 4; capped at the number of utterances)
 #   --compress BOOL   Kaldi-compressed matrices, lossy (default: false)
 #   --write-utt2dur BOOL  ignored (accepted for Kaldi compatibility)
 # <log-dir> defaults to <data-dir>/log, <feat-dir> to <data-dir>/data.
@@ -66,6 +66,12 @@ for f in "$data/wav.scp" "$data/utt2spk"; do
   [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
 done
 mkdir -p "$logdir" "$featdir"
+# as Kaldi's split_data.sh: no empty parts (speechkit-compute-feats caps N the same way)
+num_utts=$(wc -l < "$data/utt2spk")
+if [ "$nj" -gt "$num_utts" ] && [ "$num_utts" -gt 0 ]; then
+  echo "$0: --nj $nj capped at $num_utts (the number of utterances)"
+  nj=$num_utts
+fi
 
 # shellcheck disable=SC2086  # $cmd may carry its own options, e.g. "utils/slurm.pl --mem 4G"
 if ! $cmd JOB=1:"$nj" "$logdir/compute_feats.JOB.log" \

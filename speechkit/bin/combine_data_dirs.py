@@ -1,8 +1,8 @@
 """Combine Kaldi data directories into one (Kaldi's utils/combine_data.sh).
 
 The union of the sources: an utterance id in two sources is an error (naming both). Optional
-files (text, utt2lang, utt2dur, feats.scp, utt2num_frames, cmvn.scp) are kept only if every
-source has them; sources without segments get whole-recording segments when others have them.
+files (text, utt2lang, utt2dur, feats.scp, utt2num_frames, cmvn.scp, spk2gender,
+phone_alignments) are kept only if every source has them (a warning says which are not); sources without segments get whole-recording segments when others have them.
 
 Example:
   speechkit-combine-data-dirs data/train_all data/train_a data/train_b

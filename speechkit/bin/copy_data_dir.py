@@ -1,7 +1,9 @@
 """Copy a Kaldi data directory, optionally renaming ids (Kaldi's utils/copy_data_dir.sh).
 
-Utterance ids become PREFIX+utt+SUFFIX in every per-utterance file (and wav.scp when there are no
-segments); speaker ids become SPK_PREFIX+spk+SPK_SUFFIX in utt2spk/spk2utt/cmvn.scp. Give the same
+Utterance ids become PREFIX+utt+SUFFIX in every per-utterance file (phone_alignments included,
+and wav.scp when there are no segments); speaker ids become SPK_PREFIX+spk+SPK_SUFFIX in
+utt2spk/spk2utt/cmvn.scp/spk2gender. feats.scp keeps pointing at the source's arks (the
+validator accepts renamed ids there); frame_shift, feats.yaml, cmvn_global.ark are copied. Give the same
 prefix to both so that speaker ids stay prefixes of utterance ids.
 
 Example:

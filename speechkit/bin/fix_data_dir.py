@@ -3,9 +3,13 @@
 Sorts every file (LC_ALL=C), drops duplicate ids, empty and malformed lines, keeps only the
 utterances present in every per-utterance file (utt2spk, text, segments, utt2lang, utt2dur,
 feats.scp, utt2num_frames; wav.scp when there are no segments) whose recording is in wav.scp,
-prunes wav.scp and cmvn.scp to what is still used and regenerates spk2utt. The original files are
-copied to DIR/.backup/ first; a directory that needs no change is not touched. Prints
-`kept N utterances out of M`. Exits 1, modifying nothing, if no utterance would remain.
+prunes wav.scp to the recordings, cmvn.scp and spk2gender to the speakers and phone_alignments to
+the utterances still used, and regenerates spk2utt. A cmvn.scp holding only a 'global' entry is
+moved to cmvn_global.ark. The original files are copied to a new numbered DIR/.backup/N/ first
+(1, 2, ...: an earlier backup is never overwritten); a directory that needs no change is not
+touched. The utterances dropped are counted and named (first few) in a warning. Prints
+`kept N utterances out of M`, M counting every utterance id found in any per-utterance file.
+Exits 1, modifying nothing, if no utterance would remain.
 
 Example:
   speechkit-fix-data-dir data/train

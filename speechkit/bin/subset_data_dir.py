@@ -7,8 +7,8 @@ Exactly one selection:
   --spk-list F     every utterance of the speakers listed in F
   N                N utterances drawn at random (reproducible with --seed, default 777)
 
-wav.scp, segments and cmvn.scp are pruned to what the subset uses; frame_shift and feats.yaml
-are copied. Both this form and Kaldi's are accepted:
+wav.scp, segments, cmvn.scp, spk2gender and phone_alignments are pruned to what the subset uses;
+frame_shift, feats.yaml and cmvn_global.ark are copied. Both this form and Kaldi's are accepted:
   speechkit-subset-data-dir --first 100 data/train data/train_100
   speechkit-subset-data-dir --first data/train 100 data/train_100
   speechkit-subset-data-dir data/train 500 data/train_500      (random, Kaldi order)

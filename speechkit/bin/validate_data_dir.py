@@ -5,9 +5,17 @@ otherwise prints `Successfully validated data-directory DIR` and exits 0.
 
 Checked: every file sorted under LC_ALL=C, unique ids, a final newline, no empty lines, UTF-8;
 utt2spk/spk2utt present and consistent; speaker ids are prefixes of utterance ids; text ids ==
-utt2spk ids; wav.scp present and covering every recording (and segments well formed, with
-end > start >= 0 and recordings in wav.scp); utt2lang/utt2dur cover the utterances; feats.scp and
-utt2num_frames cover the same utterances with positive frame counts; cmvn.scp keyed by speaker.
+utt2spk ids, without the words <s>, </s>, #0; wav.scp present and covering every recording (and
+segments well formed, with end > start >= 0 and recordings in wav.scp); utt2lang/utt2dur/utt2uniq
+cover the utterances (durations > 0), reco2dur the recordings; feats.scp and utt2num_frames cover
+the same utterances with positive frame counts; cmvn.scp keyed by exactly the speakers (global
+stats belong in cmvn_global.ark); spk2gender keyed by exactly the speakers, values m/f;
+phone_alignments of utterances in utt2spk, grouped and sorted.
+
+Not in Kaldi: every feats.scp entry must point into an ark that exists; for arks written by
+speechkit-compute-feats (their manifest knows), at the matrix written for that utterance (not one
+written since for another data dir), and with unchanged inputs (a wav.scp entry or audio file
+changed since the features were computed is reported as stale).
 
 With --check-audio (not in Kaldi) every wav.scp entry is opened too.
 
