@@ -935,8 +935,8 @@ def subset(d: DataDir, utts) -> DataDir:
     wanted = set(utts)
     keep = wanted & set(d.utt2spk)
     if len(keep) < len(wanted):
-        logger.warning("%s: %d of the requested utterances are not in the data dir (ignored)",
-                       d.path or "subset", len(wanted) - len(keep))
+        logger.warning("%s: %d of the requested utterances are not in the data dir (ignored): %s",
+                       d.path or "subset", len(wanted) - len(keep), show_ids(wanted - keep))
     if not keep:
         raise DataError(f"{d.path or 'data dir'}: none of the {len(wanted)} requested utterances is in utt2spk")
     out = DataDir()
@@ -1015,7 +1015,8 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
         spks = {line.split()[0] for line in read_lines(spk_list) if line.strip()}
         unknown = spks - set(d.utt2spk.values())
         if unknown:
-            logger.warning("%s: %d speakers of %s are not in the data dir (ignored)", d.path, len(unknown), spk_list)
+            logger.warning("%s: %d speakers of %s are not in the data dir (ignored): %s", d.path, len(unknown),
+                           spk_list, show_ids(unknown))
         chosen = [u for u in utts if d.utt2spk[u] in spks]
         if not chosen:
             raise DataError(f"{spk_list}: none of its {len(spks)} speakers is in {d.path}")
