@@ -58,7 +58,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from speechkit.models.musa_rnn import MusaRnn, MusaRnnConfig, detach_state
-from speechkit.models.salad import Salad, SaladConfig, count_parameters, format_parameters
+from speechkit.models.salad import OutputNormalizer, Salad, SaladConfig, count_parameters, format_parameters
 from speechkit.train.task import Task
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.cli import ConfigError
@@ -398,6 +398,7 @@ class AcousticTask(Task):
     """
 
     model_key = ""  # "salad" | "musa_rnn", for PAPER_PARAMETERS
+    carries_state = False  # whether the model has a recurrent state carried across windows
 
     def __init__(self) -> None:
         self.model: nn.Module | None = None
@@ -457,10 +458,9 @@ class AcousticTask(Task):
         y = torch.from_numpy(np.concatenate(feats))
         del labels, feats
         lo, hi = y.min(dim=0).values, y.max(dim=0).values
-        model = self.model if self.model is not None else self._make_model(cfg)
-        model.normalizer.set_stats(lo, hi)
-        self.model = model
-        train = StreamWindows(x, model.normalizer.normalize(y), d.num_streams, d.window)
+        normalizer = self.model.normalizer if self.model is not None else OutputNormalizer(m.output_dim)
+        normalizer.set_stats(lo, hi)
+        train = StreamWindows(x, normalizer.normalize(y), d.num_streams, d.window)
         log.info("%s: %d training utterances, %d frames (%.1f min) -> %d streams x %d frames, %d windows of %d "
                  "(%d frames dropped)", self.name, len(utts), len(x), len(x) * 0.005 / 60, d.num_streams,
                  train.stream_len, train.num_windows, d.window, train.dropped_frames)
@@ -518,6 +518,9 @@ class AcousticTask(Task):
         """
         k = int(batch["window"])
         if k != self._next_window:
+            if k > 0 and self.carries_state:
+                log.info("%s: training resumes at window %d of the epoch without the carried stream state; "
+                         "it restarts from zero", self.name, k)
             self._state = None
         pred = self._forward_window(model, batch["labels"], k, self._window)
         self._next_window = k + 1
@@ -578,6 +581,7 @@ class MusaRnnTask(AcousticTask):
 
     name = "musa_rnn"
     model_key = "musa_rnn"
+    carries_state = True
     Config = MusaRnnTaskConfig
 
     def _make_model(self, cfg: MusaRnnTaskConfig) -> MusaRnn:

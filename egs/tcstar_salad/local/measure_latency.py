@@ -4,6 +4,7 @@
   python local/measure_latency.py --out-dir DIR [--config-dir conf] [--input-dim 364]
       [--max-seconds 35] [--num-lengths 8] [--repeats 2] [--exp-dir NAME=EXP ...]
       [--models salad_small,musa_rnn_small,salad_big,musa_rnn_big] [--rnn-mode sequence|stepwise]
+      [--clock cpu|wall]
 
 Pascual, Bonafonte & Serrà (2018), sec. 4.2: the time to generate the acoustic features of one
 utterance on a CPU with one thread (torch.set_num_threads(1)), for generated utterance lengths
@@ -18,7 +19,9 @@ models built from conf/train_<model>_<size>.yaml with --input-dim label dimensio
 
 A line is fitted to (length, latency) per model with scikit-learn's RANSACRegressor (the paper's
 tool, robust to timing outliers) and evaluated at the longest length: the "maximum latency" of
-Table 3. Outputs in DIR: latency.json (every timing, fits, parameters, environment), latency.md
+Table 3. Both clocks are recorded: wall time and the process's CPU time; with one thread the CPU time
+is what the wall time would be on an otherwise idle core, so the fits use it by default (--clock cpu),
+which keeps figures taken on a shared machine meaningful. Outputs in DIR: latency.json (every timing, fits, parameters, environment), latency.md
 (Table 3 next to the paper's), latency.png (Figure 3: latency vs length, points and fitted lines).
 """
 from __future__ import annotations
@@ -60,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {','.join(MODELS)}")
     p.add_argument("--rnn-mode", "--rnn_mode", dest="rnn_mode", choices=("sequence", "stepwise"), default="sequence",
                    help="MUSA-RNN inference: one LSTM call over the utterance (default) or one call per frame")
+    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                   help="time fitted and reported: process CPU time (default) or wall time")
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and random labels (default: 0)")
     return p
 
@@ -101,21 +106,21 @@ def build_models(names: list[str], config_dir: Path, input_dim: int, exp_dirs: d
     return models
 
 
-def run_once(model, labels, rnn_mode: str) -> float:
-    """Seconds to generate the features of ``labels (1, T, D)`` (inference mode, one utterance)."""
+def run_once(model, labels, rnn_mode: str) -> tuple[float, float]:
+    """``(wall, cpu)`` seconds to generate the features of ``labels (1, T, D)`` (inference mode, one utterance)."""
     import torch
 
     from speechkit.models.musa_rnn import MusaRnn
 
     with torch.inference_mode():
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if isinstance(model, MusaRnn) and rnn_mode == "stepwise":
             state = None
             for t in range(labels.shape[1]):
                 _, state = model(labels[:, t:t + 1], state)
         else:
             model.infer(labels)
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
 
 
 def ransac_fit(x: np.ndarray, y: np.ndarray, seed: int = 0) -> tuple[float, float, int]:
@@ -160,8 +165,8 @@ def markdown(results: dict, max_seconds: float, env: dict) -> str:
     """Table 3 (ours next to the paper's) as markdown."""
     from speechkit.models.salad import format_parameters
 
-    lines = [f"Maximum latency at {max_seconds:g} s (RANSAC line), one CPU thread ({env['cpu']}, torch "
-             f"{env['torch']}, RNN mode {env['rnn_mode']}):", "",
+    lines = [f"Maximum latency at {max_seconds:g} s (RANSAC line), one CPU thread ({env['clock']} time; "
+             f"{env['cpu']}, torch {env['torch']}, RNN mode {env['rnn_mode']}):", "",
              f"| model | parameters | measured at {max_seconds:g} s (s) | fitted at {max_seconds:g} s (s) | "
              f"paper Table 3 (s) |", "|---|---:|---:|---:|---:|"]
     for name, r in results.items():
@@ -202,29 +207,31 @@ def measure(args: argparse.Namespace) -> dict:
     gen = torch.Generator().manual_seed(args.seed)
     for name, m in models.items():  # warm-up (allocations, kernel selection)
         run_once(m, torch.randn(1, FRAMES_PER_SECOND, dims[name], generator=gen), args.rnn_mode)
-    timings: dict[str, list[list[float]]] = {n: [] for n in names}
+    timings: dict[str, list[list[float]]] = {n: [] for n in names}  # [seconds, wall, cpu]
     t_start = time.time()
     for rep in range(args.repeats):
         for sec in lengths:
             frames = int(round(sec * FRAMES_PER_SECOND))
             for name, m in models.items():
                 labels = torch.randn(1, frames, dims[name], generator=gen)
-                dt = run_once(m, labels, args.rnn_mode)
-                timings[name].append([sec, dt])
-                log.info("repeat %d, %5.1f s (%d frames): %-15s %.3f s", rep + 1, sec, frames, name, dt)
+                wall, cpu = run_once(m, labels, args.rnn_mode)
+                timings[name].append([sec, wall, cpu])
+                log.info("repeat %d, %5.1f s (%d frames): %-15s %.3f s (wall %.3f s)", rep + 1, sec, frames, name,
+                         cpu, wall)
     results = {}
     for name in names:
-        t = np.array(timings[name])
+        t = np.array(timings[name])[:, [0, 2 if args.clock == "cpu" else 1]]
         slope, intercept, inliers = ransac_fit(t[:, 0], t[:, 1], args.seed)
         longest = t[t[:, 0] == lengths[-1], 1]
         results[name] = {
             "parameters": count_parameters(models[name]), "input_dim": dims[name],
-            "trained": name in exp_dirs, "timings": timings[name],
+            "trained": name in exp_dirs, "timings": t.tolist(), "timings_wall_cpu": timings[name],
             "fit": {"slope": slope, "intercept": intercept, "inliers": inliers, "points": len(t)},
             "fitted_max_s": slope * lengths[-1] + intercept, "measured_max_s": float(np.median(longest)),
             "paper_max_s": PAPER_LATENCY_S[name],
         }
     env = {"cpu": platform.processor() or platform.machine(), "cores_visible": os.cpu_count(), "threads": 1,
+           "clock": args.clock,
            "torch": torch.__version__, "python": platform.python_version(), "rnn_mode": args.rnn_mode,
            "load_average_1min": os.getloadavg()[0], "wall_s": round(time.time() - t_start, 1)}
     record = {"max_seconds": lengths[-1], "lengths_s": lengths, "frames_per_second": FRAMES_PER_SECOND,

@@ -252,3 +252,18 @@ def test_training_lowers_mcd_and_resumes(tts_data, name):
     Trainer(get_task(name), cfg2, exp).fit()
     recs = [json.loads(line) for line in (exp / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in recs if r["kind"] == "epoch"] == list(range(1, 14))
+
+
+def test_resume_mid_epoch_restarts_the_carried_state(tts_data, caplog):
+    root = tts_data["root"]
+    exp = root / "exp_mid"
+    o = overrides(root, "musa_rnn", **{"trainer.max_epochs": 2, "trainer.max_steps": 3})
+    Trainer(get_task("musa_rnn"), load_config(MusaRnnTask.Config, None, o), exp).fit()
+    state = torch.load(exp / "checkpoints" / "latest.pt", weights_only=True)["state"]
+    assert state["epoch"] == 0 and state["batches_done"] == 3
+    o = overrides(root, "musa_rnn", **{"trainer.max_epochs": 2, "trainer.max_steps": 0})
+    with caplog.at_level("INFO"):
+        Trainer(get_task("musa_rnn"), load_config(MusaRnnTask.Config, None, o), exp).fit()
+    assert "resumes at window 3 of the epoch without the carried stream state" in caplog.text
+    recs = [json.loads(line) for line in (exp / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in recs if r["kind"] == "epoch" and not r.get("partial")] == [1, 2]
