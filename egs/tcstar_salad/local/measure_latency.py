@@ -18,11 +18,15 @@ models built from conf/train_<model>_<size>.yaml with --input-dim label dimensio
 ``--exp-dir NAME=EXP`` names a trained one. Inputs are random label vectors.
 
 A line is fitted to (length, latency) per model with scikit-learn's RANSACRegressor (the paper's
-tool, robust to timing outliers) and evaluated at the longest length: the "maximum latency" of
-Table 3. Both clocks are recorded: wall time and the process's CPU time; with one thread the CPU time
-is what the wall time would be on an otherwise idle core, so the fits use it by default (--clock cpu),
-which keeps figures taken on a shared machine meaningful. Outputs in DIR: latency.json (every timing, fits, parameters, environment), latency.md
-(Table 3 next to the paper's), latency.png (Figure 3: latency vs length, points and fitted lines).
+tool, robust to timing outliers) over every timing, and evaluated at the longest length: the
+"maximum latency" of Table 3. Both clocks are recorded, wall time and the process's CPU time; with
+one thread the CPU time is what the wall time would be on an otherwise idle core, so the fits use it
+by default (--clock cpu), which keeps figures taken on a shared machine meaningful.
+
+Outputs in DIR: latency.json (per model: max_fitted_latency_s, slope in s per s of speech,
+intercept, measured_max_s = the median timing at the longest length, parameters, every timing;
+plus the environment), latency.md (Table 3 next to the paper's), latency.png (Figure 3: latency vs
+length, points and fitted lines).
 """
 from __future__ import annotations
 
@@ -149,7 +153,7 @@ def plot(path: Path, results: dict, max_seconds: float) -> None:
         c = colors.get(name)
         ax.scatter(t[:, 0], t[:, 1], s=12, color=c, alpha=0.6)
         ax.plot(xs, r["fit"]["slope"] * xs + r["fit"]["intercept"], color=c,
-                label=f"{name} ({r['fitted_max_s']:.2f} s at {max_seconds:g} s)")
+                label=f"{name} ({r['max_fitted_latency_s']:.2f} s at {max_seconds:g} s)")
     ax.set_xlabel("generated utterance length (s)")
     ax.set_ylabel("inference latency (s), 1 CPU thread")
     ax.grid(alpha=0.3)
@@ -171,12 +175,12 @@ def markdown(results: dict, max_seconds: float, env: dict) -> str:
              f"paper Table 3 (s) |", "|---|---:|---:|---:|---:|"]
     for name, r in results.items():
         lines.append(f"| {name} | {format_parameters(r['parameters'])} | {r['measured_max_s']:.3f} | "
-                     f"{r['fitted_max_s']:.3f} | {PAPER_LATENCY_S[name]:g} |")
+                     f"{r['max_fitted_latency_s']:.3f} | {PAPER_LATENCY_S[name]:g} |")
     for size in ("small", "big"):
         rnn, salad = results.get(f"musa_rnn_{size}"), results.get(f"salad_{size}")
         if rnn and salad:
             lines.append("")
-            lines.append(f"{size}: RNN / SALAD = {rnn['fitted_max_s'] / salad['fitted_max_s']:.2f}x "
+            lines.append(f"{size}: RNN / SALAD = {rnn['max_fitted_latency_s'] / salad['max_fitted_latency_s']:.2f}x "
                          f"(paper {PAPER_LATENCY_S[f'musa_rnn_{size}'] / PAPER_LATENCY_S[f'salad_{size}']:.1f}x)")
     return "\n".join(lines) + "\n"
 
@@ -227,7 +231,8 @@ def measure(args: argparse.Namespace) -> dict:
             "parameters": count_parameters(models[name]), "input_dim": dims[name],
             "trained": name in exp_dirs, "timings": t.tolist(), "timings_wall_cpu": timings[name],
             "fit": {"slope": slope, "intercept": intercept, "inliers": inliers, "points": len(t)},
-            "fitted_max_s": slope * lengths[-1] + intercept, "measured_max_s": float(np.median(longest)),
+            "slope": slope, "intercept": intercept,
+            "max_fitted_latency_s": slope * lengths[-1] + intercept, "measured_max_s": float(np.median(longest)),
             "paper_max_s": PAPER_LATENCY_S[name],
         }
     env = {"cpu": platform.processor() or platform.machine(), "cores_visible": os.cpu_count(), "threads": 1,
@@ -237,7 +242,7 @@ def measure(args: argparse.Namespace) -> dict:
     record = {"max_seconds": lengths[-1], "lengths_s": lengths, "frames_per_second": FRAMES_PER_SECOND,
               "repeats": args.repeats, "environment": env, "models": results,
               "speedup_rnn_over_salad": {
-                  s: results[f"musa_rnn_{s}"]["fitted_max_s"] / results[f"salad_{s}"]["fitted_max_s"]
+                  s: results[f"musa_rnn_{s}"]["max_fitted_latency_s"] / results[f"salad_{s}"]["max_fitted_latency_s"]
                   for s in ("small", "big") if f"musa_rnn_{s}" in results and f"salad_{s}" in results}}
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
