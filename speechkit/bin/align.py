@@ -1,0 +1,138 @@
+"""Forced phone alignment: speechkit-align DATA_DIR EXP_DIR [--model-dir DIR] [--nj N] [--optional-silence true|false] [--config YAML] [--KEY VALUE ...]
+
+Without --model-dir, trains a flat-start monophone HMM-GMM aligner (Kaldi's train_mono.sh recipe:
+MFCC + deltas with per-speaker CMVN, 3-state left-to-right phone HMMs, Baum-Welch then Viterbi
+re-estimation with Gaussian splitting; see speechkit.decode.aligner) on DATA_DIR's audio
+(wav.scp, optional segments) and the tokens of its `text` (phones; no boundary is read), saves it
+in EXP_DIR and aligns DATA_DIR with it. With --model-dir DIR it loads the aligner trained in DIR
+and only aligns.
+
+Outputs in EXP_DIR:
+  phone_alignments   '<utt> <start-s> <end-s> <phone>', contiguous from 0 to the end of the audio;
+                     optional silences are 'sil' segments (dropping them gives the text's tokens)
+  unaligned          '<utt> <reason>' for every utterance that could not be aligned (empty text,
+                     unknown token, too few frames, unreadable audio); they are also counted and
+                     the first ones named in a warning
+  final.mdl, phones.txt, config.yaml, log/train.log   (training only: the aligner)
+
+Optional silence ('sil') may be inserted at the start, at the end and between words, where
+DATA_DIR/phone_info ('<utt> <stress>:<syllable>:<word> ...') gives word indices;
+--optional-silence false turns it off (e.g. TIMIT, whose text carries h#/pau/epi explicitly).
+
+Config overrides are the keys of AlignerConfig, '-' and '_' alike (training only; an aligner
+loaded with --model-dir keeps its own): --frame-shift 0.005  --num-iters 20  --total-gauss 500
+
+The exit status is non-zero on bad input files (a message naming the file and line) or when no
+utterance could be aligned.
+
+Examples:
+  speechkit-align data/train_phones exp/align
+  speechkit-align data/test_phones exp/align_test --model-dir exp/align
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.fileio import DataError, write_table
+
+PROG = "speechkit-align"
+logger = logging.getLogger(PROG)
+_OWN = {"--model-dir", "--nj", "--optional-silence", "--config", "--log-file", "--help", "-h"}
+
+
+def _str2bool(text: str) -> bool:
+    v = text.strip().lower()
+    if v in ("true", "yes", "1"):
+        return True
+    if v in ("false", "no", "0"):
+        return False
+    raise ConfigError(f"command line: --optional-silence must be true or false, got {text!r}")
+
+
+def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Separate ``--key VALUE`` / ``--key=VALUE`` config overrides from the CLI's own options.
+
+    Returns ``(own_args, overrides)`` with overrides as ``"key=VALUE"`` (``-`` in keys turned into ``_``).
+
+    Raises:
+        ConfigError: an override without a value.
+    """
+    own, overrides = [], []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        name = tok.split("=", 1)[0]
+        if tok.startswith("--") and len(tok) > 2 and name not in _OWN:
+            key, eq, value = tok[2:].partition("=")
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise ConfigError(f"command line: option --{key} needs a value")
+                value = argv[i + 1]
+                i += 1
+            overrides.append(f"{key.replace('-', '_')}={value}")
+        else:
+            own.append(tok)
+            if tok in _OWN and tok not in ("--help", "-h") and "=" not in tok and i + 1 < len(argv):
+                own.append(argv[i + 1])
+                i += 1
+        i += 1
+    return own, overrides
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = make_parser(__doc__, prog=PROG)
+    parser.add_argument("data_dir", metavar="DATA_DIR", help="data dir with wav.scp and phone-token text")
+    parser.add_argument("exp_dir", metavar="EXP_DIR", help="output dir (alignments; the aligner when training)")
+    parser.add_argument("--model-dir", default=None, metavar="DIR", help="align with the aligner trained in DIR")
+    parser.add_argument("--nj", type=int, default=1, help="parallel processes")
+    parser.add_argument("--optional-silence", default=None, metavar="true|false",
+                        help="insert optional 'sil' (training; default true)")
+    parser.add_argument("--config", default=None, metavar="YAML", help="aligner config (training)")
+    parser.add_argument("--log-file", default=None, help="append the log here too")
+
+    def body() -> int:
+        own, overrides = split_overrides(argv)
+        args = parser.parse_args(own)
+        setup_logging(args.log_file)
+        from speechkit.decode.aligner import (ALIGNMENTS_FILE, MAX_LISTED, UNALIGNED_FILE, Aligner,
+                                              load_aligner_config, train_aligner)
+
+        if args.nj < 1:
+            raise ConfigError(f"command line: --nj must be >= 1, got {args.nj}")
+        exp_dir = Path(args.exp_dir)
+        t0 = time.time()
+        if args.model_dir is not None:
+            if overrides or args.config or args.optional_silence is not None:
+                raise ConfigError("command line: --config, --optional-silence and config overrides apply to "
+                                  "training only; the aligner of --model-dir keeps its own settings")
+            aligner = Aligner.load(args.model_dir)
+            result = aligner.align(args.data_dir, nj=args.nj)
+        else:
+            if args.optional_silence is not None:
+                overrides = [f"optional_silence={str(_str2bool(args.optional_silence)).lower()}", *overrides]
+            config = load_aligner_config(args.config, overrides)
+            _, result = train_aligner(args.data_dir, exp_dir, config, nj=args.nj)
+        n_ok, n_bad = len(result.alignments), len(result.unaligned)
+        if n_bad:
+            first = ", ".join(f"{u} ({r})" for u, r in list(result.unaligned.items())[:MAX_LISTED])
+            logger.warning("could not align %d of %d utterance(s): %s%s", n_bad, n_ok + n_bad, first,
+                           " ..." if n_bad > MAX_LISTED else "")
+        if n_ok == 0:  # no (stale) phone_alignments that a later stage could take for this run's
+            (exp_dir / ALIGNMENTS_FILE).unlink(missing_ok=True)
+            write_table(exp_dir / UNALIGNED_FILE, {u: " ".join(r.split()) for u, r in result.unaligned.items()})
+            raise DataError(f"{args.data_dir}: no utterance could be aligned (reasons in {exp_dir / UNALIGNED_FILE})")
+        lines = result.write(exp_dir)
+        print(f"{PROG}: aligned {n_ok} of {n_ok + n_bad} utterances ({lines} segments) in "
+              f"{time.time() - t0:.1f} s -> {exp_dir / ALIGNMENTS_FILE}")
+        return 0
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

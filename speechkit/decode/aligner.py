@@ -1,0 +1,909 @@
+"""Forced phone alignment: a flat-start monophone HMM-GMM trained by Viterbi re-estimation.
+
+The recipe of Kaldi's ``steps/train_mono.sh`` + ``steps/align_si.sh``, in numpy:
+
+1. **Features**: 13 MFCC + delta + delta-delta (:class:`~speechkit.features.frontends.MfccFrontend`),
+   by default with a 5 ms frame shift (boundaries to the nearest 5 ms, and 3-state phones as
+   short as 15 ms), mean and variance normalised per speaker (Kaldi's ``apply-cmvn`` with
+   ``--norm-vars``).
+2. **Model**: one left-to-right HMM per phone (``num_states`` emitting states, self-loop and
+   forward transitions, optionally a skip over the middle state), a diagonal-covariance GMM per
+   state. ``sil`` is the optional-silence model that may be inserted at the start, at the end and,
+   when ``phone_info`` gives word indices, between words (probability ``sil_prob``, as the
+   lexicon FST of Kaldi's ``prepare_lang.sh``).
+3. **Flat start**: every GMM starts as the global mean and variance (``gmm-init-mono``); the first
+   statistics come from an equal alignment (each utterance's frames split evenly over the states
+   of its phone sequence, ``align-equal-compiled``).
+4. **Viterbi training**: ``num_iters`` passes; on the passes in ``realign_iters`` the data are
+   re-aligned with the current model (:func:`~speechkit.decode.hmm.viterbi_batch`), then every GMM
+   takes one EM step on its frames and transitions are re-estimated from the path counts; the
+   number of Gaussians grows linearly to ``total_gauss`` over the first ``max_iter_inc`` passes
+   (split targets proportional to occupancy^0.2, ``gmm-est --mix-up``).
+5. **Alignment** with the final model; the log-likelihoods are scaled by ``acoustic_scale`` and
+   self-loops by ``self_loop_scale``, as ``gmm-align-compiled`` (0.1 and 0.1 in Kaldi).
+
+Frame ``t`` is centred on sample ``t * hop``; a boundary between frames ``t-1`` and ``t`` is
+placed at ``(t - 0.5) * frame_shift`` seconds; the first segment starts at 0 and the last ends at
+the end of the audio.
+
+Python API::
+
+    aligner = train_aligner("data/train_phones", "exp/align")      # trains, saves, returns Aligner
+    result = aligner.align("data/train_phones")                    # AlignResult
+    result.alignments["utt1"]   # [(0.0, 0.1225, 'sil'), (0.1225, 0.2, 'h'), ...]
+    aligner = Aligner.load("exp/align")
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+import numpy as np
+
+from speechkit.data.audio import iter_audio, read_audio
+from speechkit.data.corpora._common import write_phone_alignments
+from speechkit.data.datadir import DataDir
+from speechkit.decode.hmm import (MAX_PRED, NEG_INF, AlignGraph, DiagGmmSet, forward_backward_batch, split_targets,
+                                  viterbi_batch)
+from speechkit.utils.config import FieldError, dump_config, load_config
+from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table, write_table
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AlignerConfig", "Aligner", "AlignResult", "train_aligner", "read_phone_info", "SIL",
+           "MODEL_FILE", "PHONES_FILE", "CONFIG_FILE", "UNALIGNED_FILE", "ALIGNMENTS_FILE"]
+
+#: Label of the optional-silence model and of the segments it produces.
+SIL = "sil"
+MODEL_FILE = "final.mdl"
+PHONES_FILE = "phones.txt"
+CONFIG_FILE = "config.yaml"
+ALIGNMENTS_FILE = "phone_alignments"
+UNALIGNED_FILE = "unaligned"
+#: Format version of final.mdl.
+MODEL_VERSION = 1
+#: How many utterance ids a skip warning lists.
+MAX_LISTED = 5
+
+
+def _kaldi_realign_iters() -> list[int]:
+    return [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 23, 26, 29, 32, 35, 38]
+
+
+@dataclass
+class AlignerConfig:
+    """Configuration of :func:`train_aligner` (defaults follow Kaldi's ``train_mono.sh``).
+
+    Attributes:
+        sample_rate: audio sample rate in Hz (other rates are an unreadable-audio skip; resample
+            with a ``sox ... |`` pipe in wav.scp).
+        frame_shift: seconds between frames.
+        frame_length: analysis window in seconds.
+        n_mfcc: cepstral coefficients (c0 included); deltas and delta-deltas are appended.
+        n_mels: mel bands before the DCT.
+        delta_width: delta window in frames (odd, >= 3).
+        cmvn: mean and variance normalisation per 'speaker' (utt2spk), per 'utterance', or 'none'.
+        num_states: emitting states per phone HMM.
+        sil_num_states: emitting states of the silence model.
+        skip: allow a transition from state s to s+2 inside a phone (minimum duration
+            num_states - 1 frames instead of num_states).
+        optional_silence: insert optional 'sil' at the start, the end and word boundaries.
+        sil_prob: probability of taking each optional silence.
+        num_iters: training passes.
+        baum_welch_iters: the first passes use forward-backward (Baum-Welch) statistics instead
+            of a Viterbi alignment (more robust from a flat start, as HTK's HERest).
+        train_acoustic_scale: acoustic scale of the Baum-Welch posteriors (< 1 smooths them).
+        realign_iters: passes that start by re-aligning the data (Kaldi's list).
+        max_iter_inc: passes over which the Gaussian count grows to total_gauss.
+        total_gauss: target total number of Gaussians.
+        power: exponent of the occupancy when sharing Gaussians out to states.
+        min_gauss_count: minimum frames per Gaussian when sharing them out.
+        min_count: a component with fewer frames than this is removed.
+        var_floor: variance floor, as a fraction of the global variance.
+        perturb: mean perturbation of a split, in standard deviations.
+        self_loop_init: initial self-loop probability.
+        transition_floor: floor of every re-estimated transition probability.
+        acoustic_scale: scale of the acoustic log-likelihoods in alignment.
+        transition_scale: scale of the transition log-probabilities.
+        self_loop_scale: scale of the self-loop log-probabilities (Kaldi's --self-loop-scale).
+        chunk_frames: frames per Viterbi batch (memory: about 9 bytes x states x frames).
+        seed: seed of the Gaussian splits.
+    """
+
+    sample_rate: int = 16000
+    frame_shift: float = 0.01
+    frame_length: float = 0.025
+    n_mfcc: int = 13
+    n_mels: int = 40
+    delta_width: int = 5
+    cmvn: Literal["speaker", "utterance", "none"] = "speaker"
+    num_states: int = 3
+    sil_num_states: int = 3
+    skip: bool = False
+    optional_silence: bool = True
+    sil_prob: float = 0.5
+    num_iters: int = 30
+    baum_welch_iters: int = 10
+    train_acoustic_scale: float = 0.1
+    realign_iters: list[int] = field(default_factory=_kaldi_realign_iters)
+    max_iter_inc: int = 25
+    total_gauss: int = 1000
+    power: float = 0.2
+    min_gauss_count: float = 20.0
+    min_count: float = 3.0
+    var_floor: float = 0.01
+    perturb: float = 0.2
+    self_loop_init: float = 0.75
+    transition_floor: float = 0.01
+    acoustic_scale: float = 0.1
+    transition_scale: float = 1.0
+    self_loop_scale: float = 0.1
+    chunk_frames: int = 20000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sample_rate <= 0:
+            raise FieldError("sample_rate", f"must be positive, got {self.sample_rate}")
+        if not 0 < self.frame_shift <= self.frame_length:
+            raise FieldError("frame_shift", f"must be in (0, frame_length], got {self.frame_shift}")
+        if round(self.frame_shift * self.sample_rate) < 1:
+            raise FieldError("frame_shift", "is shorter than one sample")
+        if self.delta_width < 3 or self.delta_width % 2 == 0:
+            raise FieldError("delta_width", f"must be an odd integer >= 3, got {self.delta_width}")
+        if not 0 < self.n_mfcc <= self.n_mels:
+            raise FieldError("n_mfcc", f"must be in 1..n_mels, got {self.n_mfcc}")
+        for key in ("num_states", "sil_num_states"):
+            if getattr(self, key) < 1:
+                raise FieldError(key, f"must be >= 1, got {getattr(self, key)}")
+        if not 0 < self.sil_prob < 1:
+            raise FieldError("sil_prob", f"must be in (0, 1), got {self.sil_prob}")
+        if self.num_iters < 1:
+            raise FieldError("num_iters", f"must be >= 1, got {self.num_iters}")
+        if not 0 < self.self_loop_init < 1:
+            raise FieldError("self_loop_init", f"must be in (0, 1), got {self.self_loop_init}")
+        if not 0 < self.transition_floor < 0.5:
+            raise FieldError("transition_floor", f"must be in (0, 0.5), got {self.transition_floor}")
+        if self.total_gauss < 1:
+            raise FieldError("total_gauss", f"must be >= 1, got {self.total_gauss}")
+        if self.var_floor <= 0:
+            raise FieldError("var_floor", f"must be positive, got {self.var_floor}")
+        if self.chunk_frames < 1:
+            raise FieldError("chunk_frames", f"must be >= 1, got {self.chunk_frames}")
+
+    @property
+    def hop_length(self) -> int:
+        """Frame shift in samples."""
+        return int(round(self.frame_shift * self.sample_rate))
+
+    def frontend_conf(self) -> dict:
+        """The :func:`~speechkit.features.frontends.build_frontend` config of the features."""
+        win = int(round(self.frame_length * self.sample_rate))
+        n_fft = 1 << max(0, (win - 1).bit_length())
+        return {"type": "mfcc", "sample_rate": self.sample_rate, "n_fft": n_fft, "win_length": win,
+                "hop_length": self.hop_length, "window": "hamming", "n_mfcc": self.n_mfcc,
+                "n_mels": self.n_mels, "fmin": 20.0, "htk": True, "delta_order": 2,
+                "delta_width": self.delta_width}
+
+
+# ================================================================================ input reading
+def read_phone_info(path: str | os.PathLike, tokens: dict[str, list[str]]) -> dict[str, list[int]]:
+    """Word index of every token from a ``phone_info`` file (``<utt> <stress>:<syllable>:<word> ...``).
+
+    Args:
+        path: the ``phone_info`` file.
+        tokens: utterance -> tokens of ``text`` (the fields must be 1:1 with them).
+
+    Returns:
+        utterance -> word index per token (utterances absent from the file are absent here).
+
+    Raises:
+        DataError: a malformed field, a token count that differs from ``text``, a decreasing word
+            index, or an utterance not in ``text`` (names file and line).
+    """
+    out: dict[str, list[int]] = {}
+    for lineno, line in enumerate(read_lines(path), 1):
+        parts = line.split()
+        if not parts:
+            raise DataError(f"{path}:{lineno}: empty line")
+        utt, fields = parts[0], parts[1:]
+        if utt not in tokens:
+            raise DataError(f"{path}:{lineno}: utterance '{utt}' is not in text")
+        if len(fields) != len(tokens[utt]):
+            raise DataError(f"{path}:{lineno}: '{utt}' has {len(fields)} fields but text has "
+                            f"{len(tokens[utt])} tokens")
+        words = []
+        for f in fields:
+            bits = f.split(":")
+            if len(bits) != 3 or not all(b.isdigit() for b in bits):
+                raise DataError(f"{path}:{lineno}: '{utt}': field {f!r} is not <stress>:<syllable>:<word>")
+            words.append(int(bits[2]))
+        if any(b < a for a, b in zip(words, words[1:])):
+            raise DataError(f"{path}:{lineno}: '{utt}': word indices decrease")
+        out[utt] = words
+    return out
+
+
+def _read_inputs(data_dir: str | os.PathLike) -> tuple[DataDir, dict[str, list[str]], dict[str, list[int]] | None]:
+    d = DataDir.load(data_dir)
+    if d.text is None:
+        raise FileNotFoundError(f"{data_dir}/text: missing (the token sequences to align)")
+    if d.wav_scp is None:
+        raise FileNotFoundError(f"{data_dir}/wav.scp: missing (the audio to align)")
+    tokens = {u: d.text[u].split() for u in d.utts if u in d.text}
+    missing = [u for u in d.utts if u not in d.text]
+    if missing:
+        raise DataError(f"{data_dir}/text: no entry for utterance '{missing[0]}' ({len(missing)} missing)")
+    pi = Path(data_dir) / "phone_info"
+    words = read_phone_info(pi, tokens) if pi.is_file() else None
+    return d, tokens, words
+
+
+def _read_audio_all(d: DataDir, utts: list[str], sample_rate: int) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Samples of every utterance; an unreadable one goes to the failures (utt -> message)."""
+    out: dict[str, np.ndarray] = {}
+    failed: dict[str, str] = {}
+    by_rec: dict[str, list[str]] = {}
+    for u in utts:
+        by_rec.setdefault(d.recording_of(u), []).append(u)
+    for rec, rutts in by_rec.items():
+        sub = DataDir(wav_scp={rec: d.wav_scp[rec]} if rec in d.wav_scp else {},
+                      utt2spk={u: d.utt2spk[u] for u in rutts},
+                      segments=None if d.segments is None else {u: d.segments[u] for u in rutts if u in d.segments},
+                      path=d.path)
+        try:
+            for u, x, _ in iter_audio(sub, expected_sr=sample_rate):
+                out[u] = x
+        except DataError:
+            for u in rutts:  # find which ones fail
+                if u in out:
+                    continue
+                try:
+                    if d.segments is None:
+                        if u not in d.wav_scp:
+                            raise DataError(f"{d.path}/wav.scp: no entry for utterance '{u}'")
+                        x, _ = read_audio(d.wav_scp[u], key=u, expected_sr=sample_rate,
+                                          source=f"{d.path}/wav.scp")
+                    else:
+                        if u not in d.segments or d.segments[u].recording not in d.wav_scp:
+                            raise DataError(f"{d.path}/segments: '{u}' has no recording in wav.scp")
+                        s = d.segments[u]
+                        x, _ = read_audio(d.wav_scp[s.recording], key=u, start=s.start, end=s.end,
+                                          expected_sr=sample_rate, source=f"{d.path}/wav.scp")
+                    out[u] = x
+                except DataError as e:
+                    failed[u] = str(e)
+    return out, failed
+
+
+def _mfcc_worker(args):
+    conf, items = args
+    from speechkit.features.frontends import build_frontend
+
+    fe = build_frontend(conf, source="aligner")
+    res = {}
+    for u, x in items:
+        try:
+            res[u] = fe(x)
+        except ValueError as e:
+            res[u] = str(e)
+    return res
+
+
+def compute_features(d: DataDir, utts: list[str], config: AlignerConfig, nj: int = 1
+                     ) -> tuple[dict[str, np.ndarray], dict[str, float], dict[str, str]]:
+    """MFCC + deltas with CMVN for ``utts`` of ``d``.
+
+    Returns:
+        ``(feats, durations, failures)``: utt -> float32 ``(T, 3 * n_mfcc)``; utt -> audio
+        duration in seconds; utt -> reason for utterances whose audio could not be read.
+    """
+    audio, failed = _read_audio_all(d, utts, config.sample_rate)
+    durs = {u: len(x) / config.sample_rate for u, x in audio.items()}
+    items = list(audio.items())
+    conf = config.frontend_conf()
+    parts = [items[i::nj] for i in range(nj)] if nj > 1 else [items]
+    results = _pmap(_mfcc_worker, [(conf, p) for p in parts], nj)
+    feats: dict[str, np.ndarray] = {}
+    for r in results:
+        for u, f in r.items():
+            if isinstance(f, str):
+                failed[u] = f"unreadable audio: {f}"
+            else:
+                feats[u] = f
+    failed = {u: (m if m.startswith("unreadable") else f"unreadable audio: {m}") for u, m in failed.items()}
+    if config.cmvn != "none":
+        groups: dict[str, list[str]] = {}
+        for u in feats:
+            key = d.utt2spk.get(u, u) if config.cmvn == "speaker" else u
+            groups.setdefault(key, []).append(u)
+        for us in groups.values():
+            allf = np.concatenate([feats[u] for u in us]).astype(np.float64)
+            mean = allf.mean(0)
+            std = np.sqrt(np.maximum(allf.var(0), 1e-20))
+            for u in us:
+                feats[u] = ((feats[u] - mean) / std).astype(np.float32)
+    return feats, durs, failed
+
+
+def _pmap(fn, args: list, nj: int) -> list:
+    if nj <= 1 or len(args) <= 1:
+        return [fn(a) for a in args]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(min(nj, len(args))) as pool:
+        return pool.map(fn, args)
+
+
+# ================================================================================ the model
+@dataclass
+class AlignResult:
+    """Output of :meth:`Aligner.align`.
+
+    Attributes:
+        alignments: utt -> ``[(start_s, end_s, label), ...]`` contiguous from 0 to the audio's end.
+        unaligned: utt -> reason, for every utterance that could not be aligned.
+        log_likelihood: utt -> acoustic log-likelihood per frame of the best path.
+    """
+
+    alignments: dict[str, list[tuple[float, float, str]]]
+    unaligned: dict[str, str]
+    log_likelihood: dict[str, float] = field(default_factory=dict)
+
+    def write(self, exp_dir: str | os.PathLike) -> int:
+        """Write ``exp_dir/phone_alignments`` and ``exp_dir/unaligned`` (``<utt> <reason>``), atomically.
+
+        Returns the number of alignment lines.
+        """
+        exp_dir = Path(exp_dir)
+        rows = [(u, s, e, p) for u, segs in self.alignments.items() for s, e, p in segs]
+        n = write_phone_alignments(exp_dir / ALIGNMENTS_FILE, rows)
+        write_table(exp_dir / UNALIGNED_FILE, {u: " ".join(r.split()) for u, r in self.unaligned.items()})
+        return n
+
+
+class Aligner:
+    """A monophone HMM-GMM forced aligner (see the module docstring).
+
+    Attributes:
+        config: the :class:`AlignerConfig` it was trained with.
+        phones: phone symbols; index = phone id.
+        gmm: one GMM per (phone, HMM state); pdf of state ``s`` of phone ``p`` is ``pdf_offset[p] + s``.
+        trans: float64 ``(num_phones, max_states, 3)`` transition probabilities ``[self, next, skip]``.
+    """
+
+    def __init__(self, config: AlignerConfig, phones: list[str], gmm: DiagGmmSet | None = None,
+                 trans: np.ndarray | None = None):
+        self.config = config
+        self.phones = list(phones)
+        self.phone_id = {p: i for i, p in enumerate(self.phones)}
+        self.num_states = np.array([config.sil_num_states if p == SIL else config.num_states for p in self.phones])
+        self.pdf_offset = np.concatenate([[0], np.cumsum(self.num_states)])[:-1]
+        self.num_pdfs = int(self.num_states.sum())
+        ms = int(self.num_states.max())
+        if trans is None:
+            a = config.self_loop_init
+            trans = np.zeros((len(self.phones), ms, 3))
+            trans[:, :, 0] = a
+            trans[:, :, 1] = 1 - a
+            if config.skip:
+                for p, n in enumerate(self.num_states):
+                    for s in range(n - 2):
+                        trans[p, s, 1] = trans[p, s, 2] = (1 - a) / 2
+        self.trans = trans
+        self.gmm = gmm
+
+    @property
+    def sil_id(self) -> int | None:
+        return self.phone_id.get(SIL) if self.config.optional_silence else None
+
+    # ------------------------------------------------------------------ graphs
+    def _scaled_trans(self) -> np.ndarray:
+        """Log transition weights with Kaldi's self-loop scaling: ``s log a`` for the self-loop and
+        ``log(b / (1 - a)) + s log(1 - a)`` for a forward transition of probability ``b``; all
+        times ``transition_scale``."""
+        c = self.config
+        t = np.maximum(self.trans, 1e-300)
+        a = t[..., 0]
+        with np.errstate(divide="ignore"):
+            out = np.empty_like(t)
+            out[..., 0] = c.self_loop_scale * np.log(a)
+            fwd = np.log(t[..., 1:]) - np.log1p(-a)[..., None] + c.self_loop_scale * np.log1p(-a)[..., None]
+            out[..., 1:] = np.where(self.trans[..., 1:] > 0, fwd, NEG_INF)
+        return c.transition_scale * out
+
+    def make_graph(self, tokens: list[str], words: list[int] | None = None, *, equal_path: bool = False,
+                   _lt: np.ndarray | None = None) -> AlignGraph:
+        """The alignment graph of a token sequence.
+
+        Args:
+            tokens: phone symbols (all in :attr:`phones`).
+            words: word index per token; optional silence goes between tokens whose word index
+                differs (only with ``optional_silence``).
+            equal_path: build the flat-start path instead: silence (if optional) only at the start
+                and end, taken, for an equal alignment.
+
+        Raises:
+            KeyError: a token not in :attr:`phones`.
+        """
+        c = self.config
+        lt = self._scaled_trans() if _lt is None else _lt
+        sil = self.sil_id
+        lsil, lnosil = (c.transition_scale * math.log(c.sil_prob), c.transition_scale * math.log1p(-c.sil_prob))
+        # blocks: (phone id, token position or -1-k, optional?)
+        blocks: list[tuple[int, int, bool]] = []
+        nsil = 0
+        for i, tok in enumerate(tokens):
+            pid = self.phone_id[tok]
+            boundary = i == 0 or (words is not None and words[i] != words[i - 1])
+            if sil is not None and boundary and not (equal_path and i > 0):
+                blocks.append((sil, -1 - nsil, not equal_path))
+                nsil += 1
+            blocks.append((pid, i, False))
+        if sil is not None:
+            blocks.append((sil, -1 - nsil, not equal_path))
+        S = int(sum(self.num_states[b[0]] for b in blocks))
+        pdf = np.zeros(S, dtype=np.int64)
+        token = np.zeros(S, dtype=np.int64)
+        label = np.zeros(S, dtype=np.int64)
+        hst = np.zeros(S, dtype=np.int64)
+        pred = np.full((S, MAX_PRED), -1, dtype=np.int64)
+        ltr = np.full((S, MAX_PRED), NEG_INF)
+        init = np.full(S, NEG_INF)
+        final = np.full(S, NEG_INF)
+        j = 0
+        prev_last = -1  # last state of the previous block
+        prev_exit = 0.0  # log weight of leaving the previous block
+        skip_src, skip_w = -1, NEG_INF  # state before an optional block, and its weight to bypass it
+        for bi, (pid, tpos, optional) in enumerate(blocks):
+            n = int(self.num_states[pid])
+            idx = np.arange(j, j + n)
+            pdf[idx] = self.pdf_offset[pid] + np.arange(n)
+            token[idx], label[idx], hst[idx] = tpos, pid, np.arange(n)
+            pred[idx, 0] = idx
+            ltr[idx, 0] = lt[pid, :n, 0]
+            pred[idx[1:], 1] = idx[:-1]
+            ltr[idx[1:], 1] = lt[pid, :n - 1, 1]
+            if n > 2:
+                pred[idx[2:], 2] = idx[:-2]
+                ltr[idx[2:], 2] = lt[pid, :n - 2, 2]
+            w_in = lsil if optional else 0.0
+            if prev_last < 0:
+                init[j] = w_in
+            else:
+                pred[j, 1] = prev_last
+                ltr[j, 1] = prev_exit + w_in
+            if skip_src >= 0 and not optional:
+                pred[j, 3] = skip_src
+                ltr[j, 3] = skip_w
+            elif skip_src == -2 and not optional:  # bypassed an optional block at the very start
+                init[j] = lnosil
+            exit_w = lt[pid, n - 1, 1]
+            if optional:
+                # the next block may be reached from before this block, bypassing it
+                if prev_last >= 0:
+                    skip_src, skip_w = prev_last, prev_exit + lnosil
+                else:
+                    skip_src = -2
+            else:
+                skip_src, skip_w = -1, NEG_INF
+            prev_last, prev_exit = j + n - 1, exit_w
+            j += n
+        final[prev_last] = prev_exit
+        if skip_src >= 0:  # the last block is optional: ending without it
+            final[skip_src] = skip_w
+        return AlignGraph(pdf, token, label, hst, pred, ltr, init, final)
+
+    # ------------------------------------------------------------------ alignment
+    def _emissions(self, graphs: list[AlignGraph], feats: list[np.ndarray], scale: float | None = None
+                   ) -> list[np.ndarray]:
+        """Scaled log-likelihoods ``(T_u, S_u)`` of each utterance's frames in its graph's states
+        (only the pdfs of the utterance are evaluated)."""
+        scale = self.config.acoustic_scale if scale is None else scale
+        out = []
+        for g, f in zip(graphs, feats):
+            pdfs, inverse = np.unique(g.pdf, return_inverse=True)
+            ll = self.gmm.log_likelihood(f, pdfs)
+            out.append(scale * ll[:, inverse].astype(np.float64))
+        return out
+
+    def viterbi(self, graphs: list[AlignGraph], feats: list[np.ndarray], nj: int = 1
+                ) -> list[tuple[float, np.ndarray]]:
+        """Best state path of each utterance (batched by about ``chunk_frames`` frames, length-sorted).
+
+        Returns:
+            Per utterance ``(log-likelihood of the path's frames (unscaled), path)``; ``-inf`` and
+            a ``-1`` path when no path fits.
+        """
+        chunks = self._chunks(feats)
+        res = _pmap(_viterbi_worker, [(self, [graphs[i] for i in ch], [feats[i] for i in ch]) for ch in chunks], nj)
+        out: list = [None] * len(graphs)
+        for ch, r in zip(chunks, res):
+            for i, v in zip(ch, r):
+                out[i] = v
+        return out
+
+    def forward_backward(self, graphs: list[AlignGraph], feats: list[np.ndarray], nj: int = 1) -> list:
+        """Forward-backward of each utterance (see :func:`~speechkit.decode.hmm.forward_backward_batch`),
+        emissions scaled by ``train_acoustic_scale``; batched as :meth:`viterbi`."""
+        chunks = self._chunks(feats)
+        res = _pmap(_fb_worker, [(self, [graphs[i] for i in ch], [feats[i] for i in ch]) for ch in chunks], nj)
+        out: list = [None] * len(graphs)
+        for ch, r in zip(chunks, res):
+            for i, v in zip(ch, r):
+                out[i] = v
+        return out
+
+    def _chunks(self, feats: list[np.ndarray]) -> list[list[int]]:
+        order = sorted(range(len(feats)), key=lambda i: len(feats[i]))
+        chunks, cur, nfr = [], [], 0
+        for i in order:
+            cur.append(i)
+            nfr += len(feats[i])
+            if nfr >= self.config.chunk_frames:
+                chunks.append(cur)
+                cur, nfr = [], 0
+        if cur:
+            chunks.append(cur)
+        return chunks
+
+    def align_features(self, feats: dict[str, np.ndarray], tokens: dict[str, list[str]],
+                       words: dict[str, list[int]] | None = None, durations: dict[str, float] | None = None,
+                       nj: int = 1) -> AlignResult:
+        """Align utterances given their features (already normalised) and tokens.
+
+        Args:
+            feats: utt -> ``(T, D)`` features from :func:`compute_features`.
+            tokens: utt -> phone symbols.
+            words: utt -> word index per token (optional silence between words).
+            durations: utt -> audio duration in seconds (end of the last segment); default
+                ``T * frame_shift``.
+            nj: parallel processes.
+
+        Returns:
+            :class:`AlignResult`; utterances with an empty token list, unknown tokens or too few
+            frames are in ``unaligned``.
+        """
+        unaligned: dict[str, str] = {}
+        graphs, keys = [], []
+        lt = self._scaled_trans()
+        for u in sorted(feats):
+            toks = tokens.get(u, [])
+            if not toks:
+                unaligned[u] = "empty text"
+                continue
+            unknown = sorted({t for t in toks if t not in self.phone_id})
+            if unknown:
+                unaligned[u] = "unknown tokens: " + " ".join(unknown[:10])
+                continue
+            g = self.make_graph(toks, None if words is None else words.get(u), _lt=lt)
+            need = g.min_frames()
+            if len(feats[u]) < need:
+                unaligned[u] = f"too few frames: {len(feats[u])} frames for {len(toks)} tokens (needs {need})"
+                continue
+            graphs.append(g)
+            keys.append(u)
+        res = self.viterbi(graphs, [feats[u] for u in keys], nj=nj)
+        out: dict[str, list[tuple[float, float, str]]] = {}
+        lls: dict[str, float] = {}
+        for u, g, (score, path) in zip(keys, graphs, res):
+            if not np.isfinite(score):
+                unaligned[u] = "no alignment (no path through the graph)"
+                continue
+            dur = durations[u] if durations and u in durations else len(path) * self.config.frame_shift
+            out[u] = self._segments(g, path, dur, tokens[u])
+            lls[u] = score
+        return AlignResult(out, unaligned, lls)
+
+    def _segments(self, g: AlignGraph, path: np.ndarray, duration: float, toks: list[str]
+                  ) -> list[tuple[float, float, str]]:
+        tok = g.token[path]
+        change = np.nonzero(np.diff(tok))[0] + 1
+        starts = np.concatenate([[0], change])
+        ends = np.concatenate([change, [len(path)]])
+        fs = self.config.frame_shift
+        segs = []
+        for a, b in zip(starts, ends):
+            t0 = 0.0 if a == 0 else (a - 0.5) * fs
+            t1 = duration if b == len(path) else (b - 0.5) * fs
+            k = int(tok[a])
+            segs.append((t0, t1, toks[k] if k >= 0 else SIL))
+        return segs
+
+    def align(self, data_dir: str | os.PathLike, nj: int = 1) -> AlignResult:
+        """Align every utterance of a data directory (``wav.scp``, ``text``, optional ``segments``,
+        ``phone_info``).
+
+        Raises:
+            FileNotFoundError: missing data dir, ``text`` or ``wav.scp``.
+            DataError: malformed tables or ``phone_info`` (names file and line).
+        """
+        d, tokens, words = _read_inputs(data_dir)
+        feats, durs, failed = compute_features(d, d.utts, self.config, nj)
+        res = self.align_features(feats, tokens, words if self.config.optional_silence else None, durs, nj)
+        res.unaligned.update(failed)
+        res.unaligned = dict(sorted(res.unaligned.items()))
+        return res
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, exp_dir: str | os.PathLike) -> None:
+        """Write ``final.mdl`` (npz), ``phones.txt`` (``<phone> <id>``) and ``config.yaml``, atomically."""
+        exp_dir = Path(exp_dir)
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        meta = {"version": MODEL_VERSION, "phones": self.phones}
+        with atomic_write(exp_dir / MODEL_FILE, "wb") as f:
+            np.savez(f, means=self.gmm.means, vars=self.gmm.vars, log_weights=self.gmm.log_weights,
+                     trans=self.trans, meta=np.array(json.dumps(meta)))
+        with atomic_write(exp_dir / PHONES_FILE) as f:
+            for i, p in enumerate(self.phones):
+                f.write(f"{p} {i}\n")
+        dump_config(self.config, exp_dir / CONFIG_FILE)
+
+    @classmethod
+    def load(cls, model_dir: str | os.PathLike) -> "Aligner":
+        """Load an aligner saved by :meth:`save` / :func:`train_aligner`.
+
+        Raises:
+            FileNotFoundError: ``final.mdl`` or ``config.yaml`` missing.
+            DataError: an unreadable or inconsistent model file.
+        """
+        model_dir = Path(model_dir)
+        mdl = model_dir / MODEL_FILE
+        if not mdl.is_file():
+            raise FileNotFoundError(f"{mdl}: no such file (train an aligner into {model_dir} first)")
+        config = load_config(AlignerConfig, model_dir / CONFIG_FILE)
+        try:
+            with np.load(mdl, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                arrays = {k: z[k] for k in ("means", "vars", "log_weights", "trans")}
+        except (OSError, KeyError, ValueError) as e:
+            raise DataError(f"{mdl}: not a speechkit aligner model ({e})") from None
+        if meta.get("version") != MODEL_VERSION:
+            raise DataError(f"{mdl}: model version {meta.get('version')} (expected {MODEL_VERSION})")
+        gmm = DiagGmmSet(arrays["means"], arrays["vars"], arrays["log_weights"])
+        al = cls(config, meta["phones"], gmm, arrays["trans"])
+        if gmm.num_pdfs != al.num_pdfs:
+            raise DataError(f"{mdl}: {gmm.num_pdfs} GMMs but the topology has {al.num_pdfs} states")
+        return al
+
+
+def _viterbi_worker(args):
+    aligner, graphs, feats = args
+    em = aligner._emissions(graphs, feats)
+    res = viterbi_batch(graphs, em)
+    # report the unscaled log-likelihood per frame of the path
+    out = []
+    for g, e, (score, path) in zip(graphs, em, res):
+        if np.isfinite(score):
+            ac = float(e[np.arange(len(path)), path].sum()) / aligner.config.acoustic_scale
+            out.append((ac / len(path), path))
+        else:
+            out.append((score, path))
+    return out
+
+
+def _fb_worker(args):
+    aligner, graphs, feats = args
+    em = aligner._emissions(graphs, feats, scale=aligner.config.train_acoustic_scale)
+    return forward_backward_batch(graphs, em)
+
+
+# ================================================================================ training
+class _TrainLog:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.f = open(path, "w", encoding="utf-8")
+
+    def __call__(self, msg: str) -> None:
+        logger.info(msg)
+        self.f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}\n")
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def _accumulate(aligner: Aligner, graphs: list[AlignGraph], feats: list[np.ndarray],
+                paths: list[np.ndarray]) -> tuple[list[np.ndarray | None], np.ndarray]:
+    """Frames per pdf and transition counts ``(num_phones, max_states, 3)`` from state paths."""
+    X = np.concatenate(feats)
+    pdf_of_frame = np.concatenate([g.pdf[p] for g, p in zip(graphs, paths)])
+    order = np.argsort(pdf_of_frame, kind="stable")
+    bounds = np.searchsorted(pdf_of_frame[order], np.arange(aligner.num_pdfs + 1))
+    frames = [X[order[bounds[p]:bounds[p + 1]]] if bounds[p + 1] > bounds[p] else None
+              for p in range(aligner.num_pdfs)]
+    counts = np.zeros(aligner.trans.shape)
+    for g, p in zip(graphs, paths):
+        a, b = p[:-1], p[1:]
+        kind = np.where(a == b, 0, np.where((g.label[a] == g.label[b]) & (g.token[a] == g.token[b])
+                                            & (g.hmm_state[b] == g.hmm_state[a] + 2), 2, 1))
+        np.add.at(counts, (g.label[a], g.hmm_state[a], kind), 1)
+        counts[g.label[p[-1]], g.hmm_state[p[-1]], 1] += 1
+    return frames, counts
+
+
+def _accumulate_posteriors(aligner: Aligner, graphs: list[AlignGraph], feats: list[np.ndarray],
+                           fb: list) -> tuple[list, np.ndarray]:
+    """Like :func:`_accumulate`, from forward-backward output (weighted frames, expected transition counts)."""
+    X = np.concatenate(feats)
+    offs = np.concatenate([[0], np.cumsum([len(f) for f in feats])])
+    rows, pdfs, ws = [], [], []
+    counts = np.zeros(aligner.trans.shape)
+    slot_kind = np.array([0, 1, 2, 1])
+    for g, o, (logz, (tt, jj, w), xi) in zip(graphs, offs[:-1], fb):
+        if not np.isfinite(logz):
+            continue
+        rows.append(tt + o)
+        pdfs.append(g.pdf[jj])
+        ws.append(w)
+        j, k = np.nonzero(xi > 0)
+        i = g.pred[j, k]
+        np.add.at(counts, (g.label[i], g.hmm_state[i], slot_kind[k]), xi[j, k])
+        last = tt == tt.max()
+        np.add.at(counts, (g.label[jj[last]], g.hmm_state[jj[last]], 1), w[last])
+    rows, pdfs, ws = np.concatenate(rows), np.concatenate(pdfs), np.concatenate(ws)
+    order = np.argsort(pdfs, kind="stable")
+    bounds = np.searchsorted(pdfs[order], np.arange(aligner.num_pdfs + 1))
+    frames = [(X[rows[order[bounds[p]:bounds[p + 1]]]], ws[order[bounds[p]:bounds[p + 1]]])
+              if bounds[p + 1] > bounds[p] else None for p in range(aligner.num_pdfs)]
+    return frames, counts
+
+
+def _update_trans(aligner: Aligner, counts: np.ndarray) -> None:
+    floor = aligner.config.transition_floor
+    allowed = aligner.trans > 0
+    tot = counts.sum(-1, keepdims=True)
+    new = np.where(allowed, np.maximum(counts / np.maximum(tot, 1e-300), floor), 0.0)
+    new /= np.maximum(new.sum(-1, keepdims=True), 1e-300)
+    has = (tot[..., 0] > 0)
+    aligner.trans[has] = new[has]
+
+
+def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
+                  config: AlignerConfig | None = None, nj: int = 1,
+                  callback: Callable[[int, Aligner], None] | None = None) -> tuple[Aligner, AlignResult]:
+    """Train a monophone HMM-GMM aligner on a data dir, save it in ``exp_dir`` and align the data.
+
+    Writes ``exp_dir/{final.mdl, phones.txt, config.yaml, log/train.log}`` (not the alignments:
+    see :meth:`AlignResult.write`).
+
+    Args:
+        data_dir: Kaldi data dir with ``wav.scp`` (+ ``segments``), ``text`` (phone tokens),
+            ``utt2spk`` and optionally ``phone_info`` (word boundaries for optional silence).
+        exp_dir: output directory.
+        config: training/alignment settings (default :class:`AlignerConfig`).
+        nj: parallel processes for features and alignment.
+        callback: called as ``callback(iteration, aligner)`` after every training pass (for
+            monitoring, e.g. boundary accuracy against reference labels).
+
+    Returns:
+        ``(aligner, result)``: the trained aligner and the alignment of ``data_dir`` by its final model.
+
+    Raises:
+        FileNotFoundError / DataError: missing or malformed inputs (named file and line).
+        DataError: no utterance usable for training.
+    """
+    c = config or AlignerConfig()
+    exp_dir = Path(exp_dir)
+    log = _TrainLog(exp_dir / "log" / "train.log")
+    t_start = time.time()
+    try:
+        d, tokens, words = _read_inputs(data_dir)
+        if not c.optional_silence:
+            words = None
+        feats, durs, failed = compute_features(d, d.utts, c, nj)
+        log(f"features: {len(feats)} utterances, {sum(len(f) for f in feats.values())} frames "
+            f"({time.time() - t_start:.1f} s)")
+        inventory = sorted({t for u in feats for t in tokens[u]})
+        if c.optional_silence:
+            inventory = sorted(set(inventory) | {SIL})
+        if not inventory:
+            raise DataError(f"{data_dir}/text: no tokens to train on")
+        al = Aligner(c, inventory)
+        rng = np.random.default_rng(c.seed)
+        lt = al._scaled_trans()
+        keys, graphs, eq_graphs = [], [], []
+        skipped: dict[str, str] = dict(failed)
+        for u in sorted(feats):
+            toks = tokens[u]
+            if not toks:
+                skipped[u] = "empty text"
+                continue
+            g = al.make_graph(toks, None if words is None else words.get(u), _lt=lt)
+            if len(feats[u]) < g.min_frames():
+                skipped[u] = f"too few frames: {len(feats[u])} frames for {len(toks)} tokens"
+                continue
+            eg = al.make_graph(toks, equal_path=True, _lt=lt)
+            if len(feats[u]) < eg.num_states:
+                eg = al.make_graph(toks, equal_path=True, _lt=lt) if al.sil_id is None else \
+                    _strip_sil_graph(al, toks, lt)
+            keys.append(u)
+            graphs.append(g)
+            eq_graphs.append(eg if len(feats[u]) >= eg.num_states else None)
+        if skipped:
+            log(f"not used for training: {len(skipped)} utterance(s), e.g. "
+                + ", ".join(f"{u} ({r})" for u, r in list(skipped.items())[:MAX_LISTED]))
+        if not keys:
+            raise DataError(f"{data_dir}: no utterance can be used to train the aligner "
+                            f"({len(skipped)} skipped)")
+        F = [feats[u] for u in keys]
+        X = np.concatenate(F).astype(np.float64)
+        gmean, gvar = X.mean(0), X.var(0)
+        var_floor = c.var_floor * gvar
+        al.gmm = DiagGmmSet.single(al.num_pdfs, gmean, gvar)
+        # ---- flat start: equal alignment
+        eq_paths, eq_g, eq_f = [], [], []
+        for g, f in zip(eq_graphs, F):
+            if g is None:
+                continue
+            eq_paths.append((np.arange(len(f)) * g.num_states) // len(f))
+            eq_g.append(g)
+            eq_f.append(f)
+        frames, counts = _accumulate(al, eq_g, eq_f, eq_paths)
+        occ = al.gmm.em_update(frames, var_floor, c.min_count)
+        _update_trans(al, counts)
+        num_gauss = al.num_pdfs
+        inc = max(0, (c.total_gauss - num_gauss)) / max(1, c.max_iter_inc)
+        log(f"iteration 0 (equal alignment): {al.num_pdfs} pdfs, {len(keys)} utterances")
+        paths = None
+        realign = set(c.realign_iters)
+        for it in range(1, c.num_iters + 1):
+            t0 = time.time()
+            if it <= c.baum_welch_iters:
+                lt = al._scaled_trans()
+                graphs = [al.make_graph(tokens[u], None if words is None else words.get(u), _lt=lt) for u in keys]
+                fb = al.forward_backward(graphs, F, nj=nj)
+                frames, counts = _accumulate_posteriors(al, graphs, F, fb)
+                msg = "Baum-Welch"
+            elif it in realign or paths is None:
+                lt = al._scaled_trans()
+                graphs = [al.make_graph(tokens[u], None if words is None else words.get(u), _lt=lt) for u in keys]
+                res = al.viterbi(graphs, F, nj=nj)
+                ok = [i for i, (s, _) in enumerate(res) if np.isfinite(s)]
+                paths = [res[i][1] for i in ok]
+                pg, pf = [graphs[i] for i in ok], [F[i] for i in ok]
+                avg = float(np.sum([res[i][0] * len(F[i]) for i in ok]) / max(1, sum(len(F[i]) for i in ok)))
+                msg = f"realigned, log-likelihood per frame {avg:.3f}"
+            else:
+                msg = "no realignment"
+            if it > c.baum_welch_iters:
+                frames, counts = _accumulate(al, pg, pf, paths)
+            occ = al.gmm.em_update(frames, var_floor, c.min_count)
+            _update_trans(al, counts)
+            if it <= c.max_iter_inc:
+                num_gauss = min(c.total_gauss, num_gauss + inc)
+                al.gmm.split(split_targets(occ, int(round(num_gauss)), c.power, c.min_gauss_count), c.perturb, rng)
+            log(f"iteration {it}: {msg}; {int(al.gmm.num_components().sum())} Gaussians "
+                f"({time.time() - t0:.1f} s)")
+            if callback is not None:
+                callback(it, al)
+        al.save(exp_dir)
+        log(f"saved {exp_dir / MODEL_FILE}; training took {time.time() - t_start:.1f} s")
+        result = al.align_features(feats, tokens, words, durs, nj)
+        result.unaligned.update(failed)
+        result.unaligned = dict(sorted(result.unaligned.items()))
+        log(f"aligned {len(result.alignments)} utterance(s), {len(result.unaligned)} not aligned")
+        return al, result
+    finally:
+        log.close()
+
+
+def _strip_sil_graph(al: Aligner, toks: list[str], lt: np.ndarray) -> AlignGraph:
+    """An equal-alignment path without silence (for utterances too short to also hold it)."""
+    saved = al.config.optional_silence
+    al.config = dataclasses.replace(al.config, optional_silence=False)
+    try:
+        return al.make_graph(toks, equal_path=True, _lt=lt)
+    finally:
+        al.config = dataclasses.replace(al.config, optional_silence=saved)
+
+
+def load_aligner_config(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> AlignerConfig:
+    """:class:`AlignerConfig` from defaults, an optional YAML file and ``key=value`` overrides."""
+    return load_config(AlignerConfig, path, overrides)
