@@ -37,7 +37,8 @@ from speechkit.utils.fileio import DataError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SpeakerEncoder", "UtteranceTooShortError", "mean_embedding", "load_embeddings", "EMBEDDING_DIM", "SAMPLE_RATE",
+__all__ = ["SpeakerEncoder", "UtteranceTooShortError", "mean_embedding", "load_embeddings", "EMBEDDING_DIM",
+           "SAMPLE_RATE",
            "DEFAULT_MIN_SPEECH", "weights_path"]
 
 #: Dimension of the embedding (``model_embedding_size`` of Resemblyzer).

@@ -16,7 +16,8 @@ Adaptation for Text-to-Speech Synthesis".
 
       RA_T = \\frac{1}{T} \\sum_{i=1}^{T} a_{T,i}  \\qquad (1)
 
-      FG_T = \\frac{1}{T-1} \\sum_{i=1}^{T-1} \\Big( \\max_{l \\in \\{i, \\dots, T-1\\}} a_{l,i} - a_{T,i} \\Big)  \\qquad (2)
+      FG_T = \\frac{1}{T-1} \\sum_{i=1}^{T-1}
+             \\Big( \\max_{l \\in \\{i, \\dots, T-1\\}} a_{l,i} - a_{T,i} \\Big)  \\qquad (2)
 
   FG_1 is undefined (no earlier speaker) and returned as NaN.
 * :func:`aggregate_runs`: mean and spread of RA/FG curves over several speaker orders.
@@ -37,22 +38,32 @@ class SpeakerVerifier:
     """Linear speaker classifier on embeddings (Hemati & Borth 2024, section 2.3).
 
     Multinomial logistic regression (softmax over the speakers, L2-regularised with inverse
-    strength ``C``, ``lbfgs``), optionally on standardised features. With a single speaker
-    (the first episode) there is nothing to discriminate: every input is assigned to it.
+    strength ``C``, ``lbfgs``), with classes weighted inversely to their frequency by default
+    (crowd-sourced speakers have 20 to 400 utterances), optionally on standardised features.
+    With a single speaker (the first episode) there is nothing to discriminate: every input is
+    assigned to it.
+
+    Defaults chosen on msc_malayalam's 11 crowd speakers with >= 20 recordings (5 held out per
+    speaker, 20 random splits; ``test/bench/bench_speaker_verifier.py``): C in 10..1000, with or
+    without standardisation or class weights, all give 97-98 % held-out accuracy; C = 100,
+    balanced, unstandardised was among the best.
 
     Args:
         C: inverse L2 regularisation strength of ``LogisticRegression``.
         max_iter: ``lbfgs`` iterations.
         standardize: z-normalise each embedding dimension with the training statistics first.
+        balanced: ``class_weight="balanced"`` (each speaker weighs the same in the loss).
         seed: ``random_state`` (the lbfgs fit is deterministic anyway).
     """
 
-    def __init__(self, C: float = 10.0, max_iter: int = 2000, standardize: bool = True, seed: int = 0):
+    def __init__(self, C: float = 100.0, max_iter: int = 3000, standardize: bool = False, balanced: bool = True,
+                 seed: int = 0):
         if C <= 0:
             raise ValueError(f"C must be positive, got {C}")
         self.C = C
         self.max_iter = max_iter
         self.standardize = standardize
+        self.balanced = balanced
         self.seed = seed
         self._clf = None
         self._single: str | None = None
@@ -90,7 +101,8 @@ class SpeakerVerifier:
             self._single, self._clf = self.speakers[0], None
             return self
         self._single = None
-        lr = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=self.seed)
+        lr = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=self.seed,
+                                class_weight="balanced" if self.balanced else None)
         self._clf = make_pipeline(StandardScaler(), lr) if self.standardize else lr
         self._clf.fit(x, y)
         return self

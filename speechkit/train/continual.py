@@ -184,7 +184,8 @@ class EWC:
         if self.mode == "online" and self.terms:
             old_f, _ = self.terms[0]
             if set(old_f) != set(fisher):
-                raise ValueError(f"EWC: the parameters changed between episodes: {sorted(set(old_f) ^ set(fisher))[:5]}")
+                raise ValueError("EWC: the parameters changed between episodes: "
+                                 f"{sorted(set(old_f) ^ set(fisher))[:5]}")
             self.terms = [({n: old_f[n] + fisher[n] for n in fisher}, anchor)]
         else:
             self.terms.append((fisher, anchor))
@@ -337,7 +338,8 @@ class ReplayBuffer:
             ValueError: saved with another buffer size or seed (both named).
         """
         if int(state["size_per_speaker"]) != self.size_per_speaker or int(state["seed"]) != self.seed:
-            raise ValueError(f"replay buffer state was saved with N_B={state['size_per_speaker']}, seed={state['seed']} "
+            raise ValueError(f"replay buffer state was saved with N_B={state['size_per_speaker']}, "
+                             f"seed={state['seed']} "
                              f"but this run uses N_B={self.size_per_speaker}, seed={self.seed}")
         self._data = {spk: list(zip(keys, items))
                       for spk, keys, items in zip(state["speakers"], state["keys"], state["items"])}
@@ -369,6 +371,7 @@ class EpisodePlan:
         buffer_size: ``N_B`` for the ER strategies (0 otherwise).
         replicate: ``K`` for ER-BR (1 otherwise).
         ewc_lambda: EWC's ``lambda`` (0 unless ``ewc``).
+        extra: free-form metadata saved with the plan (not compared on resume).
     """
 
     strategy: str

@@ -62,7 +62,8 @@ def test_penalty_value_and_gradient_by_hand():
     ewc = EWC(lam=3.0)
     assert ewc.penalty(m).item() == 0.0
     F = {"weight": torch.tensor([[0.5, 2.0]], dtype=torch.float64), "bias": torch.tensor([4.0], dtype=torch.float64)}
-    anchor = {"weight": torch.tensor([[0.0, 1.0]], dtype=torch.float64), "bias": torch.tensor([1.0], dtype=torch.float64)}
+    anchor = {"weight": torch.tensor([[0.0, 1.0]], dtype=torch.float64),
+              "bias": torch.tensor([1.0], dtype=torch.float64)}
     ewc.add(F, anchor, episode=1)
     # (3/2) * (0.5 * 1^2 + 2 * 1^2 + 4 * (-1)^2) = 1.5 * 6.5
     pen = ewc.penalty(m)

@@ -91,7 +91,8 @@ def test_vctk_080_layout(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         d = prepare_vctk(root, tmp_path / "data", keep_punctuation=True)
     assert d.utts == ["p225_001", "p225_002"] and d.text["p225_001"] == "Ask her to bring these things."
-    assert "skipped 2 of 4 recordings: 0 missing, 1 empty, 0 undecodable, 0 no_transcript, 1 empty_transcript" in caplog.text
+    assert ("skipped 2 of 4 recordings: 0 missing, 1 empty, 0 undecodable, 0 no_transcript, 1 empty_transcript"
+            in caplog.text)
     # spk2gender lists exactly the kept speakers (p226 lost all its utterances)
     assert (tmp_path / "data" / "spk2gender").read_text() == "p225 f\n"
     assert validate(tmp_path / "data", no_feats=True) == []
