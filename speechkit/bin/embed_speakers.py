@@ -54,7 +54,8 @@ def _init_worker(encoder_kwargs: dict) -> None:
     _worker_encoder = SpeakerEncoder(**encoder_kwargs)
 
 
-def _embed_part(data_dir: str, utts: list[str]) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+def _embed_part(data_dir: str, utts: list[str], encoder=None) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Embed ``utts`` of ``data_dir`` with ``encoder`` (in a worker: the one its initializer built)."""
     from speechkit.data.audio import iter_audio
     from speechkit.data.datadir import DataDir, subset
     from speechkit.models.speaker_encoder import UtteranceTooShortError
@@ -62,11 +63,12 @@ def _embed_part(data_dir: str, utts: list[str]) -> tuple[dict[str, np.ndarray], 
     d = DataDir.load(data_dir)
     part = subset(d, utts)
     part.path = d.path
+    enc = encoder if encoder is not None else _worker_encoder
     embs: dict[str, np.ndarray] = {}
     skipped: dict[str, float] = {}
     for utt, x, sr in iter_audio(part):
         try:
-            embs[utt] = _worker_encoder.embed(x, sr, key=utt)
+            embs[utt] = enc.embed(x, sr, key=utt)
         except UtteranceTooShortError as e:
             skipped[utt] = e.speech_seconds
     return embs, skipped
@@ -100,19 +102,15 @@ def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: floa
         raise DataError(f"{data_dir}/wav.scp: missing (needed to read audio)")
     kwargs = dict(min_speech=DEFAULT_MIN_SPEECH if min_speech is None else min_speech, trim_silence=trim_silence)
     utts = d.utts
+    if not utts:
+        raise DataError(f"{data_dir}/utt2spk: no utterances")
     parts = [p.tolist() for p in np.array_split(np.array(utts, dtype=object), min(nj, len(utts))) if len(p)]
     embs: dict[str, np.ndarray] = {}
     skipped: dict[str, float] = {}
     if len(parts) <= 1:
-        global _worker_encoder
-        saved = _worker_encoder
-        try:
-            from speechkit.models.speaker_encoder import SpeakerEncoder
+        from speechkit.models.speaker_encoder import SpeakerEncoder
 
-            _worker_encoder = SpeakerEncoder(**kwargs)
-            results = [_embed_part(str(data_dir), parts[0])] if parts else []
-        finally:
-            _worker_encoder = saved
+        results = [_embed_part(str(data_dir), parts[0], SpeakerEncoder(**kwargs))]
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
