@@ -11,7 +11,7 @@ undecodable audio and malformed metadata rows are reported (a warning for each o
 then a summary line 'skipped K of N recordings: ...') and skipped. Text is Unicode NFC with
 punctuation removed, whitespace collapsed and Latin letters lowercased (--keep-punctuation: as
 written). --sample-rate HZ turns wav.scp entries of another native rate into
-'sox FILE -t wav -r HZ -b 16 -c 1 - |' pipes. Phone alignments, where present, are in
+'sox -R FILE -t wav -r HZ -b 16 -c 1 - |' pipes (repeatable: -R). Phone alignments, where present, are in
 OUT_DIR/phone_alignments: '<utt> <start-s> <end-s> <phone>'.
 
 Examples:
