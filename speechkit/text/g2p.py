@@ -435,15 +435,12 @@ def g2p_data_dir(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, lan
     out = subset(d, keep)
     words = {u: d.text[u] for u in keep}
     out.text = {u: " ".join(prons[u].phones) for u in keep}
+    # A corpus's own phone alignments (e.g. mini's espeak mnemonics) are in another phone set than
+    # the new text: leave them out (speechkit-align writes alignments of these phones).
+    out.phone_alignments = None
     out.write(out_dir)
     _copy_extras(data_dir, out_dir)
     write_phone_info(out_dir / "phone_info", {u: prons[u] for u in keep})
     write_table(out_dir / "text.words", words)
-    spk2gender = data_dir / "spk2gender"
-    if spk2gender.is_file():
-        from speechkit.utils.fileio import read_table
-
-        speakers = set(out.utt2spk.values())
-        write_table(out_dir / "spk2gender", {s: g for s, g in read_table(spk2gender).items() if s in speakers})
     return G2PResult(num_in=len(d), num_out=len(keep), num_phones=sum(len(prons[u]) for u in keep),
                      empty=empty + missing_text, languages=langs)
