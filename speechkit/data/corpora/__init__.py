@@ -23,6 +23,7 @@ from speechkit.data.corpora.ljspeech import download_ljspeech, prepare_ljspeech
 from speechkit.data.corpora.mini import download_mini, prepare_mini, synthesize_and_prepare_mini
 from speechkit.data.corpora.msc_malayalam import download_msc_malayalam, prepare_msc_malayalam
 from speechkit.data.corpora.timit import download_timit, prepare_timit
+from speechkit.data.corpora.vctk import download_vctk, prepare_vctk
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,11 @@ CORPORA: dict[str, Corpus] = {
         "one English reader, 22.05 kHz",
         prepare_ljspeech, download_ljspeech,
         (Option("text_column", str, "normalized", "which transcript column to use", ("normalized", "raw")),)),
+    "vctk": Corpus(
+        "vctk", "CSTR VCTK (0.92 wav48_silence_trimmed FLAC or 0.80 wav48 WAV): ~110 English speakers, 48 kHz",
+        prepare_vctk, download_vctk,
+        (Option("mic", str, "mic1", "0.92: which microphone's recordings", ("mic1", "mic2")),
+         Option("speakers", list, None, "comma-separated speakers to keep (default: all)"))),
     "mini": Corpus(
         "mini", "speechkit's espeak-ng-synthesized corpus (en hi ta gu), phone alignments from espeak; "
         "synthesized into CORPUS_DIR first unless already complete",
@@ -108,5 +114,5 @@ __all__ = [
     "CORPORA", "Corpus", "Option", "get_corpus",
     "prepare_timit", "prepare_fsdd", "prepare_msc_malayalam", "prepare_hindi_noa", "prepare_mini", "prepare_ljspeech",
     "download_timit", "download_fsdd", "download_msc_malayalam", "download_hindi_noa", "download_mini",
-    "download_ljspeech",
+    "download_ljspeech", "prepare_vctk", "download_vctk",
 ]

@@ -21,7 +21,7 @@ def test_help_lists_every_corpus_and_option(capsys):
 
 
 def test_registry():
-    assert set(CORPORA) == {"timit", "fsdd", "msc_malayalam", "hindi_noa", "ljspeech", "mini"}
+    assert set(CORPORA) == {"timit", "fsdd", "msc_malayalam", "hindi_noa", "ljspeech", "mini", "vctk"}
     with pytest.raises(ValueError, match="unknown corpus 'nope'; known: fsdd, hindi_noa, ljspeech, mini"):
         get_corpus("nope")
 
