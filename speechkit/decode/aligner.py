@@ -2,25 +2,32 @@
 
 The recipe of Kaldi's ``steps/train_mono.sh`` + ``steps/align_si.sh``, in numpy:
 
-1. **Features**: 13 MFCC + delta + delta-delta (:class:`~speechkit.features.frontends.MfccFrontend`),
-   by default with a 5 ms frame shift (boundaries to the nearest 5 ms, and 3-state phones as
-   short as 15 ms), mean and variance normalised per speaker (Kaldi's ``apply-cmvn`` with
-   ``--norm-vars``).
+1. **Features**: 13 MFCC + delta + delta-delta (:class:`~speechkit.features.frontends.MfccFrontend`,
+   25 ms Hamming window, 10 ms shift by default), mean and variance normalised per speaker
+   (Kaldi's ``apply-cmvn --norm-vars``).
 2. **Model**: one left-to-right HMM per phone (``num_states`` emitting states, self-loop and
-   forward transitions, optionally a skip over the middle state), a diagonal-covariance GMM per
-   state. ``sil`` is the optional-silence model that may be inserted at the start, at the end and,
-   when ``phone_info`` gives word indices, between words (probability ``sil_prob``, as the
-   lexicon FST of Kaldi's ``prepare_lang.sh``).
+   forward transitions, optionally a skip over one state), a diagonal-covariance GMM per state.
+   ``sil`` is the optional-silence model that may be inserted at the start, at the end and, when
+   ``phone_info`` gives word indices, between words (probability ``sil_prob``, as the lexicon FST
+   of Kaldi's ``prepare_lang.sh``).
 3. **Flat start**: every GMM starts as the global mean and variance (``gmm-init-mono``); the first
    statistics come from an equal alignment (each utterance's frames split evenly over the states
    of its phone sequence, ``align-equal-compiled``).
-4. **Viterbi training**: ``num_iters`` passes; on the passes in ``realign_iters`` the data are
-   re-aligned with the current model (:func:`~speechkit.decode.hmm.viterbi_batch`), then every GMM
-   takes one EM step on its frames and transitions are re-estimated from the path counts; the
-   number of Gaussians grows linearly to ``total_gauss`` over the first ``max_iter_inc`` passes
-   (split targets proportional to occupancy^0.2, ``gmm-est --mix-up``).
-5. **Alignment** with the final model; the log-likelihoods are scaled by ``acoustic_scale`` and
+4. **Training**: ``num_iters`` passes. The first ``baum_welch_iters`` take forward-backward
+   (Baum-Welch) statistics with acoustic scale ``train_acoustic_scale`` (soft posteriors, far more
+   robust from a flat start than Viterbi, as HTK's ``HERest`` flat start); the rest are Viterbi
+   passes that re-align the data on the passes in ``realign_iters`` (Kaldi's schedule). Each pass
+   takes one EM step per GMM and re-estimates the transitions; the number of Gaussians grows
+   linearly to ``total_gauss`` over the first ``max_iter_inc`` passes (split targets proportional
+   to occupancy^0.2, ``gmm-est --mix-up``).
+5. **Optional hybrid refinement** (``refine_iters``): an MLP frame classifier trained on the
+   alignment, whose scaled likelihoods replace the GMMs' (off by default: +0.7 % on TIMIT).
+6. **Alignment** with the final model (Viterbi); log-likelihoods scaled by ``acoustic_scale`` and
    self-loops by ``self_loop_scale``, as ``gmm-align-compiled`` (0.1 and 0.1 in Kaldi).
+
+Accuracy (``test/bench/bench_align_timit.py``, train-and-align on the 80-utterance TIMIT sample,
+61 phones): 69 % of internal boundaries within 20 ms of the hand labels, 87 % within 40 ms, mean
+absolute error 29 ms.
 
 Frame ``t`` is centred on sample ``t * hop``; a boundary between frames ``t-1`` and ``t`` is
 placed at ``(t - 0.5) * frame_shift`` seconds; the first segment starts at 0 and the last ends at
@@ -44,7 +51,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Literal, Optional
 
 import numpy as np
 
@@ -54,7 +61,7 @@ from speechkit.data.datadir import DataDir
 from speechkit.decode.hmm import (MAX_PRED, NEG_INF, AlignGraph, DiagGmmSet, forward_backward_batch, split_targets,
                                   viterbi_batch)
 from speechkit.utils.config import FieldError, dump_config, load_config
-from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table, write_table
+from speechkit.utils.fileio import DataError, atomic_write, read_lines, write_table
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +108,8 @@ class AlignerConfig:
         baum_welch_iters: the first passes use forward-backward (Baum-Welch) statistics instead
             of a Viterbi alignment (more robust from a flat start, as HTK's HERest).
         train_acoustic_scale: acoustic scale of the Baum-Welch posteriors (< 1 smooths them).
+        train_acoustic_scale_final: if set, the Baum-Welch scale moves geometrically from
+            train_acoustic_scale to this over the Baum-Welch passes (deterministic annealing).
         realign_iters: passes that start by re-aligning the data (Kaldi's list).
         max_iter_inc: passes over which the Gaussian count grows to total_gauss.
         total_gauss: target total number of Gaussians.
@@ -114,6 +123,16 @@ class AlignerConfig:
         acoustic_scale: scale of the acoustic log-likelihoods in alignment.
         transition_scale: scale of the transition log-probabilities.
         self_loop_scale: scale of the self-loop log-probabilities (Kaldi's --self-loop-scale).
+        refine_iters: rounds of hybrid refinement after the GMM training: a frame classifier
+            (MLP over +-mlp_context spliced frames) is trained on the current alignment's pdfs,
+            then the data are re-aligned with its scaled likelihoods ``log p(s|x) - log p(s)``
+            (0 = GMM alignment only).
+        mlp_context: frames of context each side of the classifier's input.
+        mlp_hidden: hidden units per layer.
+        mlp_layers: hidden layers.
+        mlp_epochs: passes over the frames per refinement round.
+        mlp_lr: Adam learning rate.
+        mlp_acoustic_scale: scale of the classifier's scaled log-likelihoods in alignment.
         chunk_frames: frames per Viterbi batch (memory: about 9 bytes x states x frames).
         seed: seed of the Gaussian splits.
     """
@@ -133,6 +152,7 @@ class AlignerConfig:
     num_iters: int = 30
     baum_welch_iters: int = 10
     train_acoustic_scale: float = 0.1
+    train_acoustic_scale_final: Optional[float] = None
     realign_iters: list[int] = field(default_factory=_kaldi_realign_iters)
     max_iter_inc: int = 25
     total_gauss: int = 1000
@@ -146,6 +166,13 @@ class AlignerConfig:
     acoustic_scale: float = 0.1
     transition_scale: float = 1.0
     self_loop_scale: float = 0.1
+    refine_iters: int = 0
+    mlp_context: int = 5
+    mlp_hidden: int = 256
+    mlp_layers: int = 2
+    mlp_epochs: int = 8
+    mlp_lr: float = 0.001
+    mlp_acoustic_scale: float = 1.0
     chunk_frames: int = 20000
     seed: int = 0
 
@@ -398,6 +425,7 @@ class Aligner:
                         trans[p, s, 1] = trans[p, s, 2] = (1 - a) / 2
         self.trans = trans
         self.gmm = gmm
+        self.mlp: FrameClassifier | None = None
 
     @property
     def sil_id(self) -> int | None:
@@ -505,6 +533,9 @@ class Aligner:
                    ) -> list[np.ndarray]:
         """Scaled log-likelihoods ``(T_u, S_u)`` of each utterance's frames in its graph's states
         (only the pdfs of the utterance are evaluated)."""
+        if self.mlp is not None:
+            return [self.config.mlp_acoustic_scale * self.mlp.log_likelihood(f)[:, g.pdf].astype(np.float64)
+                    for g, f in zip(graphs, feats)]
         scale = self.config.acoustic_scale if scale is None else scale
         out = []
         for g, f in zip(graphs, feats):
@@ -529,11 +560,13 @@ class Aligner:
                 out[i] = v
         return out
 
-    def forward_backward(self, graphs: list[AlignGraph], feats: list[np.ndarray], nj: int = 1) -> list:
+    def forward_backward(self, graphs: list[AlignGraph], feats: list[np.ndarray], nj: int = 1,
+                         scale: float | None = None) -> list:
         """Forward-backward of each utterance (see :func:`~speechkit.decode.hmm.forward_backward_batch`),
-        emissions scaled by ``train_acoustic_scale``; batched as :meth:`viterbi`."""
+        emissions scaled by ``scale`` (default ``train_acoustic_scale``); batched as :meth:`viterbi`."""
+        scale = self.config.train_acoustic_scale if scale is None else scale
         chunks = self._chunks(feats)
-        res = _pmap(_fb_worker, [(self, [graphs[i] for i in ch], [feats[i] for i in ch]) for ch in chunks], nj)
+        res = _pmap(_fb_worker, [(self, [graphs[i] for i in ch], [feats[i] for i in ch], scale) for ch in chunks], nj)
         out: list = [None] * len(graphs)
         for ch, r in zip(chunks, res):
             for i, v in zip(ch, r):
@@ -638,8 +671,9 @@ class Aligner:
         exp_dir.mkdir(parents=True, exist_ok=True)
         meta = {"version": MODEL_VERSION, "phones": self.phones}
         with atomic_write(exp_dir / MODEL_FILE, "wb") as f:
+            extra = self.mlp.arrays() if self.mlp is not None else {}
             np.savez(f, means=self.gmm.means, vars=self.gmm.vars, log_weights=self.gmm.log_weights,
-                     trans=self.trans, meta=np.array(json.dumps(meta)))
+                     trans=self.trans, meta=np.array(json.dumps(meta)), **extra)
         with atomic_write(exp_dir / PHONES_FILE) as f:
             for i, p in enumerate(self.phones):
                 f.write(f"{p} {i}\n")
@@ -662,12 +696,14 @@ class Aligner:
             with np.load(mdl, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
                 arrays = {k: z[k] for k in ("means", "vars", "log_weights", "trans")}
+                mlp = FrameClassifier.from_arrays(z) if "mlp_log_prior" in z else None
         except (OSError, KeyError, ValueError) as e:
             raise DataError(f"{mdl}: not a speechkit aligner model ({e})") from None
         if meta.get("version") != MODEL_VERSION:
             raise DataError(f"{mdl}: model version {meta.get('version')} (expected {MODEL_VERSION})")
         gmm = DiagGmmSet(arrays["means"], arrays["vars"], arrays["log_weights"])
         al = cls(config, meta["phones"], gmm, arrays["trans"])
+        al.mlp = mlp
         if gmm.num_pdfs != al.num_pdfs:
             raise DataError(f"{mdl}: {gmm.num_pdfs} GMMs but the topology has {al.num_pdfs} states")
         return al
@@ -689,9 +725,96 @@ def _viterbi_worker(args):
 
 
 def _fb_worker(args):
-    aligner, graphs, feats = args
-    em = aligner._emissions(graphs, feats, scale=aligner.config.train_acoustic_scale)
+    aligner, graphs, feats, scale = args
+    em = aligner._emissions(graphs, feats, scale=scale)
     return forward_backward_batch(graphs, em)
+
+
+# ================================================================================ hybrid refinement
+def splice(x: np.ndarray, context: int) -> np.ndarray:
+    """``(T, D)`` -> ``(T, D * (2 context + 1))``: each frame with ``context`` neighbours each side
+    (edge frames repeated), as Kaldi's ``splice-feats``."""
+    if context == 0:
+        return np.ascontiguousarray(x)
+    p = np.pad(x, ((context, context), (0, 0)), mode="edge")
+    w = np.lib.stride_tricks.sliding_window_view(p, 2 * context + 1, axis=0)  # (T, D, 2c+1)
+    return np.ascontiguousarray(w.transpose(0, 2, 1).reshape(len(x), -1))
+
+
+class FrameClassifier:
+    """An MLP from spliced frames to HMM-state (pdf) posteriors, used as a hybrid acoustic model:
+    ``log p(x | s) ~ log p(s | x) - log p(s)`` (Bourlard & Morgan 1994, "scaled likelihoods").
+
+    Attributes:
+        layers: ``[(W (in, out), b (out,)), ...]`` float32; ReLU between layers.
+        context: frames each side of the input.
+        log_prior: ``(P,)`` log state priors (training frame frequencies, smoothed).
+    """
+
+    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], context: int, log_prior: np.ndarray):
+        self.layers = [(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in layers]
+        self.context = int(context)
+        self.log_prior = np.asarray(log_prior, np.float32)
+        self.train_accuracy = float("nan")
+
+    def log_likelihood(self, x: np.ndarray) -> np.ndarray:
+        """``(T, P)`` scaled log-likelihoods of frames ``x`` ``(T, D)``."""
+        import torch
+
+        h = torch.from_numpy(splice(np.asarray(x, np.float32), self.context))
+        with torch.no_grad():
+            for i, (w, b) in enumerate(self.layers):
+                h = h @ torch.from_numpy(w) + torch.from_numpy(b)
+                if i + 1 < len(self.layers):
+                    h = torch.relu(h)
+            out = torch.log_softmax(h, dim=1).numpy()
+        return out - self.log_prior[None]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"mlp_log_prior": self.log_prior, "mlp_context": np.array(self.context)}
+        for i, (w, b) in enumerate(self.layers):
+            out[f"mlp_w{i}"], out[f"mlp_b{i}"] = w, b
+        return out
+
+    @classmethod
+    def from_arrays(cls, z) -> "FrameClassifier":
+        n = sum(1 for k in z.keys() if k.startswith("mlp_w"))
+        return cls([(z[f"mlp_w{i}"], z[f"mlp_b{i}"]) for i in range(n)], int(z["mlp_context"]), z["mlp_log_prior"])
+
+    @classmethod
+    def train(cls, feats: list[np.ndarray], targets: list[np.ndarray], num_pdfs: int, config: AlignerConfig,
+              seed: int = 0) -> "FrameClassifier":
+        """Train on frames ``feats`` (list of ``(T, D)``) labelled with pdf ids ``targets`` (cross-entropy, Adam)."""
+        import torch
+
+        g = torch.Generator().manual_seed(seed)
+        torch.manual_seed(seed)
+        X = torch.from_numpy(np.concatenate([splice(f.astype(np.float32), config.mlp_context) for f in feats]))
+        Y = torch.from_numpy(np.concatenate(targets).astype(np.int64))
+        dims = [X.shape[1]] + [config.mlp_hidden] * config.mlp_layers + [num_pdfs]
+        mods: list[torch.nn.Module] = []
+        for i in range(len(dims) - 1):
+            mods.append(torch.nn.Linear(dims[i], dims[i + 1]))
+            if i + 2 < len(dims):
+                mods.append(torch.nn.ReLU())
+        net = torch.nn.Sequential(*mods)
+        opt = torch.optim.Adam(net.parameters(), lr=config.mlp_lr)
+        bs = 256
+        for _ in range(config.mlp_epochs):
+            perm = torch.randperm(len(X), generator=g)
+            for b in range(0, len(X), bs):
+                idx = perm[b:b + bs]
+                loss = torch.nn.functional.cross_entropy(net(X[idx]), Y[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        counts = np.bincount(Y.numpy(), minlength=num_pdfs).astype(np.float64) + 1.0
+        lin = [m for m in net if isinstance(m, torch.nn.Linear)]
+        clf = cls([(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in lin],
+                  config.mlp_context, np.log(counts / counts.sum()))
+        with torch.no_grad():
+            clf.train_accuracy = float((net(X).argmax(1) == Y).float().mean())
+        return clf
 
 
 # ================================================================================ training
@@ -858,7 +981,11 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
             if it <= c.baum_welch_iters:
                 lt = al._scaled_trans()
                 graphs = [al.make_graph(tokens[u], None if words is None else words.get(u), _lt=lt) for u in keys]
-                fb = al.forward_backward(graphs, F, nj=nj)
+                scale = c.train_acoustic_scale
+                if c.train_acoustic_scale_final is not None and c.baum_welch_iters > 1:
+                    frac = (it - 1) / (c.baum_welch_iters - 1)
+                    scale = c.train_acoustic_scale * (c.train_acoustic_scale_final / c.train_acoustic_scale) ** frac
+                fb = al.forward_backward(graphs, F, nj=nj, scale=scale)
                 frames, counts = _accumulate_posteriors(al, graphs, F, fb)
                 msg = "Baum-Welch"
             elif it in realign or paths is None:
@@ -883,6 +1010,18 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
                 f"({time.time() - t0:.1f} s)")
             if callback is not None:
                 callback(it, al)
+        for r in range(1, c.refine_iters + 1):
+            t0 = time.time()
+            lt = al._scaled_trans()
+            graphs = [al.make_graph(tokens[u], None if words is None else words.get(u), _lt=lt) for u in keys]
+            res = al.viterbi(graphs, F, nj=nj)
+            ok = [i for i, (sc, _) in enumerate(res) if np.isfinite(sc)]
+            targets = [graphs[i].pdf[res[i][1]] for i in ok]
+            al.mlp = FrameClassifier.train([F[i] for i in ok], targets, al.num_pdfs, c, seed=c.seed + r)
+            log(f"refinement {r}: frame classifier trained on {sum(len(t) for t in targets)} frames, "
+                f"frame accuracy {al.mlp.train_accuracy:.3f} ({time.time() - t0:.1f} s)")
+            if callback is not None:
+                callback(c.num_iters + r, al)
         al.save(exp_dir)
         log(f"saved {exp_dir / MODEL_FILE}; training took {time.time() - t_start:.1f} s")
         result = al.align_features(feats, tokens, words, durs, nj)

@@ -70,6 +70,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     _, result = train_aligner(work / "timit_phones", work / "exp", config, nj=args.nj)
     wall = time.time() - t0
+    result.write(work / "exp")
     err = boundary_errors(ref, result.alignments)
     figures = {
         "utterances": len(result.alignments), "boundaries": int(err.size),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechkit.decode.aligner import SIL, Aligner, AlignerConfig, load_aligner_config, train_aligner
+from speechkit.decode.aligner import SIL, Aligner, AlignerConfig, load_aligner_config, splice, train_aligner
 from speechkit.decode.hmm import DiagGmmSet, forward_backward_batch, split_targets, viterbi_batch
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.fileio import DataError
@@ -296,3 +296,21 @@ def test_bad_phone_info_is_a_data_error(trained, tmp_path):
     (d / "phone_info").write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"phone_info:2: .* fields but text has"):
         aligner.align(d)
+
+
+def test_splice_matches_a_loop():
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    out = splice(x, 2)
+    for t in range(4):
+        want = np.concatenate([x[min(max(t + k, 0), 3)] for k in range(-2, 3)])
+        assert np.array_equal(out[t], want)
+
+
+def test_hybrid_refinement_is_saved_and_reloaded(tmp_path):
+    data, ref = make_synthetic(tmp_path / "data", n_utts=8, seed=2)
+    cfg = load_aligner_config(None, FAST + ["refine_iters=1", "mlp_epochs=2", "mlp_hidden=32"])
+    aligner, result = train_aligner(data, tmp_path / "exp", cfg)
+    assert aligner.mlp is not None and not result.unaligned
+    again = Aligner.load(tmp_path / "exp")
+    assert again.mlp is not None and again.mlp.context == cfg.mlp_context
+    assert again.align(data).alignments == result.alignments
