@@ -314,3 +314,32 @@ def test_hybrid_refinement_is_saved_and_reloaded(tmp_path):
     again = Aligner.load(tmp_path / "exp")
     assert again.mlp is not None and again.mlp.context == cfg.mlp_context
     assert again.align(data).alignments == result.alignments
+
+
+def test_segments_and_command_pipes_give_the_same_alignments(trained, tmp_path):
+    root, data, ref, aligner, result = trained
+    utts = [u for u in sorted(ref) if u.startswith("spk0")][:3]
+    wav = dict(line.split(" ", 1) for line in (data / "wav.scp").read_text().splitlines())
+    text = dict(line.split(" ", 1) for line in (data / "text").read_text().splitlines())
+    plain, seg = tmp_path / "plain", tmp_path / "seg"
+    plain.mkdir()
+    seg.mkdir()
+    pieces, segments, pos = [], [], 0.0
+    for u in utts:
+        x, _ = sf.read(wav[u], dtype="float32")
+        pieces.append(x)
+        segments.append(f"{u} spk0_rec {pos} {pos + len(x) / SR}\n")
+        pos += len(x) / SR
+    sf.write(tmp_path / "rec.wav", np.concatenate(pieces), SR, subtype="FLOAT")
+    (seg / "wav.scp").write_text(f"spk0_rec cat {tmp_path / 'rec.wav'} |\n")
+    (seg / "segments").write_text("".join(segments))
+    (plain / "wav.scp").write_text("".join(f"{u} {wav[u]}\n" for u in utts))
+    for d in (plain, seg):
+        (d / "text").write_text("".join(f"{u} {text[u]}\n" for u in utts))
+        (d / "utt2spk").write_text("".join(f"{u} spk0\n" for u in utts))
+    a, b = aligner.align(plain), aligner.align(seg)
+    assert not a.unaligned and not b.unaligned
+    assert a.alignments.keys() == b.alignments.keys()
+    for u in utts:
+        for (s1, e1, p1), (s2, e2, p2) in zip(a.alignments[u], b.alignments[u]):
+            assert p1 == p2 and s1 == pytest.approx(s2, abs=1e-6) and e1 == pytest.approx(e2, abs=1e-3)
