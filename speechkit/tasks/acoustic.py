@@ -53,12 +53,12 @@ from typing import Any, Iterable
 
 import numpy as np
 import torch
-import yaml
 from torch import nn
 from torch.utils.data import Dataset
 
 from speechkit.models.musa_rnn import MusaRnn, MusaRnnConfig, detach_state
 from speechkit.models.salad import OutputNormalizer, Salad, SaladConfig, count_parameters, format_parameters
+from speechkit.scoring.mcd import WorldLayout, frame_mcd_db, read_world_layout
 from speechkit.train.task import Task
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.cli import ConfigError
@@ -67,12 +67,10 @@ from speechkit.utils.fileio import DataError, atomic_write, read_table
 
 __all__ = ["AcousticDataConfig", "SaladTaskConfig", "MusaRnnTaskConfig", "AcousticTask", "SaladTask", "MusaRnnTask",
            "StreamWindows", "UtteranceSet", "load_pairs", "read_label_dim", "feature_streams", "stream_layout",
-           "AcousticScores", "MCD_CONST", "PAPER_PARAMETERS"]
+           "AcousticScores", "PAPER_PARAMETERS"]
 
 log = logging.getLogger(__name__)
 
-#: ``10 sqrt(2) / ln 10``: MCD in dB from the Euclidean distance of (natural-log) mel-cepstra.
-MCD_CONST = 10.0 * math.sqrt(2.0) / math.log(10.0)
 
 #: Table 2 of the paper (parameters), our reading of its order: RNN small/big, SALAD small/big.
 PAPER_PARAMETERS = {"musa_rnn_small": 1.17e6, "salad_small": 1.04e6, "musa_rnn_big": 9.85e6, "salad_big": 9.66e6}
@@ -206,21 +204,22 @@ def read_label_dim(data_dir: str | os.PathLike, strict: bool = True) -> int | No
 
 def stream_layout(mcep_dim: int = 40) -> dict[str, slice]:
     """Column slices ``{"mcep", "lf0", "vuv", "bap"}`` of ``[mcep | lf0 | vuv | bap]`` features."""
-    return {"mcep": slice(0, mcep_dim), "lf0": slice(mcep_dim, mcep_dim + 1),
-            "vuv": slice(mcep_dim + 1, mcep_dim + 2), "bap": slice(mcep_dim + 2, None)}
+    return _slices(WorldLayout(mcep_dim=mcep_dim))
+
+
+def _slices(lay: WorldLayout) -> dict[str, slice]:
+    return {"mcep": lay.mcep, "lf0": slice(lay.lf0, lay.lf0 + 1), "vuv": slice(lay.vuv, lay.vuv + 1),
+            "bap": slice(lay.vuv + 1, None)}
 
 
 def feature_streams(data_dir: str | os.PathLike | None) -> dict[str, slice]:
-    """The WORLD stream layout of ``data_dir``'s features (from ``feats.yaml``'s ``mcep_dim``, else 40)."""
-    mcep_dim = 40
-    conf = Path(data_dir) / "feats.yaml" if data_dir else None
-    if conf is not None and conf.is_file():
-        c = yaml.safe_load(conf.read_text(encoding="utf-8")) or {}
-        if c.get("type", "world") != "world":
-            raise DataError(f"{conf}: the acoustic models predict WORLD features (type: world), these are "
-                            f"type: {c.get('type')!r}")
-        mcep_dim = int(c.get("mcep_dim", 40))
-    return stream_layout(mcep_dim)
+    """The WORLD stream layout of ``data_dir``'s features (:func:`speechkit.scoring.mcd.read_world_layout`:
+    its ``feats.yaml``, else 40 mel-cepstra at 16 kHz).
+
+    Raises:
+        DataError: ``feats.yaml`` is not a WORLD config (the models predict WORLD features).
+    """
+    return _slices(read_world_layout(data_dir)[0]) if data_dir else stream_layout()
 
 
 def load_pairs(data_dir: str | os.PathLike, input_dim: int | None = None, output_dim: int | None = None
@@ -355,7 +354,7 @@ class AcousticScores:
     def __init__(self, streams: dict[str, slice]) -> None:
         self.streams = streams
         self.frames = 0
-        self.dist_sum = 0.0
+        self.mcd_sum = 0.0
         self.f0_sq_sum = 0.0
         self.f0_frames = 0
         self.vuv_correct = 0
@@ -363,8 +362,7 @@ class AcousticScores:
     def add(self, pred: np.ndarray, ref: np.ndarray) -> None:
         """Add one utterance: ``pred``, ``ref`` ``(T, O)`` denormalised features."""
         s = self.streams
-        mc = slice(s["mcep"].start + 1, s["mcep"].stop)  # c1.. (c0 excluded)
-        self.dist_sum += float(np.sqrt(((pred[:, mc] - ref[:, mc]).astype(np.float64) ** 2).sum(axis=1)).sum())
+        self.mcd_sum += float(frame_mcd_db(ref[:, s["mcep"]], pred[:, s["mcep"]], include_c0=False).sum())
         self.frames += len(ref)
         pv, rv = pred[:, s["vuv"]][:, 0] > 0.5, ref[:, s["vuv"]][:, 0] > 0.5
         self.vuv_correct += int((pv == rv).sum())
@@ -379,7 +377,7 @@ class AcousticScores:
         """``{"mcd": dB, "f0_rmse": Hz (absent if no frame is voiced in both), "vuv_acc": %}``."""
         if self.frames == 0:
             return {}
-        out = {"mcd": MCD_CONST * self.dist_sum / self.frames, "vuv_acc": 100.0 * self.vuv_correct / self.frames}
+        out = {"mcd": self.mcd_sum / self.frames, "vuv_acc": 100.0 * self.vuv_correct / self.frames}
         if self.f0_frames:
             out["f0_rmse"] = math.sqrt(self.f0_sq_sum / self.f0_frames)
         return out
