@@ -42,7 +42,6 @@ Python API::
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -447,7 +446,7 @@ class Aligner:
         return c.transition_scale * out
 
     def make_graph(self, tokens: list[str], words: list[int] | None = None, *, equal_path: bool = False,
-                   _lt: np.ndarray | None = None) -> AlignGraph:
+                   silence: bool = True, _lt: np.ndarray | None = None) -> AlignGraph:
         """The alignment graph of a token sequence.
 
         Args:
@@ -456,13 +455,14 @@ class Aligner:
                 differs (only with ``optional_silence``).
             equal_path: build the flat-start path instead: silence (if optional) only at the start
                 and end, taken, for an equal alignment.
+            silence: ``False`` leaves the optional silence out.
 
         Raises:
             KeyError: a token not in :attr:`phones`.
         """
         c = self.config
         lt = self._scaled_trans() if _lt is None else _lt
-        sil = self.sil_id
+        sil = self.sil_id if silence else None
         lsil, lnosil = (c.transition_scale * math.log(c.sil_prob), c.transition_scale * math.log1p(-c.sil_prob))
         # blocks: (phone id, token position or -1-k, optional?)
         blocks: list[tuple[int, int, bool]] = []
@@ -943,9 +943,8 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
                 skipped[u] = f"too few frames: {len(feats[u])} frames for {len(toks)} tokens"
                 continue
             eg = al.make_graph(toks, equal_path=True, _lt=lt)
-            if len(feats[u]) < eg.num_states:
-                eg = al.make_graph(toks, equal_path=True, _lt=lt) if al.sil_id is None else \
-                    _strip_sil_graph(al, toks, lt)
+            if len(feats[u]) < eg.num_states and al.sil_id is not None:  # too short to also hold silence
+                eg = al.make_graph(toks, equal_path=True, silence=False, _lt=lt)
             keys.append(u)
             graphs.append(g)
             eq_graphs.append(eg if len(feats[u]) >= eg.num_states else None)
@@ -1031,16 +1030,6 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
         return al, result
     finally:
         log.close()
-
-
-def _strip_sil_graph(al: Aligner, toks: list[str], lt: np.ndarray) -> AlignGraph:
-    """An equal-alignment path without silence (for utterances too short to also hold it)."""
-    saved = al.config.optional_silence
-    al.config = dataclasses.replace(al.config, optional_silence=False)
-    try:
-        return al.make_graph(toks, equal_path=True, _lt=lt)
-    finally:
-        al.config = dataclasses.replace(al.config, optional_silence=saved)
 
 
 def load_aligner_config(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> AlignerConfig:
