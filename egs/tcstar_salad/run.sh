@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# egs/tcstar_salad: SALAD, a Transformer-encoder linguistic-to-acoustic decoder, against the LSTM
+# MUSA-RNN baseline, small and big, with forced durations, on WORLD vocoder features.
+#   Pascual, Bonafonte, Serra, "Self-Attention Linguistic-Acoustic Decoder", IberSPEECH 2018
+#   (authors' code: santi-pdp/musa_tts). TC-STAR is not public: any single-speaker corpus with
+#   transcripts stands in for its speakers (see README.md).
+#
+#   ./run.sh                                    # embedded default: one espeak-ng voice of 'mini'
+#   ./run.sh --db_root ../../../shared/data     # real speech: 2 msc_malayalam crowd speakers + story
+#   ./run.sh --corpus ljspeech --db_root /data/LJSpeech-1.1
+#   ./run.sh --stage 5 --models "salad_small"   # later stages reuse what stage 0 prepared
+#
+# Stages (each safe to re-run: finished work is kept, training resumes from its last checkpoint):
+#   0  data      data/<spk>/{train,dev,test} per speaker (100/15/15), data/speakers, data/.setup
+#   1  features  WORLD features (conf/world.yaml: 40 mcep + lf0 + V/UV + 1 bap = 43 dims, 5 ms)
+#   2  g2p       phones (espeak-ng) with stress/syllable/word info: data/<spk>/<set>_phn
+#   3  align     forced aligner trained on each speaker's train set, applied to every set:
+#                exp/<spk>/aligner, exp/<spk>/align/<set>/phone_alignments
+#   4  labels    frame-level linguistic label vectors, front end fitted on train:
+#                exp/<spk>/frontend, dump/<spk>/<set>/{labels.scp,feats.scp}
+#   5  train     the --models per speaker (speechkit-train salad|musa_rnn): exp/<spk>/<model>
+#   6  test      synthesize the test set with forced durations, score MCD / F0 RMSE / V/UV:
+#                exp/<spk>/<model>/synth/test, exp/<spk>/<model>/scores/test.{txt,json}
+#   7  latency   CPU inference time vs utterance length (1-35 s) of the four models, RANSAC fit:
+#                exp/latency/{latency.json,latency.md,latency.png}
+#   8  results   exp/RESULTS.md (Table 2 per speaker, Table 3, parameters), F0 histogram PNG
+set -euo pipefail
+
+# ------------------------------------------------------------------------------------- options
+stage=0
+stop_stage=100
+nj=2                 # parallel jobs (features, G2P, alignment, synthesis)
+num_threads=1        # torch threads of each training
+ngpu=                # training GPUs (speechkit-train --ngpu); empty = trainer.device
+nproc=1              # training processes on the CPU (DDP with gloo)
+corpus=              # mini | msc | ljspeech; default: mini without --db_root, else msc or ljspeech by layout
+db_root=             # corpus location: the shared data folder (msc), an LJSpeech root, or where mini is synthesized (default db/mini)
+num_crowd=2          # msc: crowd speakers with the most recordings
+mini_sentences=150   # mini: sentences of the one voice (split 100/15/15)
+lang=en              # ljspeech: the language of the transcripts (utt2lang, G2P)
+seed=1               # data split seed
+models="musa_rnn_small salad_small musa_rnn_big salad_big"   # conf/train_<model>.yaml each
+max_epochs=          # trainer.max_epochs (empty: the config's 300 with early stopping, patience 20; mini: 40)
+warmup_steps=        # SALAD's Noam warmup w (empty: the config's 4000, the paper's; mini: 240)
+train_jobs=2         # trainings run at once (each with --num_threads threads)
+train_args=          # extra speechkit-train overrides for every model, e.g. "--trainer.patience 10"
+num_wavs=4           # stage 6: test utterances synthesized to wav (+ spectrogram PNG) per model
+latency_max_seconds=35   # stage 7: longest generated utterance (s)
+latency_repeats=1        # stage 7: timings per length (every timing is fitted)
+datadir=data         # Kaldi data dirs (and .setup)
+dumpdir=dump         # training-ready dirs: labels.scp + feats.scp
+expdir=exp           # aligners, front ends, models, syntheses, scores, RESULTS.md
+
+help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|ljspeech] [--models \"...\"]
+       [--max_epochs N] [--train_args '...'] [--nj N] [--num_threads N] [--ngpu N] [--nproc N] ...
+(see the header of $0 for every option)"
+. ./path.sh
+. ./cmd.sh
+. utils/parse_options.sh
+[ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
+
+log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
+die() { echo "$0: $*" >&2; exit 1; }
+
+# ------------------------------------------------------------------ the setup stage 0 prepared
+# Stage 0 writes $datadir/.setup (corpus, db_root and the data options); later stages read it, so
+# `./run.sh --stage 3` continues what `./run.sh --db_root ... --stop_stage 2` prepared, and an
+# option that contradicts it is an error instead of a silent switch to another corpus.
+setup_file=$datadir/.setup
+setup_keys="corpus db_root num_crowd mini_sentences lang seed"
+if [ "$stage" -gt 0 ]; then
+  [ -f "$setup_file" ] || die "$setup_file: no such file: run stage 0 first (./run.sh --stop_stage 0 [--db_root ...])"
+  for key in $setup_keys; do
+    saved=$(awk -F= -v k="$key" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$setup_file")
+    given=${!key}
+    if [ "$key" = db_root ] && [ -n "$given" ]; then given=$(cd "$given" 2>/dev/null && pwd || echo "$given"); fi
+    case "$key" in
+      corpus|db_root)
+        if [ -n "$given" ] && [ "$given" != "$saved" ]; then
+          die "--$key $given contradicts $setup_file ($key=$saved, written by stage 0); re-run from --stage 0 to prepare another corpus"
+        fi ;;
+    esac
+    printf -v "$key" '%s' "$saved"
+  done
+else
+  if [ -z "$corpus" ]; then
+    if [ -z "$db_root" ] || [ ! -d "$db_root" ] || [ -z "$(ls -A "$db_root")" ] || [ -f "$db_root/.complete" ]; then
+      corpus=mini     # no corpus, a new folder, or a mini corpus synthesized there before
+    elif [ -d "$db_root/msc_malayalam" ] || [ -f "$db_root/speech.tsv" ]; then corpus=msc
+    elif [ -f "$db_root/metadata.csv" ]; then corpus=ljspeech
+    else die "--db_root $db_root: neither the shared data folder (msc_malayalam/) nor an LJSpeech root (metadata.csv); give --corpus"
+    fi
+  fi
+  case "$corpus" in
+    mini) db_root=${db_root:-db/mini} ;;
+    msc|ljspeech) [ -n "$db_root" ] || die "--corpus $corpus needs --db_root" ;;
+    *) die "unknown --corpus '$corpus' (mini, msc, ljspeech)" ;;
+  esac
+  mkdir -p "$db_root" data
+  db_root=$(cd "$db_root" && pwd)
+fi
+
+# ------------------------------------------------------------------------------------ stage 0
+if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
+  log 0 "data preparation: corpus $corpus from $db_root"
+  case "$corpus" in
+    mini) local/prepare_mini.sh --nj "$nj" --sentences "$mini_sentences" --seed "$seed" "$db_root" "$datadir" ;;
+    msc)
+      msc=$db_root
+      [ -d "$msc/msc_malayalam" ] && msc=$msc/msc_malayalam
+      local/prepare_msc.sh --num_crowd "$num_crowd" --seed "$seed" "$msc" "$datadir" ;;
+    ljspeech) local/prepare_ljspeech.sh --seed "$seed" --lang "$lang" "$db_root" "$datadir" ;;
+  esac
+  for key in $setup_keys; do echo "$key=${!key}"; done > "$setup_file.tmp"
+  mv "$setup_file.tmp" "$setup_file"
+  log 0 "speakers: $(tr '\n' ' ' < "$datadir/speakers"); setup in $setup_file"
+fi
+
+[ -s "$datadir/speakers" ] || die "$datadir/speakers: missing or empty: run stage 0"
+spks=$(cat "$datadir/speakers")
+sets="train dev test"
+
+# ------------------------------------------------------------------------------------ stage 1
+if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
+  log 1 "WORLD features (conf/world.yaml) of $sets"
+  for spk in $spks; do
+    for x in $sets; do
+      utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/world.yaml \
+        "$datadir/$spk/$x" "$expdir/$spk/make_world/$x" "$datadir/$spk/world"
+    done
+  done
+fi
+
+# ------------------------------------------------------------------------------------ stage 2
+if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
+  log 2 "G2P (espeak-ng): $datadir/<spk>/<set>_phn"
+  for spk in $spks; do
+    for x in $sets; do
+      speechkit-g2p --nj "$nj" "$datadir/$spk/$x" "$datadir/$spk/${x}_phn"
+    done
+  done
+fi
+
+# ------------------------------------------------------------------------------------ stage 3
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
+  log 3 "forced alignment: aligner trained on each speaker's train set"
+  for spk in $spks; do
+    speechkit-align --nj "$nj" "$datadir/$spk/train_phn" "$expdir/$spk/aligner"
+    for x in $sets; do
+      if [ "$x" = train ]; then
+        mkdir -p "$expdir/$spk/align/train"
+        cp "$expdir/$spk/aligner/phone_alignments" "$expdir/$spk/align/train/phone_alignments"
+      else
+        speechkit-align --nj "$nj" --model-dir "$expdir/$spk/aligner" "$datadir/$spk/${x}_phn" "$expdir/$spk/align/$x"
+      fi
+    done
+  done
+fi
+
+# ------------------------------------------------------------------------------------ stage 4
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
+  log 4 "label vectors: $dumpdir/<spk>/<set>/{labels.scp,feats.scp}"
+  for spk in $spks; do
+    for x in $sets; do
+      src=$datadir/$spk/${x}_phn
+      for f in feats.scp utt2num_frames frame_shift feats.yaml; do
+        [ -f "$src/$f" ] || cp "$datadir/$spk/$x/$f" "$src/$f"
+      done
+      fit=""; [ "$x" = train ] && fit="--fit"
+      # shellcheck disable=SC2086
+      speechkit-make-labels $fit --frontend-dir "$expdir/$spk/frontend" "$src" \
+        "$expdir/$spk/align/$x/phone_alignments" "$expdir/$spk/labels/$x"
+      # the dump dir: the phone data dir of the utterances that have labels (an utterance the
+      # aligner could not align has none) + labels.scp + the alignments (for silence masking)
+      rm -rf "$dumpdir/$spk/$x"
+      utils/subset_data_dir.sh --utt-list "$expdir/$spk/labels/$x/labels.scp" "$src" "$dumpdir/$spk/$x"
+      cp "$expdir/$spk/labels/$x/labels.scp" "$expdir/$spk/labels/$x/label_dim" "$dumpdir/$spk/$x/"
+      utils/filter_scp.pl "$dumpdir/$spk/$x/utt2spk" "$expdir/$spk/align/$x/phone_alignments" \
+        > "$dumpdir/$spk/$x/phone_alignments"
+    done
+  done
+fi
+
+# ------------------------------------------------------------------------------------ stage 5
+if [ "$corpus" = mini ]; then
+  # The paper's schedule (300 epochs, Noam warmup 4000 updates) is far beyond the ~8 updates per
+  # epoch of the embedded corpus: its CPU budget is 40 epochs with a warmup of 240 updates.
+  max_epochs=${max_epochs:-40}
+  warmup_steps=${warmup_steps:-240}
+fi
+# train_one SPK MODEL: one speechkit-train run through $train_cmd (or $cuda_cmd with --ngpu)
+train_one() {
+  local spk=$1 m=$2 task opts=""
+  task=${m%_small}; task=${task%_big}
+  [ -n "$max_epochs" ] && opts="$opts --trainer.max_epochs $max_epochs"
+  [ -n "$warmup_steps" ] && [ "$task" = salad ] && opts="$opts --trainer.warmup_steps $warmup_steps"
+  local train_run="$train_cmd --num-threads $((nproc * num_threads))"
+  [ "${ngpu:-0}" -gt 0 ] && train_run="$cuda_cmd --gpu $ngpu"
+  # shellcheck disable=SC2086  # $train_run / $opts / $train_args hold several words
+  $train_run "$expdir/$spk/$m/log/train.log" \
+    speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" "$task" --config "conf/train_$m.yaml" \
+      --exp-dir "$expdir/$spk/$m" --data.train_dir "$dumpdir/$spk/train" --data.valid_dir "$dumpdir/$spk/dev" \
+      --trainer.num_threads "$num_threads" $opts $train_args
+}
+if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
+  for m in $models; do
+    [ -f "conf/train_$m.yaml" ] || die "--models: conf/train_$m.yaml: no such file"
+  done
+  log 5 "training ${models// /, } for each speaker, $train_jobs at a time${max_epochs:+, at most $max_epochs epochs}${warmup_steps:+, SALAD warmup $warmup_steps}"
+  running=0 failed=0
+  for spk in $spks; do
+    for m in $models; do
+      if [ "$running" -ge "$train_jobs" ]; then wait -n || failed=$((failed + 1)); running=$((running - 1)); fi
+      log 5 "training $m for $spk: $expdir/$spk/$m (log: $expdir/$spk/$m/train.log)"
+      train_one "$spk" "$m" &
+      running=$((running + 1))
+    done
+  done
+  while [ "$running" -gt 0 ]; do wait -n || failed=$((failed + 1)); running=$((running - 1)); done
+  [ "$failed" -eq 0 ] || die "$failed training run(s) failed: see $expdir/<speaker>/<model>/log/train.log"
+fi
+
+# ------------------------------------------------------------------------------------ stage 6
+if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
+  for spk in $spks; do
+    for m in $models; do
+      e=$expdir/$spk/$m
+      log 6 "synthesizing and scoring the test set of $spk with $m"
+      speechkit-tts-synthesize --nj "$nj" --num-wavs "$num_wavs" --model-dir "$e" "$dumpdir/$spk/test" "$e/synth/test"
+      mkdir -p "$e/scores"
+      speechkit-score-mcd --mask-silence "$dumpdir/$spk/test/phone_alignments" --json "$e/scores/test.json" \
+        "$dumpdir/$spk/test" "$e/synth/test" > "$e/scores/test.txt"
+      speechkit-score-mcd --json "$e/scores/test_with_silence.json" \
+        "$dumpdir/$spk/test" "$e/synth/test" > "$e/scores/test_with_silence.txt"
+      log 6 "$spk $m: $(tail -n 1 "$e/scores/test.txt")"
+    done
+  done
+fi
+
+# ------------------------------------------------------------------------------------ stage 7
+if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
+  log 7 "CPU latency of the four models (one thread), 1-$latency_max_seconds s"
+  spk=$(head -n 1 "$datadir/speakers")
+  python local/measure_latency.py --out-dir "$expdir/latency" --config-dir conf \
+    --input-dim "$(cat "$dumpdir/$spk/train/label_dim")" --max-seconds "$latency_max_seconds" \
+    --repeats "$latency_repeats"
+fi
+
+# ------------------------------------------------------------------------------------ stage 8
+if [ "$stage" -le 8 ] && [ "$stop_stage" -ge 8 ]; then
+  log 8 "results: $expdir/RESULTS.md"
+  python local/make_results.py --models "$models" --corpus "$corpus" --dump-dir "$dumpdir" "$datadir" "$expdir"
+fi
+log end "done"
