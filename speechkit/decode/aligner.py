@@ -57,8 +57,8 @@ import numpy as np
 from speechkit.data.audio import iter_audio, read_audio
 from speechkit.data.corpora._common import write_phone_alignments
 from speechkit.data.datadir import DataDir
-from speechkit.decode.hmm import (MAX_PRED, NEG_INF, AlignGraph, DiagGmmSet, forward_backward_batch, split_targets,
-                                  viterbi_batch)
+from speechkit.decode.hmm import (MAX_PRED, NEG_INF, AlignGraph, DiagGmmSet, build_context_tree,
+                                  forward_backward_batch, phone_questions, split_targets, viterbi_batch)
 from speechkit.utils.config import FieldError, dump_config, load_config
 from speechkit.utils.fileio import DataError, atomic_write, read_lines, write_table
 
@@ -122,6 +122,24 @@ class AlignerConfig:
         acoustic_scale: scale of the acoustic log-likelihoods in alignment.
         transition_scale: scale of the transition log-probabilities.
         self_loop_scale: scale of the self-loop log-probabilities (Kaldi's --self-loop-scale).
+        tri_leaves: if > 0, a triphone stage as Kaldi's ``train_deltas.sh`` after the monophones:
+            the states of each phone in its (left, right) phone context are tied by a decision
+            tree per (phone, state) (questions from a clustering of the monophone means) into at
+            most tri_leaves pdfs, trained from the monophone alignment for tri_iters Viterbi
+            passes (realigning on tri_realign_iters) with up to tri_total_gauss Gaussians.
+        tri_min_count: fewest frames of a tied state.
+        tri_iters: passes of the triphone stage.
+        tri_realign_iters: passes of that stage that start by re-aligning the data.
+        tri_total_gauss: Gaussians of the triphone (and a later LDA+MLLT) model.
+        lda_dim: if > 0, a second stage as Kaldi's ``train_lda_mllt.sh``: the static cepstra,
+            spliced over +-lda_context frames, are projected to lda_dim dimensions by an LDA whose
+            classes are the pdfs of the monophone alignment, then rotated by an MLLT (semi-tied
+            covariance) re-estimated on the passes in mllt_iters; the GMMs are re-trained on
+            these features for lda_iters Viterbi passes (realigning on lda_realign_iters).
+        lda_context: frames of context each side of the LDA input.
+        lda_iters: training passes of the LDA+MLLT stage.
+        lda_realign_iters: passes of that stage that start by re-aligning the data.
+        mllt_iters: passes of that stage that start by re-estimating the MLLT.
         refine_iters: rounds of hybrid refinement after the GMM training: a frame classifier
             (MLP over +-mlp_context spliced frames) is trained on the current alignment's pdfs,
             then the data are re-aligned with its scaled likelihoods ``log p(s|x) - log p(s)``
@@ -165,6 +183,16 @@ class AlignerConfig:
     acoustic_scale: float = 0.1
     transition_scale: float = 1.0
     self_loop_scale: float = 0.1
+    tri_leaves: int = 0
+    tri_min_count: float = 50.0
+    tri_iters: int = 20
+    tri_realign_iters: list[int] = field(default_factory=lambda: [5, 10, 15])
+    tri_total_gauss: int = 1500
+    lda_dim: int = 0
+    lda_context: int = 3
+    lda_iters: int = 20
+    lda_realign_iters: list[int] = field(default_factory=lambda: [5, 10, 15])
+    mllt_iters: list[int] = field(default_factory=lambda: [2, 4, 6, 12])
     refine_iters: int = 0
     mlp_context: int = 5
     mlp_hidden: int = 256
@@ -425,6 +453,26 @@ class Aligner:
         self.trans = trans
         self.gmm = gmm
         self.mlp: FrameClassifier | None = None
+        #: LDA+MLLT projection ``(lda_dim, n_mfcc * (2 lda_context + 1))`` of the spliced static
+        #: cepstra, or None (the model reads MFCC + deltas).
+        self.transform: np.ndarray | None = None
+        #: Triphone state tying: pdf of each ``(left, phone, right, state)``, int
+        #: ``(num_phones + 1, num_phones, num_phones + 1, max_states)`` (index ``num_phones`` = the
+        #: utterance edge), or None (monophones: pdf ``pdf_offset[phone] + state``).
+        self.ctx_pdf: np.ndarray | None = None
+
+    def set_tree(self, ctx_pdf: np.ndarray | None) -> None:
+        """Use the tied triphone states ``ctx_pdf`` (see :attr:`ctx_pdf`; None = monophones)."""
+        self.ctx_pdf = ctx_pdf
+        self.num_pdfs = int(self.num_states.sum()) if ctx_pdf is None else int(ctx_pdf.max()) + 1
+
+    def model_features(self, feats: np.ndarray) -> np.ndarray:
+        """The features the model reads, from :func:`compute_features`'s ``(T, 3 n_mfcc)``:
+        themselves, or the LDA+MLLT projection of the spliced static cepstra ``(T, lda_dim)``."""
+        if self.transform is None:
+            return feats
+        x = splice(np.asarray(feats[:, :self.config.n_mfcc], np.float32), self.config.lda_context)
+        return (x @ self.transform.T.astype(np.float32)).astype(np.float32)
 
     @property
     def sil_id(self) -> int | None:
@@ -492,7 +540,13 @@ class Aligner:
         for bi, (pid, tpos, optional) in enumerate(blocks):
             n = int(self.num_states[pid])
             idx = np.arange(j, j + n)
-            pdf[idx] = self.pdf_offset[pid] + np.arange(n)
+            if self.ctx_pdf is None:
+                pdf[idx] = self.pdf_offset[pid] + np.arange(n)
+            else:
+                E = len(self.phones)
+                left = self.phone_id[tokens[tpos - 1]] if tpos > 0 else E  # optional silence: (E, E)
+                right = self.phone_id[tokens[tpos + 1]] if 0 <= tpos < len(tokens) - 1 else E
+                pdf[idx] = self.ctx_pdf[left, pid, right, :n]
             token[idx], label[idx], hst[idx] = tpos, pid, np.arange(n)
             pred[idx, 0] = idx
             ltr[idx, 0] = lt[pid, :n, 0]
@@ -622,7 +676,7 @@ class Aligner:
                 continue
             graphs.append(g)
             keys.append(u)
-        res = self.viterbi(graphs, [feats[u] for u in keys], nj=nj)
+        res = self.viterbi(graphs, [self.model_features(feats[u]) for u in keys], nj=nj)
         out: dict[str, list[tuple[float, float, str]]] = {}
         lls: dict[str, float] = {}
         for u, g, (score, path) in zip(keys, graphs, res):
@@ -672,6 +726,10 @@ class Aligner:
         meta = {"version": MODEL_VERSION, "phones": self.phones}
         with atomic_write(exp_dir / MODEL_FILE, "wb") as f:
             extra = self.mlp.arrays() if self.mlp is not None else {}
+            if self.transform is not None:
+                extra["transform"] = self.transform
+            if self.ctx_pdf is not None:
+                extra["ctx_pdf"] = self.ctx_pdf.astype(np.int32)
             np.savez(f, means=self.gmm.means, vars=self.gmm.vars, log_weights=self.gmm.log_weights,
                      trans=self.trans, meta=np.array(json.dumps(meta)), **extra)
         with atomic_write(exp_dir / PHONES_FILE) as f:
@@ -697,6 +755,8 @@ class Aligner:
                 meta = json.loads(str(z["meta"]))
                 arrays = {k: z[k] for k in ("means", "vars", "log_weights", "trans")}
                 mlp = FrameClassifier.from_arrays(z) if "mlp_log_prior" in z else None
+                transform = z["transform"] if "transform" in z else None
+                ctx_pdf = z["ctx_pdf"].astype(np.int64) if "ctx_pdf" in z else None
         except (OSError, KeyError, ValueError) as e:
             raise DataError(f"{mdl}: not a speechkit aligner model ({e})") from None
         if meta.get("version") != MODEL_VERSION:
@@ -704,6 +764,8 @@ class Aligner:
         gmm = DiagGmmSet(arrays["means"], arrays["vars"], arrays["log_weights"])
         al = cls(config, meta["phones"], gmm, arrays["trans"])
         al.mlp = mlp
+        al.transform = transform
+        al.set_tree(ctx_pdf)
         if gmm.num_pdfs != al.num_pdfs:
             raise DataError(f"{mdl}: {gmm.num_pdfs} GMMs but the topology has {al.num_pdfs} states")
         return al
@@ -739,6 +801,96 @@ def splice(x: np.ndarray, context: int) -> np.ndarray:
     p = np.pad(x, ((context, context), (0, 0)), mode="edge")
     w = np.lib.stride_tricks.sliding_window_view(p, 2 * context + 1, axis=0)  # (T, D, 2c+1)
     return np.ascontiguousarray(w.transpose(0, 2, 1).reshape(len(x), -1))
+
+
+def estimate_lda(x: np.ndarray, labels: np.ndarray, dim: int, num_classes: int | None = None) -> np.ndarray:
+    """Linear discriminant analysis (Kaldi's ``acc-lda`` + ``est-lda``; Duda, Hart & Stork 2001, sec. 3.8.3).
+
+    With ``W = sum_c (n_c / n) Cov_c`` (within-class scatter) and ``B = Cov(x) - W`` (between-class),
+    the rows of the result are the ``dim`` generalised eigenvectors ``B v = lambda W v`` of largest
+    ``lambda``, normalised to ``v^T W v = 1`` (the projected within-class covariance is the identity).
+
+    Args:
+        x: ``(N, D)`` frames.
+        labels: int ``(N,)`` class (pdf) of each frame.
+        dim: output dimension (``<= D``).
+        num_classes: number of classes (default ``labels.max() + 1``).
+
+    Returns:
+        float64 ``(dim, D)``: project with ``x @ lda.T``.
+
+    Raises:
+        ValueError: ``dim`` out of range or fewer than two classes with frames.
+    """
+    import scipy.linalg
+
+    x = np.asarray(x, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64)
+    N, D = x.shape
+    if not 1 <= dim <= D:
+        raise ValueError(f"LDA dimension {dim} not in 1..{D}")
+    K = int(labels.max()) + 1 if num_classes is None else num_classes
+    n = np.bincount(labels, minlength=K).astype(np.float64)
+    if (n > 0).sum() < 2:
+        raise ValueError("LDA needs frames of at least two classes")
+    mean = x.mean(0)
+    xc = x - mean
+    total = xc.T @ xc / N
+    cm = np.zeros((K, D))
+    np.add.at(cm, labels, xc)
+    cm /= np.maximum(n, 1)[:, None]
+    between = (cm * (n / N)[:, None]).T @ cm
+    within = total - between
+    within += 1e-6 * np.trace(within) / D * np.eye(D)
+    evals, evecs = scipy.linalg.eigh(between, within)
+    return evecs[:, ::-1][:, :dim].T.copy()
+
+
+def estimate_mllt(covs: np.ndarray, counts: np.ndarray, num_iters: int = 20,
+                  init: np.ndarray | None = None) -> np.ndarray:
+    """Maximum likelihood linear transform / semi-tied covariance (Gales 1999, "Semi-tied covariance
+    matrices for hidden Markov models", eqs. 19-22; Kaldi's ``est-mllt``).
+
+    Finds the square ``A`` maximising ``sum_c n_c (log |det A|^2 - log |diag(A S_c A^T)|)``, the
+    likelihood gain of diagonal-covariance Gaussians in the space ``A x``, by row-wise updates
+    ``a_i = c_i G_i^{-1} sqrt(n / (c_i G_i^{-1} c_i^T))``, ``G_i = sum_c n_c S_c / (a_i S_c a_i^T)``
+    (``c_i`` the cofactor row of ``A``).
+
+    Args:
+        covs: ``(C, D, D)`` full covariances of the Gaussians (classes) in the current space.
+        counts: ``(C,)`` frames of each.
+        num_iters: sweeps over the rows.
+        init: starting ``A`` (default identity).
+
+    Returns:
+        float64 ``(D, D)`` ``A``.
+    """
+    covs = np.asarray(covs, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    keep = counts > 0
+    covs, counts = covs[keep], counts[keep]
+    D = covs.shape[1]
+    A = np.eye(D) if init is None else np.array(init, dtype=np.float64)
+    beta = counts.sum()
+    for _ in range(num_iters):
+        for i in range(D):
+            cof = np.linalg.det(A) * np.linalg.inv(A).T[i]  # cofactor row i
+            var = np.einsum("d,cde,e->c", A[i], covs, A[i])
+            G = np.einsum("c,cde->de", counts / var, covs)
+            gc = np.linalg.solve(G, cof)
+            A[i] = gc * math.sqrt(beta / float(cof @ gc))
+        A /= abs(np.linalg.det(A)) ** (1.0 / D)  # the objective is invariant to scale; keep det 1
+    return A
+
+
+def mllt_objective(A: np.ndarray, covs: np.ndarray, counts: np.ndarray) -> float:
+    """``sum_c n_c (log |det A|^2 - log |diag(A S_c A^T)|) / 2``: the log-likelihood gain of
+    :func:`estimate_mllt`'s transform (up to a constant)."""
+    keep = np.asarray(counts) > 0
+    covs, counts = np.asarray(covs)[keep], np.asarray(counts)[keep]
+    _, logdet = np.linalg.slogdet(A)
+    var = np.einsum("id,cde,ie->ci", A, covs, A)
+    return float(0.5 * np.sum(counts * (2 * logdet - np.log(var).sum(1))))
 
 
 class FrameClassifier:
@@ -888,6 +1040,147 @@ def _update_trans(aligner: Aligner, counts: np.ndarray) -> None:
     aligner.trans[has] = new[has]
 
 
+def _realign(al: Aligner, keys: list[str], tokens, words, F: list[np.ndarray], nj: int):
+    """Viterbi paths of the training data: ``(ok, graphs, paths, log-likelihood per frame)`` for
+    the indices ``ok`` of the utterances that have a path."""
+    lt = al._scaled_trans()
+    graphs = [al.make_graph(tokens[u], None if words is None else words.get(u), _lt=lt) for u in keys]
+    res = al.viterbi(graphs, F, nj=nj)
+    ok = [i for i, (s, _) in enumerate(res) if np.isfinite(s)]
+    avg = float(np.sum([res[i][0] * len(F[i]) for i in ok]) / max(1, sum(len(F[i]) for i in ok)))
+    return ok, [graphs[i] for i in ok], [res[i][1] for i in ok], avg
+
+
+def _pdf_covariances(frames: list) -> tuple[np.ndarray, np.ndarray]:
+    """``(P, D, D)`` full covariances and ``(P,)`` counts of the frames of each pdf (0 for a pdf
+    with no more frames than dimensions)."""
+    D = next(f.shape[1] for f in frames if f is not None)
+    covs = np.zeros((len(frames), D, D))
+    n = np.zeros(len(frames))
+    for p, f in enumerate(frames):
+        if f is not None and len(f) > D:  # fewer frames give a singular covariance
+            f = np.asarray(f, np.float64)
+            n[p] = len(f)
+            covs[p] = np.cov(f, rowvar=False, bias=True)
+    return covs, n
+
+
+def _train_stage(al: Aligner, name: str, keys: list[str], tokens, words, F: list[np.ndarray],
+                 ok: list[int], paths: list[np.ndarray], num_iters: int, realign_iters: list[int],
+                 mllt_iters: list[int], total_gauss: int, rng: np.random.Generator, log, nj: int,
+                 callback, it_offset: int) -> list[np.ndarray]:
+    """Viterbi training of ``al``'s current pdfs from the state ``paths`` of utterances ``ok``
+    (Kaldi's ``train_deltas.sh`` / ``train_lda_mllt.sh`` loop): single Gaussians from the
+    alignment, then ``num_iters`` EM passes, mixing up to ``total_gauss`` over the first
+    ``max_iter_inc``, re-aligning on ``realign_iters`` and re-estimating an MLLT (when the model
+    has an LDA transform) on ``mllt_iters``. Returns the training features (changed by an MLLT)."""
+    c = al.config
+    lt = al._scaled_trans()
+    pg = [al.make_graph(tokens[keys[i]], None if words is None else words.get(keys[i]), _lt=lt) for i in ok]
+    X = np.concatenate(F).astype(np.float64)
+    var_floor = c.var_floor * X.var(0)
+    al.gmm = DiagGmmSet.single(al.num_pdfs, X.mean(0), X.var(0))
+    frames, _ = _accumulate(al, pg, [F[i] for i in ok], paths)
+    al.gmm.em_update(frames, var_floor, c.min_count)
+    realign, mllt = set(realign_iters), set(mllt_iters)
+    num_gauss = float(al.num_pdfs)
+    inc = max(0, total_gauss - num_gauss) / max(1, min(c.max_iter_inc, num_iters))
+    for it in range(1, num_iters + 1):
+        t0 = time.time()
+        msg = []
+        if it in mllt and al.transform is not None:
+            frames, _ = _accumulate(al, pg, [F[i] for i in ok], paths)
+            covs, n = _pdf_covariances(frames)
+            A = estimate_mllt(covs, n)
+            gain = mllt_objective(A, covs, n) - mllt_objective(np.eye(len(A)), covs, n)
+            al.transform = A @ al.transform
+            F = [(f @ A.T).astype(np.float32) for f in F]
+            al.gmm.means = al.gmm.means @ A.T  # variances are re-estimated below (gmm-transform-means)
+            al.gmm._cache = None
+            var_floor = c.var_floor * np.concatenate(F).astype(np.float64).var(0)
+            msg.append(f"MLLT, log-likelihood gain per frame {gain / max(1.0, n.sum()):.3f}")
+        if it in realign:
+            ok, pg, paths, avg = _realign(al, keys, tokens, words, F, nj)
+            msg.append(f"realigned, log-likelihood per frame {avg:.3f}")
+        frames, counts = _accumulate(al, pg, [F[i] for i in ok], paths)
+        occ = al.gmm.em_update(frames, var_floor, c.min_count)
+        _update_trans(al, counts)
+        if it <= c.max_iter_inc:
+            num_gauss = min(total_gauss, num_gauss + inc)
+            al.gmm.split(split_targets(occ, int(round(num_gauss)), c.power, c.min_gauss_count), c.perturb, rng)
+        log(f"{name} iteration {it}: {'; '.join(msg) or 'no realignment'}; "
+            f"{int(al.gmm.num_components().sum())} Gaussians ({time.time() - t0:.1f} s)")
+        if callback is not None:
+            callback(it_offset + it, al)
+    return F
+
+
+def _train_triphones(al: Aligner, keys: list[str], tokens, words, F: list[np.ndarray],
+                     rng: np.random.Generator, log, nj: int, callback, it_offset: int) -> list[np.ndarray]:
+    """Triphone stage (Kaldi's ``train_deltas.sh``): statistics of every seen (left, phone, right,
+    state) from the current alignment, questions from a clustering of the phones' monophone means,
+    a tree per (phone, state) grown to ``tri_leaves`` leaves, then :func:`_train_stage`."""
+    c = al.config
+    t0 = time.time()
+    ok, pg, paths, _ = _realign(al, keys, tokens, words, F, nj)
+    N = len(al.phones)
+    E = N
+    ctxs = []
+    for i, g, p in zip(ok, pg, paths):
+        tid = np.array([al.phone_id[t] for t in tokens[keys[i]]])
+        left = np.concatenate([[E], tid[:-1]])
+        right = np.concatenate([tid[1:], [E]])
+        tok = g.token[p]
+        inside = tok >= 0
+        ctxs.append(np.stack([np.where(inside, left[np.maximum(tok, 0)], E), g.label[p],
+                              np.where(inside, right[np.maximum(tok, 0)], E), g.hmm_state[p]], 1))
+    ctx = np.concatenate(ctxs)
+    X = np.concatenate([F[i] for i in ok]).astype(np.float64)
+    code = ((ctx[:, 0] * N + ctx[:, 1]) * (N + 1) + ctx[:, 2]) * al.num_states.max() + ctx[:, 3]
+    uniq, inv = np.unique(code, return_inverse=True)
+    first = np.zeros(len(uniq), dtype=np.int64)
+    first[inv] = np.arange(len(inv))
+    n = np.bincount(inv, minlength=len(uniq)).astype(np.float64)
+    sx = np.zeros((len(uniq), X.shape[1]))
+    sxx = np.zeros_like(sx)
+    np.add.at(sx, inv, X)
+    np.add.at(sxx, inv, X * X)
+    # questions from the monophone GMMs: each phone's (weighted) state means, concatenated
+    w = np.exp(al.gmm.log_weights)
+    pdf_mean = np.einsum("pm,pmd->pd", w, al.gmm.means)
+    S = int(al.num_states.max())
+    pm = np.stack([np.concatenate([pdf_mean[al.pdf_offset[p] + min(s, al.num_states[p] - 1)] for s in range(S)])
+                   for p in range(N)])
+    questions = phone_questions(pm)
+    ctx_pdf = build_context_tree(ctx[first], n, sx, sxx, N, al.num_states, questions, c.tri_leaves,
+                                 c.tri_min_count, c.var_floor * X.var(0))
+    al.set_tree(ctx_pdf)
+    log(f"triphones: {len(uniq)} seen context states, {len(questions)} questions, {al.num_pdfs} tied states "
+        f"({time.time() - t0:.1f} s)")
+    return _train_stage(al, "triphone", keys, tokens, words, F, ok, paths, c.tri_iters, c.tri_realign_iters,
+                        [], c.tri_total_gauss, rng, log, nj, callback, it_offset)
+
+
+def _train_lda_mllt(al: Aligner, keys: list[str], tokens, words, base: list[np.ndarray],
+                    rng: np.random.Generator, log, nj: int, callback, it_offset: int) -> list[np.ndarray]:
+    """The LDA+MLLT stage (Kaldi's ``train_lda_mllt.sh``) from the current model's alignment
+    (and its pdfs: monophone or tied triphone states): sets ``al.transform`` and re-trains
+    ``al.gmm`` (:func:`_train_stage`); returns the training features in the new space."""
+    c = al.config
+    t0 = time.time()
+    ok, pg, paths, _ = _realign(al, keys, tokens, words, base, nj)
+    spliced = [splice(np.asarray(f[:, :c.n_mfcc], np.float32), c.lda_context) for f in base]
+    labels = np.concatenate([g.pdf[p] for g, p in zip(pg, paths)])
+    S = np.concatenate([spliced[i] for i in ok])
+    dim = min(c.lda_dim, S.shape[1])
+    al.transform = estimate_lda(S, labels, dim, al.num_pdfs)
+    F = [(x @ al.transform.T).astype(np.float32) for x in spliced]
+    log(f"LDA: {S.shape[1]} -> {dim} dimensions, {len(np.unique(labels))} classes ({time.time() - t0:.1f} s)")
+    total = c.tri_total_gauss if al.ctx_pdf is not None else c.total_gauss
+    return _train_stage(al, "LDA+MLLT", keys, tokens, words, F, ok, paths, c.lda_iters, c.lda_realign_iters,
+                        c.mllt_iters, total, rng, log, nj, callback, it_offset)
+
+
 def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
                   config: AlignerConfig | None = None, nj: int = 1,
                   callback: Callable[[int, Aligner], None] | None = None) -> tuple[Aligner, AlignResult]:
@@ -1009,6 +1302,14 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
                 f"({time.time() - t0:.1f} s)")
             if callback is not None:
                 callback(it, al)
+        it_offset = c.num_iters
+        if c.tri_leaves > 0:
+            F = _train_triphones(al, keys, tokens, words, F, rng, log, nj, callback, it_offset)
+            it_offset += c.tri_iters
+        if c.lda_dim > 0:
+            F = _train_lda_mllt(al, keys, tokens, words, [feats[u] for u in keys], rng, log, nj, callback,
+                                it_offset)
+            it_offset += c.lda_iters
         for r in range(1, c.refine_iters + 1):
             t0 = time.time()
             lt = al._scaled_trans()

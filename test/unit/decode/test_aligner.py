@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechkit.decode.aligner import SIL, Aligner, AlignerConfig, load_aligner_config, splice, train_aligner
-from speechkit.decode.hmm import DiagGmmSet, forward_backward_batch, split_targets, viterbi_batch
+from speechkit.decode.aligner import (SIL, Aligner, AlignerConfig, estimate_lda, estimate_mllt, load_aligner_config,
+                                     mllt_objective, splice, train_aligner)
+from speechkit.decode.hmm import (DiagGmmSet, _gauss_loglik, build_context_tree, forward_backward_batch,
+                                  phone_questions, split_targets, viterbi_batch)
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.fileio import DataError
 
@@ -343,3 +345,111 @@ def test_segments_and_command_pipes_give_the_same_alignments(trained, tmp_path):
     for u in utts:
         for (s1, e1, p1), (s2, e2, p2) in zip(a.alignments[u], b.alignments[u]):
             assert p1 == p2 and s1 == pytest.approx(s2, abs=1e-6) and e1 == pytest.approx(e2, abs=1e-3)
+
+
+# ------------------------------------------------------------------------------ LDA, MLLT, state tying
+def test_lda_matches_sklearn():
+    lda_mod = pytest.importorskip("sklearn.discriminant_analysis")
+    rng = np.random.default_rng(0)
+    means = rng.normal(0, 2, (5, 6))
+    y = rng.integers(0, 5, 600)
+    mix = rng.normal(size=(6, 6))
+    x = (means[y] + rng.normal(size=(600, 6))) @ mix
+    ours = estimate_lda(x, y, 3)
+    ref = lda_mod.LinearDiscriminantAnalysis(solver="eigen", n_components=3).fit(x, y)
+    a, b = x @ ours.T, ref.transform(x)
+    for k in range(3):  # the same directions, up to sign; unit within-class variance
+        assert abs(np.corrcoef(a[:, k], b[:, k])[0, 1]) > 1 - 1e-6
+        assert np.allclose(np.abs(a[:, k] - a[:, k].mean()), np.abs(b[:, k] - b[:, k].mean()), atol=1e-3)
+    within = sum(np.cov(a[y == c], rowvar=False, bias=True) * np.mean(y == c) for c in range(5))
+    assert np.allclose(within, np.eye(3), atol=1e-4)
+    with pytest.raises(ValueError, match="dimension"):
+        estimate_lda(x, y, 7)
+
+
+def test_mllt_finds_the_shared_rotation():
+    rng = np.random.default_rng(0)
+    R = np.linalg.qr(rng.normal(size=(4, 4)))[0]
+    covs = np.stack([R @ np.diag(rng.uniform(0.2, 3.0, 4)) @ R.T for _ in range(6)])
+    counts = rng.uniform(50, 200, 6)
+    A = estimate_mllt(covs, counts, num_iters=50)
+    best = mllt_objective(R.T, covs, counts)  # the semi-tied optimum: every A S A^T diagonal
+    assert mllt_objective(A, covs, counts) == pytest.approx(best, abs=1e-4)
+    assert mllt_objective(A, covs, counts) > mllt_objective(np.eye(4), covs, counts)
+    for S in covs:
+        T = A @ S @ A.T
+        assert np.abs(T - np.diag(np.diag(T))).max() < 1e-3 * np.abs(T).max()
+    # a class with no frames is ignored
+    A0 = estimate_mllt(np.concatenate([covs, np.zeros((1, 4, 4))]), np.append(counts, 0.0), num_iters=50)
+    assert np.allclose(np.abs(A0), np.abs(A), atol=1e-6)
+
+
+def test_phone_questions_are_nested_clusters():
+    qs = phone_questions(np.array([[0.0], [0.1], [5.0], [5.2]]))
+    sets = [tuple(np.nonzero(q)[0]) for q in qs]
+    assert (0, 1) in sets and (2, 3) in sets and (4,) in sets  # 4 = the utterance edge
+    assert all((i,) in sets for i in range(4)) and (0, 1, 2, 3) not in sets
+
+
+def test_context_tree_takes_the_best_split_and_covers_unseen_contexts():
+    rng = np.random.default_rng(0)
+    N, D = 4, 2
+    num_states = np.array([1, 1, 1, 1])
+    qs = phone_questions(rng.normal(size=(N, 3)))
+    # phone 0 (state 0): its right context {1, 2} (a question) shifts the mean; phone 3: no effect
+    ctx, n, sx, sxx = [], [], [], []
+    for c in (0, 3):
+        for left in range(N + 1):
+            for right in range(N + 1):
+                x = rng.normal(size=(40, D)) + (4.0 if c == 0 and right in (1, 2) else 0.0)
+                ctx.append((left, c, right, 0))
+                n.append(len(x))
+                sx.append(x.sum(0))
+                sxx.append((x * x).sum(0))
+    ctx, n, sx, sxx = np.array(ctx), np.array(n, float), np.array(sx), np.array(sxx)
+    qs.append(np.isin(np.arange(N + 1), [1, 2]))
+    floor = np.full(D, 1e-3)
+    out = build_context_tree(ctx, n, sx, sxx, N, num_states, qs, max_leaves=N + 1, min_count=100, var_floor=floor)
+    assert out.shape == (N + 1, N, N + 1, 1) and out.max() == N  # one split besides the 4 roots
+    yes, no = out[:, 0, 1, 0], out[:, 0, 0, 0]
+    assert len(set(yes)) == 1 and len(set(no)) == 1 and yes[0] != no[0]
+    assert (out[:, 0, 2, 0] == yes[0]).all() and (out[:, 0, [0, 3, 4], 0] == no[0]).all()
+    assert len(np.unique(out[:, 3, :, 0])) == 1  # not split
+    # brute force: no question on phone 0 beats the chosen one
+    rows = np.nonzero(ctx[:, 1] == 0)[0]
+
+    def gain(mask):
+        y, m = rows[mask], rows[~mask]
+        return sum(_gauss_loglik(n[r].sum(), sx[r].sum(0), sxx[r].sum(0), floor) for r in (y, m))
+    chosen = gain(np.isin(ctx[rows, 2], [1, 2]))
+    for q in qs:
+        for pos in (0, 2):
+            mask = q[ctx[rows, pos]]
+            if n[rows[mask]].sum() >= 100 and n[rows[~mask]].sum() >= 100:
+                assert gain(mask) <= chosen + 1e-6
+    # min_count: no leaf with fewer frames
+    out = build_context_tree(ctx, n, sx, sxx, N, num_states, qs, max_leaves=1000, min_count=200, var_floor=floor)
+    leaf_of_row = out[ctx[:, 0], ctx[:, 1], ctx[:, 2], ctx[:, 3]]
+    occ = np.bincount(leaf_of_row, weights=n, minlength=out.max() + 1)
+    assert occ[occ > 0].min() >= 200 and (occ == 0).sum() == 2  # phones 1 and 2: roots without data
+
+
+def test_triphone_and_lda_mllt_stages_train_save_and_reload(tmp_path):
+    data, ref = make_synthetic(tmp_path / "data", n_utts=12, seed=4)
+    cfg = load_aligner_config(None, FAST + ["tri_leaves=40", "tri_min_count=20", "tri_iters=4", "tri_realign_iters=[2]",
+                                            "tri_total_gauss=80", "lda_dim=20", "lda_iters=4", "lda_realign_iters=[2]",
+                                            "mllt_iters=[1,3]"])
+    aligner, result = train_aligner(data, tmp_path / "exp", cfg)
+    assert not result.unaligned
+    assert aligner.ctx_pdf is not None and aligner.num_pdfs == aligner.gmm.num_pdfs > 4 * 3 + 3
+    assert aligner.transform.shape == (20, cfg.n_mfcc * (2 * cfg.lda_context + 1)) and aligner.gmm.dim == 20
+    errs = []
+    for utt, segs in result.alignments.items():
+        hyp = [s for s in segs if s[2] != SIL]
+        want = [s for s in ref[utt] if s[2] != SIL]
+        assert [p for _, _, p in hyp] == [p for _, _, p in want]
+        errs += [abs(h[0] - r[0]) for h, r in zip(hyp, want)]
+    assert np.mean(np.array(errs) <= 0.02) >= 0.85
+    again = Aligner.load(tmp_path / "exp")
+    assert np.array_equal(again.ctx_pdf, aligner.ctx_pdf) and np.allclose(again.transform, aligner.transform)
+    assert again.align(data).alignments == result.alignments
