@@ -1,7 +1,7 @@
 """Synthesize WORLD features (and waveforms) from label vectors with a trained acoustic model.
 
   speechkit-tts-synthesize --model-dir EXP [--checkpoint best|latest|PATH] [--num-wavs N] [--nj N]
-                           DATA_DIR OUT_DIR
+                           [--speaker-embeddings SCP] [--speaker SPK] DATA_DIR OUT_DIR
 
 Runs every utterance of DATA_DIR/labels.scp (float32 (T, D) label vectors, speechkit-make-labels)
 through the acoustic model trained in EXP (speechkit-train salad | musa_rnn): the whole utterance
@@ -16,6 +16,12 @@ to 0/1 at 0.5. OUT_DIR gets:
   wav/<utt>.wav          with --num-wavs N: the first N utterances (C order) through world_synthesize
                          (16-bit PCM, scaled down only if it would clip), wav/wav.scp listing them
   wav/<utt>.png          the spectrogram of each wav
+
+A speaker-conditioned model (trained with data.speaker_embeddings; Hemati & Borth 2024, sec. 2.1)
+gets each label frame's speaker vector appended, from --speaker-embeddings (default: the scp the
+model was trained with): with --speaker SPK every utterance in SPK's voice, else each utterance
+in its own speaker's voice (DATA_DIR/utt2spk). A speaker the model was never trained on
+(not in EXP/speakers) or without a vector in the scp is an error naming it; nothing is written.
 
 OUT_DIR is a feature dir for speechkit-score-mcd REF OUT_DIR. Every file is written atomically;
 a re-run rewrites them. An utterance whose labels have the wrong dimension or hold NaN/Inf is an
@@ -52,6 +58,12 @@ def build_parser():
                    help="EXP/checkpoints/best.pt (default), the latest checkpoint, or a checkpoint file")
     p.add_argument("--num-wavs", "--num_wavs", dest="num_wavs", type=int, default=0, metavar="N",
                    help="also vocode the first N utterances to OUT_DIR/wav/<utt>.wav (default: 0)")
+    p.add_argument("--speaker-embeddings", "--speaker_embeddings", dest="speaker_embeddings", default=None,
+                   metavar="SCP", help="speaker -> vector scp for a speaker-conditioned model "
+                                       "(default: data.speaker_embeddings of its training config)")
+    p.add_argument("--speaker", default=None, metavar="SPK",
+                   help="synthesize every utterance in this trained speaker's voice (default: each "
+                        "utterance's own speaker from DATA_DIR/utt2spk)")
     p.add_argument("--nj", type=int, default=1, metavar="N", help="parallel processes for vocoding (default: 1)")
     p.add_argument("--log-file", default=None, help="also append the log here")
     return p
@@ -89,6 +101,55 @@ def world_conf(model_dir: Path, cfg) -> tuple[dict | None, str]:
         if c is not None and c.is_file():
             return yaml.safe_load(c.read_text(encoding="utf-8")) or {}, str(c)
     return None, ""
+
+
+def trained_speakers(model_dir: Path, cfg) -> list[str]:
+    """The speakers a conditioned model was trained on: EXP/speakers, else data.train_dir/utt2spk.
+
+    Raises:
+        FileNotFoundError: neither file exists.
+    """
+    from speechkit.tasks.acoustic import read_speakers
+
+    if (model_dir / "speakers").is_file():
+        return read_speakers(model_dir / "speakers")
+    utt2spk = Path(cfg.data.train_dir) / "utt2spk" if cfg.data.train_dir else None
+    if utt2spk is not None and utt2spk.is_file():
+        return sorted(set(read_table(utt2spk).values()))
+    raise FileNotFoundError(f"{model_dir}/speakers: not found (nor the training data's utt2spk): cannot tell "
+                            f"which speakers the model was trained on")
+
+
+def speaker_vectors_for(args, model_dir: Path, cfg, data_dir: Path, utts: list[str]) -> list[np.ndarray] | None:
+    """Each utterance's speaker vector for a conditioned model (None for an unconditioned one).
+
+    Raises:
+        ValueError: --speaker / --speaker-embeddings given for an unconditioned model.
+        DataError: a speaker never trained, or without a vector (named); an utterance not in utt2spk.
+        FileNotFoundError: no scp, no DATA_DIR/utt2spk (without --speaker), no EXP/speakers.
+    """
+    from speechkit.tasks.acoustic import read_speaker_vectors, utterance_speakers
+
+    conditioned = bool(getattr(cfg.data, "speaker_embeddings", ""))
+    if not conditioned:
+        if args.speaker or args.speaker_embeddings:
+            raise ValueError(f"{model_dir}: the model is not speaker-conditioned (trained without "
+                             f"data.speaker_embeddings); drop --speaker / --speaker-embeddings")
+        return None
+    scp = args.speaker_embeddings or cfg.data.speaker_embeddings
+    vectors = read_speaker_vectors(scp)
+    known = set(trained_speakers(model_dir, cfg))
+    if args.speaker is not None:
+        speakers = [args.speaker] * len(utts)
+    else:
+        speakers = utterance_speakers(data_dir, utts, None)
+    for spk in dict.fromkeys(speakers):
+        if spk not in known:
+            raise DataError(f"speaker '{spk}' was never trained by the model in {model_dir} "
+                            f"(trained: {', '.join(sorted(known)[:10])}{' ...' if len(known) > 10 else ''})")
+        if spk not in vectors:
+            raise DataError(f"{scp}: no vector for speaker '{spk}'")
+    return [vectors[s] for s in speakers]
 
 
 def plot_spectrogram(path: Path, wav: np.ndarray, sr: int, title: str) -> None:
@@ -145,7 +206,7 @@ def _run(args) -> int:
     import torch
 
     from speechkit.features.io import ark_scp_writer
-    from speechkit.tasks.acoustic import feature_streams, stream_layout
+    from speechkit.tasks.acoustic import append_speaker, feature_streams, stream_layout
     from speechkit.train import load_model
 
     setup_logging(args.log_file)
@@ -176,23 +237,26 @@ def _run(args) -> int:
     if not utts:
         raise DataError(f"{scp}: empty")
     loader = kaldiio.load_scp(str(scp))
-    dim = cfg.model.input_dim
+    spk_vectors = speaker_vectors_for(args, model_dir, cfg, data_dir, utts)
+    dim = cfg.model.input_dim - (len(spk_vectors[0]) if spk_vectors is not None else 0)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     num_frames: dict[str, int] = {}
     to_vocode: list[tuple[str, np.ndarray]] = []
     t0 = time.time()
     with torch.no_grad(), ark_scp_writer((out_dir / "feats.ark").resolve(), out_dir / "feats.scp") as write:
-        for utt in utts:
+        for i, utt in enumerate(utts):
             try:
                 x = np.array(loader[utt], dtype=np.float32)
             except Exception as e:  # kaldiio raises several types for a bad ark
                 raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
             if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dim:
-                raise DataError(f"{scp}: '{utt}': expected a (frames, {dim}) label matrix (the model's input_dim), "
-                                f"got shape {x.shape}")
+                raise DataError(f"{scp}: '{utt}': expected a (frames, {dim}) label matrix (the model's input_dim"
+                                f"{' minus the speaker vector' if spk_vectors is not None else ''}), got shape {x.shape}")
             if not np.isfinite(x).all():
                 raise DataError(f"{scp}: '{utt}': NaN or infinite label values")
+            if spk_vectors is not None:
+                x = append_speaker(x, spk_vectors[i])
             y = model.normalizer.denormalize(model.infer(torch.from_numpy(x)[None]))[0].numpy()
             y[:, vuv] = (y[:, vuv] > 0.5).astype(np.float32)
             write(utt, y)

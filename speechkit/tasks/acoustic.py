@@ -14,6 +14,17 @@ Data
     files is skipped (counted, warned with the first ids); a label sequence whose frame count
     differs from its features is a :class:`DataError` naming the utterance. ``model.input_dim`` = 0
     is read from the first matrix of ``train_dir/labels.scp`` when the config is loaded.
+Speaker conditioning (Hemati & Borth 2024, sec. 2.1)
+    With ``data.speaker_embeddings`` (a ``spk_embeddings.scp`` of ``speechkit-embed-speakers``:
+    one ``(E,)`` vector per speaker, the mean GE2E embedding) every label frame of an utterance
+    gets its speaker's vector appended, speakers taken from ``utt2spk`` of the data dir: the
+    model's input is ``[labels (D) | speaker vector (E)]`` and ``model.input_dim = D + E`` (read
+    at config load). The vectors are looked up per frame when a window is built, so the stateful
+    streams, which cross utterance and speaker boundaries, carry each frame's own speaker without
+    storing ``E`` extra columns per training frame. A speaker of ``utt2spk`` missing from the
+    scp, or an utterance missing from ``utt2spk``, is a :class:`DataError` naming it.
+    ``EXP/speakers`` lists the speakers the model was trained on (``speechkit-tts-synthesize``
+    refuses any other).
 Normalisation
     Targets are min-max normalised per dimension to [0, 1] on the training frames; the statistics
     are buffers of the model (``model.normalizer``), so every checkpoint carries them, and
@@ -67,7 +78,8 @@ from speechkit.utils.fileio import DataError, atomic_write, read_table
 
 __all__ = ["AcousticDataConfig", "SaladTaskConfig", "MusaRnnTaskConfig", "AcousticTask", "SaladTask", "MusaRnnTask",
            "StreamWindows", "UtteranceSet", "load_pairs", "read_label_dim", "feature_streams", "stream_layout",
-           "AcousticScores", "PAPER_PARAMETERS"]
+           "AcousticScores", "PAPER_PARAMETERS", "read_speaker_dim", "read_speaker_vectors", "utterance_speakers",
+           "append_speaker", "write_speakers", "read_speakers", "SpeakerTable"]
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +101,16 @@ class AcousticDataConfig:
         valid_dir: the same for validation ('' = none; then trainer.best_metric must be train/...).
         num_streams: streams the concatenated training sequence is cut into (= windows per batch; paper: 32).
         window: frames per training window (paper: 120, i.e. 0.6 s at 5 ms).
+        speaker_embeddings: '' (no speaker conditioning) or a spk_embeddings.scp (speaker -> (E,)
+            vector, speechkit-embed-speakers); each label frame gets its speaker's vector (utt2spk
+            of train_dir / valid_dir) appended, and model.input_dim counts those E dims too.
     """
 
     train_dir: str = ""
     valid_dir: str = ""
     num_streams: int = 32
     window: int = 120
+    speaker_embeddings: str = ""
 
     def __post_init__(self) -> None:
         for key in ("num_streams", "window"):
@@ -119,6 +135,9 @@ def _rnn_trainer_defaults() -> TrainerConfig:
 def _resolve_input_dim(model_cfg: Any, data: AcousticDataConfig) -> None:
     if model_cfg.input_dim == 0 and data.train_dir:
         dim = read_label_dim(data.train_dir, strict=False)
+        if dim is not None and data.speaker_embeddings:
+            spk_dim = read_speaker_dim(data.speaker_embeddings, strict=False)
+            dim = None if spk_dim is None else dim + spk_dim
         if dim is not None:
             model_cfg.input_dim = dim
 
@@ -202,6 +221,100 @@ def read_label_dim(data_dir: str | os.PathLike, strict: bool = True) -> int | No
         return None
 
 
+def read_speaker_dim(scp: str | os.PathLike, strict: bool = True) -> int | None:
+    """The speaker-vector dimension ``E``: the size of the first vector of a ``spk_embeddings.scp``.
+
+    Args:
+        strict: raise on a missing, empty or unreadable file; otherwise return None.
+
+    Raises:
+        FileNotFoundError: no such file (strict).
+        DataError: empty, unreadable or not a vector (strict); names the file and key.
+    """
+    try:
+        if not Path(scp).is_file():
+            raise FileNotFoundError(f"{scp}: no speaker embeddings (run speechkit-embed-speakers)")
+        vectors = read_speaker_vectors(scp)
+        return int(next(iter(vectors.values())).shape[0])
+    except (FileNotFoundError, DataError):
+        if strict:
+            raise
+        return None
+
+
+def read_speaker_vectors(scp: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Speaker -> float32 ``(E,)`` vector from a ``spk_embeddings.scp``, all of the same size.
+
+    Raises:
+        FileNotFoundError: no such file.
+        DataError: empty, an unreadable entry, not a vector, sizes that differ, NaN/Inf (names
+            the file and speaker).
+    """
+    from speechkit.models.speaker_encoder import load_embeddings
+
+    if not Path(scp).is_file():
+        raise FileNotFoundError(f"{scp}: no speaker embeddings (run speechkit-embed-speakers)")
+    vectors = load_embeddings(scp, dim=None)
+    if not vectors:
+        raise DataError(f"{scp}: empty")
+    first, dim = next(iter(vectors.items()))[0], next(iter(vectors.values())).shape[0]
+    for spk, v in vectors.items():
+        if v.shape[0] != dim:
+            raise DataError(f"{scp}: '{spk}': a ({v.shape[0]},) vector, but '{first}' has ({dim},)")
+        if not np.isfinite(v).all():
+            raise DataError(f"{scp}: '{spk}': NaN or infinite values")
+    return vectors
+
+
+def utterance_speakers(data_dir: str | os.PathLike, utts: Iterable[str], vectors: dict[str, np.ndarray] | None,
+                       scp: str | os.PathLike = "spk_embeddings.scp") -> list[str]:
+    """The speaker of each of ``utts`` from ``data_dir/utt2spk``, checked against ``vectors`` (unless None).
+
+    Raises:
+        FileNotFoundError: no ``data_dir/utt2spk``.
+        DataError: an utterance missing from utt2spk, or a speaker without a vector in ``scp``
+            (names the utterance / speaker and the files).
+    """
+    path = Path(data_dir) / "utt2spk"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (speaker conditioning needs each utterance's speaker)")
+    utt2spk = read_table(path)
+    out = []
+    for utt in utts:
+        spk = utt2spk.get(utt)
+        if spk is None:
+            raise DataError(f"{path}: utterance '{utt}' has no speaker")
+        if vectors is not None and spk not in vectors:
+            raise DataError(f"{scp}: no vector for speaker '{spk}' (of utterance '{utt}' in {path})")
+        out.append(spk)
+    return out
+
+
+def append_speaker(labels: np.ndarray | torch.Tensor, vector: np.ndarray | torch.Tensor):
+    """``[labels | vector]`` on every frame: ``(T, D)`` + ``(E,)`` -> ``(T, D + E)`` (same type as labels)."""
+    if isinstance(labels, torch.Tensor):
+        v = torch.as_tensor(vector, dtype=labels.dtype, device=labels.device)
+        return torch.cat([labels, v.expand(labels.shape[0], -1)], dim=1)
+    v = np.asarray(vector, dtype=labels.dtype)
+    return np.concatenate([labels, np.broadcast_to(v, (labels.shape[0], v.shape[0]))], axis=1)
+
+
+def write_speakers(path: str | os.PathLike, speakers: Iterable[str]) -> None:
+    """Write the trained speakers, one per line, C-sorted, atomically (``EXP/speakers``)."""
+    with atomic_write(path) as f:
+        for spk in sorted(set(speakers), key=lambda s: s.encode("utf-8")):
+            f.write(f"{spk}\n")
+
+
+def read_speakers(path: str | os.PathLike) -> list[str]:
+    """Read :func:`write_speakers`' file.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    return [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def stream_layout(mcep_dim: int = 40) -> dict[str, slice]:
     """Column slices ``{"mcep", "lf0", "vuv", "bap"}`` of ``[mcep | lf0 | vuv | bap]`` features."""
     return _slices(WorldLayout(mcep_dim=mcep_dim))
@@ -281,24 +394,51 @@ def load_pairs(data_dir: str | os.PathLike, input_dim: int | None = None, output
     return utts, labels, feats
 
 
+@dataclass
+class SpeakerTable:
+    """Speaker vectors of a frame sequence: ``speakers[index[t]]`` is frame ``t``'s speaker.
+
+    Attributes:
+        speakers: speaker ids, in the order of ``vectors``' rows.
+        vectors: float32 ``(N, E)``.
+        index: long ``(L,)`` row of ``vectors`` for each frame.
+    """
+
+    speakers: list[str]
+    vectors: torch.Tensor
+    index: torch.Tensor
+
+    @classmethod
+    def build(cls, utt_speakers: list[str], lengths: list[int], vectors: dict[str, np.ndarray]) -> "SpeakerTable":
+        """From each utterance's speaker and frame count (concatenation order) and speaker -> ``(E,)``."""
+        speakers = sorted(set(utt_speakers), key=lambda s: s.encode("utf-8"))
+        row = {s: i for i, s in enumerate(speakers)}
+        table = torch.from_numpy(np.stack([vectors[s] for s in speakers]).astype(np.float32))
+        index = torch.from_numpy(np.repeat(np.array([row[s] for s in utt_speakers], np.int64), lengths))
+        return cls(speakers, table, index)
+
+
 class StreamWindows(Dataset):
     """Windows of the stateful training streams (sec. 3.3); see the module docstring.
 
     Item ``i`` is window ``k = i // S`` of stream ``s = i % S``:
     ``{"labels": (w, D), "feats": (w, O), "window": k, "stream": s}`` with ``w = W`` except maybe
     for the last window. :meth:`batches` groups the ``S`` streams of each window, in window order.
+    With a :class:`SpeakerTable`, ``labels`` is ``(w, D + E)``: each frame's speaker vector appended.
 
     Args:
         labels: ``(L, D)`` concatenated label vectors.
         feats: ``(L, O)`` concatenated (normalised) targets.
         num_streams: ``S``.
         window: ``W`` frames.
+        speakers: optional speaker of every frame (``speakers.index`` of length ``L``).
 
     Raises:
         DataError: fewer than ``S`` frames in all.
     """
 
-    def __init__(self, labels: torch.Tensor, feats: torch.Tensor, num_streams: int, window: int) -> None:
+    def __init__(self, labels: torch.Tensor, feats: torch.Tensor, num_streams: int, window: int,
+                 speakers: SpeakerTable | None = None) -> None:
         total = labels.shape[0]
         stream_len = total // num_streams
         if stream_len < 1:
@@ -306,6 +446,8 @@ class StreamWindows(Dataset):
         used = stream_len * num_streams
         self.labels = labels[:used].reshape(num_streams, stream_len, -1)
         self.feats = feats[:used].reshape(num_streams, stream_len, -1)
+        self.speaker_vectors = speakers.vectors if speakers is not None else None
+        self.speaker_index = speakers.index[:used].reshape(num_streams, stream_len) if speakers is not None else None
         self.num_streams, self.window, self.stream_len = num_streams, window, stream_len
         self.num_windows = -(-stream_len // window)
         self.dropped_frames = total - used
@@ -316,7 +458,10 @@ class StreamWindows(Dataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         k, s = divmod(int(i), self.num_streams)
         sl = slice(k * self.window, min((k + 1) * self.window, self.stream_len))
-        return {"labels": self.labels[s, sl], "feats": self.feats[s, sl], "window": k, "stream": s}
+        labels = self.labels[s, sl]
+        if self.speaker_vectors is not None:
+            labels = torch.cat([labels, self.speaker_vectors[self.speaker_index[s, sl]]], dim=1)
+        return {"labels": labels, "feats": self.feats[s, sl], "window": k, "stream": s}
 
     def batches(self) -> list[list[int]]:
         """One batch per window, in order: ``[[k S, ..., k S + S - 1] for k in range(K)]``."""
@@ -404,6 +549,8 @@ class AcousticTask(Task):
         self._next_window = 0
         self._window = 120
         self._streams = stream_layout()
+        #: speakers of the training data (conditioned models), written to EXP/speakers at the end.
+        self.trained_speakers: list[str] = []
 
     # -- model --------------------------------------------------------------------------------
 
@@ -421,9 +568,12 @@ class AcousticTask(Task):
                 raise ConfigError("key 'model.input_dim': 0 (read from the data) needs data.train_dir; "
                                   "set data.train_dir or model.input_dim")
             try:
-                cfg.model.input_dim = read_label_dim(cfg.data.train_dir)
+                dim = read_label_dim(cfg.data.train_dir)
+                if cfg.data.speaker_embeddings:
+                    dim += read_speaker_dim(cfg.data.speaker_embeddings)
             except (FileNotFoundError, DataError) as e:
                 raise ConfigError(f"key 'model.input_dim': 0 (read from the data), but {e}") from None
+            cfg.model.input_dim = dim
         model = self._make_model(cfg)
         n = count_parameters(model)
         size = "big" if cfg.model.embed_dim >= 512 else "small"
@@ -441,34 +591,63 @@ class AcousticTask(Task):
         """Training windows (normalised targets) and whole validation utterances (raw targets).
 
         Also sets the normalisation statistics of the model built by :meth:`build_model`.
+        With ``data.speaker_embeddings``, training windows and validation labels carry each
+        frame's speaker vector (module docstring).
 
         Raises:
             ConfigError: data.train_dir not set.
-            FileNotFoundError, DataError: see :func:`load_pairs`.
+            FileNotFoundError, DataError: see :func:`load_pairs` and :func:`utterance_speakers`.
         """
         d, m = cfg.data, cfg.model
         if not d.train_dir:
             raise ConfigError("key 'data.train_dir' is required (a dir with labels.scp and feats.scp)")
         self._streams = feature_streams(d.train_dir)  # also checks feats.yaml
         self._window = d.window
-        utts, labels, feats = load_pairs(d.train_dir, m.input_dim, m.output_dim)
+        vectors = read_speaker_vectors(d.speaker_embeddings) if d.speaker_embeddings else None
+        label_dim = self.label_dim(m.input_dim, vectors)
+        utts, labels, feats = load_pairs(d.train_dir, label_dim, m.output_dim)
+        speakers = None
+        if vectors is not None:
+            spk = utterance_speakers(d.train_dir, utts, vectors, d.speaker_embeddings)
+            speakers = SpeakerTable.build(spk, [len(a) for a in labels], vectors)
+            self.trained_speakers = list(speakers.speakers)
         x = torch.from_numpy(np.concatenate(labels))
         y = torch.from_numpy(np.concatenate(feats))
         del labels, feats
         lo, hi = y.min(dim=0).values, y.max(dim=0).values
         normalizer = self.model.normalizer if self.model is not None else OutputNormalizer(m.output_dim)
         normalizer.set_stats(lo, hi)
-        train = StreamWindows(x, normalizer.normalize(y), d.num_streams, d.window)
-        log.info("%s: %d training utterances, %d frames (%.1f min) -> %d streams x %d frames, %d windows of %d "
-                 "(%d frames dropped)", self.name, len(utts), len(x), len(x) * 0.005 / 60, d.num_streams,
-                 train.stream_len, train.num_windows, d.window, train.dropped_frames)
+        train = StreamWindows(x, normalizer.normalize(y), d.num_streams, d.window, speakers)
+        log.info("%s: %d training utterances%s, %d frames (%.1f min) -> %d streams x %d frames, %d windows of %d "
+                 "(%d frames dropped)", self.name, len(utts),
+                 f" of {len(self.trained_speakers)} speakers" if speakers is not None else "", len(x),
+                 len(x) * 0.005 / 60, d.num_streams, train.stream_len, train.num_windows, d.window,
+                 train.dropped_frames)
         valid = None
         if d.valid_dir:
-            v_utts, v_labels, v_feats = load_pairs(d.valid_dir, m.input_dim, m.output_dim)
+            v_utts, v_labels, v_feats = load_pairs(d.valid_dir, label_dim, m.output_dim)
+            if vectors is not None:
+                v_spk = utterance_speakers(d.valid_dir, v_utts, vectors, d.speaker_embeddings)
+                v_labels = [append_speaker(a, vectors[s]) for a, s in zip(v_labels, v_spk)]
             valid = UtteranceSet(v_utts, [torch.from_numpy(a) for a in v_labels],
                                  [torch.from_numpy(a) for a in v_feats])
             log.info("%s: %d validation utterances", self.name, len(valid))
         return train, valid
+
+    @staticmethod
+    def label_dim(input_dim: int, vectors: dict[str, np.ndarray] | None) -> int:
+        """The label columns of ``model.input_dim`` (minus the speaker vector's ``E``).
+
+        Raises:
+            ConfigError: ``input_dim`` not larger than ``E``.
+        """
+        if vectors is None:
+            return input_dim
+        spk_dim = int(next(iter(vectors.values())).shape[0])
+        if input_dim <= spk_dim:
+            raise ConfigError(f"key 'model.input_dim': {input_dim} leaves no label dims next to the "
+                              f"{spk_dim}-dim speaker vectors of data.speaker_embeddings")
+        return input_dim - spk_dim
 
     def make_batches(self, dataset: Dataset, cfg: Any, epoch: int, seed: int) -> list[list[int]]:
         """Window order of sec. 3.3: batch ``k`` = window ``k`` of every stream (the same every epoch)."""
@@ -542,7 +721,10 @@ class AcousticTask(Task):
         return {"loss": se / n, **scores.result()}
 
     def on_train_end(self, model: nn.Module, cfg: Any, exp_dir: Path) -> None:
-        """Write ``EXP/output_stats.npz``, ``EXP/feats.yaml`` and ``EXP/num_parameters``."""
+        """Write ``EXP/output_stats.npz``, ``EXP/feats.yaml``, ``EXP/num_parameters`` and, for a
+        speaker-conditioned model, ``EXP/speakers`` (:attr:`trained_speakers`)."""
+        if cfg.data.speaker_embeddings and self.trained_speakers:
+            write_speakers(exp_dir / "speakers", self.trained_speakers)
         norm = model.normalizer
         lo = norm.minimum.cpu().numpy()
         with atomic_write(exp_dir / "output_stats.npz", "wb") as f:
