@@ -63,6 +63,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import yaml
 
+from speechkit.data.corpora._common import read_phone_alignments
 from speechkit.text.g2p import SONORITY_CLASSES, VOWEL_LETTERS, is_vowel, sonority
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
 
@@ -104,29 +105,14 @@ _EPS = 1e-7
 
 # ---------------------------------------------------------------------------------------- inputs
 def read_alignments(path: str | os.PathLike) -> dict[str, list[tuple[float, float, str, int]]]:
-    """Read ``phone_alignments`` into ``utt -> [(start_s, end_s, phone, line_number), ...]``.
+    """Read ``phone_alignments`` into ``utt -> [(start_s, end_s, phone, line_number), ...]``
+    (:func:`speechkit.data.corpora._common.read_phone_alignments`, strict).
 
     Raises:
         DataError: a line without 4 fields, non-numeric times, ``end < start``, or a segment
             starting before the previous one of its utterance ends (names file and line).
     """
-    out: dict[str, list[tuple[float, float, str, int]]] = {}
-    for lineno, line in enumerate(read_lines(path), 1):
-        parts = line.split()
-        if len(parts) != 4:
-            raise DataError(f"{path}:{lineno}: expected '<utt> <start-s> <end-s> <phone>', got {line!r}")
-        try:
-            start, end = float(parts[1]), float(parts[2])
-        except ValueError:
-            raise DataError(f"{path}:{lineno}: times are not numbers: {line!r}") from None
-        if not (math.isfinite(start) and math.isfinite(end)) or end < start or start < 0:
-            raise DataError(f"{path}:{lineno}: bad interval {start} .. {end}")
-        segs = out.setdefault(parts[0], [])
-        if segs and start < segs[-1][1] - 1e-4:
-            raise DataError(f"{path}:{lineno}: segment of '{parts[0]}' starts at {start} before the previous one "
-                            f"ends ({segs[-1][1]}); segments must be in time order without overlap")
-        segs.append((start, end, parts[3], lineno))
-    return out
+    return read_phone_alignments(path, strict=True, line_numbers=True)
 
 
 @dataclass

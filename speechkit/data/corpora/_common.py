@@ -13,6 +13,7 @@ Conventions every preparer follows (see ``docs/adding_a_corpus.md``):
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shlex
 import unicodedata
@@ -206,13 +207,21 @@ def write_phone_alignments(path: str | os.PathLike, rows: Iterable[tuple[str, fl
     return len(rows)
 
 
-def read_phone_alignments(path: str | os.PathLike) -> dict[str, list[tuple[float, float, str]]]:
+def read_phone_alignments(path: str | os.PathLike, *, strict: bool = False, line_numbers: bool = False
+                          ) -> dict[str, list[tuple]]:
     """Read a ``phone_alignments`` file into ``utt -> [(start_s, end_s, phone), ...]`` (file order).
 
+    Args:
+        path: the file (``<utt> <start-s> <end-s> <phone>`` per line).
+        strict: also require finite times with ``0 <= start <= end`` and each utterance's segments
+            in time order without overlap (1e-4 s tolerance: times have 4 decimals).
+        line_numbers: give ``(start_s, end_s, phone, line_number)`` tuples, for error messages.
+
     Raises:
-        DataError: a line without 4 fields or with non-numeric times (names file and line).
+        DataError: a line without 4 fields or with non-numeric times; with ``strict``, a bad
+            interval or a segment starting before the previous one ends (names file and line).
     """
-    out: dict[str, list[tuple[float, float, str]]] = {}
+    out: dict[str, list[tuple]] = {}
     for lineno, line in enumerate(read_lines(path), 1):
         parts = line.split()
         if len(parts) != 4:
@@ -221,7 +230,14 @@ def read_phone_alignments(path: str | os.PathLike) -> dict[str, list[tuple[float
             start, end = float(parts[1]), float(parts[2])
         except ValueError:
             raise DataError(f"{path}:{lineno}: times are not numbers: {line!r}") from None
-        out.setdefault(parts[0], []).append((start, end, parts[3]))
+        segs = out.setdefault(parts[0], [])
+        if strict:
+            if not (math.isfinite(start) and math.isfinite(end)) or end < start or start < 0:
+                raise DataError(f"{path}:{lineno}: bad interval {start} .. {end}")
+            if segs and start < segs[-1][1] - 1e-4:
+                raise DataError(f"{path}:{lineno}: segment of '{parts[0]}' starts at {start} before the previous "
+                                f"one ends ({segs[-1][1]}); segments must be in time order without overlap")
+        segs.append((start, end, parts[3], lineno) if line_numbers else (start, end, parts[3]))
     return out
 
 
