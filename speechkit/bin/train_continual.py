@@ -1,0 +1,118 @@
+"""Continual speaker adaptation of a speaker-conditioned TTS acoustic model (Hemati & Borth 2024, Algorithm 1).
+
+  speechkit-train-continual [--config CONF.yaml] --exp-dir EXP [--print-config] [--KEY VALUE ...]
+
+  e.g. speechkit-train-continual --exp-dir exp/continual/er_seed1 --strategy er --buffer-size 5 --seed 1 \\
+         --init-dir exp/pretrain/salad --train-dir data/continual/train --valid-dir data/continual/valid \\
+         --speaker-embeddings data/continual/emb/spk_embeddings.scp --trainer.max_epochs 30
+
+Adapts the model of --init-dir (speechkit-train salad | musa_rnn trained with
+data.speaker_embeddings) to the continual speakers of --train-dir, one per episode, in an order
+drawn from --seed, with --strategy jt | sa | ewc | er | er_kd | er_br (joint training, sequential
+adaptation, EWC with --ewc-lambda, experience replay with --buffer-size N_B, ER with the model's
+own outputs as buffer targets, ER with buffer items replicated --replicate K times). Each episode
+trains a fresh optimiser from the previous episode's best weights, with early stopping on the new
+speaker's validation utterances of --valid-dir. Train/valid dirs hold labels.scp, feats.scp,
+utt2spk (+ feats.yaml) of all continual speakers.
+
+Writes EXP/plan.json, EXP/episode_<tt>_<spk>/ (a speechkit-train experiment dir: use it as
+--model-dir of speechkit-tts-synthesize, with --speaker SPK for any speaker in its `speakers`
+file; plus episode.json = what was trained), EXP/episodes.jsonl (one JSON line per episode).
+Re-running the command resumes: finished episodes are skipped, an interrupted one continues from
+its latest checkpoint. A resumed run with another speaker order, strategy or setting is an error
+naming both.
+
+Every key (flat keys such as --strategy, --buffer-size, and --trainer.<key>) is a config
+override, '-' and '_' alike, values parsed as YAML; see them all with --print-config.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.fileio import ensure_writable_dir
+
+PROG = "speechkit-train-continual"
+_OWN = {"--config", "--exp-dir", "--print-config", "--verbose", "--help", "--log-file"}
+
+
+def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``(own arguments, "key=value" overrides)``: every ``--key VALUE`` / ``--key=VALUE`` not among the
+    CLI's own options is a config override (``-`` in keys turned into ``_``).
+
+    Raises:
+        ConfigError: an override without a value.
+    """
+    own, overrides = [], []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("--") and len(tok) > 2:
+            name, eq, value = tok[2:].partition("=")
+            if "--" + name.replace("_", "-") in _OWN:
+                own.append(tok)
+                i += 1
+                continue
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise ConfigError(f"command line: --{name} needs a value (--{name} VALUE or --{name}=VALUE)")
+                value = argv[i + 1]
+                i += 1
+            overrides.append(f"{name.replace('-', '_')}={value}")
+        else:
+            own.append(tok)
+        i += 1
+    return own, overrides
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = make_parser(__doc__, prog=PROG)
+    p.allow_abbrev = False
+    p.add_argument("--config", default=None, metavar="YAML", help="YAML config (any subset of the keys)")
+    p.add_argument("--exp-dir", "--exp_dir", dest="exp_dir", default=None, metavar="DIR",
+                   help="output dir (required unless --print-config)")
+    p.add_argument("--print-config", "--print_config", dest="print_config", action="store_true",
+                   help="print the resolved config as commented YAML and exit")
+    p.add_argument("--log-file", "--log_file", dest="log_file", default=None, help="also append the log here")
+    p.add_argument("--verbose", action="store_true", help="debug logging")
+    p.epilog = ("config overrides: --strategy jt|sa|ewc|er|er_kd|er_br --seed N --buffer-size N_B --replicate K "
+                "--ewc-lambda L --init-dir EXP --train-dir D --valid-dir D --speaker-embeddings SCP "
+                "--speakers [a,b] --pretrain-dir D --trainer.<key> VALUE (see --print-config)")
+    return p
+
+
+def _run(args: argparse.Namespace, overrides: list[str]) -> int:
+    from speechkit.train.continual_driver import ContinualConfig, run_continual
+    from speechkit.utils.config import format_config, load_config
+
+    cfg = load_config(ContinualConfig, args.config, overrides)
+    if args.print_config:
+        sys.stdout.write(f"# {PROG}: resolved config\n")
+        sys.stdout.write(format_config(cfg))
+        return 0
+    if not args.exp_dir:
+        raise ConfigError("--exp-dir is required (where the episodes go)")
+    ensure_writable_dir(args.exp_dir)
+    setup_logging(args.log_file, verbose=args.verbose)
+    records = run_continual(cfg, args.exp_dir)
+    for r in records:
+        print(f"episode {r['episode']} {r['speaker']}: {r['utterances']['total']} utterances "
+              f"({r['utterances']['buffer']} from the buffer), {r['epochs']} epochs, "
+              f"best valid loss {r['best_valid_loss']:.4g}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def body() -> int:
+        own, overrides = split_overrides(argv)
+        args = build_parser().parse_args(own)
+        return _run(args, overrides)
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,524 @@
+"""Continual speaker adaptation of a speaker-conditioned acoustic model, one speaker per episode.
+
+Hemati & Borth (2024), "Continual Speaker Adaptation for Text-to-Speech Synthesis", Algorithm 1:
+a model pre-trained on some speakers (``theta_init``: an experiment dir of ``speechkit-train salad``
+trained with ``data.speaker_embeddings``) is adapted to the continual speakers one per episode, in
+an order drawn from ``seed`` (:class:`~speechkit.train.continual.EpisodePlan`), with one of the
+strategies of :mod:`speechkit.train.continual` (``jt sa ewc er er_kd er_br``). Episode ``t``:
+
+1. starts from the best weights of episode ``t-1`` (``theta_init`` for ``t = 1``);
+2. ``ewc``: computes the diagonal Fisher (eq. 5) on the *previous* episode's training data at
+   those weights (episode 1: on ``pretrain_dir`` if given, else no penalty) and adds
+   ``(lambda/2) sum_i F_i (theta_i - theta*_i)^2`` to every training loss;
+3. trains a *fresh* :class:`~speechkit.train.Trainer` (new optimiser and schedule: the optimiser
+   state is reset at every episode) on the episode's data -- ``jt``: every speaker seen so far;
+   ``sa``/``ewc``: the new speaker; ``er``: the new speaker + ``N_B`` buffered utterances of every
+   earlier speaker, shuffled together; ``er_kd``: the same with the buffer's targets the features
+   the model produced at the end of that speaker's episode; ``er_br``: buffer items replicated
+   ``K`` times -- with early stopping on the validation loss of the new speaker's utterances of
+   ``valid_dir`` (``trainer.best_metric = valid/loss``);
+4. then puts ``N_B`` of the new speaker's training utterances into the replay buffer (ER
+   strategies; ER-KD with the best weights' outputs as targets).
+
+The model's min-max output normalisation stays the pre-trained model's throughout (the buffers
+travel with the weights); the stateful streams of each episode concatenate its utterances in the
+episode's order (shuffled for the ER strategies).
+
+Files (``EXP = exp_dir``)::
+
+    EXP/plan.json                    the EpisodePlan (strategy, order, seed, N_B, K, lambda); a
+                                     resumed run asking for another one is an error naming both
+    EXP/episode_<tt>_<spk>/          a speechkit-train experiment dir (config.yaml, checkpoints/
+                                     best.pt, metrics.jsonl, ...), usable as --model-dir of
+                                     speechkit-tts-synthesize; plus
+        speakers                     the speakers the model has been trained on (pre-training ones
+                                     and the continual ones up to this episode)
+        ewc.pt / buffer.pt           EWC state at the start / replay buffer at the end of the episode
+        episode.json                 what was trained (written last: the episode's done marker)
+    EXP/episodes.jsonl               one JSON line per finished episode (episode.json's)
+
+Resume: re-running continues where a kill stopped it -- finished episodes (with episode.json)
+are skipped, an unfinished one resumes from its latest checkpoint (the trainer's bitwise-exact
+resume). Evaluation (synthesis, the speaker verifier, RA/FG) is the recipe's: it runs
+``speechkit-tts-synthesize --model-dir EXP/episode_<tt>_<spk> --speaker SPK`` for each seen
+speaker, or passes ``after_episode`` to :func:`run_continual`.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from speechkit.tasks.acoustic import (
+    AcousticTask, MusaRnnTask, SaladTask, SpeakerTable, StreamWindows, UtteranceSet, append_speaker,
+    feature_streams, load_pairs, read_speaker_vectors, read_speakers, utterance_speakers, write_speakers,
+)
+from speechkit.train.checkpoint import BEST, latest_checkpoint, load_checkpoint, save_checkpoint
+from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer
+from speechkit.train.trainer import Trainer, TrainerConfig
+from speechkit.utils.config import ConfigError, FieldError, from_dict
+from speechkit.utils.fileio import DataError, atomic_write, read_table
+
+__all__ = ["ContinualConfig", "run_continual", "episode_dir_name", "EpisodeData", "episode_task"]
+
+log = logging.getLogger(__name__)
+
+DONE = "episode.json"
+
+
+def _default_trainer() -> TrainerConfig:
+    # Adaptation from a trained model: a small constant Adam step, early stopping on the new speaker.
+    return TrainerConfig(max_epochs=50, patience=5, optimizer="adam", lr=1e-4, best_metric="valid/loss",
+                         best_mode="min", log_interval=50, keep_last=1)
+
+
+@dataclass
+class ContinualConfig:
+    """Configuration of ``speechkit-train-continual`` (``--print-config`` shows every key).
+
+    Attributes:
+        trainer: each episode's training loop (a fresh optimiser per episode); early stopping on
+            trainer.best_metric (valid/loss: the new speaker's validation utterances).
+        init_dir: the pre-trained model theta_init: an exp dir of speechkit-train salad | musa_rnn
+            trained with data.speaker_embeddings.
+        train_dir: dir with labels.scp, feats.scp, utt2spk of the continual speakers' training
+            utterances (all speakers in one dir; each episode selects its speaker by utt2spk).
+        valid_dir: the same for validation (each speaker needs at least one utterance).
+        speaker_embeddings: spk_embeddings.scp with a vector for every continual speaker (''= the
+            one theta_init was trained with).
+        speakers: the continual speakers ([] = every speaker of train_dir/utt2spk); their order is
+            drawn from seed.
+        pretrain_dir: optional dir with theta_init's training data (labels.scp, feats.scp, utt2spk):
+            EWC's Fisher at episode 1; without it episode 1 of ewc trains without a penalty.
+        strategy: jt | sa | ewc | er | er_kd | er_br (Hemati & Borth 2024, Tables 3-4).
+        seed: speaker order, replay selection and shuffling.
+        buffer_size: N_B, utterances per past speaker in the replay buffer (er, er_kd, er_br).
+        replicate: K, copies of each buffer item (er_br; 1 otherwise).
+        ewc_lambda: EWC's lambda (ewc).
+        ewc_mode: online (one running Fisher sum, latest anchor) | per_episode (one penalty per
+            past episode); see speechkit.train.continual.EWC.
+        num_streams: stateful streams per batch (0 = theta_init's data.num_streams).
+        window: frames per training window (0 = theta_init's data.window).
+    """
+
+    trainer: TrainerConfig = field(default_factory=_default_trainer)
+    init_dir: str = ""
+    train_dir: str = ""
+    valid_dir: str = ""
+    speaker_embeddings: str = ""
+    speakers: list[str] = field(default_factory=list)
+    pretrain_dir: str = ""
+    strategy: Literal["jt", "sa", "ewc", "er", "er_kd", "er_br"] = "sa"
+    seed: int = 0
+    buffer_size: int = 0
+    replicate: int = 1
+    ewc_lambda: float = 0.0
+    ewc_mode: Literal["online", "per_episode"] = "online"
+    num_streams: int = 0
+    window: int = 0
+
+    def __post_init__(self) -> None:
+        for key in ("buffer_size", "num_streams", "window"):
+            if getattr(self, key) < 0:
+                raise FieldError(key, f"must be >= 0, got {getattr(self, key)}")
+        if self.replicate < 1:
+            raise FieldError("replicate", f"must be >= 1, got {self.replicate}")
+        if self.ewc_lambda < 0:
+            raise FieldError("ewc_lambda", f"must be >= 0, got {self.ewc_lambda}")
+
+
+def episode_dir_name(t: int, speaker: str) -> str:
+    """``episode_<tt>_<speaker>`` (``t`` 1-based, two digits)."""
+    return f"episode_{t:02d}_{speaker}"
+
+
+# ----------------------------------------------------------------------------------------------
+# data
+
+
+@dataclass
+class EpisodeData:
+    """An episode's utterances, in training order.
+
+    Attributes:
+        keys: utterance ids (a replicated ER-BR item appears K times).
+        labels: float32 ``(T, D)`` label vectors (without the speaker vector).
+        feats: float32 ``(T, O)`` raw (not normalised) targets; ER-KD buffer items: the model's outputs.
+        speakers: each utterance's speaker.
+    """
+
+    keys: list[str] = field(default_factory=list)
+    labels: list[np.ndarray] = field(default_factory=list)
+    feats: list[np.ndarray] = field(default_factory=list)
+    speakers: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def add(self, key: str, labels: np.ndarray, feats: np.ndarray, speaker: str) -> None:
+        self.keys.append(key)
+        self.labels.append(labels)
+        self.feats.append(feats)
+        self.speakers.append(speaker)
+
+
+class _Corpus:
+    """Labels, features and speakers of one data dir, checked, by utterance."""
+
+    def __init__(self, data_dir: str, label_dim: int, output_dim: int, vectors: dict[str, np.ndarray],
+                 scp: str) -> None:
+        utts, labels, feats = load_pairs(data_dir, label_dim, output_dim)
+        spk = utterance_speakers(data_dir, utts, None)
+        self.dir = data_dir
+        self.labels = dict(zip(utts, labels))
+        self.feats = dict(zip(utts, feats))
+        self.utt2spk = dict(zip(utts, spk))
+        self.spk2utts: dict[str, list[str]] = {}
+        for u, s in zip(utts, spk):
+            self.spk2utts.setdefault(s, []).append(u)
+        self.vectors, self.scp = vectors, scp
+
+    def check_vectors(self, speakers: list[str]) -> None:
+        for s in speakers:
+            if s not in self.vectors:
+                raise DataError(f"{self.scp}: no vector for speaker '{s}' (of {self.dir}/utt2spk)")
+
+    def utts(self, speaker: str, what: str) -> list[str]:
+        if not self.spk2utts.get(speaker):
+            raise DataError(f"{self.dir}: speaker '{speaker}' has no {what} utterances")
+        return self.spk2utts[speaker]
+
+    def data(self, speakers: list[str], what: str) -> EpisodeData:
+        d = EpisodeData()
+        for s in speakers:
+            for u in self.utts(s, what):
+                d.add(u, self.labels[u], self.feats[u], s)
+        return d
+
+
+def _predict(model: nn.Module, labels: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """The model's raw (denormalised, continuous V/UV) output for one utterance from position 0 / zero state."""
+    with torch.no_grad():
+        x = torch.from_numpy(append_speaker(labels, vector))[None]
+        dev = next(model.parameters()).device
+        return model.normalizer.denormalize(model.infer(x.to(dev)))[0].cpu().numpy()
+
+
+def utterance_loss(model: nn.Module, labels: np.ndarray, feats: np.ndarray, vector: np.ndarray) -> torch.Tensor:
+    """MSE of the normalised targets of one whole utterance (position 0 / zero state): the loss whose
+    squared gradients make EWC's Fisher (eq. 5)."""
+    dev = next(model.parameters()).device
+    x = torch.from_numpy(append_speaker(labels, vector))[None].to(dev)
+    y = model.normalizer.normalize(torch.from_numpy(feats)[None].to(dev))
+    out = model(x)  # SALAD: from position 0; MUSA-RNN: (prediction, state) from zero state
+    return nn.functional.mse_loss(out[0] if isinstance(out, tuple) else out, y)
+
+
+# ----------------------------------------------------------------------------------------------
+# the episode task
+
+
+class _EpisodeMixin:
+    """Trains on given in-memory utterances from given initial weights, optionally with EWC.
+
+    Set :attr:`episode` (an :class:`EpisodeData`), :attr:`valid` (EpisodeData), :attr:`vectors`,
+    :attr:`init_checkpoint`, :attr:`ewc` (or None) before :meth:`Trainer.fit`. The model's output
+    normalisation comes from the initial weights and is not recomputed.
+    """
+
+    episode: EpisodeData
+    valid: EpisodeData
+    vectors: dict[str, np.ndarray]
+    init_checkpoint: Path
+    ewc: EWC | None = None
+
+    def build_model(self, cfg: Any) -> nn.Module:
+        model = super().build_model(cfg)  # type: ignore[misc]
+        model.load_state_dict(load_checkpoint(self.init_checkpoint)["model"])
+        return model
+
+    def build_datasets(self, cfg: Any) -> tuple[StreamWindows, UtteranceSet]:
+        d = cfg.data
+        self._streams = feature_streams(d.train_dir)
+        self._window = d.window
+        ep = self.episode
+        x = torch.from_numpy(np.concatenate(ep.labels))
+        y = torch.from_numpy(np.concatenate(ep.feats))
+        table = SpeakerTable.build(ep.speakers, [len(a) for a in ep.labels], self.vectors)
+        train = StreamWindows(x, self.model.normalizer.normalize(y), d.num_streams, d.window, table)
+        log.info("%s: %d training utterances of %d speaker(s), %d frames -> %d streams x %d frames",
+                 self.name, len(ep), len(table.speakers), len(x), d.num_streams, train.stream_len)
+        v = self.valid
+        valid = UtteranceSet(list(v.keys), [torch.from_numpy(append_speaker(a, self.vectors[s]))
+                                            for a, s in zip(v.labels, v.speakers)],
+                             [torch.from_numpy(a) for a in v.feats])
+        return train, valid
+
+    def forward_loss(self, model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        """The task's loss plus, for EWC after a consolidation, the penalty (stats ``mse``, ``ewc``)."""
+        loss, stats = super().forward_loss(model, batch)  # type: ignore[misc]
+        if self.ewc is None or not self.ewc.terms:
+            return loss, stats
+        penalty = self.ewc.penalty(getattr(model, "module", model))
+        total = loss + penalty
+        return total, {"loss": float(total.detach()), "mse": float(loss.detach()), "ewc": float(penalty.detach())}
+
+
+_EPISODE_TASKS = {"salad": type("SaladEpisodeTask", (_EpisodeMixin, SaladTask), {}),
+                  "musa_rnn": type("MusaRnnEpisodeTask", (_EpisodeMixin, MusaRnnTask), {})}
+
+
+def episode_task(name: str) -> AcousticTask:
+    """A fresh episode task for the acoustic task ``name`` (salad | musa_rnn); its checkpoints
+    carry ``name``, so episode dirs load with :func:`~speechkit.train.load_model`.
+
+    Raises:
+        ConfigError: another task.
+    """
+    if name not in _EPISODE_TASKS:
+        raise ConfigError(f"theta_init was trained by task {name!r}; continual adaptation supports "
+                          f"{', '.join(_EPISODE_TASKS)}")
+    return _EPISODE_TASKS[name]()
+
+
+# ----------------------------------------------------------------------------------------------
+# the driver
+
+
+def _c_sorted(xs) -> list[str]:
+    return sorted(xs, key=lambda s: s.encode("utf-8"))
+
+
+def _best_checkpoint(exp: Path) -> Path:
+    path = exp / "checkpoints" / BEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no best checkpoint (train the model with validation data first)")
+    return path
+
+
+def _episode_weights(ep_dir: Path) -> Path:
+    """A finished episode's weights: best.pt, else (no validation improvement at all) the latest checkpoint."""
+    best = ep_dir / "checkpoints" / BEST
+    latest = best if best.is_file() else latest_checkpoint(ep_dir / "checkpoints")
+    if latest is None:
+        raise FileNotFoundError(f"{ep_dir}/checkpoints: no checkpoint of a finished episode")
+    return latest
+
+
+def _save_state(path: Path, state: dict) -> None:
+    save_checkpoint(path, state)
+
+
+def _load_state(path: Path) -> dict:
+    return load_checkpoint(path, expect_format=False)
+
+
+def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
+                  after_episode: Callable[[int, Path], None] | None = None) -> list[dict]:
+    """Run (or resume) every episode of Algorithm 1 into ``exp_dir`` (see the module docstring).
+
+    Args:
+        cfg: the configuration.
+        exp_dir: output dir.
+        after_episode: called as ``after_episode(t, episode_dir)`` when episode ``t`` finishes in
+            this call (not again for episodes a resumed run skips).
+
+    Returns:
+        One record per episode (``episode.json``): ``episode``, ``speaker``, ``strategy``,
+        ``model_dir``, ``seen_speakers``, ``training_speakers``, ``buffer_speakers``,
+        ``utterances`` (``new``, ``own`` = utterances of the training speakers, ``buffer`` = buffer
+        items incl. replicas, ``total``), ``buffer_size`` (unique buffered utterances),
+        ``valid_utterances``, ``epochs``, ``steps``, ``best_epoch``, ``best_valid_loss`` (of
+        ``trainer.best_metric``), ``ewc_terms``.
+
+    Raises:
+        ConfigError: missing keys, theta_init not speaker-conditioned or not an acoustic model.
+        PlanMismatchError: exp_dir holds a run with another order/strategy/setting (names both).
+        FileNotFoundError, DataError: missing or bad data (names file, speaker, utterance).
+    """
+    exp = Path(exp_dir)
+    for key in ("init_dir", "train_dir", "valid_dir"):
+        if not getattr(cfg, key):
+            raise ConfigError(f"key '{key}' is required")
+    init_dir = Path(cfg.init_dir)
+    init_ckpt = _best_checkpoint(init_dir)
+    saved = load_checkpoint(init_ckpt)
+    task_name = saved.get("task", "")
+    episode_task(task_name)  # checks the task
+    from speechkit.tasks import get_task
+
+    base = get_task(task_name)  # builds models for inference (Fisher, ER-KD)
+    init_cfg = from_dict(type(base).Config, saved["config"], source=f"{init_ckpt} (saved config)")
+    del saved
+    if not init_cfg.data.speaker_embeddings:
+        raise ConfigError(f"key 'init_dir': {init_dir} was trained without data.speaker_embeddings; continual "
+                          f"speaker adaptation needs a speaker-conditioned model")
+    scp = cfg.speaker_embeddings or init_cfg.data.speaker_embeddings
+    vectors = read_speaker_vectors(scp)
+    label_dim = AcousticTask.label_dim(init_cfg.model.input_dim, vectors)
+    if init_cfg.model.input_dim != label_dim + len(next(iter(vectors.values()))):
+        raise DataError(f"{scp}: vectors do not fit theta_init's input_dim {init_cfg.model.input_dim}")
+    out_dim = init_cfg.model.output_dim
+    pretrain_speakers = (read_speakers(init_dir / "speakers") if (init_dir / "speakers").is_file() else
+                         _c_sorted(set(read_table(Path(init_cfg.data.train_dir) / "utt2spk").values())))
+
+    train = _Corpus(cfg.train_dir, label_dim, out_dim, vectors, scp)
+    valid = _Corpus(cfg.valid_dir, label_dim, out_dim, vectors, scp)
+    speakers = list(cfg.speakers) or _c_sorted(train.spk2utts)
+    for s in speakers:
+        train.utts(s, "training")
+        valid.utts(s, "validation")
+    train.check_vectors(speakers)
+    overlap = [s for s in speakers if s in pretrain_speakers]
+    if overlap:
+        log.warning("continual speakers also in theta_init's training data: %s", ", ".join(overlap[:5]))
+
+    exp.mkdir(parents=True, exist_ok=True)
+    requested = EpisodePlan.create(speakers, cfg.strategy, cfg.seed,
+                                   buffer_size=cfg.buffer_size if cfg.strategy in ("er", "er_kd", "er_br") else 0,
+                                   replicate=cfg.replicate, ewc_lambda=cfg.ewc_lambda if cfg.strategy == "ewc" else 0.0,
+                                   extra={"init_dir": str(init_dir), "pretrain_speakers": pretrain_speakers})
+    plan = EpisodePlan.resume_or_save(requested, exp / "plan.json")
+    log.info("continual run %s: strategy %s, order %s", exp, plan.strategy, " ".join(plan.order))
+
+    ep_cfg = copy.deepcopy(init_cfg)
+    ep_cfg.trainer = copy.deepcopy(cfg.trainer)
+    ep_cfg.data = dataclasses.replace(init_cfg.data, train_dir=str(cfg.train_dir), valid_dir=str(cfg.valid_dir),
+                                      speaker_embeddings=str(scp),
+                                      num_streams=cfg.num_streams or init_cfg.data.num_streams,
+                                      window=cfg.window or init_cfg.data.window)
+
+    records: list[dict] = []
+    prev_ckpt, prev_dir = init_ckpt, None
+    for t in range(1, plan.num_episodes + 1):
+        spk = plan.speaker(t)
+        ep_dir = exp / episode_dir_name(t, spk)
+        if (ep_dir / DONE).is_file():
+            records.append(json.loads((ep_dir / DONE).read_text(encoding="utf-8")))
+            log.info("episode %d (%s): already done, skipped", t, spk)
+            prev_ckpt, prev_dir = _episode_weights(ep_dir), ep_dir
+            continue
+        ep_dir.mkdir(parents=True, exist_ok=True)
+        task = episode_task(task_name)
+        task.vectors, task.init_checkpoint = vectors, prev_ckpt
+
+        # replay buffer of episodes 1..t-1
+        buffer = None
+        if plan.uses_buffer:
+            buffer = ReplayBuffer(plan.buffer_size, plan.seed)
+            if prev_dir is not None:
+                buffer.load_state_dict(_load_state(prev_dir / "buffer.pt"))
+
+        # EWC: Fisher of the previous episode's data at the previous episode's weights
+        if plan.uses_ewc:
+            task.ewc = _ewc_for_episode(t, plan, cfg, ep_dir, prev_dir, prev_ckpt, base, ep_cfg, train,
+                                        label_dim, out_dim, vectors, scp)
+
+        # the episode's training set
+        spk2items = {s: {u: u for u in train.spk2utts[s]} for s in plan.training_speakers(t)}
+        episode = EpisodeData()
+        for key, item in plan.training_set(t, spk2items, buffer):
+            feats = torch.as_tensor(item["feats"]).numpy() if isinstance(item, dict) else train.feats[key]
+            episode.add(key, train.labels[key], feats, train.utt2spk[key])
+        task.episode, task.valid = episode, valid.data([spk], "validation")
+        n_buffer = len(buffer.items(plan.replicate)) if buffer is not None else 0
+        log.info("episode %d/%d (%s, %s): %d utterances (%d buffered incl. replicas), %d validation",
+                 t, plan.num_episodes, spk, plan.strategy, len(episode), n_buffer, len(task.valid))
+
+        seen = _c_sorted(set(pretrain_speakers) | set(plan.seen(t)))
+        task.trained_speakers = seen
+        cfg_t = copy.deepcopy(ep_cfg)
+        best_path = Trainer(task, cfg_t, ep_dir).fit()
+        model = base.build_model(copy.deepcopy(cfg_t))
+        model.load_state_dict(load_checkpoint(best_path)["model"])
+        model.eval()
+        task.on_train_end(model, cfg_t, ep_dir)  # idempotent; also after a kill between the end and here
+        write_speakers(ep_dir / "speakers", seen)
+
+        if buffer is not None:
+            produce = None
+            if plan.distills:
+                def produce(chosen, model=model, spk=spk):
+                    return [{"feats": torch.from_numpy(_predict(model, train.labels[k], vectors[spk]))}
+                            for k, _ in chosen]
+            buffer.add_speaker(spk, {u: u for u in train.spk2utts[spk]}, produce)
+            _save_state(ep_dir / "buffer.pt", buffer.state_dict())
+
+        record = _episode_record(t, spk, plan, ep_dir, best_path, seen, episode, buffer, n_buffer, task)
+        with atomic_write(ep_dir / DONE) as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+        records.append(record)
+        log.info("episode %d (%s) done: %d epochs, best %s %.4g", t, spk, record["epochs"],
+                 cfg.trainer.best_metric, record["best_valid_loss"])
+        with atomic_write(exp / "episodes.jsonl") as f:
+            for r in records:
+                f.write(json.dumps(r) + "\n")
+        if after_episode is not None:
+            after_episode(t, ep_dir)
+        prev_ckpt, prev_dir = best_path, ep_dir
+    with atomic_write(exp / "episodes.jsonl") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    return records
+
+
+def _ewc_for_episode(t: int, plan: EpisodePlan, cfg: ContinualConfig, ep_dir: Path, prev_dir: Path | None,
+                     prev_ckpt: Path, base: AcousticTask, ep_cfg: Any, train: _Corpus, label_dim: int, out_dim: int,
+                     vectors: dict[str, np.ndarray], scp: str) -> EWC:
+    """The EWC state of episode ``t``: loaded from ``ep_dir/ewc.pt`` on resume, else the previous
+    episode's state plus the Fisher of the previous episode's data at ``prev_ckpt`` (saved)."""
+    ewc = EWC(plan.ewc_lambda, cfg.ewc_mode)
+    path = ep_dir / "ewc.pt"
+    if path.is_file():
+        ewc.load_state_dict(_load_state(path))
+        return ewc
+    if prev_dir is not None:
+        ewc.load_state_dict(_load_state(prev_dir / "ewc.pt"))
+        prev = train.data([plan.speaker(t - 1)], "training")
+    elif cfg.pretrain_dir:
+        pre = _Corpus(cfg.pretrain_dir, label_dim, out_dim, vectors, scp)
+        pre.check_vectors(_c_sorted(pre.spk2utts))
+        prev = pre.data(_c_sorted(pre.spk2utts), "training")
+    else:
+        prev = None
+        log.info("episode 1: no pretrain_dir, so no Fisher of theta_init's data: no EWC penalty in this episode")
+    if prev is not None:
+        model = base.build_model(copy.deepcopy(ep_cfg))
+        model.load_state_dict(load_checkpoint(prev_ckpt)["model"])
+        batches = list(zip(prev.labels, prev.feats, prev.speakers))
+        fisher = ewc.consolidate(model, lambda m, b: utterance_loss(m, b[0], b[1], vectors[b[2]]), batches,
+                                 episode=t - 1)
+        log.info("episode %d: EWC Fisher on %d utterances of episode %d's data (mean F %.3g)", t, len(batches),
+                 t - 1, float(torch.cat([f.flatten() for f in fisher.values()]).mean()))
+    _save_state(path, ewc.state_dict())
+    return ewc
+
+
+def _episode_record(t: int, spk: str, plan: EpisodePlan, ep_dir: Path, best_path: Path, seen: list[str],
+                    episode: EpisodeData, buffer: ReplayBuffer | None, n_buffer: int, task: Any) -> dict:
+    best = load_checkpoint(best_path)
+    latest = latest_checkpoint(ep_dir / "checkpoints")
+    state = load_checkpoint(latest)["state"] if latest is not None else {}
+    own = sum(1 for k, s in zip(episode.keys, episode.speakers) if s in plan.training_speakers(t))
+    return {"episode": t, "speaker": spk, "strategy": plan.strategy, "model_dir": str(ep_dir),
+            "seen_speakers": plan.seen(t), "training_speakers": plan.training_speakers(t),
+            "buffer_speakers": plan.order[:t - 1] if buffer is not None else [],
+            "utterances": {"new": sum(1 for s in episode.speakers if s == spk), "own": own, "buffer": n_buffer,
+                           "total": len(episode)},
+            "buffer_size": len(set(k for k, s in zip(episode.keys, episode.speakers)
+                                   if s not in plan.training_speakers(t))),
+            "valid_utterances": len(task.valid), "epochs": int(state.get("epoch", 0)),
+            "steps": int(state.get("step", 0)), "best_epoch": int(best.get("epoch", 0)),
+            "best_valid_loss": float(best.get("value", float("nan"))),
+            "ewc_terms": len(task.ewc.terms) if task.ewc is not None else 0}
+
