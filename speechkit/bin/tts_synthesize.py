@@ -251,8 +251,9 @@ def _run(args) -> int:
             except Exception as e:  # kaldiio raises several types for a bad ark
                 raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
             if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dim:
+                minus = " minus the speaker vector" if spk_vectors is not None else ""
                 raise DataError(f"{scp}: '{utt}': expected a (frames, {dim}) label matrix (the model's input_dim"
-                                f"{' minus the speaker vector' if spk_vectors is not None else ''}), got shape {x.shape}")
+                                f"{minus}), got shape {x.shape}")
             if not np.isfinite(x).all():
                 raise DataError(f"{scp}: '{utt}': NaN or infinite label values")
             if spk_vectors is not None:

@@ -15,7 +15,8 @@ from speechkit.train import Trainer
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, read_table, write_table
 
-_spec = importlib.util.spec_from_file_location("tts_speaker_helpers", Path(__file__).with_name("tts_speaker_helpers.py"))
+_spec = importlib.util.spec_from_file_location("tts_speaker_helpers",
+                                               Path(__file__).with_name("tts_speaker_helpers.py"))
 H = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(H)
 

@@ -18,7 +18,6 @@ from speechkit.train import continual_driver as cd
 from speechkit.train.checkpoint import load_checkpoint
 from speechkit.train.continual import EpisodePlan, PlanMismatchError
 from speechkit.utils.config import load_config
-from speechkit.utils.fileio import DataError
 
 _spec = importlib.util.spec_from_file_location(
     "tts_speaker_helpers", Path(__file__).parents[1] / "tasks" / "tts_speaker_helpers.py")
@@ -110,7 +109,8 @@ def test_episode_data_per_strategy(setup, tmp_path, spy, strategy):
     # each episode starts from the previous episode's best weights, a fresh trainer in its own dir
     assert spy[0]["init"] == root / "init" / "checkpoints" / "best.pt"
     for t in (2, 3):
-        assert spy[t - 1]["init"] == tmp_path / "exp" / cd.episode_dir_name(t - 1, order[t - 2]) / "checkpoints" / "best.pt"
+        prev = tmp_path / "exp" / cd.episode_dir_name(t - 1, order[t - 2])
+        assert spy[t - 1]["init"] == prev / "checkpoints" / "best.pt"
     last = tmp_path / "exp" / cd.episode_dir_name(3, order[2])
     assert read_speakers(last / "speakers") == ["c1", "c2", "c3", "p1", "p2"]
     lines = (tmp_path / "exp" / "episodes.jsonl").read_text().splitlines()
