@@ -34,8 +34,9 @@ CLIS = {
     "speechkit-make-labels": "make_labels",
     "speechkit-tts-synthesize": "tts_synthesize",
     "speechkit-score-mcd": "score_mcd",
-    # vctk_continual: speaker embeddings (GE2E via resemblyzer)
+    # vctk_continual: speaker embeddings (GE2E via resemblyzer), continual speaker adaptation
     "speechkit-embed-speakers": "embed_speakers",
+    "speechkit-train-continual": "train_continual",
 }
 
 setup(
