@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.cli import split_overrides as cli_split_overrides
 from speechkit.utils.fileio import DataError, write_table
 
 PROG = "speechkit-align"
@@ -54,33 +55,8 @@ def _str2bool(text: str) -> bool:
 
 
 def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Separate ``--key VALUE`` / ``--key=VALUE`` config overrides from the CLI's own options.
-
-    Returns ``(own_args, overrides)`` with overrides as ``"key=VALUE"`` (``-`` in keys turned into ``_``).
-
-    Raises:
-        ConfigError: an override without a value.
-    """
-    own, overrides = [], []
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        name = tok.split("=", 1)[0]
-        if tok.startswith("--") and len(tok) > 2 and name not in _OWN:
-            key, eq, value = tok[2:].partition("=")
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise ConfigError(f"command line: option --{key} needs a value")
-                value = argv[i + 1]
-                i += 1
-            overrides.append(f"{key.replace('-', '_')}={value}")
-        else:
-            own.append(tok)
-            if tok in _OWN and tok not in ("--help", "-h") and "=" not in tok and i + 1 < len(argv):
-                own.append(argv[i + 1])
-                i += 1
-        i += 1
-    return own, overrides
+    """``(own_args, "key=VALUE" overrides)``: :func:`speechkit.utils.cli.split_overrides`."""
+    return cli_split_overrides(argv, _OWN, {"--help"})
 
 
 def main(argv: list[str] | None = None) -> int:

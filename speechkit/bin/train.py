@@ -36,6 +36,7 @@ import subprocess
 import sys
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.cli import split_overrides as cli_split_overrides
 from speechkit.utils.fileio import ensure_writable_dir
 
 PROG = "speechkit-train"
@@ -55,35 +56,8 @@ def _str2bool(text: str) -> bool:
 
 
 def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Separate ``--dotted.key VALUE`` / ``--dotted.key=VALUE`` overrides from the CLI's own arguments.
-
-    Returns ``(own_args, overrides)`` with overrides as ``"dotted.key=VALUE"`` (``-`` in keys
-    turned into ``_``). A token after ``--key`` is always its value, even if it starts with ``-``.
-
-    Raises:
-        ConfigError: an override without a value.
-    """
-    own, overrides = [], []
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if tok.startswith("--") and len(tok) > 2:
-            name, eq, value = tok[2:].partition("=")
-            if "--" + name.replace("_", "-") in _OWN_OPTIONS:
-                own.append(tok)
-                i += 1
-                continue
-            key = name.replace("-", "_")
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise ConfigError(f"command line: override --{name} needs a value (--{name} VALUE or --{name}=VALUE)")
-                value = argv[i + 1]
-                i += 1
-            overrides.append(f"{key}={value}")
-        else:
-            own.append(tok)
-        i += 1
-    return own, overrides
+    """``(own_args, "dotted.key=VALUE" overrides)``: :func:`speechkit.utils.cli.split_overrides`."""
+    return cli_split_overrides(argv, _OWN_OPTIONS, {"--print-config", "--verbose", "--help"})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,6 +31,7 @@ import argparse
 import sys
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.cli import split_overrides as cli_split_overrides
 from speechkit.utils.fileio import ensure_writable_dir
 
 PROG = "speechkit-train-continual"
@@ -38,32 +39,8 @@ _OWN = {"--config", "--exp-dir", "--print-config", "--verbose", "--help", "--log
 
 
 def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
-    """``(own arguments, "key=value" overrides)``: every ``--key VALUE`` / ``--key=VALUE`` not among the
-    CLI's own options is a config override (``-`` in keys turned into ``_``).
-
-    Raises:
-        ConfigError: an override without a value.
-    """
-    own, overrides = [], []
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if tok.startswith("--") and len(tok) > 2:
-            name, eq, value = tok[2:].partition("=")
-            if "--" + name.replace("_", "-") in _OWN:
-                own.append(tok)
-                i += 1
-                continue
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise ConfigError(f"command line: --{name} needs a value (--{name} VALUE or --{name}=VALUE)")
-                value = argv[i + 1]
-                i += 1
-            overrides.append(f"{name.replace('-', '_')}={value}")
-        else:
-            own.append(tok)
-        i += 1
-    return own, overrides
+    """``(own_args, "key=value" overrides)``: :func:`speechkit.utils.cli.split_overrides`."""
+    return cli_split_overrides(argv, _OWN, {"--print-config", "--verbose", "--help"})
 
 
 def build_parser() -> argparse.ArgumentParser:

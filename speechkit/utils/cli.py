@@ -32,6 +32,52 @@ def make_parser(doc: str | None, prog: str | None = None) -> argparse.ArgumentPa
     )
 
 
+def split_overrides(argv: list[str], own_options: set[str] | frozenset[str], flags: set[str] | frozenset[str] = frozenset()
+                    ) -> tuple[list[str], list[str]]:
+    """Separate a CLI's own arguments from ``--dotted.key VALUE`` / ``--dotted.key=VALUE`` config overrides.
+
+    Args:
+        argv: the command line after the program name.
+        own_options: the CLI's own options, spelled with dashes (``--exp-dir``; ``--exp_dir`` on the
+            command line matches too). Each takes the next token as its value unless it is in
+            ``flags`` or written ``--opt=value``.
+        flags: those of ``own_options`` that take no value (``--help``, ``--verbose``, ...).
+
+    Returns:
+        ``(own_args, overrides)``: the tokens for the CLI's own parser, and the overrides as
+        ``"dotted.key=VALUE"`` (``-`` in keys turned into ``_``). A token after ``--key`` is always
+        its value, even if it starts with ``-``.
+
+    Raises:
+        ConfigError: an override without a value (names it).
+    """
+    own: list[str] = []
+    overrides: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("--") and len(tok) > 2:
+            name, eq, value = tok[2:].partition("=")
+            option = "--" + name.replace("_", "-")
+            if option in own_options:
+                own.append(tok)
+                if not eq and option not in flags and i + 1 < len(argv):
+                    own.append(argv[i + 1])
+                    i += 1
+            else:
+                if not eq:
+                    if i + 1 >= len(argv):
+                        raise ConfigError(f"command line: override --{name} needs a value "
+                                          f"(--{name} VALUE or --{name}=VALUE)")
+                    value = argv[i + 1]
+                    i += 1
+                overrides.append(f"{name.replace('-', '_')}={value}")
+        else:
+            own.append(tok)
+        i += 1
+    return own, overrides
+
+
 def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = False) -> None:
     """Log ``time level name: message`` to stderr and, if given, append to ``log_file``.
 

@@ -10,7 +10,7 @@ import pytest
 
 from speechkit.bin import compute_cmvn_stats, compute_feats, fix_data_dir, score_wer, train
 from speechkit.data.datadir import DataDir
-from speechkit.utils.cli import run_main
+from speechkit.utils.cli import ConfigError, run_main
 from speechkit.utils.fileio import atomic_write, ensure_writable_dir
 
 ROOT = os.geteuid() == 0
@@ -90,3 +90,14 @@ def test_fix_data_dir_unwritable_backup(tmp_path, capsys):
     (data / ".backup").write_text("")             # a file where the backup dir goes
     assert fix_data_dir.main([str(data)]) == 1
     _one_error_line(capsys.readouterr().err, "speechkit-fix-data-dir", data / ".backup")
+
+
+def test_split_overrides_own_options_values_and_flags():
+    from speechkit.utils.cli import split_overrides
+
+    own, ov = split_overrides(["task", "--exp_dir", "--odd-dir-name", "--verbose", "--model.dim", "-3",
+                               "--trainer.lr=0.1", "x"], {"--exp-dir", "--verbose"}, flags={"--verbose"})
+    assert own == ["task", "--exp_dir", "--odd-dir-name", "--verbose", "x"]
+    assert ov == ["model.dim=-3", "trainer.lr=0.1"]
+    with pytest.raises(ConfigError, match="override --model.dim needs a value"):
+        split_overrides(["--model.dim"], set())
