@@ -140,6 +140,15 @@ class AlignerConfig:
         lda_iters: training passes of the LDA+MLLT stage.
         lda_realign_iters: passes of that stage that start by re-aligning the data.
         mllt_iters: passes of that stage that start by re-estimating the MLLT.
+        sat_iters: if > 0, a speaker-adaptive training stage as Kaldi's ``train_sat.sh`` after the
+            others: per-speaker (utt2spk) fMLLR transforms of the features, re-estimated on the
+            passes in sat_fmllr_iters, the GMMs re-estimated on the transformed features for
+            sat_iters passes (realigning on sat_realign_iters). Alignment with such a model
+            estimates each speaker's fMLLR first (two rounds of align + estimate, ``align_fmllr.sh``).
+        sat_fmllr_iters: passes of that stage that re-estimate the fMLLR transforms.
+        sat_realign_iters: passes of that stage that start by re-aligning the data.
+        fmllr_update_iters: row-by-row sweeps of each fMLLR estimate.
+        fmllr_min_frames: a speaker with fewer frames keeps the identity transform.
         refine_iters: rounds of hybrid refinement after the GMM training: a frame classifier
             (MLP over +-mlp_context spliced frames) is trained on the current alignment's pdfs,
             then the data are re-aligned with its scaled likelihoods ``log p(s|x) - log p(s)``
@@ -193,6 +202,11 @@ class AlignerConfig:
     lda_iters: int = 20
     lda_realign_iters: list[int] = field(default_factory=lambda: [5, 10, 15])
     mllt_iters: list[int] = field(default_factory=lambda: [2, 4, 6, 12])
+    sat_iters: int = 0
+    sat_fmllr_iters: list[int] = field(default_factory=lambda: [1, 3, 6])
+    sat_realign_iters: list[int] = field(default_factory=lambda: [2, 4, 8])
+    fmllr_update_iters: int = 10
+    fmllr_min_frames: int = 500
     refine_iters: int = 0
     mlp_context: int = 5
     mlp_hidden: int = 256
@@ -642,7 +656,7 @@ class Aligner:
 
     def align_features(self, feats: dict[str, np.ndarray], tokens: dict[str, list[str]],
                        words: dict[str, list[int]] | None = None, durations: dict[str, float] | None = None,
-                       nj: int = 1) -> AlignResult:
+                       nj: int = 1, utt2spk: dict[str, str] | None = None) -> AlignResult:
         """Align utterances given their features (already normalised) and tokens.
 
         Args:
@@ -652,6 +666,8 @@ class Aligner:
             durations: utt -> audio duration in seconds (end of the last segment); default
                 ``T * frame_shift``.
             nj: parallel processes.
+            utt2spk: utt -> speaker, for the per-speaker fMLLR of a speaker-adaptively trained
+                model (default: each utterance its own speaker).
 
         Returns:
             :class:`AlignResult`; utterances with an empty token list, unknown tokens or too few
@@ -676,7 +692,10 @@ class Aligner:
                 continue
             graphs.append(g)
             keys.append(u)
-        res = self.viterbi(graphs, [self.model_features(feats[u]) for u in keys], nj=nj)
+        F = [self.model_features(feats[u]) for u in keys]
+        if self.config.sat_iters > 0:
+            F = self._speaker_adapt(graphs, F, [utt2spk.get(u, u) if utt2spk else u for u in keys], nj)
+        res = self.viterbi(graphs, F, nj=nj)
         out: dict[str, list[tuple[float, float, str]]] = {}
         lls: dict[str, float] = {}
         for u, g, (score, path) in zip(keys, graphs, res):
@@ -713,10 +732,26 @@ class Aligner:
         """
         d, tokens, words = _read_inputs(data_dir)
         feats, durs, failed = compute_features(d, d.utts, self.config, nj)
-        res = self.align_features(feats, tokens, words if self.config.optional_silence else None, durs, nj)
+        res = self.align_features(feats, tokens, words if self.config.optional_silence else None, durs, nj,
+                                  utt2spk=d.utt2spk)
         res.unaligned.update(failed)
         res.unaligned = dict(sorted(res.unaligned.items()))
         return res
+
+    def _speaker_adapt(self, graphs: list[AlignGraph], F: list[np.ndarray], spk: list[str], nj: int,
+                       rounds: int = 2) -> list[np.ndarray]:
+        """Per-speaker fMLLR of the features ``F`` for this (speaker-adaptively trained) model, as
+        Kaldi's ``align_fmllr.sh``: align, estimate each speaker's transform from the alignment,
+        transform, ``rounds`` times. Returns the transformed features."""
+        W: dict[str, np.ndarray] = {}
+        Ft = F
+        for _ in range(rounds):
+            res = self.viterbi(graphs, Ft, nj=nj)
+            ok = [i for i, (sc, _) in enumerate(res) if np.isfinite(sc)]
+            W = _estimate_speaker_fmllr(self, [graphs[i] for i in ok], [F[i] for i in ok], [Ft[i] for i in ok],
+                                        [res[i][1] for i in ok], [spk[i] for i in ok], W)
+            Ft = [_apply_fmllr(W.get(s), f) for s, f in zip(spk, F)]
+        return Ft
 
     # ------------------------------------------------------------------ persistence
     def save(self, exp_dir: str | os.PathLike) -> None:
@@ -881,6 +916,51 @@ def estimate_mllt(covs: np.ndarray, counts: np.ndarray, num_iters: int = 20,
             A[i] = gc * math.sqrt(beta / float(cof @ gc))
         A /= abs(np.linalg.det(A)) ** (1.0 / D)  # the objective is invariant to scale; keep det 1
     return A
+
+
+def estimate_fmllr(beta: float, K: np.ndarray, G: np.ndarray, num_iters: int = 10,
+                   init: np.ndarray | None = None) -> np.ndarray:
+    """Feature-space MLLR (constrained MLLR) of one speaker, by Gales' row-by-row update (Gales 1998,
+    "Maximum likelihood linear transformations for HMM-based speech recognition", eqs. 27-31;
+    Kaldi's ``FmllrDiagGmmAccs::Update``).
+
+    The transform ``x' = W [x; 1]`` (``W = [A b]``) maximises
+    ``beta log |det A| - 1/2 sum_i (w_i G_i w_i^T - 2 w_i k_i^T)``, the diagonal-GMM log-likelihood of
+    the transformed frames, with the sufficient statistics
+    ``K = sum_t sum_m gamma_tm (mu_m / var_m) xi_t^T`` and ``G_i = sum_t sum_m gamma_tm / var_mi xi_t xi_t^T``
+    (``xi_t = [x_t; 1]``, ``gamma_tm`` the posterior of Gaussian ``m``).
+
+    Args:
+        beta: frames (occupancy) of the speaker.
+        K: ``(D, D + 1)``.
+        G: ``(D, D + 1, D + 1)``.
+        num_iters: sweeps over the rows.
+        init: starting ``W`` ``(D, D + 1)`` (default ``[I 0]``).
+
+    Returns:
+        float64 ``(D, D + 1)`` ``W``.
+    """
+    D = K.shape[0]
+    W = np.hstack([np.eye(D), np.zeros((D, 1))]) if init is None else np.array(init, dtype=np.float64)
+    Ginv = np.linalg.inv(G + 1e-10 * np.eye(D + 1)[None])
+    for _ in range(num_iters):
+        for i in range(D):
+            A = W[:, :D]
+            p = np.append(np.linalg.det(A) * np.linalg.inv(A).T[i], 0.0)  # extended cofactor row
+            gp, gk = Ginv[i] @ p, Ginv[i] @ K[i]
+            e1, e2 = float(p @ gp), float(p @ gk)
+            disc = math.sqrt(e2 * e2 + 4.0 * beta * e1)
+            roots = [(-e2 + disc) / (2 * e1), (-e2 - disc) / (2 * e1)]
+            alpha = max(roots, key=lambda a: beta * math.log(max(abs(a * e1 + e2), 1e-300)) - 0.5 * a * a * e1)
+            W[i] = alpha * gp + gk
+    return W
+
+
+def fmllr_objective(W: np.ndarray, beta: float, K: np.ndarray, G: np.ndarray) -> float:
+    """The auxiliary function of :func:`estimate_fmllr` (up to a constant)."""
+    D = K.shape[0]
+    _, logdet = np.linalg.slogdet(W[:, :D])
+    return float(beta * logdet - 0.5 * np.einsum("ij,ijk,ik->", W, G, W) + np.sum(W * K))
 
 
 def mllt_objective(A: np.ndarray, covs: np.ndarray, counts: np.ndarray) -> float:
@@ -1063,6 +1143,83 @@ def _pdf_covariances(frames: list) -> tuple[np.ndarray, np.ndarray]:
             n[p] = len(f)
             covs[p] = np.cov(f, rowvar=False, bias=True)
     return covs, n
+
+
+def _apply_fmllr(W: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    """``x @ A^T + b`` for ``W = [A b]`` (None = identity)."""
+    if W is None:
+        return x
+    D = x.shape[1]
+    return (x @ W[:, :D].T + W[:, D]).astype(np.float32)
+
+
+def _estimate_speaker_fmllr(al: Aligner, graphs: list[AlignGraph], F: list[np.ndarray], Ft: list[np.ndarray],
+                            paths: list[np.ndarray], spk: list[str], init: dict[str, np.ndarray]
+                            ) -> dict[str, np.ndarray]:
+    """fMLLR ``(D, D + 1)`` of each speaker from the state ``paths``: Gaussian posteriors from the
+    model on the current features ``Ft``, statistics on the untransformed ``F``
+    (:func:`estimate_fmllr`). A speaker with fewer than ``fmllr_min_frames`` frames keeps ``init``."""
+    c = al.config
+    out = dict(init)
+    by_spk: dict[str, list[int]] = {}
+    for i, s in enumerate(spk):
+        by_spk.setdefault(s, []).append(i)
+    gm = al.gmm
+    for s, idx in by_spk.items():
+        x = np.concatenate([F[i] for i in idx]).astype(np.float64)
+        xt = np.concatenate([Ft[i] for i in idx]).astype(np.float64)
+        if len(x) < c.fmllr_min_frames:
+            continue
+        pdf = np.concatenate([graphs[i].pdf[paths[i]] for i in idx])
+        D = x.shape[1]
+        xi = np.hstack([x, np.ones((len(x), 1))])
+        a = np.zeros((len(x), D))  # sum_m gamma_tm / var_m
+        b = np.zeros((len(x), D))  # sum_m gamma_tm mu_m / var_m
+        for p in np.unique(pdf):
+            rows = np.nonzero(pdf == p)[0]
+            lc = gm.component_log_likelihood(xt[rows], int(p))
+            g = np.exp(lc - np.max(lc, 1, keepdims=True))
+            g /= g.sum(1, keepdims=True)
+            used = np.isfinite(gm.log_weights[p])
+            g = g[:, used]
+            a[rows] = g @ (1.0 / gm.vars[p, used])
+            b[rows] = g @ (gm.means[p, used] / gm.vars[p, used])
+        K = b.T @ xi
+        G = np.einsum("ti,tj,tk->ijk", a, xi, xi, optimize=True)
+        out[s] = estimate_fmllr(float(len(x)), K, G, num_iters=c.fmllr_update_iters, init=out.get(s))
+    return out
+
+
+def _train_sat(al: Aligner, keys: list[str], tokens, words, F: list[np.ndarray], spk: list[str],
+               rng: np.random.Generator, log, nj: int, callback, it_offset: int) -> list[np.ndarray]:
+    """Speaker-adaptive training (Kaldi's ``train_sat.sh``; Anastasakos et al. 1996) continuing the
+    current model: per-speaker fMLLR re-estimated on the passes in ``sat_fmllr_iters``, the GMMs
+    re-estimated on the transformed features every pass, re-aligning on ``sat_realign_iters``.
+    Returns the transformed training features."""
+    c = al.config
+    ok, pg, paths, _ = _realign(al, keys, tokens, words, F, nj)
+    Ft = F
+    W: dict[str, np.ndarray] = {}
+    X = np.concatenate(F).astype(np.float64)
+    var_floor = c.var_floor * X.var(0)
+    for it in range(1, c.sat_iters + 1):
+        t0 = time.time()
+        msg = []
+        if it in set(c.sat_fmllr_iters):
+            W = _estimate_speaker_fmllr(al, pg, [F[i] for i in ok], [Ft[i] for i in ok], paths,
+                                        [spk[i] for i in ok], W)
+            Ft = [_apply_fmllr(W.get(s), f) for s, f in zip(spk, F)]
+            msg.append(f"fMLLR of {len(W)} speakers")
+        if it in set(c.sat_realign_iters):
+            ok, pg, paths, avg = _realign(al, keys, tokens, words, Ft, nj)
+            msg.append(f"realigned, log-likelihood per frame {avg:.3f}")
+        frames, counts = _accumulate(al, pg, [Ft[i] for i in ok], paths)
+        al.gmm.em_update(frames, var_floor, c.min_count)
+        _update_trans(al, counts)
+        log(f"SAT iteration {it}: {'; '.join(msg) or 'no realignment'} ({time.time() - t0:.1f} s)")
+        if callback is not None:
+            callback(it_offset + it, al)
+    return Ft
 
 
 def _train_stage(al: Aligner, name: str, keys: list[str], tokens, words, F: list[np.ndarray],
@@ -1310,6 +1467,10 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
             F = _train_lda_mllt(al, keys, tokens, words, [feats[u] for u in keys], rng, log, nj, callback,
                                 it_offset)
             it_offset += c.lda_iters
+        if c.sat_iters > 0:
+            F = _train_sat(al, keys, tokens, words, F, [d.utt2spk.get(u, u) for u in keys], rng, log, nj,
+                           callback, it_offset)
+            it_offset += c.sat_iters
         for r in range(1, c.refine_iters + 1):
             t0 = time.time()
             lt = al._scaled_trans()
@@ -1324,7 +1485,7 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
                 callback(c.num_iters + r, al)
         al.save(exp_dir)
         log(f"saved {exp_dir / MODEL_FILE}; training took {time.time() - t_start:.1f} s")
-        result = al.align_features(feats, tokens, words, durs, nj)
+        result = al.align_features(feats, tokens, words, durs, nj, utt2spk=d.utt2spk)
         result.unaligned.update(failed)
         result.unaligned = dict(sorted(result.unaligned.items()))
         log(f"aligned {len(result.alignments)} utterance(s), {len(result.unaligned)} not aligned")

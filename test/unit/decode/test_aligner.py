@@ -434,11 +434,12 @@ def test_context_tree_takes_the_best_split_and_covers_unseen_contexts():
     assert occ[occ > 0].min() >= 200 and (occ == 0).sum() == 2  # phones 1 and 2: roots without data
 
 
-def test_triphone_and_lda_mllt_stages_train_save_and_reload(tmp_path):
+def test_triphone_lda_mllt_and_sat_stages_train_save_and_reload(tmp_path):
     data, ref = make_synthetic(tmp_path / "data", n_utts=12, seed=4)
     cfg = load_aligner_config(None, FAST + ["tri_leaves=40", "tri_min_count=20", "tri_iters=4", "tri_realign_iters=[2]",
                                             "tri_total_gauss=80", "lda_dim=20", "lda_iters=4", "lda_realign_iters=[2]",
-                                            "mllt_iters=[1,3]"])
+                                            "mllt_iters=[1,3]", "sat_iters=3", "sat_fmllr_iters=[1]",
+                                            "sat_realign_iters=[2]", "fmllr_min_frames=100"])
     aligner, result = train_aligner(data, tmp_path / "exp", cfg)
     assert not result.unaligned
     assert aligner.ctx_pdf is not None and aligner.num_pdfs == aligner.gmm.num_pdfs > 4 * 3 + 3
@@ -453,3 +454,27 @@ def test_triphone_and_lda_mllt_stages_train_save_and_reload(tmp_path):
     again = Aligner.load(tmp_path / "exp")
     assert np.array_equal(again.ctx_pdf, aligner.ctx_pdf) and np.allclose(again.transform, aligner.transform)
     assert again.align(data).alignments == result.alignments
+
+
+def test_fmllr_undoes_a_speaker_transform():
+    from speechkit.decode.aligner import estimate_fmllr, fmllr_objective
+
+    rng = np.random.default_rng(0)
+    D, C = 3, 6
+    mus, vars_ = rng.normal(0, 2, (C, D)), rng.uniform(0.3, 2.0, (C, D))
+    y = rng.integers(0, C, 4000)
+    canon = mus[y] + rng.normal(size=(4000, D)) * np.sqrt(vars_[y])
+    M = np.eye(D) + 0.3 * rng.normal(size=(D, D))
+    b = rng.normal(size=D)
+    x = (canon - b) @ np.linalg.inv(M).T  # the speaker's frames: canon = M x + b
+    xi = np.hstack([x, np.ones((len(x), 1))])
+    K = ((mus[y] / vars_[y]).T @ xi)
+    G = np.einsum("ti,tj,tk->ijk", 1.0 / vars_[y], xi, xi)
+    W = estimate_fmllr(len(x), K, G, num_iters=20)
+    assert np.allclose(W[:, :D], M, atol=0.05) and np.allclose(W[:, D], b, atol=0.05)
+    ident = np.hstack([np.eye(D), np.zeros((D, 1))])
+    assert fmllr_objective(W, len(x), K, G) > fmllr_objective(ident, len(x), K, G)
+    # the optimum: no coordinate perturbation improves the auxiliary function
+    best = fmllr_objective(W, len(x), K, G)
+    for _ in range(20):
+        assert fmllr_objective(W + 1e-3 * rng.normal(size=W.shape), len(x), K, G) <= best + 1e-9
