@@ -1,8 +1,9 @@
 """Forced phone alignment: speechkit-align DATA_DIR EXP_DIR [--model-dir DIR] [--nj N] [--optional-silence true|false] [--config YAML] [--KEY VALUE ...]
 
-Without --model-dir, trains a flat-start monophone HMM-GMM aligner (Kaldi's train_mono.sh recipe:
-MFCC + deltas with per-speaker CMVN, 3-state left-to-right phone HMMs, Baum-Welch then Viterbi
-re-estimation with Gaussian splitting; see speechkit.decode.aligner) on DATA_DIR's audio
+Without --model-dir, trains a flat-start HMM-GMM aligner (Kaldi's train_mono.sh + train_deltas.sh
+recipe: MFCC + deltas with per-speaker CMVN, 3-state left-to-right phone HMMs, Baum-Welch then
+Viterbi re-estimation with Gaussian splitting, then decision-tree tied triphones; optional
+LDA+MLLT and fMLLR speaker-adaptive stages; see speechkit.decode.aligner) on DATA_DIR's audio
 (wav.scp, optional segments) and the tokens of its `text` (phones; no boundary is read), saves it
 in EXP_DIR and aligns DATA_DIR with it. With --model-dir DIR it loads the aligner trained in DIR
 and only aligns.
@@ -20,7 +21,7 @@ DATA_DIR/phone_info ('<utt> <stress>:<syllable>:<word> ...') gives word indices;
 --optional-silence false turns it off (e.g. TIMIT, whose text carries h#/pau/epi explicitly).
 
 Config overrides are the keys of AlignerConfig, '-' and '_' alike (training only; an aligner
-loaded with --model-dir keeps its own): --frame-shift 0.005  --num-iters 20  --total-gauss 500
+loaded with --model-dir keeps its own): --frame-shift 0.005  --num-iters 20  --tri-leaves 0 (monophones)
 
 The exit status is non-zero on bad input files (a message naming the file and line) or when no
 utterance could be aligned.
