@@ -39,6 +39,7 @@ num_crowd=2          # msc: crowd speakers with the most recordings
 mini_sentences=150   # mini: sentences of the one voice (split 100/15/15)
 lang=en              # ljspeech: the language of the transcripts (utt2lang, G2P)
 seed=1               # data split seed
+speakers=            # stages 1-8 for these speakers only (default: every speaker of data/speakers)
 models=              # conf/train_<model>.yaml each; default: the paper's four (musa_rnn_small salad_small
                      # musa_rnn_big salad_big), the two small ones for mini (the big ones cost ~10x more)
 max_epochs=          # trainer.max_epochs (empty: the config's 300 with early stopping, patience 20; mini: 40)
@@ -119,6 +120,12 @@ fi
 
 [ -s "$datadir/speakers" ] || die "$datadir/speakers: missing or empty: run stage 0"
 spks=$(cat "$datadir/speakers")
+if [ -n "$speakers" ]; then
+  for spk in $speakers; do
+    grep -qxF -- "$spk" "$datadir/speakers" || die "--speakers: '$spk' is not a speaker of $datadir/speakers ($(tr '\n' ' ' < "$datadir/speakers"))"
+  done
+  spks=$speakers
+fi
 sets="train dev test"
 
 # ------------------------------------------------------------------------------------ stage 1

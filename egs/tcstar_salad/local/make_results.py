@@ -21,15 +21,16 @@ import kaldiio
 import numpy as np
 import yaml
 
+from measure_latency import PAPER_LATENCY_S  # local/, next to this script
 from speechkit.scoring.mcd import voiced_f0_hz
+from speechkit.tasks.acoustic import PAPER_PARAMETERS
 from speechkit.scoring.plots import plot_f0_histograms
 from speechkit.train.report import training_summary
 from speechkit.utils.fileio import atomic_write
 
-# SALAD paper (Pascual et al. 2018), Table 2 (two TC-STAR speakers; MCD dB, F0 RMSE Hz, V/UV %,
-# parameters) and Table 3 (maximum fitted CPU latency at the longest utterance, seconds).
-PAPER_PARAMS = {"musa_rnn_small": 1.04e6, "salad_small": 1.17e6, "musa_rnn_big": 9.66e6, "salad_big": 9.85e6}
-PAPER_LATENCY = {"musa_rnn_small": 63.74, "salad_small": 4.715, "musa_rnn_big": 64.84, "salad_big": 5.455}
+# SALAD paper (Pascual et al. 2018): Table 2's parameter counts and Table 3's maximum CPU latency (s)
+PAPER_PARAMS = PAPER_PARAMETERS
+PAPER_LATENCY = PAPER_LATENCY_S
 PARAMS_LINE = re.compile(r"task \w+: ([\d,]+) parameters")
 
 
