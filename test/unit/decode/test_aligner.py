@@ -478,3 +478,23 @@ def test_fmllr_undoes_a_speaker_transform():
     best = fmllr_objective(W, len(x), K, G)
     for _ in range(20):
         assert fmllr_objective(W + 1e-3 * rng.normal(size=W.shape), len(x), K, G) <= best + 1e-9
+
+
+def test_duration_outliers_are_left_out_of_the_statistics():
+    from speechkit.decode.aligner import _accumulate, _duration_inliers
+
+    al = Aligner(AlignerConfig(num_states=1, optional_silence=False, duration_outlier_k=2.0), ["a", "b"])
+    # 'a' lasts 4 frames in nine tokens and 40 in one (|log 10| / 0.25 > 2: an outlier); 'b' always 3
+    toks = ["a", "b"] * 10
+    durs = [4, 3] * 10
+    durs[0] = 40
+    g = al.make_graph(toks)
+    path = np.repeat(np.arange(len(toks)), durs)
+    keep = _duration_inliers(al, [g], [path], 2.0)[0]
+    assert keep.shape == path.shape and (~keep).sum() == 40 and not keep[:40].any()
+    x = np.arange(len(path), dtype=np.float64)[:, None]
+    frames, counts = _accumulate(al, [g], [x], [path])
+    assert len(frames[0]) == 9 * 4 and len(frames[1]) == 10 * 3
+    al.config.duration_outlier_k = 0.0
+    frames, _ = _accumulate(al, [g], [x], [path])
+    assert len(frames[0]) == 40 + 9 * 4
