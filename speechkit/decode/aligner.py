@@ -123,6 +123,10 @@ class AlignerConfig:
             train_acoustic_scale to this over the Baum-Welch passes (deterministic annealing).
         realign_iters: passes that start by re-aligning the data (Kaldi's list).
         max_iter_inc: passes over which the Gaussian count grows to total_gauss.
+        duration_outlier_k: Viterbi-pass statistics (GMMs, triphone tree) leave out the frames of
+            tokens whose log duration is more than this many robust standard deviations
+            (1.4826 MAD, at least 0.25) from their phone's median in the current alignment
+            (0 = use every frame).
         total_gauss: target total number of Gaussians.
         power: exponent of the occupancy when sharing Gaussians out to states.
         min_gauss_count: minimum frames per Gaussian when sharing them out.
@@ -250,6 +254,8 @@ class AlignerConfig:
             raise FieldError("num_iters", f"must be >= 1, got {self.num_iters}")
         if not 0 < self.self_loop_init < 1:
             raise FieldError("self_loop_init", f"must be in (0, 1), got {self.self_loop_init}")
+        if self.duration_outlier_k < 0:
+            raise FieldError("duration_outlier_k", f"must be >= 0, got {self.duration_outlier_k}")
         if not 0 < self.transition_floor < 0.5:
             raise FieldError("transition_floor", f"must be in (0, 0.5), got {self.transition_floor}")
         if self.total_gauss < 1:
