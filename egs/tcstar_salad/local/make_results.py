@@ -4,8 +4,8 @@
 Per speaker, Table 2 of the SALAD paper: MCD (dB, without and with c0), F0 RMSE (Hz), V/UV accuracy
 (%) on the test set with forced durations (silence frames left out; the with-silence figures are
 in the JSON), parameter counts and the training budget of each model; Table 3: the CPU latency
-fit (stage 7); an F0 histogram per speaker like the paper's Figure 2 (ground truth, big RNN, big
-SALAD; the small models when the big ones were not trained).
+fit (stage 7); an F0 histogram per speaker like the paper's Figure 2 (ground truth and every model
+synthesized).
 
 Usage: local/make_results.py [--models "m1 m2 ..."] [--corpus NAME] DATA_DIR EXP_DIR
 """
@@ -95,20 +95,24 @@ def speaker_section(spk: str, models: list[str], data: Path, exp: Path, dump: Pa
             f"{fmt((sc_sil or {}).get('mcd_db'))} | {tr.get('epochs', '-')} ({tr.get('best_epoch', '-')}) | "
             f"{tr.get('steps', '-')} | {duration(tr.get('train_seconds'))} |")
     lines.append("")
-    # F0 histogram (Figure 2): ground truth, then the big models (else the small ones)
+    # F0 histogram (Figure 2): ground truth and every synthesized model
     test = dump / spk / "test"
     if (test / "feats.scp").is_file():
         conf = yaml.safe_load((test / "feats.yaml").read_text()) if (test / "feats.yaml").is_file() else {}
         tracks = {"ground truth": voiced_f0(test / "feats.scp", conf)}
-        big = [m for m in ("musa_rnn_big", "salad_big") if m in models]
-        small = [m for m in ("musa_rnn_small", "salad_small") if m in models]
-        for m in big if all((exp / spk / b / "synth/test/feats.scp").is_file() for b in big) and big else small:
+        for m in models:
             scp = exp / spk / m / "synth" / "test" / "feats.scp"
             if scp.is_file():
                 tracks[m] = voiced_f0(scp, conf)
+        unvoiced = [m for m, f0 in tracks.items() if f0.size == 0]
+        tracks = {m: f0 for m, f0 in tracks.items() if f0.size}
         png = exp / f"f0_histogram_{spk}.png"
-        plot_f0_histograms(tracks, png, title=f"F0 of the test set, speaker {spk}")
-        lines += [f"F0 histogram: `{png.name}` ({', '.join(tracks)}).", ""]
+        if tracks:
+            plot_f0_histograms(tracks, png, title=f"F0 of the test set, speaker {spk}")
+            lines.append(f"F0 histogram: `{png.name}` ({', '.join(tracks)}).")
+        if unvoiced:
+            lines.append(f"No voiced frame at all (left out of the histogram): {', '.join(unvoiced)}.")
+        lines.append("")
     return lines
 
 
