@@ -56,6 +56,8 @@ expdir=exp           # aligners, front ends, models, syntheses, scores, RESULTS.
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|ljspeech] [--models \"...\"]
        [--max_epochs N] [--train_args '...'] [--nj N] [--num_threads N] [--ngpu N] [--nproc N] ...
 (see the header of $0 for every option)"
+setup_keys="corpus db_root num_crowd mini_sentences lang seed"
+for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh
@@ -69,19 +71,16 @@ die() { echo "$0: $*" >&2; exit 1; }
 # `./run.sh --stage 3` continues what `./run.sh --db_root ... --stop_stage 2` prepared, and an
 # option that contradicts it is an error instead of a silent switch to another corpus.
 setup_file=$datadir/.setup
-setup_keys="corpus db_root num_crowd mini_sentences lang seed"
 if [ "$stage" -gt 0 ]; then
   [ -f "$setup_file" ] || die "$setup_file: no such file: run stage 0 first (./run.sh --stop_stage 0 [--db_root ...])"
   for key in $setup_keys; do
     saved=$(awk -F= -v k="$key" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$setup_file")
     given=${!key}
     if [ "$key" = db_root ] && [ -n "$given" ]; then given=$(cd "$given" 2>/dev/null && pwd || echo "$given"); fi
-    case "$key" in
-      corpus|db_root)
-        if [ -n "$given" ] && [ "$given" != "$saved" ]; then
-          die "--$key $given contradicts $setup_file ($key=$saved, written by stage 0); re-run from --stage 0 to prepare another corpus"
-        fi ;;
-    esac
+    default_value=default_$key
+    if [ "$given" != "${!default_value}" ] && [ "$given" != "$saved" ]; then  # given on this command line
+      die "--$key $given contradicts $setup_file ($key=$saved, written by stage 0); re-run from --stage 0 to prepare another setup"
+    fi
     printf -v "$key" '%s' "$saved"
   done
 else
