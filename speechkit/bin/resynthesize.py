@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from speechkit.scoring.plots import plot_spectrograms
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, read_lines, read_table, write_table
 
@@ -83,30 +83,6 @@ def frontend_conf(inverter_dir: Path, cfg, stft_config: str | None) -> tuple[dic
             return yaml.safe_load(c.read_text(encoding="utf-8")), str(c)
     raise FileNotFoundError(f"no spectrogram front-end config in {' or '.join(map(str, candidates)) or inverter_dir}; "
                             f"pass --stft-config conf/spectrogram.yaml")
-
-
-def plot_spectrograms(path: Path, panels: list[tuple[str, np.ndarray]], sample_rate: int, hop: int) -> None:
-    """Save log-magnitude plots (dB, one panel per ``(title, (frames, bins) magnitude)``) as a PNG, atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels) + 0.4), squeeze=False)
-    for ax, (title, mag) in zip(axes[:, 0], panels):
-        db = 20 * np.log10(np.maximum(mag.T, 1e-5))
-        vmax = float(db.max())
-        im = ax.imshow(db, origin="lower", aspect="auto", cmap="magma", vmin=vmax - 80, vmax=vmax,
-                       extent=(0, mag.shape[0] * hop / sample_rate, 0, sample_rate / 2000))
-        ax.set_title(title, fontsize=9)
-        ax.set_ylabel("kHz")
-        fig.colorbar(im, ax=ax, pad=0.01, label="dB")
-    axes[-1, 0].set_xlabel("time (s)")
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=80)
-    plt.close(fig)
-    os.replace(tmp, path)
 
 
 def _run(args) -> int:

@@ -33,7 +33,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -154,28 +153,13 @@ def speaker_vectors_for(args, model_dir: Path, cfg, data_dir: Path, utts: list[s
 
 def plot_spectrogram(path: Path, wav: np.ndarray, sr: int, title: str) -> None:
     """Save the log-magnitude spectrogram (25 ms Hann windows, 5 ms hop, dB) of ``wav`` as a PNG, atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from scipy.signal import stft
 
-    nper = int(0.025 * sr)
-    _, _, z = stft(wav, fs=sr, window="hann", nperseg=nper, noverlap=nper - int(0.005 * sr))
-    db = 20 * np.log10(np.maximum(np.abs(z), 1e-6))
-    vmax = float(db.max())
-    fig, ax = plt.subplots(figsize=(8, 2.8))
-    im = ax.imshow(db, origin="lower", aspect="auto", cmap="magma", vmin=vmax - 80, vmax=vmax,
-                   extent=(0, len(wav) / sr, 0, sr / 2000))
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("kHz")
-    fig.colorbar(im, ax=ax, pad=0.01, label="dB")
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=80)
-    plt.close(fig)
-    os.replace(tmp, path)
+    from speechkit.scoring.plots import plot_spectrograms
+
+    nper, hop = int(0.025 * sr), int(0.005 * sr)
+    _, _, z = stft(wav, fs=sr, window="hann", nperseg=nper, noverlap=nper - hop)
+    plot_spectrograms(path, [(title, np.abs(z).T)], sr, hop)
 
 
 def vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str) -> tuple[str, str, float]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from speechkit.utils.fileio import atomic_write
 
-__all__ = ["plot_f0_histograms"]
+__all__ = ["plot_f0_histograms", "plot_spectrograms"]
 
 
 def plot_f0_histograms(tracks: Mapping[str, np.ndarray], out_png: str | os.PathLike, *, bins: int = 60,
@@ -67,3 +67,33 @@ def plot_f0_histograms(tracks: Mapping[str, np.ndarray], out_png: str | os.PathL
         ax.set_title(title)
     with atomic_write(out_png, "wb") as f:
         fig.savefig(f, format="png", dpi=100)
+
+
+def plot_spectrograms(path: str | os.PathLike, panels: list[tuple[str, np.ndarray]], sample_rate: int, hop: int) -> None:
+    """Save log-magnitude plots (dB, one panel per ``(title, (frames, bins) magnitude)``) as a PNG, atomically.
+
+    Args:
+        path: the PNG to write.
+        panels: ``(title, magnitude)`` pairs, magnitude ``(frames, bins)`` of a one-sided STFT.
+        sample_rate: Hz (the frequency axis runs to ``sample_rate / 2``).
+        hop: samples between frames (the time axis).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels) + 0.4), squeeze=False)
+    for ax, (title, mag) in zip(axes[:, 0], panels):
+        db = 20 * np.log10(np.maximum(mag.T, 1e-5))
+        vmax = float(db.max())
+        im = ax.imshow(db, origin="lower", aspect="auto", cmap="magma", vmin=vmax - 80, vmax=vmax,
+                       extent=(0, mag.shape[0] * hop / sample_rate, 0, sample_rate / 2000))
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("kHz")
+        fig.colorbar(im, ax=ax, pad=0.01, label="dB")
+    axes[-1, 0].set_xlabel("time (s)")
+    fig.tight_layout()
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=80)
+    plt.close(fig)

@@ -198,3 +198,12 @@ def test_plot_f0_histograms(tmp_path):
     with pytest.raises(ValueError, match="non-positive"):
         plot_f0_histograms({"a": [100.0, 0.0]}, tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_spectrograms_writes_one_png_per_call(tmp_path):
+    from speechkit.scoring.plots import plot_spectrograms
+
+    mag = np.abs(np.random.default_rng(0).normal(size=(50, 201)))
+    plot_spectrograms(tmp_path / "s.png", [("a", mag), ("b", mag * 2)], 16000, 80)
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["s.png"]   # no temporary left behind
