@@ -97,7 +97,7 @@ else
     msc|ljspeech) [ -n "$db_root" ] || die "--corpus $corpus needs --db_root" ;;
     *) die "unknown --corpus '$corpus' (mini, msc, ljspeech)" ;;
   esac
-  mkdir -p "$db_root" data
+  mkdir -p "$db_root" "$datadir"
   db_root=$(cd "$db_root" && pwd)
 fi
 
