@@ -27,7 +27,7 @@ logger = logging.getLogger("speechkit-score-lid")
 def _run(args) -> int:
     setup_logging()
     ref = read_utt2lang(args.ref, "reference utt2lang")
-    hyp = read_utt2lang(args.hyp, "hypothesis utt2lang")
+    hyp = read_utt2lang(args.hyp, "hypothesis utt2lang", allow_empty=True)  # no language at all: 0 %
     for lineno, utt in enumerate(hyp, 1):
         if utt not in ref:
             raise DataError(f"{args.hyp}:{lineno}: utterance '{utt}' is not in the reference {args.ref}")

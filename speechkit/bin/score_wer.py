@@ -24,19 +24,22 @@ with --cer) and Kaldi-style per_utt (per_utt.char) alignment details.
 
 Output files are written before anything is printed: an unwritable --json/--trn-dir is one line
 (`speechkit-score-wer: error: cannot write PATH: reason`, exit 1) and no result on stdout.
-Errors (exit 1, naming the file): HYP with no line at all; a HYP id that is not in REF (file and
-line); with --mode strict, a REF id without hypothesis; an utterance without a language in
+Tokens are split on ASCII whitespace, as Kaldi does (U+00A0, U+3000 are not separators), after
+Unicode NFC normalisation of both sides (--no-nfc: as written). A HYP id that is not in REF is
+ignored with a warning that counts them, as compute-wer does.
+Errors (exit 1, naming the file): HYP with no line at all; with --mode strict, a REF id without hypothesis; an utterance without a language in
 --utt2lang; no reference word to score.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sys
 from pathlib import Path
 
 from speechkit.scoring.wer import (
-    MODES, check_hyp_ids, kaldi_percent, load_baseline, read_transcripts, score, werr, write_per_utt,
+    MODES, kaldi_percent, load_baseline, nfc, read_transcripts, score, unknown_hyp_ids, werr, write_per_utt,
     write_trn,
 )
 from speechkit.utils.cli import make_parser, run_main, setup_logging
@@ -54,7 +57,13 @@ def _run(args) -> int:
     unit = "char" if args.cer else "word"
     refs = read_transcripts(args.ref, "reference")
     hyps = read_transcripts(args.hyp, "hypothesis")
-    check_hyp_ids(hyps, refs, args.hyp, args.ref)
+    if args.nfc:
+        refs, hyps = nfc(refs), nfc(hyps)
+    unknown = unknown_hyp_ids(hyps, refs)
+    if unknown:  # as compute-wer: ignored, and said
+        logger.warning("%d hypothesis utterance(s) of %s are not in the reference %s and are ignored: %s%s",
+                       len(unknown), args.hyp, args.ref, " ".join(unknown[:10]), " ..." if len(unknown) > 10 else "")
+        hyps = {u: t for u, t in hyps.items() if u in refs}
     utt2lang = None
     if args.utt2lang:
         utt2lang = read_table(args.utt2lang)
@@ -136,7 +145,10 @@ def _run(args) -> int:
 def main(argv=None) -> int:
     parser = make_parser(__doc__, prog="speechkit-score-wer")
     parser.add_argument("ref", help="reference Kaldi text file")
-    parser.add_argument("hyp", help="hypothesis Kaldi text file (ids must be in REF)")
+    parser.add_argument("hyp", help="hypothesis Kaldi text file (ids not in REF are ignored with a warning)")
+    parser.add_argument("--nfc", default=True, action=argparse.BooleanOptionalAction,
+                        help="Unicode NFC-normalise references and hypotheses before scoring (default: on; "
+                             "--no-nfc compares the code points as written)")
     parser.add_argument("--cer", action="store_true",
                         help="score characters (code points, whitespace removed) instead of words")
     parser.add_argument("--mode", choices=MODES, default="present",

@@ -144,15 +144,19 @@ def score_lid(ref: Mapping[str, str], hyp: Mapping[str, str]) -> LidResult:
     return LidResult(labels, hyp_labels, conf, missing)
 
 
-def read_utt2lang(path: str | os.PathLike, what: str = "utt2lang") -> dict[str, str]:
+def read_utt2lang(path: str | os.PathLike, what: str = "utt2lang", allow_empty: bool = False) -> dict[str, str]:
     """Read an ``utt2lang`` file (one language token per utterance).
 
+    Args:
+        allow_empty: accept a file with no line (a hypothesis file of a system that chose no
+            language for any utterance: every utterance then counts as an error).
+
     Raises:
-        FileNotFoundError; DataError: no line at all (names the file), an empty line, a missing or
-        multi-word language, a duplicate id (names file and line).
+        FileNotFoundError; DataError: no line at all (names the file; unless ``allow_empty``), an
+        empty line, a missing or multi-word language, a duplicate id (names file and line).
     """
     table = read_table(path)
-    if not table:
+    if not table and not allow_empty:
         raise DataError(f"{path}: empty {what} file (no utterances)")
     for lineno, (utt, lang) in enumerate(table.items(), 1):  # read_table: one entry per line
         if len(lang.split()) != 1:

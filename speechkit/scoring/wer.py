@@ -41,6 +41,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -168,13 +170,31 @@ def kaldi_percent(num: int, den: int) -> float:
     return float(np.float32(100.0 * num / den))
 
 
+#: What separates tokens: ASCII whitespace only, as Kaldi's compute-wer splits (a no-break space
+#: U+00A0 or an ideographic space U+3000 is part of a token, not a separator).
+ASCII_SPACE = " \t\n\r\f\v"
+_ASCII_SPACE_RUN = re.compile(f"[{re.escape(ASCII_SPACE)}]+")
+
+
 def tokenize(text: str, unit: str = "word") -> list[str]:
-    """Words (whitespace split) or characters (code points, whitespace removed) of ``text``."""
+    """Words (split on ASCII whitespace, as Kaldi does) or characters (code points, ASCII whitespace
+    removed) of ``text``.
+
+    Raises:
+        ValueError: ``unit`` is neither ``word`` nor ``char``.
+    """
     if unit == "word":
-        return text.split()
+        return [w for w in _ASCII_SPACE_RUN.split(text) if w]
     if unit == "char":
-        return [c for c in text if not c.isspace()]
+        return [c for c in text if c not in ASCII_SPACE]
     raise ValueError(f"unit must be 'word' or 'char', got {unit!r}")
+
+
+def nfc(table: Mapping[str, str]) -> dict[str, str]:
+    """Unicode NFC form of every transcript (``utt -> text``), so that a precomposed letter and its
+    decomposed spelling (e.g. Devanagari nukta letters U+0958-U+095F, which NFC decomposes) are the
+    same token."""
+    return {u: unicodedata.normalize("NFC", t) for u, t in table.items()}
 
 
 @dataclass
@@ -343,11 +363,9 @@ def read_transcripts(path: str | os.PathLike, what: str = "transcript") -> dict[
     return table
 
 
-def check_hyp_ids(hyps: Mapping[str, str], refs: Mapping[str, str], hyp_path, ref_path) -> None:
-    """Raise DataError naming ``hyp_path:line`` for the first hypothesis id not in the reference."""
-    for lineno, utt in enumerate(hyps, 1):  # read_table: one entry per line, in file order
-        if utt not in refs:
-            raise DataError(f"{hyp_path}:{lineno}: utterance '{utt}' is not in the reference {ref_path}")
+def unknown_hyp_ids(hyps: Mapping[str, str], refs: Mapping[str, str]) -> list[str]:
+    """The hypothesis ids that are not in the reference, in file order (compute-wer ignores them)."""
+    return [utt for utt in hyps if utt not in refs]
 
 
 def write_trn(path: str | os.PathLike, items: Iterable[tuple[str, Sequence[str]]]) -> None:

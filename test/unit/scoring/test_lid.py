@@ -70,9 +70,11 @@ def test_cli_errors(tmp_path, capsys):
     (tmp_path / "hyp").write_text("u1 hi\nu9 ml\n", "utf-8")
     assert main([str(tmp_path / "ref"), str(tmp_path / "hyp")]) == 1
     assert f"{tmp_path / 'hyp'}:2: utterance 'u9' is not in the reference" in capsys.readouterr().err
-    (tmp_path / "hyp").write_text("", "utf-8")
-    assert main([str(tmp_path / "ref"), str(tmp_path / "hyp")]) == 1
-    assert "empty hypothesis utt2lang file" in capsys.readouterr().err
+    (tmp_path / "hyp").write_text("", "utf-8")   # a system that attached no language to any utterance
+    assert main([str(tmp_path / "ref"), str(tmp_path / "hyp")]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.splitlines()[-1] == "LID accuracy: 0.00 % [ 0 / 2 ]"
+    assert "2 of 2 reference utterances have no hypothesis" in cap.err
     (tmp_path / "hyp").write_text("u1 hi en\n", "utf-8")
     assert main([str(tmp_path / "ref"), str(tmp_path / "hyp")]) == 1
     assert f"{tmp_path / 'hyp'}:1: expected '<utt> <lang>'" in capsys.readouterr().err
