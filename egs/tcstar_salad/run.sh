@@ -170,8 +170,10 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   for spk in $spks; do
     for x in $sets; do
       src=$datadir/$spk/${x}_phn
+      # the features of stage 1 as they are now (a re-run of stage 1 after stage 2 must not leave
+      # the phone dir with the copies stage 2 took)
       for f in feats.scp utt2num_frames frame_shift feats.yaml; do
-        [ -f "$src/$f" ] || cp "$datadir/$spk/$x/$f" "$src/$f"
+        cp "$datadir/$spk/$x/$f" "$src/$f"
       done
       fit=""; [ "$x" = train ] && fit="--fit"
       # shellcheck disable=SC2086
