@@ -28,8 +28,15 @@ codebook or any loss):
 
     recon       mean_t ||x_t - x_hat_t||^2                             (eq. 7, first term)
     commitment  gamma * mean_t ||z_e,t - sg(e_{k_t})||^2               (eq. 7, gamma = commitment_cost)
-    smoothing   lambda * mean_t ||z_e,t - z_e,t+1||^2 over adjacent valid pairs   (eq. 9-10)
+    smoothing   lambda * sum_t ||z_e,t - z_e,t+1||^2 / N                         (eq. 9-10)
     total       recon + commitment + smoothing
+
+Smoothing follows the paper's form, a SUM over the adjacent valid code-frame pairs of each utterance
+(eq. 9), weighted by lambda (eq. 10; the paper's grid is lambda in {1e-2, 5e-3, 1e-3}). The sum over the
+batch is divided by ``N``, the number of valid *input* frames of the batch -- the normaliser of the
+reconstruction term, which is itself the paper's per-frame sum divided by ``N`` -- so the ratio of the
+two terms, and hence lambda, is the paper's. (Earlier versions took the MEAN over code-frame pairs,
+i.e. divided by about ``N / stride``: their lambda = 1 equals lambda = ``stride`` = 4 here.)
 
 The codebook receives no gradient (EMA updates); ``||.||^2`` is the squared L2 norm of one frame.
 """
@@ -82,8 +89,10 @@ class VQVAEConfig:
         decoder_kernel_size: kernel of the decoder convolutions.
         decoder_layers_per_stage: residual conv blocks at the code rate and after each x2 upsampling.
         activation: non-linearity of the conv blocks (``relu``, ``leaky_relu``, ``gelu``, ``tanh``).
-        smoothing_weight: ``lambda`` of the temporal smoothing loss, eq. 9-10 (0 = off).
-        jitter_prob: ``p`` of the time jitter, eq. 11-13 (0 = off).
+        smoothing_weight: ``lambda`` of the temporal smoothing loss, eq. 9-10, in the paper's scale
+            (paper: 1e-2, 5e-3, 1e-3; 0 = off); see the module docstring for the normalisation.
+        jitter_prob: ``p`` of the time jitter, eq. 11-13: probability of EACH neighbour, in [0, 0.5]
+            (paper: 0.05, 0.075; 0 = off).
     """
 
     input_dim: int = 39
@@ -158,8 +167,8 @@ class VQVAEConfig:
         for key in ("commitment_cost", "smoothing_weight"):
             if not getattr(self, key) >= 0:
                 bad(key, "must be >= 0")
-        if not 0.0 <= self.jitter_prob <= 1.0:
-            bad("jitter_prob", "must be in [0, 1]")
+        if not 0.0 <= self.jitter_prob <= 0.5:
+            bad("jitter_prob", "must be in [0, 0.5] (probability of each neighbour, eq. 11)")
 
     @property
     def num_downsamplings(self) -> int:
@@ -298,15 +307,17 @@ def masked_frame_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tenso
 
 
 def temporal_smoothness(z: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """``mean over adjacent valid pairs of ||z_t - z_{t+1}||^2`` (Tjandra 2020, eq. 9-10, unweighted).
+    """``sum over the batch and its adjacent valid pairs of ||z_t - z_{t+1}||^2`` (Tjandra 2020, eq. 9;
+    unweighted, unnormalised).
 
     ``z (B, T, D)``, ``lengths (B,)``; pairs ``(t, t+1)`` with ``t + 1 < lengths[b]``; 0 if there are none.
+    :class:`VQVAE` divides it by the batch's valid input frames (see the module docstring).
     """
     if z.size(1) < 2:
         return z.new_zeros(())
     diff = ((z[:, 1:] - z[:, :-1]) ** 2).sum(-1)  # (B, T-1)
     pair_mask = lengths_to_mask(lengths - 1, z.size(1) - 1)
-    return (diff * pair_mask.to(diff.dtype)).sum() / pair_mask.sum().clamp_min(1)
+    return (diff * pair_mask.to(diff.dtype)).sum()
 
 
 class VQVAE(nn.Module):
@@ -389,7 +400,8 @@ class VQVAE(nn.Module):
         frame_mask = lengths_to_mask(lengths, feats.size(1))
         losses = {"recon": masked_frame_mse(recon, feats, frame_mask), "commitment": vq.commitment_loss}
         if self.cfg.smoothing_weight > 0:
-            losses["smoothing"] = self.cfg.smoothing_weight * temporal_smoothness(z_e, out_lengths)
+            n_input = lengths.sum().clamp_min(1).to(z_e.dtype)  # the reconstruction term's normaliser
+            losses["smoothing"] = self.cfg.smoothing_weight * temporal_smoothness(z_e, out_lengths) / n_input
         else:
             losses["smoothing"] = z_e.new_zeros(())
         losses["total"] = losses["recon"] + losses["commitment"] + losses["smoothing"]

@@ -89,7 +89,8 @@ def test_losses_by_hand():
     commit = 0.25 * sum(((out.z_e[b, :n] - e[b, :n]) ** 2).sum() for b, n in enumerate(n_codes)) / sum(n_codes)
     assert out.losses["commitment"].item() == pytest.approx(commit.item(), rel=1e-5)
     pairs = [(b, t) for b, n in enumerate(n_codes) for t in range(n - 1)]
-    smooth = sum(((out.z_e[b, t] - out.z_e[b, t + 1]) ** 2).sum() for b, t in pairs) / len(pairs)
+    # eq. 9-10: lambda * SUM over pairs, divided by the 27 input frames as the reconstruction term
+    smooth = sum(((out.z_e[b, t] - out.z_e[b, t + 1]) ** 2).sum() for b, t in pairs) / 27
     assert out.losses["smoothing"].item() == pytest.approx(0.5 * smooth.item(), rel=1e-5)
     total = out.losses["recon"] + out.losses["commitment"] + out.losses["smoothing"]
     assert out.losses["total"].item() == pytest.approx(total.item())
@@ -98,8 +99,8 @@ def test_losses_by_hand():
 
 def test_temporal_smoothness_hand_case():
     z = torch.tensor([[[0.0], [1.0], [3.0], [99.0]], [[1.0], [1.0], [0.0], [0.0]]])
-    # utt 0 (3 valid): (1-0)^2 + (3-1)^2 = 5; utt 1 (2 valid): 0 -> 5 / 3 pairs
-    assert temporal_smoothness(z, torch.tensor([3, 2])).item() == pytest.approx(5 / 3)
+    # utt 0 (3 valid): (1-0)^2 + (3-1)^2 = 5; utt 1 (2 valid): 0 -> a sum of 5 (eq. 9), not a mean
+    assert temporal_smoothness(z, torch.tensor([3, 2])).item() == pytest.approx(5.0)
     assert temporal_smoothness(z[:, :1], torch.tensor([1, 1])).item() == 0.0
 
 
@@ -152,7 +153,7 @@ def test_utterance_shorter_than_stride_is_an_error():
 
 
 @pytest.mark.parametrize("key,value", [("codebook_size", 0), ("codebook_size", -3), ("stride", 3), ("stride", 0),
-                                       ("jitter_prob", 1.5), ("smoothing_weight", -1.0), ("encoder_type", "rnn"),
+                                       ("jitter_prob", 1.5), ("jitter_prob", 0.6), ("smoothing_weight", -1.0), ("encoder_type", "rnn"),
                                        ("encoder_dim", 30)])
 def test_bad_config_names_the_key(key, value):
     with pytest.raises(ConfigError, match=rf"'{key}'"):
