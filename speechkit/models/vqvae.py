@@ -40,6 +40,7 @@ i.e. divided by about ``N / stride``: their lambda = 1 equals lambda = ``stride`
 
 The codebook receives no gradient (EMA updates); ``||.||^2`` is the squared L2 norm of one frame.
 """
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Literal
@@ -53,6 +54,8 @@ from speechkit.nn.positional import SinusoidalPositionalEncoding
 from speechkit.nn.transformer import TransformerStack, lengths_to_mask
 from speechkit.nn.vector_quantizer import EMAVectorQuantizer
 from speechkit.utils.config import FieldError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -336,6 +339,23 @@ class VQVAE(nn.Module):
                                             cfg.ema_decay, cfg.ema_epsilon, cfg.restart_unused_steps)
         self.jitter = TemporalJitter(cfg.jitter_prob)
         self.decoder = ConvDecoder(cfg)
+        # EMA codebook updates belong to the optimizer step: a skipped step (non-finite gradient)
+        # never updates the codebook (see speechkit.nn.vector_quantizer, "Deferred updates").
+        self.quantizer.defer_updates(owner=self)
+
+    def _gradients_cleared(self) -> bool:
+        """True when no parameter holds a non-zero gradient (``zero_grad`` ran since the last backward)."""
+        return not any(p.grad is not None and bool(p.grad.ne(0).any()) for p in self.parameters())
+
+    def _drop_unapplied_codebook_update(self) -> None:
+        """A training forward that starts a new accumulation group (gradients cleared) while EMA
+        statistics are still pending: the previous step was skipped, so its update is dropped."""
+        vq = self.quantizer
+        if vq.has_pending_update and self._gradients_cleared():
+            if vq.pending_saw_backward:
+                log.warning("the previous training step was skipped (no optimizer step after its backward): "
+                            "its EMA codebook update is discarded")
+            vq.discard_update()
 
     @property
     def stride(self) -> int:
@@ -378,7 +398,12 @@ class VQVAE(nn.Module):
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor,
                 speakers: torch.Tensor | None = None) -> VQVAEOutput:
-        """Encode, quantize (EMA update in training mode), decode, and compute the losses.
+        """Encode, quantize, decode, and compute the losses.
+
+        In training mode the EMA codebook statistics of the batch are applied by the next
+        ``optimizer.step()`` (of an optimizer holding this model's parameters); they are dropped
+        if the model's gradients are cleared without a step (a step skipped for a non-finite
+        gradient norm), so a NaN batch never reaches the codebook.
 
         Args:
             feats: ``(B, T, D_in)`` float, padded.
@@ -392,6 +417,8 @@ class VQVAE(nn.Module):
         self._check_input(feats, lengths)
         self._check_speakers(speakers, feats.size(0))
         stage_lengths = self._stage_lengths(lengths)
+        if self.training:
+            self._drop_unapplied_codebook_update()
         z_e, out_lengths = self.encoder(feats, lengths)
         mask = lengths_to_mask(out_lengths, z_e.size(1))
         vq = self.quantizer(z_e, mask)

@@ -25,15 +25,52 @@ instead of being divided by ~``eps`` on the first update (which happens with ``N
 Dead-code restart (optional, off by default): a code unused for ``restart_unused_steps`` consecutive
 training updates is moved onto a random encoder frame of the current batch (``N_i = 1``, ``m_i = e_i``).
 
+Deferred updates (``defer_updates()``; :class:`speechkit.models.vqvae.VQVAE` turns them on): the EMA step
+then belongs to the optimizer step, not to the forward pass. A training forward only accumulates its
+batch statistics (summed over the micro-batches of a gradient-accumulation group); the statistics are
+applied by the next ``optimizer.step()`` of an optimizer that holds the owner model's parameters (a
+global optimizer step hook), and thrown away when the owner model starts a new group (its gradients
+were cleared) without such a step -- e.g. when the trainer skipped the step for a non-finite gradient
+norm. A NaN batch therefore never reaches the codebook, and the codebook that is checkpointed is always
+the one of the last *applied* update. Without ``defer_updates()`` the update runs in the forward pass.
+
 Distributed training: under ``torch.distributed`` the batch statistics ``n`` and ``s`` are summed over
 ranks before the EMA step and restart vectors are broadcast from rank 0, so every rank holds the same
 codebook (:func:`_all_reduce_sum`, :func:`_broadcast` -- the DDP hook).
 """
+import logging
+import weakref
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+
+log = logging.getLogger(__name__)
+
+_DEFERRING: "weakref.WeakSet[EMAVectorQuantizer]" = weakref.WeakSet()
+_STEP_HOOK = None
+
+
+def _commit_on_optimizer_step(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
+    """Global optimizer step post-hook: apply the pending EMA statistics of every deferring quantizer
+    whose owner model has a parameter in ``optimizer`` (all pending ones when no owner was given)."""
+    param_ids = None
+    for vq in list(_DEFERRING):
+        if vq._pending is None:
+            continue
+        owner = vq._owner() if vq._owner is not None else None
+        if owner is not None:
+            first = next(owner.parameters(), None)
+            if first is None:
+                continue
+            if param_ids is None:
+                param_ids = {id(q) for group in optimizer.param_groups for q in group["params"]}
+            if id(first) not in param_ids:
+                continue
+        vq.commit_update()
 
 
 def _distributed() -> bool:
@@ -131,6 +168,52 @@ class EMAVectorQuantizer(nn.Module):
         self.register_buffer("ema_count", torch.ones(codebook_size))
         self.register_buffer("ema_weight", codebook.clone())
         self.register_buffer("unused_steps", torch.zeros(codebook_size, dtype=torch.long))
+        self._defer = False
+        self._owner: weakref.ref | None = None
+        self._pending: dict[str, torch.Tensor] | None = None  # counts (K,), sums (K, De), candidates (N, De)
+        self._pending_backward = False
+
+    def defer_updates(self, owner: nn.Module | None = None) -> None:
+        """Apply the EMA update at the optimizer step instead of in the forward pass (module docstring).
+
+        Args:
+            owner: the model trained with this quantizer; only an ``optimizer.step()`` of an optimizer
+                holding ``owner``'s first parameter applies the update (None: any optimizer step).
+        """
+        global _STEP_HOOK
+        if _STEP_HOOK is None:
+            _STEP_HOOK = register_optimizer_step_post_hook(_commit_on_optimizer_step)
+        self._defer = True
+        self._owner = weakref.ref(owner) if owner is not None else None
+        _DEFERRING.add(self)
+
+    @property
+    def has_pending_update(self) -> bool:
+        """True when training forwards have accumulated statistics that no optimizer step applied yet."""
+        return self._pending is not None
+
+    @property
+    def pending_saw_backward(self) -> bool:
+        """True when a backward pass ran through a forward whose statistics are pending."""
+        return self._pending is not None and self._pending_backward
+
+    @torch.no_grad()
+    def commit_update(self) -> bool:
+        """Apply the pending EMA statistics (one EMA step); returns False when there were none."""
+        if self._pending is None:
+            return False
+        pending, self._pending, self._pending_backward = self._pending, None, False
+        self._ema_update(pending["counts"], pending["sums"], pending["candidates"])
+        return True
+
+    def discard_update(self) -> bool:
+        """Drop the pending EMA statistics (a skipped step); returns False when there were none."""
+        had = self._pending is not None
+        self._pending, self._pending_backward = None, False
+        return had
+
+    def _mark_backward(self, grad: torch.Tensor) -> None:
+        self._pending_backward = True
 
     def extra_repr(self) -> str:
         return (f"codebook_size={self.codebook_size}, dim={self.dim}, commitment_cost={self.commitment_cost}, "
@@ -162,8 +245,9 @@ class EMAVectorQuantizer(nn.Module):
     def forward(self, z_e: torch.Tensor, mask: torch.Tensor | None = None) -> VQOutput:
         """Quantize ``z_e (B, T, De)``; ``mask (B, T)`` bool, True at valid frames (default: all valid).
 
-        In training mode the codebook is updated (EMA) from the valid frames after quantization; the
-        returned ``z_q`` uses the codebook as it was before the update.
+        In training mode the codebook is updated (EMA) from the valid frames after quantization, or,
+        after :meth:`defer_updates`, at the next optimizer step; the returned ``z_q`` uses the codebook
+        as it was before the update.
         """
         if z_e.dim() != 3 or z_e.size(-1) != self.dim:
             raise ValueError(f"EMAVectorQuantizer: expected z_e of shape (B, T, {self.dim}), got {tuple(z_e.shape)}")
@@ -183,9 +267,18 @@ class EMAVectorQuantizer(nn.Module):
                 valid_z = z_e.detach()[mask].float()
                 sums = torch.zeros(self.codebook_size, D, device=z_e.device).index_add_(0, valid_codes, valid_z)
                 _all_reduce_sum(counts, sums)
-                self._ema_update(counts, sums, valid_z)
+                if not self._defer:
+                    self._ema_update(counts, sums, valid_z)
+                elif self._pending is None:
+                    self._pending = {"counts": counts.clone(), "sums": sums, "candidates": valid_z}
+                else:  # another micro-batch of the same accumulation group
+                    self._pending["counts"] += counts
+                    self._pending["sums"] += sums
+                    self._pending["candidates"] = valid_z
             perplexity = code_perplexity(counts)
             codes_used = (counts > 0).sum()
+        if self.training and self._defer and z_e.requires_grad:
+            z_e.register_hook(self._mark_backward)
 
         z_q = (z_e + (quantized - z_e).detach()) * maskf
         return VQOutput(z_q=z_q, codes=codes.masked_fill(~mask, 0), commitment_loss=commitment,

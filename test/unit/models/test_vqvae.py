@@ -71,6 +71,7 @@ def test_padding_never_reaches_the_codebook_in_training():
         x = feats.clone()
         x[1, 12:] = garbage
         out = model(x, lengths, spk)
+        assert model.quantizer.commit_update()  # the optimizer step would apply it
         codebooks.append(model.quantizer.codebook.clone())
         assert out.stats["codes_used"] >= 1
     assert torch.allclose(codebooks[0], codebooks[1])
@@ -199,3 +200,63 @@ def test_overfits_a_tiny_batch(encoder_type):
     model.eval()
     final = model(feats, lengths, spk).losses["recon"].item()
     assert final < first / 3, (first, final)
+
+
+def _train_step(model, opt, feats, lengths, spk) -> bool:
+    """One step as speechkit.train.Trainer takes it: the update is skipped for a non-finite gradient norm."""
+    out = model(feats, lengths, spk)
+    out.losses["total"].backward()
+    norm = float(torch.nn.utils.clip_grad_norm_(list(model.parameters()), 5.0))
+    stepped = math.isfinite(norm)
+    if stepped:
+        opt.step()
+    opt.zero_grad(set_to_none=True)
+    return stepped
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_a_skipped_step_never_updates_the_ema_codebook(caplog, set_to_none):
+    """A NaN batch: the step is skipped, and so is its EMA update (deferred to the optimizer step)."""
+    lengths, spk = torch.tensor([16, 12]), torch.tensor([0, 1])
+    good = [torch.randn(2, 16, 39, generator=torch.Generator().manual_seed(s)) for s in (1, 2)]
+    bad = good[0].clone()
+    bad[0, 3, 5] = float("nan")
+
+    def run(batches):
+        model = make().train()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        zero = opt.zero_grad
+        opt.zero_grad = lambda set_to_none=set_to_none: zero(set_to_none=set_to_none)
+        steps = [_train_step(model, opt, b, lengths, spk) for b in batches]
+        return model, steps
+
+    model, steps = run([good[0], bad, good[1]])
+    assert steps == [True, False, True]
+    reference, _ = run([good[0], good[1]])  # the same run without the NaN batch
+    assert torch.isfinite(model.quantizer.codebook).all()
+    assert torch.allclose(model.quantizer.codebook, reference.quantizer.codebook, atol=1e-6)
+    assert torch.allclose(model.quantizer.ema_count, reference.quantizer.ema_count)
+    assert not torch.allclose(reference.quantizer.codebook, make().quantizer.codebook)  # updates did happen
+    assert "EMA codebook update is discarded" in caplog.text
+    # after the NaN batch alone, before the next forward, the codebook is that of the first step
+    model, _ = run([good[0]])
+    after_one = model.quantizer.codebook.clone()
+    model, _ = run([good[0], bad])
+    assert torch.equal(model.quantizer.codebook, after_one)
+
+
+def test_accumulated_micro_batches_make_one_ema_step():
+    """Two forwards before one optimizer step: one EMA step with the summed statistics."""
+    lengths, spk = torch.tensor([16, 16]), torch.tensor([0, 1])
+    x = torch.randn(2, 16, 39)
+    model = make().train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    for half in (slice(0, 1), slice(1, 2)):
+        model(x[half], lengths[half], spk[half]).losses["total"].backward()
+    assert model.quantizer.has_pending_update
+    opt.step()
+    assert not model.quantizer.has_pending_update
+    whole = make().train()
+    whole(x, lengths, spk)  # one forward over both utterances
+    assert whole.quantizer.commit_update()
+    assert torch.allclose(model.quantizer.codebook, whole.quantizer.codebook, atol=1e-6)
