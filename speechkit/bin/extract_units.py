@@ -1,15 +1,20 @@
 """Extract discrete units with a trained VQ-VAE, in the ZeroSpeech 2019 submission layout.
 
-  speechkit-extract-units --model-dir exp/vqvae DATA_DIR OUT_DIR [--aux] [--nj N]
+  speechkit-extract-units --model-dir exp/vqvae DATA_DIR OUT_DIR [--unit-format codebook|onehot] [--aux] [--nj N]
 
 DATA_DIR holds features of the kind the model was trained on (feats.scp; cmvn.scp when the model
 was trained with CMVN: per-speaker stats of DATA_DIR itself for data.cmvn=speaker, the training
 set's global stats for data.cmvn=global). Every utterance is encoded (whole, no cropping) and
 OUT_DIR gets:
 
-  <utt>.txt    one line per code frame: the one-hot code (K numbers, 0 or 1), or with --aux the
-               continuous encoder output z (De numbers) -- ZeroSpeech 2019 'test' and
-               'auxiliary_embedding' files, readable by speechkit-score-abx / -score-bitrate
+  <utt>.txt    one line per code frame: with --unit-format codebook (default) the codebook vector
+               e_k of the frame's code k (De numbers, as ZeroSpeech 2019 VQ submissions wrote
+               them), with --unit-format onehot the one-hot code (K numbers, 0 or 1); with --aux
+               the continuous encoder output z (De numbers) instead -- ZeroSpeech 2019 'test' and
+               'auxiliary_embedding' files, readable by speechkit-score-abx / -score-bitrate.
+               Both unit formats have one distinct line per code, so the same bitrate; their ABX
+               differs (cosine distances between codebook vectors are graded, between one-hot
+               rows they are all equal).
   codes        Kaldi text table '<utt> <code> <code> ...' (the inverter's input). It has no .txt
                suffix, so the scoring tools, which read every *.txt file, do not take it for an
                utterance.
@@ -50,14 +55,31 @@ def build_parser():
     p.add_argument("out_dir", metavar="OUT_DIR", help="where the <utt>.txt files, codes, frame_shift go")
     p.add_argument("--model-dir", "--model_dir", dest="model_dir", required=True, metavar="DIR",
                    help="VQ-VAE experiment dir (uses checkpoints/best.pt, else the latest) or a checkpoint file")
+    p.add_argument("--unit-format", "--unit_format", dest="unit_format", choices=UNIT_FORMATS, default="codebook",
+                   help="how a code frame is written: codebook (its codebook vector, De numbers; the ZeroSpeech "
+                        "2019 submission form) or onehot (K numbers, 0 or 1) (default: %(default)s)")
     p.add_argument("--aux", action="store_true",
-                   help="write the continuous encoder output z per frame instead of the one-hot code")
+                   help="write the continuous encoder output z per frame instead of the code")
     p.add_argument("--nj", type=int, default=1, help="parallel worker processes (default: 1)")
     p.add_argument("--batch-frames", type=int, default=20000, metavar="N",
                    help="input frames per encoder batch (default: 20000)")
     p.add_argument("--log-file", default=None, help="also append the log here")
     p.add_argument("--verbose", action="store_true", help="debug logging")
     return p
+
+
+UNIT_FORMATS = ("codebook", "onehot")
+
+
+def codebook_rows(codebook) -> list[str]:
+    """Row ``k`` is the text line of codebook vector ``e_k`` (``De`` numbers, 9 significant digits:
+    float32 values round-trip exactly, so distinct vectors stay distinct lines).
+
+    Args:
+        codebook: ``(K, De)`` array or tensor.
+    """
+    m = np.asarray(codebook, dtype=np.float32)
+    return [" ".join(f"{v:.9g}" for v in row) for row in m.tolist()]
 
 
 def onehot_rows(codebook_size: int) -> list[str]:
@@ -119,8 +141,9 @@ def load_inputs(data_dir: Path, cfg, utts: list[str] | None = None) -> tuple[lis
 
 
 def encode_part(model_path: str, data_dir: str, utts: list[str] | None, out_tmp: str, aux: bool,
-                batch_frames: int, progress: bool = True) -> dict[str, list[int]]:
-    """Encode ``utts`` of ``data_dir`` (all if None) and write their ``<utt>.txt`` into ``out_tmp``.
+                batch_frames: int, progress: bool = True, unit_format: str = "codebook") -> dict[str, list[int]]:
+    """Encode ``utts`` of ``data_dir`` (all if None) and write their ``<utt>.txt`` into ``out_tmp``
+    (``unit_format``: ``codebook`` or ``onehot`` rows; ``aux``: the continuous z instead).
 
     Returns ``{utt: codes}``. Runs in a worker process with ``--nj > 1``.
     """
@@ -132,7 +155,14 @@ def encode_part(model_path: str, data_dir: str, utts: list[str] | None, out_tmp:
     model, cfg = load_model(model_path)
     utts, feats = load_inputs(Path(data_dir), cfg, utts)
     K = cfg.model.codebook_size
-    rows = None if aux else onehot_rows(K)
+    if aux:
+        rows = None
+    elif unit_format == "codebook":
+        rows = codebook_rows(model.quantizer.codebook)
+    elif unit_format == "onehot":
+        rows = onehot_rows(K)
+    else:
+        raise ValueError(f"unknown unit format {unit_format!r}, expected one of {', '.join(UNIT_FORMATS)}")
     order = sorted(range(len(utts)), key=lambda i: -len(feats[i]))
     out: dict[str, list[int]] = {}
     bar = tqdm(total=len(utts), desc="extracting units", unit="utt", disable=None if progress else True)
@@ -167,7 +197,8 @@ def _worker(args: tuple) -> dict[str, list[int]]:
     import torch
 
     torch.set_num_threads(1)
-    return encode_part(*args, progress=False)
+    *head, unit_format = args
+    return encode_part(*head, progress=False, unit_format=unit_format)
 
 
 def _run(args) -> int:
@@ -192,6 +223,12 @@ def _run(args) -> int:
 
     if not isinstance(model, VQVAE):
         raise ValueError(f"{model_path}: not a VQ-VAE checkpoint (task {type(model).__name__})")
+    if not args.aux and args.unit_format == "codebook":
+        rows = codebook_rows(model.quantizer.codebook)
+        if len(set(rows)) < len(rows):
+            log.warning("%s: %d of %d codebook vectors are identical to another; the bitrate counts each "
+                        "distinct vector once (use --unit-format onehot to keep every code apart)",
+                        model_path, len(rows) - len(set(rows)), len(rows))
     del model
     if not (data_dir / "feats.scp").is_file():
         raise FileNotFoundError(f"{data_dir}/feats.scp: no features (run utils/make_feats.sh first)")
@@ -207,13 +244,15 @@ def _run(args) -> int:
     t0 = time.time()
     try:
         if args.nj == 1 or utts is None or len(utts) < 2:
-            codes = encode_part(str(model_path), str(data_dir), utts, str(tmp), args.aux, args.batch_frames)
+            codes = encode_part(str(model_path), str(data_dir), utts, str(tmp), args.aux, args.batch_frames,
+                                unit_format=args.unit_format)
         else:
             import multiprocessing as mp
 
             nj = min(args.nj, len(utts))
             parts = [utts[k::nj] for k in range(nj)]
-            jobs = [(str(model_path), str(data_dir), p, str(tmp), args.aux, args.batch_frames) for p in parts]
+            jobs = [(str(model_path), str(data_dir), p, str(tmp), args.aux, args.batch_frames, args.unit_format)
+                    for p in parts]
             codes = {}
             pool = mp.get_context("spawn").Pool(nj)
             try:
@@ -233,7 +272,7 @@ def _run(args) -> int:
         used = len({k for c in codes.values() for k in c})
         info = {
             "model": str(args.model_dir), "checkpoint": str(model_path), "data_dir": str(data_dir),
-            "kind": "aux" if args.aux else "onehot", "codebook_size": cfg.model.codebook_size,
+            "kind": "aux" if args.aux else args.unit_format, "codebook_size": cfg.model.codebook_size,
             "codebook_dim": cfg.model.codebook_dim, "stride": cfg.model.stride, "frame_shift": float(f"{shift:.6g}"),
             "num_utts": len(codes), "num_frames": n_frames, "codes_used": used,
         }
@@ -250,7 +289,7 @@ def _run(args) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     log.info("wrote %s: %d utterances, %d %s frames (%g s each), %d of %d codes used, in %.1f s", out_dir, len(codes),
-             n_frames, "z" if args.aux else "one-hot", shift, used, cfg.model.codebook_size, time.time() - t0)
+             n_frames, "z" if args.aux else args.unit_format, shift, used, cfg.model.codebook_size, time.time() - t0)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""speechkit-extract-units: ZeroSpeech 2019 layout, one-hot and aux files against the model, errors, atomic output."""
+"""speechkit-extract-units: ZeroSpeech 2019 layout, codebook / one-hot / aux files against the model, errors,
+atomic output."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,7 +10,8 @@ import pytest
 import torch
 import yaml
 
-from speechkit.bin.extract_units import main, onehot_rows
+from speechkit.bin.extract_units import codebook_rows, main, onehot_rows
+from speechkit.scoring.bitrate import bitrate
 from speechkit.scoring.feature_dir import FeatureDir
 from speechkit.tasks.vqvae import load_features
 from speechkit.train import load_model
@@ -38,9 +40,16 @@ def test_onehot_rows():
     assert onehot_rows(3) == ["1 0 0", "0 1 0", "0 0 1"]
 
 
+def test_codebook_rows_round_trip_float32():
+    cb = torch.tensor([[0.1, -2.5e-7], [1 / 3, 7.0]])
+    rows = codebook_rows(cb)
+    assert len(rows) == 2
+    np.testing.assert_array_equal(np.array([r.split() for r in rows], dtype=np.float32), cb.numpy())
+
+
 def test_onehot_layout_matches_the_model(setup, tmp_path):
     out = tmp_path / "units"
-    assert run(["--model-dir", setup["exp"], setup["test"], out]) == 0
+    assert run(["--model-dir", setup["exp"], "--unit-format", "onehot", setup["test"], out]) == 0
     model, cfg = load_model(setup["exp"])
     utts, feats = load_features(setup["test"], "speaker")  # what the model saw: per-speaker CMVN
     codes = read_table(out / "codes")
@@ -60,6 +69,30 @@ def test_onehot_layout_matches_the_model(setup, tmp_path):
     assert info["kind"] == "onehot" and info["codebook_size"] == 8 and info["stride"] == 4 and info["num_utts"] == 4
     # the scoring tools read the directory as four utterances (the 'codes' table is not a .txt file)
     assert FeatureDir(out).utts == utts
+
+
+def test_default_writes_codebook_vectors_at_the_same_bitrate(setup, tmp_path):
+    """The default form: each frame is e_k of its code k (ZeroSpeech 2019 VQ submissions); the
+    codes file is unchanged and the bitrate equals the one-hot form's (one symbol per code)."""
+    assert run(["--model-dir", setup["exp"], setup["test"], tmp_path / "cb"]) == 0
+    assert run(["--model-dir", setup["exp"], "--unit-format", "onehot", setup["test"], tmp_path / "oh"]) == 0
+    model, _ = load_model(setup["exp"])
+    codebook = model.quantizer.codebook.numpy()
+    codes = read_table(tmp_path / "cb" / "codes")
+    assert (tmp_path / "cb" / "codes").read_bytes() == (tmp_path / "oh" / "codes").read_bytes()
+    for utt, line in codes.items():
+        c = [int(k) for k in line.split()]
+        m = np.loadtxt(tmp_path / "cb" / f"{utt}.txt", ndmin=2)
+        assert m.shape == (len(c), codebook.shape[1])
+        np.testing.assert_allclose(m, codebook[c], rtol=1e-6, atol=1e-7)
+    assert yaml.safe_load((tmp_path / "cb" / "units.yaml").read_text())["kind"] == "codebook"
+    durs = {u: 1.0 for u in codes}
+    rates = []
+    for form in ("cb", "oh"):
+        fd = FeatureDir(tmp_path / form)
+        feats = fd.load_all(fd.utts)
+        rates.append(bitrate(feats, durs).bitrate)
+    assert rates[0] == pytest.approx(rates[1], abs=1e-9) and rates[0] > 0
 
 
 def test_aux_writes_the_continuous_z(setup, tmp_path):
