@@ -19,7 +19,12 @@ Rules (an unknown key or a wrong type is never silently ignored):
   is integral (``10.0``); ``true``/``false`` are never numbers;
 - PyYAML reads ``1e-3`` (no dot) as a *string* (YAML 1.1); a float field accepts such a string if
   it is a plain decimal/scientific number, so ``lr: 1e-3`` works as users expect;
-- a ``Literal`` value outside its choices is an error listing them.
+- a ``Literal`` value outside its choices is an error listing them;
+- booleans are YAML 1.2's: only ``true``/``false`` (any case: ``True``, ``FALSE``). PyYAML follows
+  YAML 1.1, where ``yes``/``no``/``on``/``off`` are booleans too, which turned language ids such as
+  Norwegian ``no`` into ``False`` (``data.languages: [no, hi]``); here they stay strings, so a
+  ``str`` or ``list[str]`` field keeps them as written, and a ``bool`` field still accepts them
+  (``shuffle: yes`` is ``True``).
 
 Overrides are ``dotted.key=value`` strings; the value is parsed by YAML (``a.b=3`` is an int,
 ``a.b=[1,2]`` a list, ``a.b=null`` None, ``a.b='3'`` the string ``"3"``).
@@ -71,6 +76,26 @@ __all__ = [
 
 # A plain decimal or scientific number as PyYAML leaves it a string (e.g. "1e-3", "5E4", "-2e+1").
 _FLOAT_STR = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+# YAML 1.1 booleans that YAML 1.2 reads as strings; a bool field accepts them (see the module docstring).
+_YAML11_BOOLS = {v: b for b, words in ((True, ("yes", "on")), (False, ("no", "off")))
+                 for w in words for v in (w, w.capitalize(), w.upper())}
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` with YAML 1.2 booleans: ``true``/``false`` only, ``no``/``on``/... stay strings."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def _load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` with YAML 1.2 booleans (:class:`_Loader`)."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 
@@ -125,7 +150,7 @@ def load_config(schema: type, yaml_path: str | os.PathLike | None = None,
 
 
 def read_yaml(path: str | os.PathLike) -> dict:
-    """Read a YAML mapping with ``yaml.safe_load``; an empty file is ``{}``.
+    """Read a YAML mapping (safe loader, YAML 1.2 booleans); an empty file is ``{}``.
 
     Raises:
         FileNotFoundError: no such file.
@@ -134,7 +159,7 @@ def read_yaml(path: str | os.PathLike) -> dict:
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
+        data = _load_yaml(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -197,7 +222,8 @@ def from_dict(schema: type, data: Mapping, source: str = "<config>", _prefix: st
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """Split ``"a.b.c=value"`` into ``("a.b.c", parsed value)``; the value is parsed by YAML.
+    """Split ``"a.b.c=value"`` into ``("a.b.c", parsed value)``; the value is parsed by YAML
+    (YAML 1.2 booleans: ``a.langs=[no,hi]`` is ``["no", "hi"]``).
 
     Raises:
         ConfigError: no ``=``, an empty key, or a value that is not valid YAML.
@@ -209,7 +235,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"command line: override {text!r} has an empty key")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = _load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or str(e)
         raise ConfigError(f"command line: key '{key}': value {raw!r} is not valid YAML: {problem}") from None
@@ -508,6 +534,8 @@ def _convert(tp: Any, value: Any, key: str, source: str, root: type) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
+        if isinstance(value, str) and value in _YAML11_BOOLS:
+            return _YAML11_BOOLS[value]
         raise bad()
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
