@@ -44,6 +44,9 @@ from torch import nn
 from speechkit.nn.rnnt_loss import rnnt_loss
 from speechkit.utils.cli import ConfigError
 
+# Names a language cannot have: nn.ModuleDict keys that torch refuses (they shadow its attributes).
+_MODULEDICT_ATTRS = frozenset(dir(nn.ModuleDict()))
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -85,7 +88,16 @@ class RNNTConfig:
         embed_dim: label embedding dimension of the prediction network.
         joint_dim: joint network hidden dimension.
         lid_hidden: LID head hidden layer size (ReLU); 0 = a linear LID head.
-        lid_weight: weight of the frame-level LID cross-entropy in ``total`` (multisoftmax_lid).
+        lid_weight: weight ``lambda`` of the LID cross-entropy in ``total = rnnt + lambda * lid_ce``
+            (multisoftmax_lid).
+        lid_ce_norm: normalisation of the LID cross-entropy (multisoftmax_lid). The RNN-T term is
+            ``-log P(y|x)`` of each utterance (a sum over its ~T frames and U labels) averaged over
+            the utterances of the batch, so its scale grows with T. ``frame`` (default, the results
+            in egs/indic_multilingual): the frame CE averaged over every valid encoder frame of the
+            batch, nats per frame, so the LID term weighs about ``lambda / T`` per frame against
+            the RNN-T term. ``utterance``: the frame CE summed over each utterance's frames and
+            averaged over utterances, nats per utterance, normalised as the RNN-T term (``lambda``
+            weighs both per frame alike). Joshi et al. (2021) do not state theirs.
         dropout: dropout between LSTM layers and on the encoder/prediction outputs.
         union_maps: vanilla/onehot only: per language, union id of each per-language id
             (``len == vocab_sizes[lang]``, blank -> 0); null = disjoint union.
@@ -104,6 +116,7 @@ class RNNTConfig:
     joint_dim: int = 640
     lid_hidden: int = 0
     lid_weight: float = 1.0
+    lid_ce_norm: Literal["frame", "utterance"] = "frame"
     dropout: float = 0.0
     union_maps: dict[str, list[int]] | None = None
 
@@ -147,8 +160,11 @@ class RNNTConfig:
         if not isinstance(self.vocab_sizes, Mapping) or (require_languages and not self.vocab_sizes):
             raise ConfigError("vocab_sizes: needs at least one language (a mapping lang -> units incl. blank)")
         for lang, v in self.vocab_sizes.items():
-            if not isinstance(lang, str) or not lang or "." in lang:
-                raise ConfigError(f"vocab_sizes: bad language name {lang!r} (non-empty, no '.')")
+            # the per-language layers live in nn.ModuleDicts keyed by the language: no '.', and not
+            # a ModuleDict attribute (Tongan 'to' would be refused by torch at model build time)
+            if not isinstance(lang, str) or not lang or "." in lang or lang in _MODULEDICT_ATTRS:
+                raise ConfigError(f"vocab_sizes: bad language name {lang!r} (non-empty, no '.', not an "
+                                  f"attribute name of torch.nn.ModuleDict such as 'to' or 'keys')")
             if isinstance(v, bool) or not isinstance(v, int) or v < 2:
                 raise ConfigError(f"vocab_sizes.{lang}: expected an int >= 2 (blank + units), got {v!r}")
         for key in ("input_dim", "encoder_layers", "encoder_hidden", "pred_layers", "pred_hidden",
@@ -168,6 +184,8 @@ class RNNTConfig:
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ConfigError(f"{key}: expected a number >= 0, got {v!r}")
+        if self.lid_ce_norm not in ("frame", "utterance"):
+            raise ConfigError(f"lid_ce_norm: {self.lid_ce_norm!r} is not one of frame, utterance")
         if self.dropout >= 1:
             raise ConfigError(f"dropout: must be < 1, got {self.dropout}")
         if self.union_maps is not None:
@@ -480,8 +498,10 @@ class RNNT(nn.Module):
 
         Returns:
             ``{"rnnt", "lid_ce", "total"}`` scalars: ``rnnt`` is the RNN-T loss (nats) averaged
-            over utterances, ``lid_ce`` the frame-level LID cross-entropy averaged over valid
-            frames (0 without an LID head), ``total = rnnt + lid_weight * lid_ce``.
+            over utterances, ``lid_ce`` the frame-level LID cross-entropy (0 without an LID head)
+            averaged over valid frames (``lid_ce_norm: frame``, nats per frame) or summed over
+            each utterance's frames and averaged over utterances (``utterance``, nats per
+            utterance), ``total = rnnt + lid_weight * lid_ce``.
 
         Raises:
             ValueError: an utterance with no (stacked) frames, labels outside its language's
@@ -526,7 +546,9 @@ class RNNT(nn.Module):
             T = enc.size(1)
             frame_ok = torch.arange(T, device=enc.device)[None, :] < enc_lengths[:, None]
             logits = self.lid_logits(enc)[frame_ok]  # (frames, L)
-            out["lid_ce"] = F.cross_entropy(logits, lang_ids[:, None].expand(B, T)[frame_ok])
+            ce = F.cross_entropy(logits, lang_ids[:, None].expand(B, T)[frame_ok], reduction="sum")
+            # frame: mean over the batch's valid frames; utterance: per-utterance sums, mean over B
+            out["lid_ce"] = ce / (frame_ok.sum() if self.config.lid_ce_norm == "frame" else B)
         else:
             out["lid_ce"] = out["rnnt"].new_zeros(())
         out["total"] = out["rnnt"] + self.config.lid_weight * out["lid_ce"]

@@ -37,8 +37,11 @@ Batches
 Loss
     ``total = rnnt + lid_weight * lid_ce`` (:meth:`speechkit.models.rnnt.RNNT.forward`); the LID
     frame targets of ``multisoftmax_lid`` are the utterance's language at every encoder frame.
-    Logged stats: ``loss`` (= total), ``rnnt`` (nats per utterance) and, for the LID variant,
-    ``lid_ce`` (nats per frame).
+    ``rnnt`` is summed over each utterance (averaged over utterances); ``model.lid_ce_norm`` says
+    how ``lid_ce`` is normalised: ``frame`` (default) averages it over frames, so it weighs about
+    ``lid_weight / T`` per frame against the RNN-T term; ``utterance`` sums it per utterance like
+    the RNN-T term. Logged stats: ``loss`` (= total), ``rnnt`` (nats per utterance) and, for the
+    LID variant, ``lid_ce`` (nats per frame, or per utterance with ``lid_ce_norm: utterance``).
 
 Fine-tuning (Table 3; ``init:`` section)
     ``init.exp_dir`` names a trained multi-softmax experiment; its best checkpoint initialises the

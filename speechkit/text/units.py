@@ -78,7 +78,9 @@ BPE_MODEL = "bpe.model"
 UNITS_TXT = "units.txt"
 LANGUAGES_TXT = "languages.txt"
 TO_UNION = "to_union.int"
-_LANG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# No '.': a language id also keys the model's per-language layers (torch ModuleDict), where a
+# '.' would split the parameter names (speechkit.models.rnnt.RNNTConfig.validate).
+_LANG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
 def normalize_text(text: str) -> str:
@@ -89,13 +91,18 @@ def normalize_text(text: str) -> str:
 def check_language_id(lang: str, where: str = "") -> str:
     """Return ``lang`` if it can name a language directory, else raise.
 
+    The rule of the units; the model adds its own (:meth:`speechkit.models.rnnt.RNNTConfig.validate`:
+    no name of a torch ``ModuleDict`` attribute such as ``to``), and a recipe checks both at data
+    preparation (egs/indic_multilingual/local/check_languages.py).
+
     Raises:
-        DataError: ``lang`` is empty, has characters outside ``[A-Za-z0-9_.-]``, or is ``union``
-            (reserved for the union inventory). ``where`` (e.g. ``"utt2lang:3"``) prefixes the message.
+        DataError: ``lang`` is empty, has characters outside ``[A-Za-z0-9_-]`` (no ``.``: the model
+            keys layers by it), or is ``union`` (reserved for the union inventory). ``where``
+            (e.g. ``"utt2lang:3"``) prefixes the message.
     """
     prefix = f"{where}: " if where else ""
-    if not _LANG_RE.match(lang):
-        raise DataError(f"{prefix}language id {lang!r} must match [A-Za-z0-9][A-Za-z0-9_.-]*")
+    if not isinstance(lang, str) or not _LANG_RE.match(lang):
+        raise DataError(f"{prefix}language id {lang!r} must match [A-Za-z0-9][A-Za-z0-9_-]*")
     if lang == UNION:
         raise DataError(f"{prefix}language id 'union' is reserved for the union inventory")
     return lang
