@@ -1,6 +1,6 @@
 """Decode a data directory with a trained streaming RNN-T (speechkit-train rnnt).
 
-  speechkit-asr-decode --model-dir EXP DATA_DIR OUT_DIR [--search greedy|beam] [--beam N]
+  speechkit-asr-decode --model-dir EXP DATA_DIR OUT_DIR [--search greedy|beam] [--beam N] [--length-norm]
                        [--lid-free | --oracle-lid] [--switch-off-tau T --switch-off-threshold S]
                        [--blank-penalty P] [--chunk-frames N] [--nj N [--job J | --merge-only]]
 
@@ -74,6 +74,9 @@ def build_parser():
     p.add_argument("--search", choices=("greedy", "beam"), default="greedy",
                    help="greedy search, or modified beam search (one symbol per frame) (default: greedy)")
     p.add_argument("--beam", type=int, default=4, help="beam width for --search beam (default: 4)")
+    p.add_argument("--length-norm", action="store_true",
+                   help="--search beam: final hypothesis by log-probability / (1 + symbols) (icefall's "
+                        "default) instead of log-probability (default: off)")
     p.add_argument("--max-symbols-per-frame", type=int, default=3,
                    help="greedy search: most symbols emitted per encoder frame (default: 3)")
     p.add_argument("--blank-penalty", type=float, default=0.0, metavar="P",
@@ -169,7 +172,9 @@ def _options(args) -> dict:
             "max_symbols_per_frame": args.max_symbols_per_frame if args.search == "greedy" else None,
             "switch_off_tau": args.switch_off_tau, "switch_off_threshold": args.switch_off_threshold,
             "blank_penalty": args.blank_penalty, "chunk_frames": args.chunk_frames, "num_threads": args.num_threads,
-            "units_dir": args.units_dir, "cmvn_stats": args.cmvn_stats}
+            "units_dir": args.units_dir, "cmvn_stats": args.cmvn_stats,
+            # only when set, so that the parts decoded before the option existed stay valid
+            **({"length_norm": True} if args.length_norm and args.search == "beam" else {})}
 
 
 def _split(utts: list[str], nj: int) -> list[list[str]]:
@@ -320,7 +325,7 @@ def decode_part(args, job: int, nj: int) -> None:
     if reader.dim * cfg.data.num_stack != model.config.input_dim:
         raise DataError(f"{data_dir}/feats.scp: {reader.dim}-dim features x num_stack {cfg.data.num_stack} != "
                         f"the model's input_dim {model.config.input_dim} (another frontend?)")
-    dcfg = DecodeConfig(mode=mode, method=args.search, beam=args.beam,
+    dcfg = DecodeConfig(mode=mode, method=args.search, beam=args.beam, length_norm=args.length_norm,
                         max_symbols_per_frame=args.max_symbols_per_frame, tau=args.switch_off_tau,
                         s_th=args.switch_off_threshold, chunk_frames=args.chunk_frames,
                         num_stack=cfg.data.num_stack, stack_stride=cfg.data.stack_stride,
@@ -488,7 +493,7 @@ def _child_argv(args, job: int) -> list[str]:
             "--search", args.search, "--beam", str(args.beam), "--max-symbols-per-frame",
             str(args.max_symbols_per_frame), "--blank-penalty", str(args.blank_penalty),
             "--chunk-frames", str(args.chunk_frames), "--nj", str(args.nj),
-            "--job", str(job), "--num-threads", str(args.num_threads)]
+            "--job", str(job), "--num-threads", str(args.num_threads)] + (["--length-norm"] if args.length_norm else [])
     for opt, val in (("--checkpoint", args.checkpoint), ("--units-dir", args.units_dir),
                      ("--cmvn-stats", args.cmvn_stats), ("--switch-off-tau", args.switch_off_tau),
                      ("--switch-off-threshold", args.switch_off_threshold)):

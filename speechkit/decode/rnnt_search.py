@@ -8,7 +8,11 @@ Search methods (per language, frame-synchronous, so they stream naturally):
   every hypothesis in the beam is extended by every output symbol (blank keeps the hypothesis),
   the ``beam`` best extensions over the whole beam are kept, and extensions with the same label
   sequence are merged by adding their probabilities (log-sum-exp).  With ``beam=1`` it is greedy
-  search with ``max_symbols_per_frame=1`` (tested).
+  search with ``max_symbols_per_frame=1`` (tested).  The final hypothesis is the one of highest
+  ``log P``, or with ``length_norm`` (icefall's default in ``modified_beam_search``) of highest
+  ``log P / (1 + U)``, ``U`` its number of symbols (icefall divides by ``len(ys)``, the ``U``
+  symbols plus its one start blank with a stateless predictor of context 1); the normalisation
+  only changes the final choice, never the pruning.
 
 :class:`StreamingRecognizer` runs the model on chunks of raw feature frames: a
 :class:`~speechkit.features.stack.FrameStacker` (no look-ahead beyond the 8-frame stack), the LSTM
@@ -72,6 +76,8 @@ class DecodeConfig:
         mode: oracle (known language) | lid_free (one decoder per language, LID head picks).
         method: greedy | beam (modified beam search, one symbol per frame).
         beam: beam width for ``method: beam``.
+        length_norm: ``method: beam``: pick the final hypothesis by ``log P / (1 + U)`` instead of
+            ``log P`` (icefall's default; see :class:`BeamDecoder`).
         max_symbols_per_frame: greedy search: most non-blank symbols emitted per encoder frame.
         tau: early switch-off: no decoder is stopped before frame ``tau`` (encoder frames, 30 ms
             each with the paper's stacking); null disables switch-off.
@@ -86,6 +92,7 @@ class DecodeConfig:
     mode: Literal["oracle", "lid_free"] = "oracle"
     method: Literal["greedy", "beam"] = "greedy"
     beam: int = 4
+    length_norm: bool = False
     max_symbols_per_frame: int = 3
     tau: int | None = None
     s_th: float | None = None
@@ -150,12 +157,16 @@ class BeamDecoder:
         model: an :class:`RNNT` (in eval mode).
         lang: the language whose prediction/joint networks are used.
         beam: hypotheses kept after each frame (>= 1).
+        length_norm: :meth:`best` returns the hypothesis of highest ``log P / (1 + U)`` (``U``
+            symbols; the ``1`` counts the start blank, as icefall's ``len(hyp.ys)`` with context
+            size 1) instead of the highest ``log P``; pruning during the search is unchanged.
     """
 
-    def __init__(self, model: RNNT, lang, beam: int = 4):
+    def __init__(self, model: RNNT, lang, beam: int = 4, length_norm: bool = False):
         if beam < 1:
             raise ValueError(f"beam must be >= 1, got {beam}")
         self.model, self.lang, self.beam = model, lang, int(beam)
+        self.length_norm = bool(length_norm)
         self.joint_net = model.joint_network(lang)
         self.blank = model.blank
         self.num_frames = 0
@@ -204,8 +215,16 @@ class BeamDecoder:
         self.hyps, self.scores, self.pred_proj, self.h, self.c = hyps, scores, pred_proj, h, c
 
     def best(self) -> tuple[list[int], float]:
-        """``(tokens, log_prob)`` of the best hypothesis in the beam."""
-        k = int(self.scores.argmax())
+        """``(tokens, log_prob)`` of the best hypothesis in the beam (``log_prob`` unnormalised, nats).
+
+        Best: highest ``log_prob``, or with ``length_norm`` highest ``log_prob / (1 + len(tokens))``;
+        ties go to the hypothesis listed first.
+        """
+        if self.length_norm:
+            lengths = torch.tensor([1 + len(h) for h in self.hyps], dtype=torch.float64, device=self.scores.device)
+            k = int((self.scores / lengths).argmax())
+        else:
+            k = int(self.scores.argmax())
         return list(self.hyps[k]), float(self.scores[k])
 
 
@@ -319,7 +338,7 @@ class StreamingRecognizer:
             lang_arg = 0 if name == "union" else name
             if cfg.method == "greedy":
                 return GreedyDecoder(model, lang_arg, cfg.max_symbols_per_frame)
-            return BeamDecoder(model, lang_arg, cfg.beam)
+            return BeamDecoder(model, lang_arg, cfg.beam, cfg.length_norm)
 
         self.decoders = {n: make(n) for n in names}
         self.active = {n: True for n in names}
