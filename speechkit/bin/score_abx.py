@@ -10,8 +10,16 @@ ITEM_FILE: '#file onset offset #phone prev-phone next-phone speaker' header, tim
 Triplets (A, B, X): A and X one phone, B another, all three one context; --across (default):
 A and B from one speaker, X from another; --within: all three from one speaker. Distance: DTW
 over the frame distance, normalised by the path length (as ABXpy). Scores are averaged over
-contexts, then speakers, then ordered phone pairs (ZeroSpeech 2017/2019). Items that select no
-frame are dropped with a warning (counted in the JSON).
+contexts, then speakers, then ordered phone pairs (ZeroSpeech 2017/2019).
+
+Items with no frame centre inside (phones shorter than a frame shift) take the frame(s) overlapping
+them (--empty-items overlap, the default), so that systems at different frame rates are scored on the
+same items and triplets; --empty-items drop drops them (ABXpy keeps them with an infinite distance).
+The report prints the triplet count and how many items needed the rule.
+
+--bootstrap N adds a 95 % percentile interval by resampling SPEAKERS with replacement (N resamples,
+--bootstrap-seed S): each speaker drawn m times counts m times as distinct speakers, never an across
+pair with itself; see speechkit.scoring.abx.bootstrap_interval.
 
 The last line of stdout is the figure, e.g. 'ABX error (across speakers): 21.34 %'.
 
@@ -24,7 +32,7 @@ import json
 import logging
 import sys
 
-from speechkit.scoring.abx import DEFAULT_TOLERANCE, DISTANCES, abx_error
+from speechkit.scoring.abx import DEFAULT_TOLERANCE, DISTANCES, EMPTY_ITEM_RULES, abx_error, bootstrap_interval
 from speechkit.scoring.abx_items import read_item_file
 from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
 from speechkit.utils.cli import make_parser, run_main, setup_logging
@@ -56,6 +64,14 @@ def main(argv=None) -> int:
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, metavar="S",
                         help="seconds an item may end past the last frame of its file before it is an "
                              "error (feature extraction drops the last partial window) (default: %(default)s)")
+    parser.add_argument("--empty-items", choices=EMPTY_ITEM_RULES, default="overlap",
+                        help="an item with no frame centre inside: overlap (take the frame(s) overlapping it) or "
+                             "drop (default: %(default)s)")
+    parser.add_argument("--bootstrap", type=int, default=0, metavar="N",
+                        help="add a 95 %% interval from N bootstrap resamples of the speakers (0 = none; "
+                             "1000 is usual) (default: %(default)s)")
+    parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="S",
+                        help="seed of the speaker resampling (default: %(default)s)")
     parser.add_argument("--device", default="cpu",
                         help="torch device for the DTW (cpu, cuda, cuda:1 ...) (default: %(default)s)")
     parser.add_argument("--json", metavar="OUT", default=None,
@@ -68,6 +84,8 @@ def main(argv=None) -> int:
         setup_logging(args.log_file, args.verbose)
         if args.tolerance < 0:
             raise ValueError(f"--tolerance must be >= 0, got {args.tolerance}")
+        if args.bootstrap < 0:
+            raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
         frame_shift = resolve_frame_shift(args.feature_dir, args.frame_shift)
         fdir = FeatureDir(args.feature_dir)
         items = read_item_file(args.item_file)
@@ -85,17 +103,23 @@ def main(argv=None) -> int:
         features = fdir.load_all(needed)
         res = abx_error(features, items, mode=args.mode, distance=args.distance, frame_shift=frame_shift,
                         normalize=args.normalize, tolerance=args.tolerance, source=str(args.item_file),
-                        progress=sys.stderr.isatty(), device=args.device)
+                        progress=sys.stderr.isatty(), device=args.device, empty_items=args.empty_items)
+        boot = bootstrap_interval(res, args.bootstrap, args.bootstrap_seed) if args.bootstrap else None
         if args.json:
             out = res.to_dict()
+            if boot is not None:
+                out["bootstrap"] = boot.to_dict()
             out.update(feature_dir=str(args.feature_dir), item_file=str(args.item_file))
             with atomic_write(args.json) as f:
                 json.dump(out, f, indent=2)
                 f.write("\n")
         print(f"distance: {res.distance}{'' if res.normalize else ' (not normalised)'}; frame shift {res.frame_shift} s")
-        print(f"items: {res.n_items} used, {res.n_items_dropped} dropped (no frame)")
+        print(f"items: {res.n_items} used ({res.n_items_overlap} with no frame centre inside took their "
+              f"overlapping frame(s)), {res.n_items_dropped} dropped (no frame)")
         print(f"triplets: {res.n_triplets} in {res.n_cells} cells over {res.n_phone_pairs} phone pairs "
               f"({res.n_dtw_pairs} DTW pairs)")
+        if boot is not None:
+            print(boot.summary())
         print(res.summary())
         return 0
 

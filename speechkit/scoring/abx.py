@@ -5,7 +5,16 @@ Interspeech 2013; Dunbar et al., "The Zero Resource Speech Challenge 2019", Inte
 the code of bootphon/ABXpy and zerospeech/zerospeech2020 fixes the details below):
 
 * **Items** are phone tokens (see :mod:`speechkit.scoring.abx_items`). An item's frames are the
-  frames ``i`` of its file whose time ``(i + 0.5) * frame_shift`` lies in ``[onset, offset]``.
+  frames ``i`` of its file whose time ``(i + 0.5) * frame_shift`` lies in ``[onset, offset]``
+  (ABXpy's and fastabx's convention: frame ``i`` is at ``t_i = dt/2 + i dt``).
+* **Items with no frame centre inside** (a phone shorter than a frame shift: at 40 ms code frames the
+  shortest phones) take, by default (``empty_items="overlap"``), the frames whose span
+  ``[i dt, (i + 1) dt)`` overlaps ``(onset, offset)`` -- one frame, or two when the item straddles a
+  frame boundary -- clamped to the file (an item starting past the last frame, within ``tolerance``,
+  takes the last frame). Every item then has frames, so systems at different frame rates are scored
+  on the same items and triplets. ABXpy has no such rule: it keeps them with an infinite distance
+  to every non-empty token (their triplets become ties or errors); the official ZeroSpeech 2019/2020
+  evaluation inherits that. ``empty_items="drop"`` drops them instead (counted and warned).
 * **Triplets** ``(A, B, X)``: A and X carry the same phone, B another; all three share the context
   (previous and next phone). *Across* speakers (ABXpy ``on phone, by context, across speaker``):
   A and B come from one speaker, X from another. *Within* (``on phone, by context+speaker``): all
@@ -30,10 +39,8 @@ the code of bootphon/ABXpy and zerospeech/zerospeech2020 fixes the details below
   then over contexts, then over speakers (ordered (A/B speaker, X speaker) pairs when across),
   then over ordered phone pairs (zerospeech2020 ``_average``). Error = 100 * (1 - mean).
 
-Items that select no frame (shorter than a frame shift, or past the end of a feature file that is
-slightly shorter than the audio) are dropped with a warning and counted. ABXpy instead warns and
-keeps them with an infinite distance to every non-empty token, which turns their triplets into
-ties (empty X) or errors (empty A); dropping them keeps such artefacts out of the score.
+The result counts the items that needed the overlap rule (``n_items_overlap``) and the triplets
+scored (``n_triplets``), so that two systems can be checked to rest on the same triplets.
 
 Speed: every distinct token pair needed by some triplet gets one DTW, computed in batches of
 similar lengths with the anti-diagonal (wavefront) recursion as vector operations in torch,
@@ -58,6 +65,7 @@ from speechkit.utils.fileio import DataError
 logger = logging.getLogger(__name__)
 
 DISTANCES = ("cosine", "kl", "hamming")
+EMPTY_ITEM_RULES = ("overlap", "drop")
 MODES = ("across", "within")
 DEFAULT_TOLERANCE = 0.05  # s an item may run past the last frame (features shorter than the audio)
 _HAMMING_TABLE_MAX = 4096  # distinct frame vectors up to which hamming uses a symbol table
@@ -336,10 +344,17 @@ class AbxResult:
     n_phone_pairs: int
     n_dtw_pairs: int
     by_phone_pair: list[PhonePairScore] = field(default_factory=list)
+    n_items_overlap: int = 0  # items with no frame centre inside that took their overlapping frame(s)
+    empty_items: str = "overlap"
+    # (A/X phone, B phone) -> speaker key ((A/B speaker, X speaker) across, (speaker,) within) -> the
+    # mean over contexts of its cells' scores (accuracies in [0, 1]); what bootstrap_interval resamples
+    speaker_scores: dict[tuple[str, str], dict[tuple[str, ...], float]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
-        """A JSON-serialisable dict (per-pair breakdown included)."""
-        return asdict(self)
+        """A JSON-serialisable dict (per-pair breakdown included, per-speaker scores left out)."""
+        d = asdict(self)
+        d.pop("speaker_scores")
+        return d
 
     def summary(self) -> str:
         """The ZeroSpeech-style figure line, e.g. ``ABX error (across speakers): 21.34 %``."""
@@ -368,9 +383,12 @@ def select_frames(
     frame_shift: float,
     tolerance: float = DEFAULT_TOLERANCE,
     source: str = "items",
+    empty_items: str = "drop",
 ) -> np.ndarray:
     """Frame range ``[start, stop)`` of every item: frames whose centre ``(i + 0.5) * frame_shift``
-    lies in ``[onset, offset]``.
+    lies in ``[onset, offset]``; with ``empty_items="overlap"``, an item with no such frame gets the
+    frames whose span ``[i * frame_shift, (i + 1) * frame_shift)`` overlaps ``(onset, offset)``
+    (at least one; clamped to ``[0, n)``).
 
     Args:
         items: the items.
@@ -380,8 +398,10 @@ def select_frames(
             feature extractors drop the audio's last partial window.
         source: the item file's name, for messages.
 
+        empty_items: ``drop`` (leave ``stop == start``) or ``overlap``.
+
     Returns:
-        ``(len(items), 2)`` int64 array; ``stop == start`` for an item with no frame.
+        ``(len(items), 2)`` int64 array; ``stop == start`` for an item with no frame (``drop`` only).
 
     Raises:
         DataError: an item names a file with no features, or ends beyond its file
@@ -406,8 +426,21 @@ def select_frames(
                 f"({n} frames x {frame_shift} s = {end:.4f} s)"
             )
         t = (np.arange(n) + 0.5) * frame_shift
-        out[ks, 0] = np.searchsorted(t, on, side="left")
-        out[ks, 1] = np.searchsorted(t, off, side="right")
+        start = np.searchsorted(t, on, side="left")
+        stop = np.searchsorted(t, off, side="right")
+        if empty_items == "overlap":
+            empty = np.nonzero(stop <= start)[0]
+            if len(empty) and n > 0:
+                eps = 1e-9  # a boundary hit by rounding (0.12 / 0.04 = 2.9999999999999996) is not an overlap
+                first = np.floor(on[empty] / frame_shift + eps).astype(np.int64)
+                last = np.ceil(off[empty] / frame_shift - eps).astype(np.int64)  # exclusive
+                first = np.clip(first, 0, n - 1)
+                last = np.clip(np.maximum(last, first + 1), 1, n)
+                start[empty], stop[empty] = first, last
+        elif empty_items != "drop":
+            raise ValueError(f"unknown empty_items rule {empty_items!r}, expected one of {', '.join(EMPTY_ITEM_RULES)}")
+        out[ks, 0] = start
+        out[ks, 1] = stop
     return out
 
 
@@ -423,6 +456,7 @@ def abx_error(
     max_batch_elements: int = 1 << 21,
     progress: bool = False,
     device: str | torch.device = "cpu",
+    empty_items: str = "overlap",
 ) -> AbxResult:
     """ZeroSpeech ABX error of frame-level ``features`` on ``items`` (see the module docstring).
 
@@ -432,6 +466,8 @@ def abx_error(
         mode: ``"across"`` or ``"within"`` speakers.
         distance: frame distance, one of :data:`DISTANCES`.
         frame_shift: seconds between frames; frame ``i`` lies at ``(i + 0.5) * frame_shift``.
+        empty_items: an item with no frame centre inside: ``overlap`` (default) takes the frame(s)
+            overlapping it, ``drop`` drops it (see the module docstring).
         normalize: divide each DTW cost by its path length (ZeroSpeech default).
         tolerance: seconds an item may run past the end of its feature file.
         source: item file name for error messages.
@@ -449,6 +485,8 @@ def abx_error(
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode '{mode}', expected across or within")
+    if empty_items not in EMPTY_ITEM_RULES:
+        raise ValueError(f"unknown empty_items rule '{empty_items}', expected one of {', '.join(EMPTY_ITEM_RULES)}")
     _check_distance(distance)
     files = sorted({it.file for it in items})
     n_frames = {}
@@ -457,7 +495,14 @@ def abx_error(
             line = next(it.line for it in items if it.file == f)
             raise DataError(f"{source}:{line}: item names '{f}', which has no features")
         n_frames[f] = len(features[f])
-    ranges = select_frames(items, n_frames, frame_shift, tolerance, source)
+    ranges = select_frames(items, n_frames, frame_shift, tolerance, source, "drop")
+    n_overlap = 0
+    if empty_items == "overlap":
+        n_overlap = int((ranges[:, 1] <= ranges[:, 0]).sum())
+        if n_overlap:
+            ranges = select_frames(items, n_frames, frame_shift, tolerance, source, "overlap")
+            logger.info("%d of %d items hold no frame centre (frame shift %g s) and take the frame(s) "
+                        "overlapping them", n_overlap, len(items), frame_shift)
     lengths = ranges[:, 1] - ranges[:, 0]
     keep = np.nonzero(lengths > 0)[0]
     n_dropped = len(items) - len(keep)
@@ -574,6 +619,7 @@ def abx_error(
             n_cells += 1
     per_pair = []
     accs = []
+    speaker_scores = {key: {spk: sum(v) / len(v) for spk, v in by_spk[key].items()} for key in sorted(by_spk)}
     for key in sorted(by_spk):
         spk_means = [sum(v) / len(v) for v in by_spk[key].values()]
         acc = sum(spk_means) / len(spk_means)
@@ -588,12 +634,118 @@ def abx_error(
         frame_shift=frame_shift,
         n_items=len(kept),
         n_items_dropped=n_dropped,
+        n_items_overlap=n_overlap,
+        empty_items=empty_items,
+        speaker_scores=speaker_scores,
         n_triplets=n_triplets,
         n_cells=n_cells,
         n_phone_pairs=len(per_pair),
         n_dtw_pairs=len(gu),
         by_phone_pair=per_pair,
     )
+
+
+@dataclass
+class BootstrapInterval:
+    """Percentile bootstrap interval of an ABX error (:func:`bootstrap_interval`); errors in percent."""
+
+    low: float
+    high: float
+    level: float  # 0.95 for a 95 % interval
+    std: float  # standard deviation of the replicates
+    n_resamples: int  # replicates drawn
+    n_valid: int  # replicates in which some phone pair kept a speaker (the others are left out)
+    seed: int
+    unit: str = "speaker"
+    errors: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # (n_valid,) replicates
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("errors")
+        return d
+
+    def summary(self) -> str:
+        """E.g. ``95 % interval (bootstrap over speakers, 1000 resamples): [20.10, 22.45] %``."""
+        return (f"{100 * self.level:g} % interval (bootstrap over {self.unit}s, {self.n_resamples} resamples): "
+                f"[{self.low:.2f}, {self.high:.2f}] %")
+
+
+def bootstrap_interval(result: AbxResult, n_resamples: int = 1000, seed: int = 0,
+                       level: float = 0.95) -> BootstrapInterval:
+    """Speaker-level percentile bootstrap of the ABX error of ``result``.
+
+    Speakers are the sampling unit (ABX items of one speaker are not independent; speakers are the
+    population a test set samples). Procedure, exactly (so that it can be replayed):
+
+    1. ``S`` = the speakers of ``result.speaker_scores`` in sorted order;
+       ``draws = numpy.random.default_rng(seed).integers(0, S, size=(n_resamples, S))``: each row is
+       one resample of ``S`` speakers with replacement; ``m_s`` = how often speaker ``s`` was drawn.
+    2. A replicate recomputes the error with every speaker's scores repeated ``m_s`` times, each copy
+       a distinct speaker: within speakers, speaker key ``(s,)`` gets weight ``m_s``; across, key
+       ``(a, x)`` gets ``m_a * m_x`` (two copies of one speaker are never an across pair). Per phone
+       pair the weighted mean over speaker keys, then the mean over the phone pairs that kept some
+       weight -- the averaging of :func:`abx_error` (contexts, then speakers, then phone pairs).
+    3. The interval is the ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles (numpy's linear
+       interpolation) of the replicates. Replicates in which no phone pair kept a speaker key
+       (across, all draws one speaker) are left out and counted.
+
+    Args:
+        result: an :class:`AbxResult` of :func:`abx_error` (with its ``speaker_scores``).
+        n_resamples: number of replicates (>= 1; 1000 is usual).
+        seed: seed of the resampling.
+        level: coverage in ``(0, 1)``.
+
+    Raises:
+        ValueError: bad arguments, a result without speaker scores, or no valid replicate.
+    """
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if not result.speaker_scores:
+        raise ValueError("the ABX result has no per-speaker scores to resample")
+    import scipy.sparse
+
+    across = result.mode == "across"
+    speakers = sorted({s for scores in result.speaker_scores.values() for key in scores for s in key})
+    spk_index = {s: i for i, s in enumerate(speakers)}
+    pair_id, sa, sx, score = [], [], [], []
+    for p, key in enumerate(sorted(result.speaker_scores)):
+        for spk, acc in result.speaker_scores[key].items():
+            pair_id.append(p)
+            sa.append(spk_index[spk[0]])
+            sx.append(spk_index[spk[1]] if across else -1)
+            score.append(acc)
+    n_pairs = len(result.speaker_scores)
+    pair_id, sa, sx, score = map(np.asarray, (pair_id, sa, sx, score))
+    pair_sum = scipy.sparse.csr_matrix((np.ones(len(pair_id)), (pair_id, np.arange(len(pair_id)))),
+                                       shape=(n_pairs, len(pair_id)))  # sums entries per phone pair
+    n_spk = len(speakers)
+    draws = np.random.default_rng(seed).integers(0, n_spk, size=(n_resamples, n_spk))
+    errors = np.empty(n_resamples)
+    chunk = max(1, (1 << 22) // max(1, len(score)))
+    for start in range(0, n_resamples, chunk):
+        d = draws[start:start + chunk]
+        m = np.zeros((len(d), n_spk))
+        np.add.at(m, (np.repeat(np.arange(len(d)), n_spk), d.ravel()), 1.0)
+        w = m[:, sa] * m[:, sx] if across else m[:, sa]  # (c, E)
+        num = np.asarray(pair_sum @ (w * score).T).T  # (c, n_pairs)
+        den = np.asarray(pair_sum @ w.T).T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = num / den
+        kept = den > 0
+        n_kept = kept.sum(1)
+        errors[start:start + chunk] = np.where(
+            n_kept > 0, 100.0 * (1.0 - np.where(kept, acc, 0.0).sum(1) / np.maximum(n_kept, 1)), np.nan)
+    valid = errors[np.isfinite(errors)]
+    if not len(valid):
+        raise ValueError("no bootstrap replicate kept a phone pair (too few speakers to resample)")
+    if len(valid) < n_resamples:
+        logger.warning("%d of %d bootstrap replicates drew a single speaker and are left out",
+                       n_resamples - len(valid), n_resamples)
+    low, high = np.percentile(valid, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    return BootstrapInterval(low=float(low), high=float(high), level=level, std=float(valid.std()),
+                             n_resamples=n_resamples, n_valid=len(valid), seed=seed, errors=valid)
 
 
 def _enumerate_cells(context: int, groups: Mapping[str, Mapping[str, list[int]]], mode: str) -> list[_CellGroup]:

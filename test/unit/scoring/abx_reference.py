@@ -85,23 +85,38 @@ def ref_dtw(dist: np.ndarray, normalize: bool = True) -> float:
     return final / path_len
 
 
-def ref_token(features, item, frame_shift):
-    """Frames whose centre time lies in [onset, offset] (ABXpy ``get_features_from_raw``)."""
+def ref_token(features, item, frame_shift, empty_items="overlap"):
+    """Frames whose centre time lies in [onset, offset] (ABXpy ``get_features_from_raw``); with
+    ``overlap``, an item holding no centre takes every frame whose span [i dt, (i+1) dt) shares a
+    stretch of positive length with (onset, offset), or the last frame if none does."""
     feats = features[item["file"]]
     times = (np.arange(len(feats)) + 0.5) * frame_shift
     mask = np.logical_and(times >= item["onset"], times <= item["offset"])
-    return feats[mask]
+    if mask.any() or empty_items == "drop":
+        return feats[mask]
+    keep = []
+    for i in range(len(feats)):
+        lo, hi = max(i * frame_shift, item["onset"]), min((i + 1) * frame_shift, item["offset"])
+        if hi - lo > 1e-9:
+            keep.append(i)
+    if not keep:  # a zero-length item, or one past the last frame: the frame at (or before) its onset
+        keep = [min(int(item["onset"] / frame_shift + 1e-9), len(feats) - 1)]
+    return feats[keep]
 
 
-def ref_abx(features, items, mode="across", distance="cosine", frame_shift=0.01, normalize=True, max_triplets=None):
+def ref_abx(features, items, mode="across", distance="cosine", frame_shift=0.01, normalize=True, max_triplets=None,
+            empty_items="overlap", same_speaker=None):
     """Per-triplet ABX error (percent), plus the number of triplets scored.
 
     ``items``: dicts with file, onset, offset, phone, context (tuple), speaker. Items without
     frames are dropped first. ``max_triplets`` stops early (benchmark extrapolation only).
+    ``same_speaker(s1, s2)``: across, X must not be of the same *underlying* speaker as A (for
+    bootstrap copies ``s#1``, ``s#2`` of one speaker); default: equal labels.
     """
+    same = same_speaker or (lambda s1, s2: s1 == s2)
     toks = []
     for it in items:
-        t = ref_token(features, it, frame_shift)
+        t = ref_token(features, it, frame_shift, empty_items)
         if len(t):
             toks.append((it, t))
     by_ctx = defaultdict(list)
@@ -116,7 +131,7 @@ def ref_abx(features, items, mode="across", distance="cosine", frame_shift=0.01,
                     if a["phone"] != x["phone"] or b["phone"] == a["phone"]:
                         continue
                     if mode == "across":
-                        if a["speaker"] != b["speaker"] or x["speaker"] == a["speaker"]:
+                        if a["speaker"] != b["speaker"] or same(x["speaker"], a["speaker"]):
                             continue
                         spk = (a["speaker"], x["speaker"])
                     else:

@@ -13,7 +13,14 @@ import torch
 
 from speechkit.bin import make_abx_items as make_items_cli
 from speechkit.bin import score_abx as score_abx_cli
-from speechkit.scoring.abx import abx_error, batched_dtw, dtw_distance, frame_distance, select_frames
+from speechkit.scoring.abx import (
+    abx_error,
+    batched_dtw,
+    bootstrap_interval,
+    dtw_distance,
+    frame_distance,
+    select_frames,
+)
 from speechkit.scoring.abx_items import (
     ITEM_HEADER,
     Item,
@@ -244,14 +251,97 @@ def test_averaging_order_contexts_then_speakers_then_pairs():
     assert abs((100 - flat_mean) - res.error) > 1e-3
 
 
-def test_items_without_frames_are_dropped_and_counted(caplog):
+def test_items_without_frames_are_dropped_and_counted_with_drop(caplog):
     feats, items = synthetic(7, dur=0.3)
     # frame centres are at 5, 15, 25 ... ms: [0.016, 0.024] selects none
     items = items + [Item("s0_u0", 0.016, 0.024, "a", ("x", "z"), "s0", 999)]
     with caplog.at_level(logging.WARNING):
-        res = abx_error(feats, items)
+        res = abx_error(feats, items, empty_items="drop")
     assert res.n_items_dropped == 1 and "select no frame" in caplog.text
     assert res.error == pytest.approx(abx_error(feats, items[:-1]).error, abs=1e-12)
+    res = abx_error(feats, items)  # default: it takes frames 1 and 2, which overlap it
+    assert res.n_items_dropped == 0 and res.n_items_overlap == 1 and res.n_items == len(items)
+
+
+def test_overlap_rule_at_40ms_frames_by_hand():
+    """40 ms frames span [0, .04), [.04, .08), ...; centres .02, .06, .10, .14 ..."""
+    items = [Item("u", 0.035, 0.045, "a", (), "s"),  # no centre; straddles .04 -> frames 0, 1
+             Item("u", 0.045, 0.055, "a", (), "s"),  # no centre; inside frame 1
+             Item("u", 0.12, 0.13, "a", (), "s"),  # no centre; .12 / .04 = 2.9999999999999996 -> frame 3 only
+             Item("u", 0.08, 0.12, "a", (), "s"),  # centre .10 inside -> frame 2 (the rule is not used)
+             Item("u", 0.395, 0.41, "a", (), "s")]  # past the last frame [.36, .40), within tolerance -> frame 9
+    np.testing.assert_array_equal(select_frames(items, {"u": 10}, 0.04, empty_items="overlap"),
+                                  [[0, 2], [1, 2], [3, 4], [2, 3], [9, 10]])
+    drop = select_frames(items, {"u": 10}, 0.04, empty_items="drop")
+    assert (drop[:, 1] > drop[:, 0]).tolist() == [False, False, False, True, False]
+
+
+@pytest.mark.parametrize("mode", ["across", "within"])
+def test_short_items_at_40ms_frames_match_bruteforce_and_keep_every_triplet(mode):
+    """At 40 ms code frames, phones of 10-40 ms hold no frame centre: they are scored, not dropped,
+    so the 40 ms system is scored on the triplets of a 10 ms one."""
+    rng = np.random.default_rng(3)
+    feats = {f"s{s}_u0": rng.normal(size=(20, 4)) for s in range(3)}
+    items = []
+    for s in range(3):
+        t = 0.0
+        while t < 0.7:
+            d = float(rng.choice([0.012, 0.025, 0.037, 0.06, 0.09]))
+            items.append(Item(f"s{s}_u0", round(t, 4), round(t + d, 4), str(rng.choice(["a", "b"])),
+                              (str(rng.choice(["x", "y"])),), f"s{s}", len(items) + 2))
+            t += d
+    res = abx_error(feats, items, mode=mode, frame_shift=0.04)
+    assert res.n_items_overlap > 0 and res.n_items_dropped == 0 and res.n_items == len(items)
+    err, n = ref.ref_abx(feats, as_dicts(items), mode=mode, frame_shift=0.04)
+    assert res.error == pytest.approx(err, abs=1e-9) and res.n_triplets == n
+    fine = {f: np.repeat(m, 4, axis=0) for f, m in feats.items()}  # the same features at 10 ms
+    assert abx_error(fine, items, mode=mode, frame_shift=0.01).n_triplets == res.n_triplets
+
+
+def _resampled_items(items, speakers, draw):
+    """Brute-force resample: copy k of a drawn speaker s is the new speaker 's#k' (its own files)."""
+    out, feats_map = [], {}
+    for k, si in enumerate(draw):
+        s = speakers[si]
+        for it in items:
+            if it.speaker == s:
+                out.append(Item(f"{it.file}#{k}", it.onset, it.offset, it.phone, it.context, f"{s}#{k}", it.line))
+                feats_map[f"{it.file}#{k}"] = it.file
+    return out, feats_map
+
+
+@pytest.mark.parametrize("mode", ["within", "across"])
+def test_bootstrap_matches_a_brute_force_speaker_resample(mode):
+    feats, items = synthetic(11, n_spk=4, dur=0.5)
+    res = abx_error(feats, items, mode=mode)
+    boot = bootstrap_interval(res, n_resamples=6, seed=7)
+    speakers = sorted({it.speaker for it in items})
+    draws = np.random.default_rng(7).integers(0, len(speakers), size=(6, len(speakers)))  # the documented draws
+    brute = []
+    for draw in draws:
+        r_items, src = _resampled_items(items, speakers, draw)
+        r_feats = {f: feats[src[f]] for f in src}
+        if mode == "within":  # the library itself on the resampled set
+            brute.append(abx_error(r_feats, r_items, mode="within").error)
+        else:  # per-triplet reference; copies of one speaker are never an across pair
+            err, _ = ref.ref_abx(r_feats, as_dicts(r_items), mode="across",
+                                 same_speaker=lambda a, b: a.split("#")[0] == b.split("#")[0])
+            brute.append(err)
+    np.testing.assert_allclose(np.sort(boot.errors), np.sort(brute), atol=1e-9)
+    assert boot.low == pytest.approx(np.percentile(brute, 2.5)) and boot.high == pytest.approx(np.percentile(brute, 97.5))
+    assert boot.n_valid == 6 and boot.unit == "speaker"
+
+
+def test_bootstrap_interval_brackets_the_estimate_and_is_seeded():
+    feats, items = synthetic(5, n_spk=5, dur=0.6)
+    res = abx_error(feats, items)
+    a = bootstrap_interval(res, 200, seed=1)
+    assert a.low <= res.error <= a.high and a.high - a.low > 0
+    assert bootstrap_interval(res, 200, seed=1).errors.tolist() == a.errors.tolist()
+    assert bootstrap_interval(res, 200, seed=2).errors.tolist() != a.errors.tolist()
+    assert "95 % interval (bootstrap over speakers, 200 resamples)" in a.summary()
+    with pytest.raises(ValueError, match="n_resamples"):
+        bootstrap_interval(res, 0)
 
 
 def test_frame_selection_uses_frame_centres():
@@ -393,6 +483,15 @@ def test_cli_make_items_and_score(tmp_path, capsys):
     assert got["error"] == pytest.approx(lib.error, abs=1e-9)
     assert score_abx_cli.main([str(tmp_path / "feats"), str(tmp_path / "abx.item"), "--within"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("ABX error (within speakers): ")
+    # --bootstrap: the interval line before the figure, and in the JSON
+    assert score_abx_cli.main([str(tmp_path / "feats"), str(tmp_path / "abx.item"), "--bootstrap", "50",
+                               "--bootstrap-seed", "3", "--json", str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    got = json.loads((tmp_path / "b.json").read_text())
+    boot = bootstrap_interval(lib, 50, seed=3)
+    assert out[-2] == boot.summary() and "bootstrap over speakers" in out[-2]
+    assert got["bootstrap"]["low"] == pytest.approx(boot.low) and got["bootstrap"]["unit"] == "speaker"
+    assert any(line.startswith("triplets: ") for line in out)
 
 
 def test_cli_errors_exit_1_with_a_clear_message(tmp_path, capsys):
@@ -418,5 +517,6 @@ def test_cli_help_documents_options(capsys):
     with pytest.raises(SystemExit):
         score_abx_cli.main(["--help"])
     out = capsys.readouterr().out
-    for opt in ("--distance", "--across", "--within", "--frame-shift", "--json", "--no-normalize"):
+    for opt in ("--distance", "--across", "--within", "--frame-shift", "--json", "--no-normalize", "--bootstrap",
+                "--bootstrap-seed", "--empty-items"):
         assert opt in out
