@@ -237,7 +237,8 @@ def test_config_errors():
 
 
 def test_mel_to_waveform_round_trip():
-    """A harmonic tone -> log-mel -> mel_to_waveform -> log-mel again: close to the original."""
+    """A harmonic chirp -> log-mel -> mel_to_waveform -> log-mel again: close to the original, and much
+    closer than with random phases."""
     import os
 
     os.environ.setdefault("NUMBA_CACHE_DIR", "/tmp/numba_cache")
@@ -252,10 +253,11 @@ def test_mel_to_waveform_round_trip():
     wav = mel_to_waveform(ref, conf, n_iter=32)
     assert wav.dtype == np.float32 and len(wav) == 160 * (len(ref) - 1)
     got = fe(wav)
-    err = np.abs(got[2:-2] - ref[2:-2])  # edges: zero padding of the STFT
-    noise = np.abs(fe((np.random.default_rng(0).normal(size=8000) * 0.05).astype(np.float32)) - ref)
-    print(f"log-mel error after Griffin-Lim: median {np.median(err):.3f}; of noise: {np.median(noise):.3f}")
-    assert np.median(err) < 0.5 < np.median(noise), (np.median(err), np.median(noise))
+    err = np.median(np.abs(got[2:-2] - ref[2:-2]))  # edges: zero padding of the STFT
+    # reference: the same magnitudes with random phases (no Griffin-Lim iteration)
+    base = np.median(np.abs(fe(mel_to_waveform(ref, conf, n_iter=0))[2:-2] - ref[2:-2]))
+    print(f"median |log-mel error| after 32 Griffin-Lim iterations: {err:.3f}; random phases: {base:.3f}")
+    assert err < 0.2 and err < 0.25 * base, (err, base)
     with pytest.raises(ValueError, match="logmel"):
         mel_to_waveform(ref, {"type": "mfcc"})
     with pytest.raises(ValueError, match="frames"):
