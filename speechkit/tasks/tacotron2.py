@@ -71,6 +71,7 @@ from speechkit.utils.fileio import DataError, atomic_write, read_table
 
 __all__ = ["Tacotron2DataConfig", "Tacotron2LossConfig", "Tacotron2TaskConfig", "Tacotron2Task", "PhoneMelSet",
            "PAD", "UNK", "read_phone_table", "build_token_list", "encode_phones", "write_symbol_table",
+           "load_phone_mel_dir",
            "synthesize", "PAPER_PARAMETERS"]
 
 log = logging.getLogger(__name__)
@@ -283,9 +284,25 @@ def _warn_skipped(data_dir: Path, what: str, utts: list[str]) -> None:
                     " ..." if len(utts) > 5 else "")
 
 
-def _load_dir(data_dir: str | os.PathLike, d: Tacotron2DataConfig, n_mels: int,
-              vectors: dict[str, np.ndarray] | None) -> tuple[list[str], list[list[str]], list[np.ndarray], list[str]]:
-    """Utterances, phone lists, clipped log-mel ``(T, n_mels)`` and speakers of one data dir (checked)."""
+def load_phone_mel_dir(data_dir: str | os.PathLike, d: Tacotron2DataConfig, n_mels: int,
+                       vectors: dict[str, np.ndarray] | None
+                       ) -> tuple[list[str], list[list[str]], list[np.ndarray], list[str]]:
+    """Read one data dir (module docstring, "Data"): utterances with both phones and features.
+
+    Args:
+        d: the data config (``phone_file``, ``mel_floor``, ``speaker_embeddings`` for messages).
+        n_mels: expected channels.
+        vectors: speaker -> vector (None: no speakers; each utterance's speaker is then '').
+
+    Returns:
+        ``(utts, phones, log_mels, speakers)``: C-sorted ids, phone lists, float32 ``(T, n_mels)``
+        log-mel clipped at ``log(d.mel_floor)``, speaker ids.
+
+    Raises:
+        FileNotFoundError: no phone file, feats.scp or (with vectors) utt2spk.
+        DataError: no usable utterance, a bad matrix, a speaker without a vector (names file and
+            utterance / speaker). Skipped utterances are counted and warned about.
+    """
     from speechkit.features.io import FeatureReader
 
     data_dir = Path(data_dir)
@@ -326,6 +343,10 @@ class Tacotron2Task(Task):
         model: the model built by the last :meth:`build_model` (its target statistics are set
             from the training data by :meth:`build_datasets`).
         trained_speakers: speakers of the training data (written to ``EXP/speakers``).
+        recompute_stats: True (default): :meth:`build_datasets` sets the model's target
+            statistics from ``data.train_dir``; False keeps those already in the model (e.g. a
+            subclass whose :meth:`build_model` loads pre-trained weights, as continual episodes do,
+            so that every episode normalises its targets as the base model did).
     """
 
     name = "tacotron2"
@@ -336,6 +357,7 @@ class Tacotron2Task(Task):
         self.trained_speakers: list[str] = []
         self._loss = Tacotron2LossConfig()
         self._r = 1
+        self.recompute_stats = True
 
     def build_model(self, cfg: Tacotron2TaskConfig) -> Tacotron2:
         """The model of ``cfg.model`` (vocabulary and speaker size resolved from the data); logs its size.
@@ -374,39 +396,53 @@ class Tacotron2Task(Task):
                                   f"({dim},) vectors")
         elif m.speaker_dim > 0:
             raise ConfigError(f"key 'model.speaker_dim': {m.speaker_dim} needs data.speaker_embeddings")
-        utts, phones, mels, spk = _load_dir(d.train_dir, d, m.n_mels, vectors)
-        frames = np.concatenate(mels).astype(np.float64)
-        mean, std = torch.from_numpy(frames.mean(0)), torch.from_numpy(frames.std(0))
-        del frames
-        model = self.model if self.model is not None else Tacotron2(m)
-        model.set_stats(mean, std)
+        if self.model is None:
+            raise RuntimeError("Tacotron2Task.build_datasets: call build_model first (it holds the target statistics)")
+        utts, phones, mels, spk = load_phone_mel_dir(d.train_dir, d, m.n_mels, vectors)
+        if self.recompute_stats:
+            frames = np.concatenate(mels).astype(np.float64)
+            self.model.set_stats(torch.from_numpy(frames.mean(0)), torch.from_numpy(frames.std(0)))
+            del frames
         self.trained_speakers = sorted(set(spk), key=lambda s: s.encode("utf-8")) if vectors is not None else []
-        train = self._dataset(d, utts, phones, mels, spk, vectors, model, Path(d.train_dir))
+        train = self.make_dataset(cfg, utts, phones, mels, spk, vectors, d.train_dir)
         log.info("tacotron2: %d training utterances%s, %d frames, %d phones in the vocabulary", len(train),
                  f" of {len(self.trained_speakers)} speakers" if vectors is not None else "",
                  sum(train.lengths()), len(d.token_list))
         valid = None
         if d.valid_dir:
-            v = _load_dir(d.valid_dir, d, m.n_mels, vectors)
-            valid = self._dataset(d, *v, vectors, model, Path(d.valid_dir))
+            v = load_phone_mel_dir(d.valid_dir, d, m.n_mels, vectors)
+            valid = self.make_dataset(cfg, *v, vectors, d.valid_dir)
             log.info("tacotron2: %d validation utterances", len(valid))
         return train, valid
 
-    @staticmethod
-    def _dataset(d: Tacotron2DataConfig, utts: list[str], phones: list[list[str]], mels: list[np.ndarray],
-                 spk: list[str], vectors: dict[str, np.ndarray] | None, model: Tacotron2, where: Path) -> PhoneMelSet:
-        index = {t: i for i, t in enumerate(d.token_list)}
+    def make_dataset(self, cfg: Tacotron2TaskConfig, utts: list[str], phones: list[list[str]],
+                     log_mels: list[np.ndarray], speakers: list[str], vectors: dict[str, np.ndarray] | None,
+                     where: str | os.PathLike = "") -> PhoneMelSet:
+        """A :class:`PhoneMelSet` from in-memory utterances (e.g. an episode's data plus a replay buffer).
+
+        Phones are encoded with ``cfg.data.token_list`` (unknown ones -> ``<unk>``, counted and
+        warned about, naming ``where``); log-mel frames are normalised with the model's current
+        statistics; ``speakers[i]`` is looked up in ``vectors`` (ignored when None).
+
+        Raises:
+            RuntimeError: :meth:`build_model` not called yet.
+        """
+        if self.model is None:
+            raise RuntimeError("Tacotron2Task.make_dataset: call build_model first (it holds the target statistics)")
+        index = {t: i for i, t in enumerate(cfg.data.token_list)}
         unknown = sorted({p for ph in phones for p in ph if p not in index})
         if unknown:
             n = sum(p not in index for ph in phones for p in ph)
-            log.warning("%s: %d phone token(s) of %d symbol(s) outside data.token_list map to %s: %s%s", where, n,
-                        len(unknown), UNK, " ".join(unknown[:10]), " ..." if len(unknown) > 10 else "")
+            log.warning("%s: %d phone token(s) of %d symbol(s) outside data.token_list map to %s: %s%s",
+                        where or "data", n, len(unknown), UNK, " ".join(unknown[:10]),
+                        " ..." if len(unknown) > 10 else "")
         ids = [encode_phones(ph, index, strict=False) for ph in phones]
         with torch.no_grad():
-            targets = [model.normalize(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))) for x in mels]
-        speakers = [torch.from_numpy(vectors[s].astype(np.float32)) if vectors is not None else torch.zeros(0)
-                    for s in spk]
-        return PhoneMelSet(utts, ids, targets, speakers)
+            targets = [self.model.normalize(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)))
+                       for x in log_mels]
+        vecs = [torch.from_numpy(vectors[s].astype(np.float32)) if vectors is not None else torch.zeros(0)
+                for s in speakers]
+        return PhoneMelSet(utts, ids, targets, vecs)
 
     def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """-> ``phones (B, N)`` (0-padded), ``phone_lens (B,)``, ``mels (B, T, n_mels)`` (0-padded),

@@ -212,3 +212,19 @@ def test_train_resume_outputs_and_synthesis(setup):
                                           max_frames=12))  # seeded
     with pytest.raises(DataError, match="'q' is not in"):
         synthesize(model, cfg.data.token_list, ["q"], speaker_vector("spka"))
+
+
+def test_kept_statistics_and_in_memory_datasets(setup):
+    """recompute_stats=False (continual episodes): the model's statistics stay; make_dataset uses them."""
+    root, ov = setup
+    task = Tacotron2Task()
+    task.recompute_stats = False
+    cfg = config(ov)
+    model = task.build_model(cfg)
+    model.set_stats(torch.full((N_MELS,), -1.0), torch.full((N_MELS,), 2.0))
+    train, _ = task.build_datasets(cfg)
+    assert torch.equal(model.mel_mean, torch.full((N_MELS,), -1.0))
+    raw = np.maximum(kaldiio.load_scp(str(root / "train" / "feats.scp"))["spka-u1"], math.log(1e-5))
+    torch.testing.assert_close(train[0]["mels"], torch.from_numpy((raw + 1.0) / 2.0))
+    ds = task.make_dataset(cfg, ["x-1"], [["b", "a"]], [raw], ["spkb"], {"spkb": speaker_vector("spkb")})
+    assert ds[0]["phones"].tolist() == [3, 2] and torch.equal(ds[0]["mels"], train[0]["mels"])
