@@ -7,10 +7,12 @@
 #   ./run.sh                                    # embedded default: espeak-ng 'mini' corpus (en hi ta gu)
 #   ./run.sh --db_root ../../../shared/data     # real data: Hindi, Malayalam, English (see README.md)
 #   ./run.sh --setup mucs --db_root /data/mucs --local_prep local/prepare_mucs.sh   # your own corpora
-#   ./run.sh --stage 3 --stop_stage 3 --variants "multisoftmax multisoftmax_lid"
+#   ./run.sh --stage 3 --stop_stage 3 --variants "multisoftmax multisoftmax_lid"   # the setup stage 0 prepared
+#   ./run.sh --stage 3 --variants multisoftmax --restart true   # a changed config: the old run moves aside
 #
 # Stages (each safe to re-run: finished work is kept, training resumes from its last checkpoint):
-#   0  data      Kaldi data dirs data/<setup>/{train,dev,test} with utt2lang, speaker-disjoint
+#   0  data      Kaldi data dirs data/<setup>/{train,dev,test} with utt2lang, speaker-disjoint; the
+#                language ids checked; data/.setup records the setup for the later stages
 #   1  features  80-dim log-mel every 10 ms (conf/logmel.yaml), global CMVN stats of train
 #   2  units     per-language graphemes (+ B- word-begin prefix) and their union (speechkit-make-units)
 #   3  train     the systems of --variants, one at a time (speechkit-train rnnt)
@@ -35,21 +37,27 @@ set -euo pipefail
 # ------------------------------------------------------------------------------------- options
 stage=0
 stop_stage=100
+datadir=data           # data/<setup>/ and data/.setup (the setup stage 0 prepared, read by stages 1-6)
 nj=2                   # parallel jobs for feature extraction and decoding
 ngpu=                  # training GPUs: 0 = CPU, N = N processes on N GPUs via $cuda_cmd (DDP); empty = trainer.device
 nproc=1                # training processes on the CPU (DDP with gloo; speechkit-train --nproc)
 db_root=               # real corpora (hindi_noa, msc_malayalam, timit_sample, fsdd); empty = mini
 setup=                 # data/<setup>, exp/<setup>: default 'mini', or 'real' with --db_root
-local_prep=            # data preparation '<script> <db_root> data/<setup>' (default: local/prepare_real.sh)
+local_prep=            # data preparation '<script> [options] <db_root> data/<setup>' (default: local/prepare_real.sh)
 unit=char_wb           # output units: char_wb (graphemes with B- word-begin prefix, the paper) | char | bpe
 bpe_vocab_size=150     # --unit bpe: units per language, blank and <unk> included
 train_config=          # default: conf/train_mini.yaml (mini) or conf/train_real.yaml (--db_root)
 variants="mono vanilla onehot multisoftmax multisoftmax_lsp multisoftmax_lid finetune"
 train_opts=            # extra speechkit-train overrides for every system, e.g. "--trainer.max_epochs 5"
+restart=false          # true: stage 3 moves each system's existing exp dir (a run with another config,
+                       # its decodes and scores) to <system>.backup/<N>/ and trains it from scratch
+                       # (speechkit-train --resume false); nothing is deleted
 finetune_opts="--trainer.max_epochs 5 --trainer.lr 5e-4 --trainer.scheduler none --trainer.warmup_steps 0"
                        # fine-tuning overrides (after --train_config and --train_opts)
 search=beam            # beam (modified beam search, one symbol per frame) | greedy
 beam=8                 # --search beam: beam width
+length_norm=false      # --search beam: final hypothesis by log P / (1 + symbols) (icefall's default);
+                       # false (log P) for the results in README.md
 chunk_frames=32        # streaming chunk in feature frames (results do not depend on it; RTF does)
 switch_off_taus="0 10 30"            # early switch-off: tau values (encoder frames, 30 ms each)
 switch_off_thresholds="2 5 10 20"    # early switch-off: s_th values (nats)
@@ -60,21 +68,49 @@ mini_languages=en,hi,ta,gu
 
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--variants \"...\"] [--unit char_wb|char|bpe] [--nj N] ...
 (see the header of $0 for every option)"
+setup_keys="setup db_root local_prep mini_num_speakers mini_sentences mini_languages"
+for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh || exit 1
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
 
-if [ -z "$setup" ]; then
-  if [ -z "$db_root" ]; then setup=mini; else setup=real; fi
-fi
-if [ "$setup" != mini ] && [ -z "$db_root" ]; then
-  echo "$0: --setup $setup needs --db_root (only the embedded 'mini' corpus needs none)" >&2; exit 1
+die() { echo "$0: $*" >&2; exit 1; }
+
+# ------------------------------------------------------------------ the setup stage 0 prepared
+# Stage 0 writes $datadir/.setup (setup, db_root, the preparer and the mini corpus options); later
+# stages read it, so `./run.sh --stage 3` continues what `./run.sh --db_root ... --stop_stage 2`
+# prepared, and an option that contradicts it is an error instead of a silent switch to 'mini'.
+setup_file=$datadir/.setup
+if [ "$stage" -gt 0 ]; then
+  [ -f "$setup_file" ] || die "$setup_file: no such file: run stage 0 first (./run.sh --stop_stage 0 [--db_root ...])"
+  for key in $setup_keys; do
+    grep -q "^$key=" "$setup_file" || die "$setup_file: no '$key=' line (written by an older run.sh?): re-run stage 0"
+    saved=$(awk -F= -v k="$key" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$setup_file")
+    given=${!key}
+    if [ "$key" = db_root ] && [ -n "$given" ]; then given=$(cd "$given" 2>/dev/null && pwd || echo "$given"); fi
+    default_value=default_$key
+    if [ "$given" != "${!default_value}" ] && [ "$given" != "$saved" ]; then  # given on this command line
+      die "--$key $given contradicts $setup_file ($key=$saved, written by stage 0); re-run from --stage 0 to prepare another setup"
+    fi
+    printf -v "$key" '%s' "$saved"
+  done
+else
+  if [ -z "$setup" ]; then
+    if [ -z "$db_root" ]; then setup=mini; else setup=real; fi
+  fi
+  if [ "$setup" = mini ]; then
+    [ -z "$db_root" ] || die "--setup mini is the embedded corpus: it takes no --db_root"
+  else
+    [ -n "$db_root" ] || die "--setup $setup needs --db_root (only the embedded 'mini' corpus needs none)"
+    [ -d "$db_root" ] || die "--db_root $db_root: no such directory"
+    db_root=$(cd "$db_root" && pwd)
+  fi
 fi
 if [ -z "$train_config" ]; then
   if [ "$setup" = mini ]; then train_config=conf/train_mini.yaml; else train_config=conf/train_real.yaml; fi
 fi
-data=data/$setup
+data=$datadir/$setup
 case "$unit" in
   bpe) lang=$data/lang_bpe${bpe_vocab_size}; unit_opts="--vocab-size $bpe_vocab_size" ;;
   char|char_wb) lang=$data/lang_$unit; unit_opts="" ;;
@@ -91,7 +127,7 @@ for v in $variants; do
 done
 has_variant() { [[ " $variants " == *" $1 "* ]]; }
 log() { echo "$(date '+%F %T') ($(basename "$0"):${BASH_LINENO[0]}) $*"; }
-languages() { awk '{print $1}' "$lang/languages.txt"; }
+languages() { echo "$langs"; }   # set after stage 2 (below)
 
 # The systems of --variants in training order (mono_<l> and ft_<l> per language).
 systems() {
@@ -114,7 +150,7 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
   if [ "$setup" = mini ]; then
     params="mini $mini_num_speakers $mini_sentences $mini_languages"
   else
-    params="$setup $(cd "$db_root" && pwd)${local_prep:+ $local_prep}"
+    params="$setup $db_root${local_prep:+ $local_prep}"
   fi
   if [ -f "$data/.prepared" ] && [ "$(cat "$data/.prepared")" = "$params" ]; then
     log "$data already prepared ($params); remove $data/.prepared to redo"
@@ -125,10 +161,18 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
       local/prepare_mini.sh --num-speakers "$mini_num_speakers" --sentences "$mini_sentences" \
         --languages "$mini_languages" db/mini "$data"
     else
-      "${local_prep:-local/prepare_real.sh}" "$db_root" "$data"
+      # shellcheck disable=SC2086  # --local_prep may carry options: "local/prepare_mucs.sh --languages hi,mr"
+      ${local_prep:-local/prepare_real.sh} "$db_root" "$data"
     fi
     echo "$params" > "$data/.prepared"
   fi
+  # Language ids, once, with the rule the model applies (speechkit.text.units.check_language_id:
+  # an id names a directory and a softmax layer, so [A-Za-z0-9][A-Za-z0-9_-]*, no '.', not 'union').
+  # shellcheck disable=SC2046
+  local/check_languages.py "$data/train" "$data/dev" $(for t in $test_sets; do echo "$data/$t"; done)
+  for key in $setup_keys; do echo "$key=${!key}"; done > "$setup_file.tmp"
+  mv "$setup_file.tmp" "$setup_file"
+  log "setup '$setup' recorded in $setup_file (read by stages 1-6)"
 fi
 
 # ------------------------------------------------------------------------------------- stage 1
@@ -150,6 +194,15 @@ if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
   speechkit-make-units "$data/train" "$lang" --unit "$unit" --per-language $unit_opts $checks
 fi
 
+# The languages of stage 2's units ($lang/languages.txt), read once at the top level: a failure
+# inside $(...) in a for list would escape `set -e` and silently drop every mono_*/ft_* system.
+langs=
+if [ "$stop_stage" -ge 3 ]; then
+  [ -s "$lang/languages.txt" ] || die "$lang/languages.txt: no such file or empty: run stage 2 with --unit $unit${bpe_vocab_size:+ (--bpe_vocab_size $bpe_vocab_size for bpe)} first"
+  langs=$(awk 'NF {print $1}' "$lang/languages.txt")
+  [ -n "$langs" ] || die "$lang/languages.txt: no language in it"
+fi
+
 # ------------------------------------------------------------------------------------- stage 3
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   log "stage 3: training: $(systems | tr '\n' ' ')"
@@ -167,12 +220,23 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
     esac
     extra=$train_opts
     [[ "$sys" == ft_* ]] && extra="$train_opts $finetune_opts"
+    resume=true
+    if [ "$restart" = true ]; then
+      resume=false
+      if [ -d "$exp/$sys" ]; then
+        n=1
+        while [ -e "$exp/$sys.backup/$n" ]; do n=$((n + 1)); done
+        mkdir -p "$exp/$sys.backup"
+        mv "$exp/$sys" "$exp/$sys.backup/$n"
+        log "--restart true: moved the previous $exp/$sys to $exp/$sys.backup/$n"
+      fi
+    fi
     log "training $exp/$sys (log: $exp/$sys/train.log)"
     # shellcheck disable=SC2086
     train_run="$train_cmd --num-threads $nproc"
     [ "${ngpu:-0}" -gt 0 ] && train_run="$cuda_cmd --gpu $ngpu"
     ${train_run} "$exp/$sys/log/train.log" \
-      speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" rnnt --config "$train_config" --exp-dir "$exp/$sys" $opts $extra
+      speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" rnnt --config "$train_config" --exp-dir "$exp/$sys" --resume "$resume" $opts $extra
   done
 fi
 
@@ -180,6 +244,7 @@ fi
 decode() {
   local model=$1 set=$2 dir=$3
   shift 3
+  if [ "$search" = beam ] && [ "$length_norm" = true ]; then set -- --length-norm "$@"; fi
   # shellcheck disable=SC2086
   ${decode_cmd} JOB=1:"$nj" "$dir/log/decode.JOB.log" \
     speechkit-asr-decode --model-dir "$model" --nj "$nj" --job JOB --search "$search" --beam "$beam" \
