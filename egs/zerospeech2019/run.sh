@@ -4,11 +4,14 @@
 # ZeroSpeech 2020 Challenge", Interspeech 2020.
 #
 #   stage 0  data: unit (train) / dev / voice / test sets, ABX item files        -> $datadir/
+#            (--speed_perturb true: the unit set + its 0.9 / 1.1 speed copies     -> $datadir/train_sp/)
 #   stage 1  features: MFCC+deltas (or log-mel) + per-speaker CMVN for the VQ-VAE,
 #            linear spectrograms of the voice and test sets for the inverter     -> $dumpdir/<type>/<set>/
 #   stage 2  train the VQ-VAE on the unit set                                    -> $expdir/$tag/vqvae/
-#   stage 3  extract units of the voice and test sets (ZeroSpeech 2019 layout)   -> $expdir/$tag/units/<set>/
-#   stage 4  train the codebook inverter on the voice set                        -> $expdir/$tag/inverter/
+#   stage 3  extract units of the voice and test sets (ZeroSpeech 2019 layout:
+#            codebook vectors by default, --unit_format onehot)                  -> $expdir/$tag/units/<set>/
+#   stage 4  train the codebook inverter on the voice set (retrained when the
+#            VQ-VAE checkpoint changed: inverter/vqvae_checkpoint.sha256)        -> $expdir/$tag/inverter/
 #   stage 5  resynthesize test utterances in the target voice (wav + PNG)        -> $expdir/$tag/resynth/test/
 #   stage 6  ABX (across/within speakers) and bitrate of the units and of the
 #            MFCC baseline; $expdir/RESULTS.md over every tag in $expdir         -> $expdir/$tag/scores/
@@ -24,6 +27,10 @@
 #   zerospeech2019  the official 2019 data: --db_root DIR/english (or surprise) with train/unit,
 #                   train/voice, test, and optionally an ABX item file and bitrate_filelist.txt
 #                   (see local/prepare_zerospeech2019.py --help).
+#
+# Training (stages 2, 4) runs through $cuda_cmd (with --ngpu > 0) or $train_cmd, unit extraction (stage 3)
+# through $train_cmd (cmd.sh: local or Slurm), each with its log under exp/: vqvae/log/train.log,
+# units/log/extract_<set>.log, inverter/log/train.log.
 #
 # Every stage can be re-run: features are recomputed only when their inputs change, training resumes
 # from (or stops at) its latest checkpoint, units and wavs are rewritten atomically.
@@ -48,17 +55,20 @@ expdir=exp           # experiments
 feats_type=mfcc      # VQ-VAE input features: mfcc (conf/mfcc.yaml) | logmel (conf/logmel.yaml)
 train_config=conf/train_vqvae.yaml        # VQ-VAE config (speechkit-train vqvae --print-config lists every key)
 inverter_config=conf/train_inverter.yaml  # inverter config
-tag=                 # experiment name (default: train_config's name without 'train_' and '.yaml')
+tag=                 # experiment name (default: train_config's name without 'train_' and '.yaml', + _<feats_type>
+                     # unless mfcc or the name says it)
 vqvae_args=          # extra speechkit-train overrides for the VQ-VAE, e.g. "--model.codebook_size 128"
 inverter_args=       # extra speechkit-train overrides for the inverter
 voice=               # stage 5 target voice (default: the voice set's first speaker)
 num_resynth=8        # stage 5: test utterances to resynthesize (0 = all)
 aux_units=false      # stage 3: also write the continuous z of the test set (units/test_aux)
+unit_format=codebook # stage 3: codebook (each frame its codebook vector; ZeroSpeech 2019 VQ submissions) | onehot
+speed_perturb=false  # stage 0: add 0.9 / 1.1 speed copies of the unit set (utils/perturb_data_dir_speed_3way.sh)
 kmeans_k=0           # stage 6: also score k-means units of the input features (K clusters, at the code rate); 0 = no
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019] [--db_root DIR]
        [--nj N] [--num_threads N] [--ngpu N] [--nproc N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
        [--vqvae_args '--key value ...'] [--inverter_args '...'] [--voice SPK] [--num_resynth N] [--aux_units true|false]
-       [--kmeans_k K]
+       [--unit_format codebook|onehot] [--speed_perturb true|false] [--kmeans_k K]
        [--datadir DIR] [--dumpdir DIR] [--expdir DIR] [--mini_speakers N] [--mini_sentences N]
 Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize, 6 score + RESULTS.md"
 
@@ -70,10 +80,16 @@ Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5
 case "$feats_type" in mfcc|logmel) ;; *) echo "$0: --feats_type must be mfcc or logmel, got '$feats_type'" >&2; exit 1 ;; esac
 [ -f "$train_config" ] || { echo "$0: --train_config $train_config: no such file" >&2; exit 1; }
 [ -f "$inverter_config" ] || { echo "$0: --inverter_config $inverter_config: no such file" >&2; exit 1; }
+case "$unit_format" in codebook|onehot) ;; *) echo "$0: --unit_format must be codebook or onehot, got '$unit_format'" >&2; exit 1 ;; esac
 if [ -z "$tag" ]; then
   tag=$(basename "$train_config" .yaml)
   tag=${tag#train_}
+  # another feature type is another experiment (its input dimension differs): say it in the tag
+  case "$tag" in *"$feats_type"*) ;; *) [ "$feats_type" = mfcc ] || tag=${tag}_$feats_type ;; esac
+  [ "$speed_perturb" = false ] || tag=${tag}_sp
 fi
+train_set=train
+[ "$speed_perturb" = false ] || train_set=train_sp
 feat_conf=conf/$feats_type.yaml
 vqvae_dir=$expdir/$tag/vqvae
 units_dir=$expdir/$tag/units
@@ -83,11 +99,13 @@ score_dir=$expdir/$tag/scores
 
 log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
 # time_it FILE CMD...: run CMD, append '<seconds> <date>' to FILE (the wall clock of each run)
+# (returns CMD's status, also where set -e is off: in a `time_it ... || handler` list)
 time_it() {
-  local file=$1 start end
+  local file=$1 start end rc=0
   shift
   start=$(date +%s)
-  "$@"
+  "$@" || rc=$?
+  [ "$rc" -eq 0 ] || return "$rc"
   end=$(date +%s)
   mkdir -p "$(dirname "$file")"
   echo "$((end - start)) $(date '+%F %T')" >> "$file"
@@ -109,6 +127,11 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
   for x in train dev voice test; do
     utils/validate_data_dir.sh --no-feats --no-text "$datadir/$x"
   done
+  if [ "$speed_perturb" = true ]; then
+    log 0 "speed perturbation of the unit set (0.9, 1.0, 1.1) -> $datadir/train_sp"
+    utils/perturb_data_dir_speed_3way.sh "$datadir/train" "$datadir/train_sp"
+    utils/validate_data_dir.sh --no-feats --no-text "$datadir/train_sp"
+  fi
   # ZeroSpeech 2019 ABX task (by context: neighbouring phones), plus a no-context variant with many
   # more triplets (steadier on a small test set).
   if [ -f "$datadir/test/phone_alignments" ]; then
@@ -122,7 +145,7 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
 fi
 
 if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
-  log 1 "features: $feats_type (train dev voice test), mfcc (test, baseline), spectrogram (voice test)"
+  log 1 "features: $feats_type ($train_set dev voice test), mfcc (test, baseline), spectrogram (voice test)"
   # make_dump FEAT_TYPE SET: $dumpdir/FEAT_TYPE/SET = $datadir/SET + features + per-speaker CMVN stats
   make_dump() {
     local type=$1 x=$2 dir=$dumpdir/$1/$2
@@ -130,32 +153,72 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
     utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config "conf/$type.yaml" "$dir" "$dir/log" "$dir/data"
     speechkit-compute-cmvn-stats --per-speaker "$dir" "$dir/data"
   }
-  for x in train dev voice test; do make_dump "$feats_type" "$x"; done
+  [ -f "$datadir/$train_set/utt2spk" ] || { echo "$0: no $datadir/$train_set (run stage 0 with --speed_perturb $speed_perturb)" >&2; exit 1; }
+  for x in $train_set dev voice test; do make_dump "$feats_type" "$x"; done
   [ "$feats_type" = mfcc ] || make_dump mfcc test
   for x in voice test; do make_dump spectrogram "$x"; done
 fi
 
 if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
-  log 2 "training the VQ-VAE ($train_config) in $vqvae_dir"
-  num_spk=$(wc -l < "$dumpdir/$feats_type/train/spk2utt")
+  log 2 "training the VQ-VAE ($train_config) in $vqvae_dir (log: $vqvae_dir/log/train.log)"
+  train_dump=$dumpdir/$feats_type/$train_set
+  num_spk=$(wc -l < "$train_dump/spk2utt")
+  # the input dimension follows the features (39 for MFCC+deltas, n_mels for log-mel)
+  input_dim=$(python -c 'import sys, kaldiio
+for _, m in kaldiio.load_scp_sequential(sys.argv[1]): print(m.shape[1]); break' "$train_dump/feats.scp")
   # shellcheck disable=SC2086  # $vqvae_args holds several words
-  time_it "$vqvae_dir/wallclock" speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" vqvae --config "$train_config" --exp-dir "$vqvae_dir" \
-    --data.train_dir "$dumpdir/$feats_type/train" --data.valid_dir "$dumpdir/$feats_type/dev" \
-    --model.num_speakers "$num_spk" --trainer.num_threads "$num_threads" $vqvae_args
+  vq_opts=(--config "$train_config" --data.train_dir "$train_dump" --data.valid_dir "$dumpdir/$feats_type/dev"
+           --model.num_speakers "$num_spk" --model.input_dim "$input_dim" --trainer.num_threads "$num_threads" $vqvae_args)
+  mkdir -p "$vqvae_dir/log"
+  # a small unit set: keep the warm-up inside the planned updates (see local/plan_warmup.py)
+  # shellcheck disable=SC2046
+  vq_opts+=($(speechkit-train vqvae "${vq_opts[@]}" --print-config > "$vqvae_dir/log/.config.$$" && \
+              python local/plan_warmup.py --what "stage 2" "$vqvae_dir/log/.config.$$" "$(wc -l < "$train_dump/utt2spk")"))
+  rm -f "$vqvae_dir/log/.config.$$"
+  train_job=$train_cmd
+  [ "${ngpu:-0}" = 0 ] || train_job="$cuda_cmd --gpu $ngpu"
+  # shellcheck disable=SC2086
+  time_it "$vqvae_dir/wallclock" $train_job "$vqvae_dir/log/train.log" \
+    speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" vqvae --exp-dir "$vqvae_dir" "${vq_opts[@]}" \
+    || { echo "$0: stage 2 failed; the end of $vqvae_dir/log/train.log:" >&2; tail -n 20 "$vqvae_dir/log/train.log" >&2; exit 1; }
+  grep -E "training (finished|already finished)" "$vqvae_dir/log/train.log" | tail -n 1 || true
 fi
 
+# vqvae_checkpoint: the checkpoint speechkit-extract-units uses (best.pt, else the latest)
+vqvae_checkpoint() {
+  local d=$vqvae_dir/checkpoints
+  if [ -e "$d/best.pt" ]; then echo "$d/best.pt"; else ls -t "$d"/*.pt 2>/dev/null | head -n 1; fi
+}
+
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
-  log 3 "extracting units with $vqvae_dir"
-  for x in voice test; do
-    speechkit-extract-units --model-dir "$vqvae_dir" --nj "$nj" "$dumpdir/$feats_type/$x" "$units_dir/$x"
-  done
+  log 3 "extracting units ($unit_format) with $vqvae_dir (logs: $units_dir/log/)"
+  mkdir -p "$units_dir/log"
+  # extract SET OUT [OPTIONS]: one $train_cmd job with --nj worker processes
+  extract() {
+    local x=$1 out=$2
+    shift 2
+    $train_cmd --num-threads "$nj" "$units_dir/log/extract_$(basename "$out").log" \
+      speechkit-extract-units --model-dir "$vqvae_dir" --nj "$nj" "$@" "$dumpdir/$feats_type/$x" "$out" \
+      || { echo "$0: stage 3 failed, see $units_dir/log/extract_$(basename "$out").log" >&2; exit 1; }
+  }
+  for x in voice test; do extract "$x" "$units_dir/$x" --unit-format "$unit_format"; done
   if [ "$aux_units" = true ]; then
-    speechkit-extract-units --model-dir "$vqvae_dir" --nj "$nj" --aux "$dumpdir/$feats_type/test" "$units_dir/test_aux"
+    extract test "$units_dir/test_aux" --aux
   fi
 fi
 
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
-  log 4 "training the inverter ($inverter_config) in $inverter_dir"
+  log 4 "training the inverter ($inverter_config) in $inverter_dir (log: $inverter_dir/log/train.log)"
+  # The inverter is tied to the VQ-VAE checkpoint whose codebook it inverts: a retrained VQ-VAE
+  # retrains it (the stale one is kept in $inverter_dir.stale).
+  ckpt=$(vqvae_checkpoint)
+  [ -n "$ckpt" ] || { echo "$0: no VQ-VAE checkpoint in $vqvae_dir/checkpoints (run stage 2)" >&2; exit 1; }
+  vq_hash=$(sha256sum "$ckpt" | cut -d' ' -f1)
+  if [ -d "$inverter_dir" ] && [ "$(cat "$inverter_dir/vqvae_checkpoint.sha256" 2>/dev/null)" != "$vq_hash" ]; then
+    log 4 "the VQ-VAE checkpoint changed since $inverter_dir was trained (or it has no record): retraining it"
+    rm -rf "$inverter_dir.stale"
+    mv "$inverter_dir" "$inverter_dir.stale"
+  fi
   # codebook size, code dimension and spectrogram frames per code, from the units of the voice set
   info=$(python - "$units_dir/voice/units.yaml" "$dumpdir/spectrogram/voice/frame_shift" <<'EOF'
 import sys, yaml
@@ -169,15 +232,34 @@ EOF
 )
   read -r K De ratio <<< "$info"
   # shellcheck disable=SC2086
-  time_it "$inverter_dir/wallclock" speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" inverter --config "$inverter_config" --exp-dir "$inverter_dir" \
-    --data.codes "$units_dir/voice/codes" --data.feats_dir "$dumpdir/spectrogram/voice" --data.vqvae_dir "$vqvae_dir" \
-    --model.codebook_size "$K" --model.input_dim "$De" --model.upsample_ratio "$ratio" \
-    --trainer.num_threads "$num_threads" $inverter_args
+  inv_opts=(--config "$inverter_config" --data.codes "$units_dir/voice/codes" --data.feats_dir "$dumpdir/spectrogram/voice"
+            --data.vqvae_dir "$vqvae_dir" --model.codebook_size "$K" --model.input_dim "$De" --model.upsample_ratio "$ratio"
+            --trainer.num_threads "$num_threads" $inverter_args)
+  mkdir -p "$inverter_dir/log"
+  # a small target voice: keep the warm-up inside the planned updates (see local/plan_warmup.py)
+  # shellcheck disable=SC2046
+  inv_opts+=($(speechkit-train inverter "${inv_opts[@]}" --print-config > "$inverter_dir/log/.config.$$" && \
+               python local/plan_warmup.py --what "stage 4" "$inverter_dir/log/.config.$$" "$(wc -l < "$units_dir/voice/codes")"))
+  rm -f "$inverter_dir/log/.config.$$"
+  train_job=$train_cmd
+  [ "${ngpu:-0}" = 0 ] || train_job="$cuda_cmd --gpu $ngpu"
+  echo "$vq_hash" > "$inverter_dir/vqvae_checkpoint.sha256"
+  echo "$ckpt" > "$inverter_dir/vqvae_checkpoint"
+  # shellcheck disable=SC2086
+  time_it "$inverter_dir/wallclock" $train_job "$inverter_dir/log/train.log" \
+    speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" inverter --exp-dir "$inverter_dir" "${inv_opts[@]}" \
+    || { echo "$0: stage 4 failed; the end of $inverter_dir/log/train.log:" >&2; tail -n 20 "$inverter_dir/log/train.log" >&2; exit 1; }
+  grep -E "training (finished|already finished)" "$inverter_dir/log/train.log" | tail -n 1 || true
 fi
 
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   [ -n "$voice" ] || voice=$(head -n 1 "$datadir/voice/spk2utt" | cut -d' ' -f1)
   log 5 "resynthesizing test utterances in the voice of $voice"
+  ckpt=$(vqvae_checkpoint)
+  if [ -z "$ckpt" ] || [ "$(sha256sum "$ckpt" | cut -d' ' -f1)" != "$(cat "$inverter_dir/vqvae_checkpoint.sha256" 2>/dev/null)" ]; then
+    echo "$0: $inverter_dir was not trained on the current VQ-VAE checkpoint ${ckpt:-(none)}: re-run stage 4" >&2
+    exit 1
+  fi
   select=(--max-utts "$num_resynth")
   if [ -f "$datadir/test/synthesis_list" ]; then   # official list (zerospeech2019)
     select=(--utt-list "$datadir/test/synthesis_list")

@@ -54,18 +54,26 @@ def test_sets_and_item_files(recipe):
     assert header == "#file onset offset #phone prev-phone next-phone speaker"
 
 
-def test_units_are_one_hot_frames_of_the_test_set(recipe):
+def test_units_are_codebook_vectors_of_the_test_set(recipe):
+    """The default unit format: each code frame written as its codebook vector (K = 32, De = 16)."""
+    import torch
+
     tmp, _ = recipe
     units = tmp / "exp" / TAG / "units" / "test"
     n_frames = {u: int(n) for u, n in read_table(tmp / "dump" / "mfcc" / "test" / "utt2num_frames").items()}
     codes = read_table(units / "codes")
     assert sorted(codes) == sorted(n_frames)
+    ckpt = tmp / "exp" / TAG / "vqvae" / "checkpoints" / "best.pt"
+    codebook = torch.load(ckpt, map_location="cpu", weights_only=True)["model"]["quantizer.codebook"].numpy()
     for utt, n in n_frames.items():
         m = np.loadtxt(units / f"{utt}.txt", ndmin=2)
-        assert m.shape == (math.ceil(n / 4), 32)
-        assert ((m == 0) | (m == 1)).all() and (m.sum(1) == 1).all()
-        assert m.argmax(1).tolist() == [int(c) for c in codes[utt].split()]
+        assert m.shape == (math.ceil(n / 4), 16)
+        np.testing.assert_allclose(m, codebook[[int(c) for c in codes[utt].split()]], rtol=1e-6, atol=1e-7)
     assert (units / "frame_shift").read_text().strip() == "0.04"
+    # training and extraction ran through $train_cmd, each with its log under exp/
+    for log in ("vqvae/log/train.log", "units/log/extract_test.log", "inverter/log/train.log"):
+        assert "# Ended (code 0)" in (tmp / "exp" / TAG / log).read_text()
+    assert len((tmp / "exp" / TAG / "inverter" / "vqvae_checkpoint.sha256").read_text().strip()) == 64
 
 
 def test_results_report_abx_and_bitrate(recipe):
@@ -108,6 +116,37 @@ def test_rerun_reuses_the_trained_model(recipe):
     assert "training already finished" in proc.stdout + proc.stderr
     assert {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()} == stamp
     assert (tmp / "exp" / TAG / "units" / "test" / "codes").read_bytes() == codes
+
+
+def test_stale_inverter_is_retrained_and_speed_perturbation(recipe):
+    tmp, _ = recipe
+    inv = tmp / "exp" / TAG / "inverter"
+    (inv / "vqvae_checkpoint.sha256").write_text("0" * 64 + "\n")  # as if the VQ-VAE had been retrained
+    cmd_fail = subprocess.run(["./run.sh", "--datadir", str(tmp / "data"), "--dumpdir", str(tmp / "dump"),
+                               "--expdir", str(tmp / "exp"), "--tag", TAG, "--stage", "5", "--stop_stage", "5",
+                               "--inverter_config", "conf/train_inverter_tiny.yaml",
+                               "--train_config", "conf/train_vqvae_tiny.yaml"],
+                              cwd=RECIPE, capture_output=True, text=True, timeout=300)
+    assert cmd_fail.returncode != 0 and "re-run stage 4" in cmd_fail.stderr
+    proc = run_recipe(tmp, "--stage", "4", "--stop_stage", "4")
+    assert "retraining it" in proc.stdout and (tmp / "exp" / TAG / "inverter.stale").is_dir()
+    assert (inv / "vqvae_checkpoint.sha256").read_text().strip() != "0" * 64
+    run_recipe(tmp, "--stage", "0", "--stop_stage", "0", "--speed_perturb", "true")
+    sp = read_table(tmp / "data" / "train_sp" / "utt2spk")
+    assert len(sp) == 3 * len(read_table(tmp / "data" / "train" / "utt2spk"))
+    assert any(u.startswith("sp0.9-") for u in sp) and any(u.startswith("sp1.1-") for u in sp)
+
+
+def test_plan_warmup_caps_a_warmup_longer_than_training(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("trainer:\n  max_epochs: 40\n  max_steps: 0\n  batch_size: 16\n  batch_frames: 0\n"
+                   "  accum_grad: 1\n  scheduler: warmup_cosine\n  warmup_steps: 50\n")
+    run = [sys.executable, "local/plan_warmup.py", str(cfg)]
+    small = subprocess.run(run + ["12"], cwd=RECIPE, capture_output=True, text=True)  # 12 utterances: 40 updates
+    assert small.returncode == 0 and small.stdout.split() == ["--trainer.warmup_steps", "4"]
+    assert "warm-up capped to 4" in small.stderr
+    big = subprocess.run(run + ["100"], cwd=RECIPE, capture_output=True, text=True)  # 280 updates
+    assert big.returncode == 0 and big.stdout == ""
 
 
 def test_official_layout_preparer(tmp_path):
