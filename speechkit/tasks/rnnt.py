@@ -1,7 +1,7 @@
 """``rnnt`` task: streaming multilingual RNN-T training (Joshi et al., Interspeech 2021).
 
 Trains any :mod:`speechkit.models.rnnt` variant (vanilla, onehot, multisoftmax, multisoftmax_lsp,
-multisoftmax_lid) from Kaldi data directories::
+multisoftmax_lid, multisoftmax_lsp_lid) from Kaldi data directories::
 
     speechkit-train rnnt --config conf/train_rnnt.yaml --exp-dir exp/rnnt_multisoftmax \\
         --model.variant multisoftmax
@@ -44,11 +44,13 @@ Loss
     LID variant, ``lid_ce`` (nats per frame, or per utterance with ``lid_ce_norm: utterance``).
 
 Fine-tuning (Table 3; ``init:`` section)
-    ``init.exp_dir`` names a trained multi-softmax experiment; its best checkpoint initialises the
-    model. With ``init.language`` the source is first reduced to that language
+    ``init.exp_dir`` names a trained experiment; its best checkpoint initialises the model. With
+    ``init.language`` the source is first reduced to that language
     (:func:`~speechkit.models.rnnt.to_monolingual`: shared encoder and prediction network, the
-    language's embedding/joint/softmax; other languages' parameters and the LID head dropped), so
-    the fine-tuned model is ``variant: multisoftmax`` (or ``multisoftmax_lsp``) with
+    language's embedding/joint/softmax; other languages' parameters and the LID head dropped; a
+    vanilla/one-hot source has its union softmax cut to the language's units and, for one-hot,
+    the language's one-hot input folded into the encoder bias), so the fine-tuned model is
+    ``variant: multisoftmax`` (``multisoftmax_lsp`` from an LSP source) with
     ``data.languages: [<language>]``. The initial weights matter only at the start: a resumed run
     restores its own checkpoint.
 """
