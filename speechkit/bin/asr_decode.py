@@ -18,7 +18,9 @@ Modes (Joshi et al., Interspeech 2021, section 4.2):
   --lid-free    multisoftmax_lid models: one decoder per language on the shared encoder, the
                 language with the highest average LID posterior wins. With --switch-off-tau T and
                 --switch-off-threshold S (section 6.3), decoder l stops once t > T encoder frames
-                and sum_t' log P_t'(l) < max_l' sum_t' log P_t'(l') - S (nats).
+                and sum_t' log P_t'(l) < max_l' sum_t' log P_t'(l') - S (nats); with
+                --switch-off-rule posterior (the paper's Table 7 grid) once t > T and
+                (1/t) sum_t' P_t'(l) < S, the best running decoder never stopping.
 
 OUT_DIR receives (each written atomically once every part is done):
   text               hypotheses, Kaldi text (an empty hypothesis is the id alone)
@@ -91,7 +93,11 @@ def build_parser():
                    help="--lid-free early switch-off: no decoder stops before T encoder frames")
     p.add_argument("--switch-off-threshold", type=float, default=None, metavar="S",
                    help="--lid-free early switch-off: stop decoder l when its cumulative LID log-posterior "
-                        "is more than S nats below the best language's ('inf' = never)")
+                        "is more than S nats below the best language's ('inf' = never); with "
+                        "--switch-off-rule posterior: when its running average LID posterior is below S")
+    p.add_argument("--switch-off-rule", choices=("gap", "posterior"), default="gap",
+                   help="early switch-off rule: gap (cumulative log-posterior gap in nats, the default) | "
+                        "posterior (running average posterior below S, the paper's Table 7 grid)")
     p.add_argument("--chunk-frames", type=int, default=0, metavar="N",
                    help="feature frames fed per streaming chunk; 0 = whole utterance (default: 0)")
     p.add_argument("--show-partial", action="store_true", help="log the partial hypotheses after every chunk")
@@ -174,7 +180,8 @@ def _options(args) -> dict:
             "blank_penalty": args.blank_penalty, "chunk_frames": args.chunk_frames, "num_threads": args.num_threads,
             "units_dir": args.units_dir, "cmvn_stats": args.cmvn_stats,
             # only when set, so that the parts decoded before the option existed stay valid
-            **({"length_norm": True} if args.length_norm and args.search == "beam" else {})}
+            **({"length_norm": True} if args.length_norm and args.search == "beam" else {}),
+            **({"switch_off_rule": args.switch_off_rule} if args.switch_off_rule != "gap" else {})}
 
 
 def _split(utts: list[str], nj: int) -> list[list[str]]:
@@ -327,7 +334,8 @@ def decode_part(args, job: int, nj: int) -> None:
                         f"the model's input_dim {model.config.input_dim} (another frontend?)")
     dcfg = DecodeConfig(mode=mode, method=args.search, beam=args.beam, length_norm=args.length_norm,
                         max_symbols_per_frame=args.max_symbols_per_frame, tau=args.switch_off_tau,
-                        s_th=args.switch_off_threshold, chunk_frames=args.chunk_frames,
+                        s_th=args.switch_off_threshold, switch_off_rule=args.switch_off_rule,
+                        chunk_frames=args.chunk_frames,
                         num_stack=cfg.data.num_stack, stack_stride=cfg.data.stack_stride,
                         frame_shift=reader.frame_shift or 0.01)
     logger.info("part %d/%d: %d utterances; model %s (%s, %s) from %s; mode %s, %s search%s%s, %d thread(s)",
@@ -493,7 +501,8 @@ def _child_argv(args, job: int) -> list[str]:
             "--search", args.search, "--beam", str(args.beam), "--max-symbols-per-frame",
             str(args.max_symbols_per_frame), "--blank-penalty", str(args.blank_penalty),
             "--chunk-frames", str(args.chunk_frames), "--nj", str(args.nj),
-            "--job", str(job), "--num-threads", str(args.num_threads)] + (["--length-norm"] if args.length_norm else [])
+            "--job", str(job), "--num-threads", str(args.num_threads),
+            "--switch-off-rule", args.switch_off_rule] + (["--length-norm"] if args.length_norm else [])
     for opt, val in (("--checkpoint", args.checkpoint), ("--units-dir", args.units_dir),
                      ("--cmvn-stats", args.cmvn_stats), ("--switch-off-tau", args.switch_off_tau),
                      ("--switch-off-threshold", args.switch_off_threshold)):

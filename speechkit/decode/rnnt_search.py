@@ -37,6 +37,14 @@ decoder (identical to plain LID-free decoding, tested).  The returned language i
 highest average posterior among the decoders still running at the end (the best-scoring language
 can never be switched off, so without ties this is the overall argmax).
 
+``switch_off_rule: posterior`` is the form of the paper's Table 7 grid (``s_th`` of 0.5 and 0.2
+read as a posterior, ``tau`` in ms): decoder ``l`` stops once ``t > tau`` and its LID posterior
+averaged over the frames so far, ``p_l(t) = (1/t) sum_{t' <= t} P_t'(l)``, is below ``s_th``;
+the decoder of the highest ``p_l(t)`` among those still running never stops (with ``s_th`` =
+0.5 and two languages or more, every other decoder stops at ``tau``).  The paper's exact rule
+could not be consulted here; this reading is an assumption.  ``rule: gap`` (the default, above)
+is the recipe's own.
+
 Decoding cost, ``T_avg``: the paper's eq. 2 could not be consulted here, so it is defined as follows
 (:func:`t_avg`): for utterance ``n`` with ``T_n`` encoder frames and ``T_{n,l}`` the number of frames
 decoder ``l`` processed, ``T_avg = (1/N) sum_n sum_l T_{n,l} / T_n``, the average number of active
@@ -81,8 +89,13 @@ class DecodeConfig:
         max_symbols_per_frame: greedy search: most non-blank symbols emitted per encoder frame.
         tau: early switch-off: no decoder is stopped before frame ``tau`` (encoder frames, 30 ms
             each with the paper's stacking); null disables switch-off.
-        s_th: early switch-off threshold on the cumulative LID log-posterior gap (nats); null
-            disables switch-off, ``.inf`` never switches off.
+        s_th: early switch-off threshold: ``switch_off_rule: gap``: on the cumulative LID
+            log-posterior gap (nats), ``.inf`` never switches off; ``posterior``: on the running
+            average LID posterior (0..1), ``.inf`` stops every decoder but the best at ``tau``.
+            null disables switch-off.
+        switch_off_rule: gap (the recipe's: cumulative log-posterior gap, nats) | posterior (the
+            paper's Table 7 grid: running average posterior below ``s_th``); see the module
+            docstring.
         chunk_frames: raw feature frames fed per chunk (streaming); 0 = whole utterance at once.
         num_stack: frames stacked per encoder input frame (paper: 8).
         stack_stride: input frames between encoder frames (paper: 3).
@@ -96,6 +109,7 @@ class DecodeConfig:
     max_symbols_per_frame: int = 3
     tau: int | None = None
     s_th: float | None = None
+    switch_off_rule: Literal["gap", "posterior"] = "gap"
     chunk_frames: int = 0
     num_stack: int = 8
     stack_stride: int = 3
@@ -316,6 +330,8 @@ class StreamingRecognizer:
             raise ValueError(f"tau must be >= 0 frames, got {cfg.tau}")
         if cfg.s_th is not None and not cfg.s_th >= 0:
             raise ValueError(f"s_th must be >= 0 (or inf), got {cfg.s_th}")
+        if cfg.switch_off_rule not in ("gap", "posterior"):
+            raise ValueError(f"switch_off_rule must be gap or posterior, got {cfg.switch_off_rule!r}")
         if cfg.frame_shift <= 0:
             raise ValueError(f"frame_shift must be > 0 seconds, got {cfg.frame_shift}")
         if cfg.mode == "lid_free":
@@ -351,6 +367,7 @@ class StreamingRecognizer:
         L = len(model.languages)
         self.s = torch.zeros(L, dtype=torch.float64)  # cumulative LID log-posteriors s_l(t)
         self.post_sum = torch.zeros(L, dtype=torch.float64)
+        self.run_post_sum = torch.zeros(L, dtype=torch.float64)  # sum of P_t'(l), t' <= t (switch-off)
         self._finished = False
 
     @torch.inference_mode()
@@ -381,6 +398,7 @@ class StreamingRecognizer:
             if self.switch_off:
                 for t in range(enc.size(0)):
                     self.s += logp[t]
+                    self.run_post_sum += logp[t].exp()
                     for n in self._maybe_switch_off(self.num_frames + t + 1):
                         budget[n] = t
             elif self.model.has_lid:
@@ -399,10 +417,16 @@ class StreamingRecognizer:
             return []
         # the best among the decoders still running: a stopped language whose score later overtakes
         # them must not stop them all (then no hypothesis would be left)
-        s_max = max(float(self.s[i]) for i, n in enumerate(self.names) if self.active[n])
+        if cfg.switch_off_rule == "posterior":
+            avg = self.run_post_sum / t
+            best = max((i for i, n in enumerate(self.names) if self.active[n]), key=lambda i: float(avg[i]))
+            stop = [i != best and float(avg[i]) < cfg.s_th for i in range(len(self.names))]
+        else:
+            s_max = max(float(self.s[i]) for i, n in enumerate(self.names) if self.active[n])
+            stop = [float(self.s[i]) < s_max - cfg.s_th for i in range(len(self.names))]
         stopped = []
         for i, n in enumerate(self.names):
-            if self.active[n] and float(self.s[i]) < s_max - cfg.s_th:
+            if self.active[n] and stop[i]:
                 self.active[n] = False
                 self.switched_off_at[n] = t - 1
                 stopped.append(n)
