@@ -16,9 +16,9 @@
 #   1  features  80-dim log-mel every 10 ms (conf/logmel.yaml), global CMVN stats of train
 #   2  units     per-language graphemes (+ B- word-begin prefix) and their union (speechkit-make-units)
 #   3  train     the systems of --variants, one at a time (speechkit-train rnnt)
-#   4  decode    oracle-language decoding; LID-free decoding and the early switch-off sweep for
-#                multisoftmax_lid (speechkit-asr-decode)
-#   5  score     WER and CER per language and averaged, WERR vs vanilla, LID accuracy
+#   4  decode    oracle-language decoding; LID-free decoding for the LID systems and the early
+#                switch-off sweeps for multisoftmax_lid (--switch_off_grid) (speechkit-asr-decode)
+#   5  score     WER and CER per language and averaged, WERR vs the monolingual models, LID accuracy
 #   6  results   the results tables: printed and written to exp/<setup>/rnnt_<unit>/RESULTS.md
 #
 # Systems (--variants; 'mono' and 'finetune' expand to one system per language):
@@ -28,7 +28,10 @@
 #   multisoftmax       shared encoder and prediction network, a joint network/softmax per language
 #   multisoftmax_lsp   multisoftmax + a prediction network per language
 #   multisoftmax_lid   multisoftmax + an LID head on the encoder (frame-level cross-entropy)
+#   multisoftmax_lsp_lid  both: a prediction network per language and the LID head (paper, Figure 2)
 #   finetune           multisoftmax fine-tuned to each language (needs multisoftmax trained first)
+#   finetune_onehot    the one-hot model cut to each language and fine-tuned (ft_onehot_<lang>;
+#                      needs onehot trained first; paper, Table 3)
 # Every training parameter is in the YAML config (--train_config; defaults conf/train_mini.yaml or
 # conf/train_real.yaml); --train_opts adds speechkit-train overrides to every system and
 # --finetune_opts to the fine-tuning runs.
@@ -47,7 +50,7 @@ local_prep=            # data preparation '<script> [options] <db_root> data/<se
 unit=char_wb           # output units: char_wb (graphemes with B- word-begin prefix, the paper) | char | bpe
 bpe_vocab_size=150     # --unit bpe: units per language, blank and <unk> included
 train_config=          # default: conf/train_mini.yaml (mini) or conf/train_real.yaml (--db_root)
-variants="mono vanilla onehot multisoftmax multisoftmax_lsp multisoftmax_lid finetune"
+variants="mono vanilla onehot multisoftmax multisoftmax_lsp multisoftmax_lid multisoftmax_lsp_lid finetune finetune_onehot"
 train_opts=            # extra speechkit-train overrides for every system, e.g. "--trainer.max_epochs 5"
 restart=false          # true: stage 3 moves each system's existing exp dir (a run with another config,
                        # its decodes and scores) to <system>.backup/<N>/ and trains it from scratch
@@ -59,8 +62,12 @@ beam=8                 # --search beam: beam width
 length_norm=false      # --search beam: final hypothesis by log P / (1 + symbols) (icefall's default);
                        # false (log P) for the results in README.md
 chunk_frames=32        # streaming chunk in feature frames (results do not depend on it; RTF does)
-switch_off_taus="0 10 30"            # early switch-off: tau values (encoder frames, 30 ms each)
-switch_off_thresholds="2 5 10 20"    # early switch-off: s_th values (nats)
+switch_off_grid=both   # early switch-off sweeps of multisoftmax_lid: recipe | paper | both | none
+switch_off_taus="0 10 30"            # recipe grid: tau values (encoder frames, 30 ms each)
+switch_off_thresholds="2 5 10 20"    # recipe grid: s_th values (nats below the best cumulative LID log-posterior)
+paper_switch_off_taus="inf 1000 100 30 10"   # paper grid (Table 7): tau in ms (inf = no switch-off)
+paper_switch_off_thresholds="inf 0.5 0.2"    # paper grid: s_th on the running average LID posterior
+                                             # (inf = no switch-off); a pair with an inf is the plain LID-free row
 test_sets="test"       # data sets decoded and scored
 mini_num_speakers=6    # mini corpus: speakers (one for dev, one for test, the rest train)
 mini_sentences=20      # mini corpus: sentences per speaker and language
@@ -121,10 +128,11 @@ if [ "$unit" = bpe ]; then exp=${exp}$bpe_vocab_size; fi
 [ -f "$train_config" ] || { echo "$0: --train_config $train_config: no such file" >&2; exit 1; }
 for v in $variants; do
   case "$v" in
-    mono|vanilla|onehot|multisoftmax|multisoftmax_lsp|multisoftmax_lid|finetune) ;;
+    mono|vanilla|onehot|multisoftmax|multisoftmax_lsp|multisoftmax_lid|multisoftmax_lsp_lid|finetune|finetune_onehot) ;;
     *) echo "$0: --variants: unknown system '$v'" >&2; exit 1 ;;
   esac
 done
+case "$switch_off_grid" in recipe|paper|both|none) ;; *) die "--switch_off_grid must be recipe, paper, both or none, got '$switch_off_grid'" ;; esac
 has_variant() { [[ " $variants " == *" $1 "* ]]; }
 log() { echo "$(date '+%F %T') ($(basename "$0"):${BASH_LINENO[0]}) $*"; }
 languages() { echo "$langs"; }   # set after stage 2 (below)
@@ -132,11 +140,13 @@ languages() { echo "$langs"; }   # set after stage 2 (below)
 # The systems of --variants in training order (mono_<l> and ft_<l> per language).
 systems() {
   local v l
-  for v in mono vanilla onehot multisoftmax multisoftmax_lsp multisoftmax_lid finetune; do
+  for v in mono vanilla onehot multisoftmax multisoftmax_lsp multisoftmax_lid multisoftmax_lsp_lid finetune \
+           finetune_onehot; do
     has_variant "$v" || continue
     case "$v" in
       mono) for l in $(languages); do echo "mono_$l"; done ;;
       finetune) for l in $(languages); do echo "ft_$l"; done ;;
+      finetune_onehot) for l in $(languages); do echo "ft_onehot_$l"; done ;;
       *) echo "$v" ;;
     esac
   done
@@ -210,6 +220,10 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
     opts="--data.train_dir $data/train --data.valid_dir $data/dev --data.units_dir $lang"
     case "$sys" in
       mono_*) opts="$opts --model.variant multisoftmax --data.languages [${sys#mono_}]" ;;
+      ft_onehot_*)   # the one-hot model cut to one language (speechkit.models.rnnt.to_monolingual)
+        [ -f "$exp/onehot/checkpoints/best.pt" ] || die "$sys: fine-tuning starts from $exp/onehot, which is not trained (add onehot to --variants)"
+        opts="$opts --model.variant multisoftmax --data.languages [${sys#ft_onehot_}] --init.exp_dir $exp/onehot"
+        opts="$opts --init.language ${sys#ft_onehot_}" ;;
       ft_*)
         [ -f "$exp/multisoftmax/checkpoints/best.pt" ] || {
           echo "$0: $sys: fine-tuning starts from $exp/multisoftmax, which is not trained (add multisoftmax to --variants)" >&2
@@ -219,7 +233,7 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
       *) opts="$opts --model.variant $sys" ;;
     esac
     extra=$train_opts
-    [[ "$sys" == ft_* ]] && extra="$train_opts $finetune_opts"
+    if [[ "$sys" == ft_* ]]; then extra="$train_opts $finetune_opts"; fi
     resume=true
     if [ "$restart" = true ]; then
       resume=false
@@ -261,15 +275,33 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
     for t in $test_sets; do
       case "$sys" in
         vanilla) decode "$exp/$sys" "$t" "$exp/$sys/decode_$t" ;;
-        multisoftmax_lid)
+        multisoftmax_lid|multisoftmax_lsp_lid)
           decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_oracle" --oracle-lid
           decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree" --lid-free
-          for tau in $switch_off_taus; do
-            for s in $switch_off_thresholds; do
-              decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree_tau${tau}_s${s}" --lid-free \
-                --switch-off-tau "$tau" --switch-off-threshold "$s"
+          [ "$sys" = multisoftmax_lid ] || continue
+          # the recipe's grid: tau in encoder frames, s_th a cumulative log-posterior gap (nats)
+          if [ "$switch_off_grid" = recipe ] || [ "$switch_off_grid" = both ]; then
+            for tau in $switch_off_taus; do
+              for s in $switch_off_thresholds; do
+                decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree_tau${tau}_s${s}" --lid-free \
+                  --switch-off-tau "$tau" --switch-off-threshold "$s"
+              done
             done
-          done ;;
+          fi
+          # the paper's grid (Table 7): tau in ms -> encoder frames (t > tau_ms / (stride x 10 ms)),
+          # s_th on the running average LID posterior; tau or s_th = inf is the plain LID-free decode
+          if [ "$switch_off_grid" = paper ] || [ "$switch_off_grid" = both ]; then
+            stride=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["data"]["stack_stride"])' \
+              "$exp/$sys/config.yaml")
+            for tau_ms in $paper_switch_off_taus; do
+              for s in $paper_switch_off_thresholds; do
+                if [ "$tau_ms" = inf ] || [ "$s" = inf ]; then continue; fi
+                tau=$((tau_ms / (stride * 10)))   # 10 ms feature frames (conf/logmel.yaml)
+                decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree_paper_tau${tau_ms}ms_p${s}" --lid-free \
+                  --switch-off-rule posterior --switch-off-tau "$tau" --switch-off-threshold "$s"
+              done
+            done
+          fi ;;
         *) decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_oracle" --oracle-lid ;;
       esac
     done
@@ -280,8 +312,9 @@ fi
 score() {
   local dir=$1 set=$2 base=
   mkdir -p "$dir/scoring"
-  if [ -f "$exp/vanilla/decode_$set/scoring/wer.json" ] && [ "$dir" != "$exp/vanilla/decode_$set" ]; then
-    base="$exp/vanilla/decode_$set/scoring"
+  # WERR against the monolingual models, as the paper's Table 2
+  if [ -f "$exp/mono/decode_${set}_oracle/scoring/wer.json" ] && [ "$dir" != "$exp/mono/decode_${set}_oracle" ]; then
+    base="$exp/mono/decode_${set}_oracle/scoring"
   fi
   speechkit-score-wer "$data/$set/text" "$dir/text" --mode all --utt2lang "$data/$set/utt2lang" \
     --json "$dir/scoring/wer.json" ${base:+--baseline-json "$base/wer.json"} > "$dir/scoring/wer.txt"
@@ -310,11 +343,12 @@ gather() {
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   log "stage 5: scoring"
   for t in $test_sets; do
-    # vanilla first: it is the WERR baseline of the others
-    if has_variant vanilla; then score "$exp/vanilla/decode_$t" "$t"; fi
+    # the monolingual models first: they are the WERR baseline of the others
     if has_variant mono; then gather mono "$t"; score "$exp/mono/decode_${t}_oracle" "$t"; fi
+    if has_variant vanilla; then score "$exp/vanilla/decode_$t" "$t"; fi
     if has_variant finetune; then gather ft "$t"; score "$exp/ft/decode_${t}_oracle" "$t"; fi
-    for sys in onehot multisoftmax multisoftmax_lsp multisoftmax_lid; do
+    if has_variant finetune_onehot; then gather ft_onehot "$t"; score "$exp/ft_onehot/decode_${t}_oracle" "$t"; fi
+    for sys in onehot multisoftmax multisoftmax_lsp multisoftmax_lid multisoftmax_lsp_lid; do
       has_variant "$sys" || continue
       for dir in "$exp/$sys/decode_${t}"_*; do
         if [ -f "$dir/text" ]; then score "$dir" "$t"; fi

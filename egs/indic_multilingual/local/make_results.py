@@ -11,14 +11,21 @@ do not exist are left out. Tables follow the paper (Joshi et al., Interspeech 20
 
   data       hours and utterances per language and set (cf. the paper's Table 1)
   Table 2    monolingual vs vanilla / one-hot / multi-softmax: WER and CER per language, averages,
-             WERR against vanilla
-  Table 3    multi-softmax fine-tuned to each language
+             WERR/CERR against the monolingual models (the paper's baseline)
+  Table 3    multi-softmax and one-hot models fine-tuned to each language
   Table 4    multi-softmax with language-specific prediction networks (LSP)
   Table 5    multi-softmax + LID: oracle language vs LID-free; utterance LID accuracy (vanilla's
              language = the script of its hypothesis)
-  Table 7    early switch-off: tau / s_th against T_avg, WER, CER and LID accuracy
+  Figure 2   multi-softmax with LSP, LID and both (oracle language and LID-free)
+  Table 6    parameters: the paper's counts, speechkit's `paper` preset, this run's systems
+  Table 7    early switch-off: the recipe's grid (tau in encoder frames, s_th in nats) and the
+             paper's (tau in ms, s_th on the running average LID posterior) against T_avg, WER,
+             CER and LID accuracy
   systems    parameters (total, used to decode one language), training steps/epochs, wall-clock
              training time, decoding RTF
+
+WERR/CERR are relative reductions of the pooled average WER/CER against the monolingual models'
+(Table 2 of the paper); '-' where the monolingual systems were not decoded.
 """
 from __future__ import annotations
 
@@ -111,6 +118,92 @@ def _duration(secs: float | None) -> str:
     return f"{secs:.0f} s" if secs < 120 else f"{secs / 60:.1f} min"
 
 
+RECIPE_SWITCH_OFF = re.compile(r"_lidfree_tau(\d+)_s([0-9.]+|inf)$")
+PAPER_SWITCH_OFF = re.compile(r"_lidfree_paper_tau(\d+)ms_p([0-9.]+)$")
+
+
+def switch_off_tables(exp: Path, t: str, num_langs: int) -> list[str]:
+    """Table 7: the recipe's switch-off grid and the paper's, each with the plain LID-free row
+    (tau = s_th = inf) first. Decode dirs: ``decode_<t>_lidfree_tau<frames>_s<nats>`` (recipe) and
+    ``decode_<t>_lidfree_paper_tau<ms>ms_p<posterior>`` (paper)."""
+    sysdir = exp / "multisoftmax_lid"
+    plain = Decode(sysdir / f"decode_{t}_lidfree")
+    recipe, paper = [], []
+    for d in sorted(sysdir.glob(f"decode_{t}_lidfree_*")):
+        r = Decode(d)
+        if not r.ok or r.stats is None:
+            continue
+        if m := RECIPE_SWITCH_OFF.search(d.name):
+            recipe.append(((int(m.group(1)), float(m.group(2))), m.group(1), m.group(2), r))
+        elif m := PAPER_SWITCH_OFF.search(d.name):
+            # the paper orders tau from inf down to 10 ms
+            paper.append(((-int(m.group(1)), -float(m.group(2))), m.group(1), m.group(2), r))
+    if not recipe and not paper:
+        return []
+    out = ["### Table 7: early switch-off (LID-free decoding)", "",
+           f"T_avg: decoders active per encoder frame, averaged over utterances ({num_langs} = every language "
+           "decoded throughout, 1 = one decoder). The first row of each grid is LID-free decoding without "
+           "switch-off (tau = s_th = inf).", ""]
+
+    def line(tau: str, s: str, r: Decode) -> str:
+        return (f"| {tau} | {s} | {fmt(r.stats.get('t_avg'), 3)} | {fmt(r.avg('wer'))} | {fmt(r.avg('cer'))} | "
+                f"{fmt(r.lid_acc())} | {fmt(r.stats.get('rtf'), 4)} |")
+
+    head = ["| tau | s_th | T_avg | WER avg | CER avg | LID acc % | RTF |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for title, grid, unit in (
+            ("The recipe's grid: decoder l stops once t > tau encoder frames (30 ms) and its cumulative LID "
+             "log-posterior is more than s_th nats below the best running decoder's "
+             "(speechkit-asr-decode --switch-off-rule gap).", recipe, ""),
+            ("The paper's grid (Table 7): tau in ms, decoder l stops once t > tau and its LID posterior "
+             "averaged over the frames so far is below s_th, the best running decoder never "
+             "(--switch-off-rule posterior; the paper's exact rule is an assumption here).", paper, " ms")):
+        if not grid:
+            continue
+        out += [title, ""] + head
+        if plain.ok and plain.stats is not None:
+            out.append(line("inf", "inf", plain))
+        for _, tau, s, r in sorted(grid, key=lambda x: x[0]):
+            out.append(line(tau + unit, s, r))
+        out.append("")
+    return out
+
+
+def table6(exp: Path) -> list[str]:
+    """Table 6: parameters (M) of the paper, of speechkit's ``paper`` preset (built on the meta
+    device, :func:`speechkit.models.rnnt.paper_parameter_table`) and of this run's systems."""
+    from speechkit.models.rnnt import PAPER_TABLE6, paper_parameter_table
+
+    preset = paper_parameter_table()
+    run: dict[str, float] = {}
+    for key, sysname in (("vanilla", "vanilla"), ("onehot", "onehot"), ("multisoftmax", "multisoftmax"),
+                         ("multisoftmax_lsp", "multisoftmax_lsp"), ("multisoftmax_lid", "multisoftmax_lid"),
+                         ("multisoftmax_lsp_lid", "multisoftmax_lsp_lid")):
+        mi = load(exp / sysname / "model_info.json")
+        if mi:
+            run[key] = mi["parameters"]["total"] / 1e6
+    monos = [load(p) for p in sorted(exp.glob("mono_*/model_info.json"))]
+    monos = [m["parameters"]["total"] / 1e6 for m in monos if m]
+    if monos:
+        run["mono"] = sum(monos) / len(monos)
+    names = {"mono": "monolingual (one language)", "vanilla": "vanilla", "onehot": "one-hot",
+             "multisoftmax": "multi-softmax", "multisoftmax_lsp": "multi-softmax + LSP",
+             "multisoftmax_lid": "multi-softmax + LID", "multisoftmax_lsp_lid": "multi-softmax + LSP + LID"}
+    out = ["## Table 6: parameters (M)", "",
+           "paper: Joshi et al. 2021, Table 6. `paper` preset: speechkit's `paper` model sizes with the "
+           "paper's four languages' inventories (fitted, see speechkit/models/rnnt.py), built without "
+           "training. this run: the trained systems (monolingual: the mean over languages).", "",
+           "| system | paper | `paper` preset | preset vs paper | LID head (preset) | this run |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for key, name in names.items():
+        p = PAPER_TABLE6.get(key)
+        q = preset[key]["total"] / 1e6
+        rel = f"{100 * (q - p) / p:+.2f} %" if p else "-"
+        lid = preset[key]["lid"] / 1e6
+        out.append(f"| {name} | {fmt(p)} | {q:.2f} | {rel} | {f'{lid:.2f}' if lid else '-'} | "
+                   f"{fmt(run.get(key))} |")
+    return out + [""]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--exp", required=True, type=Path)
@@ -163,10 +256,12 @@ def main(argv=None) -> int:
     for t in args.test_sets.split():
         dec = lambda rel: Decode(exp / rel)  # noqa: E731
         van = dec(f"vanilla/decode_{t}")
-        base = van if van.ok else None
+        mono = dec(f"mono/decode_{t}_oracle")
+        base = mono if mono.ok else None
         out += [f"## Test set `{t}`", "",
                 "WER/CER in %; 'avg' pools every language's errors over all reference words/characters "
-                "(the word-weighted average); WERR/CERR: relative reduction against vanilla."]
+                "(the word-weighted average); WERR/CERR: relative reduction against the monolingual "
+                "models (the paper's baseline)."]
         st = next((load(p) for p in sorted(exp.glob(f"*/decode_{t}*/decode_stats.json"))), None)
         if st:
             search = f"beam search (beam {st['beam']})" if st.get("search") == "beam" else \
@@ -187,9 +282,12 @@ def main(argv=None) -> int:
         # Table 3
         rows = [("multi-softmax", dec(f"multisoftmax/decode_{t}_oracle")),
                 ("multi-softmax fine-tuned per language", dec(f"ft/decode_{t}_oracle")),
+                ("one-hot language input", dec(f"onehot/decode_{t}_oracle")),
+                ("one-hot fine-tuned per language (union softmax cut to the language)",
+                 dec(f"ft_onehot/decode_{t}_oracle")),
                 ("monolingual", dec(f"mono/decode_{t}_oracle"))]
-        if dec(f"ft/decode_{t}_oracle").ok:
-            out += ["### Table 3: fine-tuning the multi-softmax model to each language", ""]
+        if dec(f"ft/decode_{t}_oracle").ok or dec(f"ft_onehot/decode_{t}_oracle").ok:
+            out += ["### Table 3: fine-tuning the multi-softmax and one-hot models to each language", ""]
             out += header() + [row(n, d, base) for n, d in rows if d.ok] + [""]
         # Table 4
         rows = [("multi-softmax", dec(f"multisoftmax/decode_{t}_oracle")),
@@ -207,28 +305,18 @@ def main(argv=None) -> int:
             out += ["### Table 5: integrated LID and LID-free decoding", "",
                     "LID acc: utterance-level accuracy of the language each system chose.", ""]
             out += header(["LID acc %"]) + [row(n, d, base, [fmt(a)]) for n, d, a in rows if d.ok] + [""]
+        # Figure 2
+        rows = [("multi-softmax, oracle language", dec(f"multisoftmax/decode_{t}_oracle")),
+                ("+ LSP, oracle language", dec(f"multisoftmax_lsp/decode_{t}_oracle")),
+                ("+ LID, oracle language", dec(f"multisoftmax_lid/decode_{t}_oracle")),
+                ("+ LID, LID-free", dec(f"multisoftmax_lid/decode_{t}_lidfree")),
+                ("+ LSP + LID, oracle language", dec(f"multisoftmax_lsp_lid/decode_{t}_oracle")),
+                ("+ LSP + LID, LID-free", dec(f"multisoftmax_lsp_lid/decode_{t}_lidfree"))]
+        if rows[4][1].ok or rows[5][1].ok:
+            out += ["### Figure 2: multi-softmax with LSP, LID and both", ""]
+            out += header(["LID acc %"]) + [row(n, d, base, [fmt(d.lid_acc())]) for n, d in rows if d.ok] + [""]
         # Table 7
-        sw = []
-        for d in sorted((exp / "multisoftmax_lid").glob(f"decode_{t}_lidfree*")):
-            m = re.search(r"_tau(\d+)_s([0-9.a-z]+)$", d.name)
-            r = Decode(d)
-            if not r.ok or r.stats is None:
-                continue
-            tau, s = (m.group(1), m.group(2)) if m else ("-", "inf (no switch-off)")
-            sw.append((0 if not m else 1, int(m.group(1)) if m else -1,
-                       float(m.group(2)) if m else float("inf"), tau, s, r))
-        if sw:
-            sw.sort(key=lambda x: (x[0], x[1], x[2]))
-            L = len(langs)
-            out += ["### Table 7: early switch-off (LID-free decoding)", "",
-                    f"T_avg: decoders active per encoder frame, averaged over utterances ({L} = every "
-                    "language decoded throughout, 1 = one decoder). tau in encoder frames (30 ms), s_th in nats.",
-                    "", "| tau | s_th | T_avg | WER avg | CER avg | LID acc % | RTF |",
-                    "|---:|---:|---:|---:|---:|---:|---:|"]
-            for _, _, _, tau, s, r in sw:
-                out.append(f"| {tau} | {s} | {fmt(r.stats.get('t_avg'), 3)} | {fmt(r.avg('wer'))} | "
-                           f"{fmt(r.avg('cer'))} | {fmt(r.lid_acc())} | {fmt(r.stats.get('rtf'), 4)} |")
-            out.append("")
+        out += switch_off_tables(exp, t, len(langs))
 
         # systems
         out += ["### Systems", "",
@@ -247,6 +335,7 @@ def main(argv=None) -> int:
                        f"{_duration(secs)} | "
                        f"{fmt(st.get('rtf') if st else None, 4)} |")
         out.append("")
+    out += table6(exp)
     text = "\n".join(out) + "\n"
     if args.out:
         tmp = args.out.with_name(args.out.name + ".tmp")

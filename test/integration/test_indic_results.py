@@ -1,0 +1,86 @@
+"""egs/indic_multilingual/local/make_results.py on a hand-made experiment tree: WERR against the
+monolingual models (Table 2), the one-hot fine-tuning row (Table 3), Figure 2, Table 6 and both
+switch-off grids of Table 7."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "egs/indic_multilingual/local/make_results.py"
+
+
+@pytest.fixture(scope="module")
+def make_results():
+    spec = importlib.util.spec_from_file_location("make_results", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def scored(d: Path, wer: float, cer: float, lid: float | None = None, t_avg: float = 2.0) -> None:
+    (d / "scoring").mkdir(parents=True)
+    for name, v in (("wer", wer), ("cer", cer)):
+        j = {"wer": v, "avg_wer_unweighted": v,
+             "per_language": {"aa": {"wer": v, "num_words": 10}, "bb": {"wer": v, "num_words": 10}}}
+        (d / "scoring" / f"{name}.json").write_text(json.dumps(j))
+    if lid is not None:
+        (d / "scoring" / "lid.json").write_text(json.dumps({"accuracy": lid}))
+    (d / "decode_stats.json").write_text(json.dumps(
+        {"search": "beam", "beam": 4, "chunk_frames": 32, "t_avg": t_avg, "rtf": 0.01}))
+
+
+def test_tables(tmp_path, make_results):
+    exp, data = tmp_path / "exp", tmp_path / "data"
+    for s in ("train", "dev", "test"):
+        (data / s).mkdir(parents=True)
+        (data / s / "utt2lang").write_text("u1 aa\nu2 bb\n")
+        (data / s / "utt2num_frames").write_text("u1 100\nu2 200\n")
+    scored(exp / "mono/decode_test_oracle", 80.0, 50.0)
+    scored(exp / "vanilla/decode_test", 100.0, 60.0, lid=70.0)
+    scored(exp / "onehot/decode_test_oracle", 90.0, 55.0)
+    scored(exp / "ft_onehot/decode_test_oracle", 85.0, 52.0)
+    scored(exp / "multisoftmax/decode_test_oracle", 60.0, 40.0)
+    scored(exp / "ft/decode_test_oracle", 58.0, 39.0)
+    scored(exp / "multisoftmax_lsp/decode_test_oracle", 62.0, 41.0)
+    scored(exp / "multisoftmax_lid/decode_test_oracle", 61.0, 40.0)
+    scored(exp / "multisoftmax_lid/decode_test_lidfree", 64.0, 42.0, lid=90.0)
+    scored(exp / "multisoftmax_lsp_lid/decode_test_oracle", 59.0, 39.5)
+    scored(exp / "multisoftmax_lsp_lid/decode_test_lidfree", 63.0, 41.5, lid=91.0)
+    scored(exp / "multisoftmax_lid/decode_test_lidfree_tau10_s5", 65.0, 43.0, lid=88.0, t_avg=1.4)
+    scored(exp / "multisoftmax_lid/decode_test_lidfree_paper_tau1000ms_p0.5", 66.0, 43.5, lid=87.0, t_avg=1.9)
+    scored(exp / "multisoftmax_lid/decode_test_lidfree_paper_tau30ms_p0.2", 67.0, 44.0, lid=85.0, t_avg=1.1)
+    out = tmp_path / "RESULTS.md"
+    assert make_results.main(["--exp", str(exp), "--data", str(data), "--out", str(out)]) == 0
+    text = out.read_text()
+
+    def section(title: str) -> dict[str, list[str]]:
+        body = text[text.index(title):]
+        body = body[: body.find("\n#", 1)] if "\n#" in body[1:] else body
+        return {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]]
+                for ln in body.splitlines() if ln.startswith("| ")}
+
+    rows = section("### Table 2")
+    # Table 2: WERR / CERR against the monolingual models: 100 (80 - 60) / 80 = 25.0
+    assert rows["multi-softmax"][-2:] == ["25.0", "20.0"]
+    assert rows["vanilla (union softmax)"][-2:] == ["-25.0", "-20.0"]
+    assert "relative reduction against the monolingual" in text
+    # Table 3: the one-hot fine-tuned row
+    rows = section("### Table 3")
+    assert rows["one-hot fine-tuned per language (union softmax cut to the language)"][2] == "85.00"
+    # Figure 2
+    rows = section("### Figure 2")
+    assert rows["+ LSP + LID, LID-free"][-1] == "91.00"
+    # Table 7: both grids, each starting with the plain LID-free row; paper rows tau descending
+    t7 = text[text.index("### Table 7"):]
+    recipe, paper = t7.split("The paper's grid")
+    assert "| 10 | 5 | 1.400 | 65.00 |" in recipe and "| inf | inf | 2.000 | 64.00 |" in recipe
+    assert paper.index("| inf | inf |") < paper.index("| 1000 ms | 0.5 | 1.900 | 66.00") \
+        < paper.index("| 30 ms | 0.2 | 1.100 | 67.00")
+    assert "1000 ms" not in recipe
+    # Table 6: the paper's counts beside the preset's
+    rows = section("## Table 6")
+    assert rows["multi-softmax + LSP"][:2] == ["118.94", "118.84"]
+    assert rows["multi-softmax + LID"][3] == "1.58"
