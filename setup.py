@@ -37,6 +37,8 @@ CLIS = {
     # vctk_continual: speaker embeddings (GE2E via resemblyzer), continual speaker adaptation
     "speechkit-embed-speakers": "embed_speakers",
     "speechkit-train-continual": "train_continual",
+    "speechkit-vocode": "vocode",
+    "speechkit-score-continual": "score_continual",
 }
 
 setup(

@@ -12,6 +12,7 @@ xvector.scp / spk_xvector.scp; kaldiio.load_scp gives 1-D arrays):
                                     unit L2 norm (unless --no-renormalize): the speaker vector of
                                     Hemati & Borth (2024), section 3
   OUT_DIR/num_utts                  '<speaker> <utterances averaged>'
+  OUT_DIR/utt2spk                   the embedded utterances' speakers (the verifier's labels)
   OUT_DIR/skipped                   '<utt> <speech-seconds>' for each utterance with less than
                                     --min-speech seconds of speech after trimming (empty if none)
 
@@ -148,6 +149,7 @@ def write_embeddings(out_dir: str | os.PathLike, embeddings: dict[str, np.ndarra
         for utt in c_sorted(skipped):
             f.write(f"{utt} {skipped[utt]:.3f}\n")
     write_table(out / "num_utts", {spk: len(us) for spk, us in by_spk.items()})
+    write_table(out / "utt2spk", {utt: utt2spk[utt] for utt in embeddings})
     with ark_scp_writer(out / "embeddings.ark", out / "embeddings.scp") as w:
         for utt in c_sorted(embeddings):
             w(utt, np.asarray(embeddings[utt], dtype=np.float32))

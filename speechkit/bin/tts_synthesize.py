@@ -162,8 +162,10 @@ def plot_spectrogram(path: Path, wav: np.ndarray, sr: int, title: str) -> None:
     plot_spectrograms(path, [(title, np.abs(z).T)], sr, hop)
 
 
-def vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str) -> tuple[str, str, float]:
-    """WORLD-synthesize one utterance to ``wav_dir/<utt>.wav`` (+ ``.png``); returns ``(utt, path, seconds)``.
+def vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str, plot: bool = True
+           ) -> tuple[str, str, float]:
+    """WORLD-synthesize one utterance to ``wav_dir/<utt>.wav`` (+ its spectrogram ``.png`` if ``plot``);
+    returns ``(utt, path, seconds)``.
 
     Raises:
         DataError: world_synthesize rejects the features (names the utterance).
@@ -181,7 +183,8 @@ def vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str) ->
         wav = wav * (0.99 / peak)
     path = Path(wav_dir) / f"{utt}.wav"
     write_wav(path, wav, sr)
-    plot_spectrogram(path.with_suffix(".png"), wav, sr, title)
+    if plot:
+        plot_spectrogram(path.with_suffix(".png"), wav, sr, title)
     return utt, str(path.resolve()), len(wav) / sr
 
 
@@ -190,7 +193,7 @@ def _run(args) -> int:
     import torch
 
     from speechkit.features.io import ark_scp_writer
-    from speechkit.tasks.acoustic import append_speaker, feature_streams, stream_layout
+    from speechkit.tasks.acoustic import feature_streams, predict_features, stream_layout
     from speechkit.train import load_model
 
     setup_logging(args.log_file)
@@ -240,10 +243,7 @@ def _run(args) -> int:
                                 f"{minus}), got shape {x.shape}")
             if not np.isfinite(x).all():
                 raise DataError(f"{scp}: '{utt}': NaN or infinite label values")
-            if spk_vectors is not None:
-                x = append_speaker(x, spk_vectors[i])
-            y = model.normalizer.denormalize(model.infer(torch.from_numpy(x)[None]))[0].numpy()
-            y[:, vuv] = (y[:, vuv] > 0.5).astype(np.float32)
+            y = predict_features(model, x, spk_vectors[i] if spk_vectors is not None else None, vuv)
             write(utt, y)
             num_frames[utt] = len(y)
             if len(to_vocode) < args.num_wavs:

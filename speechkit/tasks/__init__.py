@@ -27,6 +27,7 @@ TASKS: dict[str, str] = {
     "rnnt": "speechkit.tasks.rnnt:RNNTTask",
     "salad": "speechkit.tasks.acoustic:SaladTask",
     "musa_rnn": "speechkit.tasks.acoustic:MusaRnnTask",
+    "tacotron2": "speechkit.tasks.tacotron2:Tacotron2Task",
 }
 
 

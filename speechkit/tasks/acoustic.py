@@ -79,7 +79,7 @@ from speechkit.utils.fileio import DataError, atomic_write, read_table
 __all__ = ["AcousticDataConfig", "SaladTaskConfig", "MusaRnnTaskConfig", "AcousticTask", "SaladTask", "MusaRnnTask",
            "StreamWindows", "UtteranceSet", "load_pairs", "read_label_dim", "feature_streams", "stream_layout",
            "AcousticScores", "PAPER_PARAMETERS", "read_speaker_dim", "read_speaker_vectors", "utterance_speakers",
-           "append_speaker", "write_speakers", "read_speakers", "SpeakerTable"]
+           "append_speaker", "write_speakers", "read_speakers", "SpeakerTable", "predict_features"]
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +297,32 @@ def append_speaker(labels: np.ndarray | torch.Tensor, vector: np.ndarray | torch
         return torch.cat([labels, v.expand(labels.shape[0], -1)], dim=1)
     v = np.asarray(vector, dtype=labels.dtype)
     return np.concatenate([labels, np.broadcast_to(v, (labels.shape[0], v.shape[0]))], axis=1)
+
+
+def predict_features(model: nn.Module, labels: np.ndarray, vector: np.ndarray | None = None,
+                     vuv_index: int | None = None) -> np.ndarray:
+    """One utterance through a trained acoustic model, as synthesis runs it.
+
+    SALAD from position 0, the MUSA-RNN from zero state, the whole utterance at once
+    (Pascual et al. 2018); the prediction is denormalised with the model's min-max statistics.
+
+    Args:
+        model: a SALAD / MUSA-RNN model (``infer`` and ``normalizer``), in eval mode.
+        labels: float32 ``(T, D)`` label vectors (without the speaker vector).
+        vector: ``(E,)`` speaker vector appended to every frame (a conditioned model), or None.
+        vuv_index: column of the V/UV flag to threshold to 0/1 at 0.5 (None: left continuous).
+
+    Returns:
+        float32 ``(T, O)`` raw WORLD features, one frame per label frame.
+    """
+    x = append_speaker(labels, vector) if vector is not None else labels
+    dev = next(model.parameters()).device
+    with torch.no_grad():
+        y = model.normalizer.denormalize(model.infer(torch.from_numpy(np.ascontiguousarray(x))[None].to(dev)))
+    y = y[0].cpu().numpy()
+    if vuv_index is not None:
+        y[:, vuv_index] = (y[:, vuv_index] > 0.5).astype(y.dtype)
+    return y
 
 
 def write_speakers(path: str | os.PathLike, speakers: Iterable[str]) -> None:

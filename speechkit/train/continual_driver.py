@@ -60,7 +60,7 @@ from torch import nn
 
 from speechkit.tasks.acoustic import (
     AcousticTask, MusaRnnTask, SaladTask, SpeakerTable, StreamWindows, UtteranceSet, append_speaker,
-    feature_streams, load_pairs, read_speaker_vectors, read_speakers, utterance_speakers, write_speakers,
+    feature_streams, load_pairs, predict_features, read_speaker_vectors, read_speakers, utterance_speakers, write_speakers,
 )
 from speechkit.train.checkpoint import BEST, latest_checkpoint, load_checkpoint, save_checkpoint
 from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer
@@ -207,10 +207,7 @@ class _Corpus:
 
 def _predict(model: nn.Module, labels: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """The model's raw (denormalised, continuous V/UV) output for one utterance from position 0 / zero state."""
-    with torch.no_grad():
-        x = torch.from_numpy(append_speaker(labels, vector))[None]
-        dev = next(model.parameters()).device
-        return model.normalizer.denormalize(model.infer(x.to(dev)))[0].cpu().numpy()
+    return predict_features(model, labels, vector)
 
 
 def utterance_loss(model: nn.Module, labels: np.ndarray, feats: np.ndarray, vector: np.ndarray) -> torch.Tensor:

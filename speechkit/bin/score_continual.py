@@ -1,0 +1,82 @@
+"""Score a continual speaker-adaptation run with the speaker verifier: accuracy matrix, RA, FG.
+
+  speechkit-score-continual --test-dir DIR --gt-train EMB_DIR --gt-test EMB_DIR
+                            [--num-utts 5] [--extra-speakers FILE] [--wavs-per-speaker 1] [--no-plots] EXP
+
+Hemati & Borth (2024), sections 2.3 and 4. For every finished episode l of EXP (a
+speechkit-train-continual exp dir): retrains the linear speaker verifier on the vocoded
+ground-truth embeddings (--gt-train: a speechkit-embed-speakers out dir of `speechkit-vocode`d
+training audio) of the speakers seen so far (+ the --extra-speakers, one per line: the
+pre-training speakers), checks it on held-out vocoded ground truth (--gt-test), synthesizes
+--num-utts test sentences of --test-dir (labels.scp, utt2spk: forced durations) per seen continual
+speaker with episode l's model, embeds them with the GE2E encoder and classifies them:
+a_{l,i} = share of speaker i's syntheses verified as i. Then RA_l (eq. 1) and FG_l (eq. 2).
+
+Writes EXP/eval/ (see speechkit.scoring.continual_eval): episode_<tt>.json (+ .npz, wav/),
+scores.json, confusion_matrix.png, embeddings_2d.png, accuracy_matrix.png; prints one line per
+episode and the final RA/FG. Episodes evaluated before are not evaluated again (resumable); an
+episode whose model changed is. Synthesized utterances too short for the encoder are skipped and
+counted.
+
+Example:
+  speechkit-score-continual --test-dir dump/continual/test --gt-train exp/embed/train_world \\
+      --gt-test exp/embed/test_world --extra-speakers data/pretrain_speakers exp/continual/sa/order1
+"""
+from __future__ import annotations
+
+from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.fileio import DataError
+
+PROG = "speechkit-score-continual"
+
+
+def main(argv=None) -> int:
+    p = make_parser(__doc__, prog=PROG)
+    p.add_argument("exp_dir", metavar="EXP", help="speechkit-train-continual exp dir")
+    p.add_argument("--test-dir", "--test_dir", dest="test_dir", required=True,
+                   help="labels.scp + utt2spk of the continual speakers' test utterances")
+    p.add_argument("--gt-train", "--gt_train", dest="gt_train", required=True,
+                   help="embed dir (embeddings.scp, utt2spk) of vocoded ground truth: verifier training")
+    p.add_argument("--gt-test", "--gt_test", dest="gt_test", required=True,
+                   help="embed dir of held-out vocoded ground truth: verifier accuracy, Figure 4")
+    p.add_argument("--num-utts", "--num_utts", dest="num_utts", type=int, default=5,
+                   help="synthesized test sentences per seen speaker and episode (default: 5)")
+    p.add_argument("--extra-speakers", "--extra_speakers", dest="extra_speakers", default=None, metavar="FILE",
+                   help="speakers (one per line) always among the verifier's classes: the pre-training ones")
+    p.add_argument("--wavs-per-speaker", "--wavs_per_speaker", dest="wavs_per_speaker", type=int, default=1,
+                   help="synthesized wavs kept per seen speaker and episode (default: 1)")
+    p.add_argument("--no-plots", dest="plots", action="store_false", help="no PNGs")
+    p.add_argument("--log-file", default=None, help="also append the log here")
+    args = p.parse_args(argv)
+
+    def body() -> int:
+        from pathlib import Path
+
+        from speechkit.scoring.continual_eval import EvalConfig, evaluate_continual
+
+        setup_logging(args.log_file)
+        extra: list[str] = []
+        if args.extra_speakers:
+            path = Path(args.extra_speakers)
+            if not path.is_file():
+                raise FileNotFoundError(f"--extra-speakers {path}: no such file")
+            extra = [ln.split()[0] for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+            if not extra:
+                raise DataError(f"--extra-speakers {path}: empty")
+        cfg = EvalConfig(num_utts=args.num_utts, extra_speakers=extra, wavs_per_speaker=args.wavs_per_speaker,
+                         plots=args.plots)
+        s = evaluate_continual(args.exp_dir, args.test_dir, args.gt_train, args.gt_test, cfg)
+        for t, (spk, ra, fg, va) in enumerate(zip(s["order"], s["retained_accuracy"], s["forgetting"],
+                                                  s["verifier_accuracy"]), 1):
+            fg_s = "  -  " if fg is None else f"{100 * fg:5.1f}"
+            print(f"episode {t} {spk}: RA {100 * ra:5.1f} %  FG {fg_s} %  (verifier {100 * va:.1f} %)")
+        state = "" if s["complete"] else " (run not finished)"
+        final_fg = "-" if s["final_fg"] is None else f"{100 * s['final_fg']:.1f}"
+        print(f"{args.exp_dir}: final RA {100 * s['final_ra']:.1f} %, FG {final_fg} %{state}")
+        return 0
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""WORLD copy synthesis of a feature dir: a data dir of the vocoded waveforms.
+
+  speechkit-vocode [--nj N] [--spectrograms N] FEATS_DIR OUT_DIR
+
+Every utterance of FEATS_DIR/feats.scp (WORLD features of speechkit-compute-feats with a WORLD
+config, or of speechkit-tts-synthesize: (T, 43) [mcep 40 | lf0 | vuv | bap], described by
+FEATS_DIR/feats.yaml) goes through WORLD synthesis (pyworld; speechkit.features.world) to
+OUT_DIR/wav/<utt>.wav (16-bit PCM at the config's sample rate, scaled down only if it would clip).
+OUT_DIR is then a Kaldi data dir of those waveforms -- wav.scp, and utt2spk / spk2utt / text /
+utt2lang copied from FEATS_DIR where present -- ready for speechkit-embed-speakers.
+
+Used by egs/vctk_continual for the speaker verifier of Hemati & Borth (2024), section 2.3: the
+ground-truth utterances pass through the same vocoder as the synthesized ones, so that the
+verifier does not learn the vocoder's traces as a speaker cue.
+
+--spectrograms N also writes wav/<utt>.png for the first N utterances (C order). A re-run
+rewrites every file atomically; an utterance WORLD cannot synthesize is an error naming it.
+
+Example:
+  speechkit-vocode --nj 2 data/train data/train_world
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+import yaml
+
+from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.fileio import DataError, write_table
+
+PROG = "speechkit-vocode"
+log = logging.getLogger(PROG)
+
+_COPIED = ("utt2spk", "text", "utt2lang")
+
+
+def _vocode_part(feats_scp: str, utts: list[str], conf: dict, wav_dir: str, spectrograms: list[str]
+                 ) -> list[tuple[str, str, float]]:
+    import kaldiio
+    import numpy as np
+
+    from speechkit.bin.tts_synthesize import vocode
+
+    loader = kaldiio.load_scp(feats_scp)
+    out = []
+    for utt in utts:
+        try:
+            feats = np.asarray(loader[utt], dtype=np.float64)
+        except Exception as e:  # kaldiio raises several types for a bad ark
+            raise DataError(f"{feats_scp}: '{utt}': cannot read its features: {e}") from None
+        out.append(vocode(utt, feats, conf, wav_dir, f"{utt}: WORLD copy synthesis",
+                          plot=utt in spectrograms))
+    return out
+
+
+def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike, *, nj: int = 1,
+                       spectrograms: int = 0) -> int:
+    """WORLD-synthesize every utterance of ``feats_dir`` into the data dir ``out_dir``.
+
+    Returns:
+        The number of utterances written.
+
+    Raises:
+        FileNotFoundError: no feats.scp or feats.yaml in ``feats_dir``.
+        DataError: features WORLD cannot synthesize, or unreadable (names the utterance).
+    """
+    from speechkit.data.datadir import c_sorted
+    from speechkit.utils.fileio import read_table
+
+    src, out = Path(feats_dir), Path(out_dir)
+    for f in ("feats.scp", "feats.yaml"):
+        if not (src / f).is_file():
+            raise FileNotFoundError(f"{src / f}: no such file (a WORLD feature dir is needed)")
+    conf = yaml.safe_load((src / "feats.yaml").read_text(encoding="utf-8")) or {}
+    if conf.get("type", "world") != "world" and "mcep_dim" not in conf:
+        raise DataError(f"{src / 'feats.yaml'}: not WORLD features (type {conf.get('type')!r})")
+    utts = c_sorted(read_table(src / "feats.scp"))
+    if not utts:
+        raise DataError(f"{src / 'feats.scp'}: empty")
+    wav_dir = out / "wav"
+    wav_dir.mkdir(parents=True, exist_ok=True)
+    plot = set(utts[:spectrograms])
+    nj = max(1, min(nj, len(utts)))
+    parts = [utts[i::nj] for i in range(nj)]
+    t0 = time.time()
+    if nj > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(nj, mp_context=multiprocessing.get_context("spawn")) as ex:
+            results = [r for part in ex.map(_vocode_part, [str(src / "feats.scp")] * nj, parts, [conf] * nj,
+                                            [str(wav_dir)] * nj, [sorted(plot)] * nj) for r in part]
+    else:
+        results = _vocode_part(str(src / "feats.scp"), utts, conf, str(wav_dir), sorted(plot))
+    for f in _COPIED:
+        if (src / f).is_file():
+            table = read_table(src / f)
+            write_table(out / f, {u: table[u] for u in utts if u in table})
+    if (out / "utt2spk").is_file():
+        spk2utt: dict[str, list[str]] = {}
+        for u, s in read_table(out / "utt2spk").items():
+            spk2utt.setdefault(s, []).append(u)
+        write_table(out / "spk2utt", {s: " ".join(us) for s, us in spk2utt.items()})
+    if (src / "spk2gender").is_file():
+        shutil.copyfile(src / "spk2gender", out / "spk2gender")
+    write_table(out / "wav.scp", {u: p for u, p, _ in results})
+    log.info("vocoded %d utterances (%.1f s of audio) in %.1f s -> %s", len(results),
+             sum(s for _, _, s in results), time.time() - t0, out)
+    return len(results)
+
+
+def main(argv=None) -> int:
+    parser = make_parser(__doc__, prog=PROG)
+    parser.add_argument("feats_dir", metavar="FEATS_DIR", help="dir with WORLD feats.scp and feats.yaml")
+    parser.add_argument("out_dir", metavar="OUT_DIR", help="data dir to write (wav.scp + wav/)")
+    parser.add_argument("--nj", type=int, default=1, help="worker processes (default: 1)")
+    parser.add_argument("--spectrograms", type=int, default=0, metavar="N",
+                        help="spectrogram PNGs of the first N utterances (default: 0)")
+    parser.add_argument("--log-file", default=None, help="append the log here too")
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        setup_logging(args.log_file)
+        if args.nj < 1:
+            raise ValueError(f"--nj must be >= 1, got {args.nj}")
+        vocode_feature_dir(args.feats_dir, args.out_dir, nj=args.nj, spectrograms=args.spectrograms)
+        return 0
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,342 @@
+"""Per-episode evaluation of a continual speaker-adaptation run (Hemati & Borth 2024, sections 2.3, 4).
+
+After episode ``l`` of a ``speechkit-train-continual`` run (``EXP``), for ``l = 1..L``:
+
+1. the speaker verifier (:class:`~speechkit.scoring.speaker_verification.SpeakerVerifier`) is
+   retrained on the ground-truth utterances of every speaker seen so far -- the continual speakers
+   of episodes ``1..l`` plus the ``extra_speakers`` the model was pre-trained on, which keep
+   episode 1 from being a one-class problem -- those utterances first passed through the vocoder
+   the TTS uses (WORLD analysis-synthesis, ``speechkit-vocode``), then embedded with the GE2E
+   encoder (``speechkit-embed-speakers``); its accuracy on held-out vocoded ground truth of the
+   same speakers is recorded;
+2. ``num_utts`` test sentences of each seen continual speaker are synthesized with episode
+   ``l``'s model in that speaker's voice (forced durations from the test labels; WORLD
+   synthesis), embedded, and classified: ``a_{l,i}`` = the fraction assigned to speaker ``i``;
+3. after the last episode, the accuracy matrix gives retained accuracy RA (eq. 1) and forgetting
+   FG (eq. 2) per episode.
+
+Files (``EVAL = EXP/eval``)::
+
+    EVAL/episode_<tt>.json     verifier classes and held-out accuracy, a_{l,i} per seen speaker,
+                               each synthesized utterance's prediction (written last per episode:
+                               a finished episode is not re-evaluated unless its model changed)
+    EVAL/episode_<tt>.npz      the synthesized utterances' embeddings (keys, speakers, embeddings)
+    EVAL/wav/episode_<tt>/     the first synthesized utterance of every seen speaker
+    EVAL/scores.json           order, accuracy matrix, RA/FG per episode, verifier accuracies
+    EVAL/confusion_matrix.png  true vs verified speaker of the last episode's syntheses (Figure 4)
+    EVAL/embeddings_2d.png     PCA map of ground-truth and synthesized embeddings, last episode (Figure 4)
+    EVAL/accuracy_matrix.png   a_{l,i} as a heat map
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from speechkit.utils.fileio import DataError, atomic_write, read_table
+
+__all__ = ["EvalConfig", "evaluate_continual", "GroundTruth"]
+
+log = logging.getLogger(__name__)
+
+
+def _c_sorted(xs) -> list[str]:
+    return sorted(xs, key=lambda s: s.encode("utf-8"))
+
+
+@dataclass
+class EvalConfig:
+    """Options of :func:`evaluate_continual`.
+
+    Attributes:
+        num_utts: test sentences synthesized per seen speaker and episode (paper: 5).
+        extra_speakers: speakers always among the verifier's classes (the pre-training speakers).
+        wavs_per_speaker: synthesized waveforms kept per seen speaker and episode (for listening).
+        plots: write the PNGs of the last episode.
+        min_speech: the speaker encoder's minimum speech (s) per utterance; shorter ones are skipped and counted.
+    """
+
+    num_utts: int = 5
+    extra_speakers: Sequence[str] = ()
+    wavs_per_speaker: int = 1
+    plots: bool = True
+    min_speech: float = 0.5
+
+
+class GroundTruth:
+    """Embeddings of vocoded ground-truth utterances with their speakers (an embed-speakers out dir).
+
+    Args:
+        embed_dir: dir with ``embeddings.scp`` and ``utt2spk`` (``speechkit-embed-speakers``).
+
+    Raises:
+        FileNotFoundError: either file is missing.
+        DataError: an embedding without a speaker in utt2spk (named).
+    """
+
+    def __init__(self, embed_dir: str | os.PathLike):
+        from speechkit.models.speaker_encoder import load_embeddings
+
+        d = Path(embed_dir)
+        for f in ("embeddings.scp", "utt2spk"):
+            if not (d / f).is_file():
+                raise FileNotFoundError(f"{d / f}: no such file (run speechkit-embed-speakers on the vocoded "
+                                        f"ground truth)")
+        emb = load_embeddings(d / "embeddings.scp")
+        u2s = read_table(d / "utt2spk")
+        missing = [u for u in emb if u not in u2s]
+        if missing:
+            raise DataError(f"{d / 'utt2spk'}: no speaker for {len(missing)} embedded utterances, e.g. '{missing[0]}'")
+        self.dir = d
+        self.utts = _c_sorted(emb)
+        self.speakers = np.array([u2s[u] for u in self.utts])
+        self.x = np.stack([emb[u] for u in self.utts]) if self.utts else np.zeros((0, 256), np.float32)
+
+    def select(self, speakers: Sequence[str], what: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(embeddings (N, 256), speakers (N,))`` of the given speakers.
+
+        Raises:
+            DataError: a speaker with no utterance here (named).
+        """
+        keep = np.isin(self.speakers, list(speakers))
+        have = set(self.speakers[keep].tolist())
+        lost = [s for s in speakers if s not in have]
+        if lost:
+            raise DataError(f"{self.dir}: no {what} utterance of speaker(s) {', '.join(lost)}")
+        return self.x[keep], self.speakers[keep]
+
+
+def _episode_fingerprint(ep_dir: Path) -> str:
+    """What identifies an episode's result: its episode.json (written when the episode finished)."""
+    return hashlib.sha1((ep_dir / "episode.json").read_bytes()).hexdigest()[:16]
+
+
+def _episodes(exp: Path) -> tuple[list[str], list[tuple[int, str, Path]]]:
+    """The run's speaker order (plan.json) and its finished episodes ``(t, speaker, dir)``."""
+    plan_path = exp / "plan.json"
+    if not plan_path.is_file():
+        raise FileNotFoundError(f"{plan_path}: no such file (not a speechkit-train-continual exp dir)")
+    plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    order = list(plan["order"])
+    done = []
+    for t, spk in enumerate(order, 1):
+        from speechkit.train.continual_driver import episode_dir_name
+
+        d = exp / episode_dir_name(t, spk)
+        if not (d / "episode.json").is_file():
+            break
+        done.append((t, spk, d))
+    if not done:
+        raise FileNotFoundError(f"{exp}: no finished episode (episode_01_*/episode.json)")
+    return order, done
+
+
+def _test_utterances(test_dir: Path, speakers: Sequence[str], num_utts: int) -> dict[str, list[str]]:
+    """The first ``num_utts`` (C order) test utterances with labels of each speaker."""
+    for f in ("labels.scp", "utt2spk"):
+        if not (test_dir / f).is_file():
+            raise FileNotFoundError(f"{test_dir / f}: no such file (the continual speakers' test labels)")
+    labelled = set(read_table(test_dir / "labels.scp"))
+    by_spk: dict[str, list[str]] = {}
+    for u, s in read_table(test_dir / "utt2spk").items():
+        if u in labelled:
+            by_spk.setdefault(s, []).append(u)
+    out = {}
+    for s in speakers:
+        utts = _c_sorted(by_spk.get(s, []))
+        if not utts:
+            raise DataError(f"{test_dir}: speaker '{s}' has no test utterance with labels")
+        if len(utts) < num_utts:
+            log.warning("%s: speaker '%s' has %d test utterances, fewer than %d: using %d", test_dir, s,
+                        len(utts), num_utts, len(utts))
+        out[s] = utts[:num_utts]
+    return out
+
+
+class _Synthesizer:
+    """One episode model: label vectors + a speaker -> waveform (WORLD)."""
+
+    def __init__(self, ep_dir: Path):
+        from speechkit.bin.tts_synthesize import trained_speakers, world_conf
+        from speechkit.tasks.acoustic import read_speaker_vectors, stream_layout
+        from speechkit.train import load_model
+
+        self.model, cfg = load_model(ep_dir)
+        if not getattr(cfg.data, "speaker_embeddings", ""):
+            raise DataError(f"{ep_dir}: the model is not speaker-conditioned (no data.speaker_embeddings)")
+        self.vectors = read_speaker_vectors(cfg.data.speaker_embeddings)
+        self.known = set(trained_speakers(ep_dir, cfg))
+        conf, _ = world_conf(ep_dir, cfg)
+        if conf is None:
+            raise FileNotFoundError(f"{ep_dir}: no WORLD config (feats.yaml) to vocode with")
+        self.conf = conf
+        self.sr = int(conf.get("sample_rate", 16000))
+        self.vuv = stream_layout(int(conf.get("mcep_dim", 40)))["vuv"].start
+        self.dir = ep_dir
+
+    def __call__(self, labels: np.ndarray, speaker: str) -> np.ndarray:
+        from speechkit.features.world import world_synthesize
+        from speechkit.tasks.acoustic import predict_features
+
+        if speaker not in self.known:
+            raise DataError(f"speaker '{speaker}' was never trained by the model in {self.dir}")
+        y = predict_features(self.model, labels, self.vectors[speaker], self.vuv)
+        wav = world_synthesize(y.astype(np.float64), self.sr, self.conf)
+        peak = float(np.abs(wav).max()) if wav.size else 0.0
+        return wav * (0.99 / peak) if peak > 0.99 else wav
+
+
+def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, gt_train: str | os.PathLike,
+                       gt_test: str | os.PathLike, cfg: EvalConfig | None = None) -> dict:
+    """Evaluate every finished episode of ``exp_dir`` (see the module docstring); resumable.
+
+    Args:
+        exp_dir: a ``speechkit-train-continual`` exp dir.
+        test_dir: labels.scp + utt2spk of the continual speakers' test utterances (forced durations).
+        gt_train: embed dir of the vocoded ground-truth utterances the verifier is trained on.
+        gt_test: embed dir of held-out vocoded ground truth (the verifier's accuracy; Figure 4's points).
+        cfg: options.
+
+    Returns:
+        The content of ``EVAL/scores.json``: ``order`` (evaluated episodes' speakers),
+        ``accuracy_matrix``, ``retained_accuracy``, ``forgetting`` (per episode, fractions),
+        ``final_ra``, ``final_fg``, ``verifier_accuracy`` (per episode), ``skipped`` (synthesized
+        utterances too short for the encoder).
+
+    Raises:
+        FileNotFoundError: missing inputs (named).
+        DataError: a seen speaker without test labels or ground truth, a speaker the episode's
+            model was never trained on (named).
+    """
+    import kaldiio
+
+    from speechkit.models.speaker_encoder import SpeakerEncoder
+    from speechkit.scoring.continual_plots import plot_confusion_matrix, plot_embeddings_2d
+    from speechkit.scoring.speaker_verification import SpeakerVerifier, accuracy_matrix, continual_scores
+
+    cfg = cfg or EvalConfig()
+    if cfg.num_utts < 1:
+        raise ValueError(f"num_utts must be >= 1, got {cfg.num_utts}")
+    exp, test_dir = Path(exp_dir), Path(test_dir)
+    out = exp / "eval"
+    order, done = _episodes(exp)
+    extra = [s for s in cfg.extra_speakers if s not in order]
+    train_gt, test_gt = GroundTruth(gt_train), GroundTruth(gt_test)
+    test_utts = _test_utterances(test_dir, [s for _, s, _ in done], cfg.num_utts)
+    labels = kaldiio.load_scp(str(test_dir / "labels.scp"))
+    encoder = None
+    per_episode, verifier_acc, skipped_total = [], [], 0
+    for t, spk, ep_dir in done:
+        seen = order[:t]
+        res_path = out / f"episode_{t:02d}.json"
+        fp = _episode_fingerprint(ep_dir)
+        if res_path.is_file():
+            res = json.loads(res_path.read_text(encoding="utf-8"))
+            if res.get("fingerprint") == fp and res.get("num_utts") == cfg.num_utts and res.get("classes") == extra + seen:
+                per_episode.append(res["accuracy"])
+                verifier_acc.append(res["verifier"]["held_out_accuracy"])
+                skipped_total += len(res["skipped"])
+                continue
+            log.info("%s: episode %d changed since it was evaluated: evaluating again", exp, t)
+        classes = extra + seen
+        verifier = SpeakerVerifier().fit(*train_gt.select(classes, "ground-truth training"))
+        x_ho, y_ho = test_gt.select(classes, "held-out ground-truth")
+        ho_acc = verifier.accuracy(x_ho, y_ho)
+        if encoder is None:
+            encoder = SpeakerEncoder(min_speech=cfg.min_speech)
+        synth = _Synthesizer(ep_dir)
+        wav_dir = out / "wav" / f"episode_{t:02d}"
+        keys, spks, embs, skipped = [], [], [], []
+        for s in seen:
+            for j, u in enumerate(test_utts[s]):
+                wav = synth(np.asarray(labels[u], dtype=np.float32), s)
+                if j < cfg.wavs_per_speaker:
+                    from speechkit.data.audio import write_wav
+
+                    wav_dir.mkdir(parents=True, exist_ok=True)
+                    write_wav(wav_dir / f"{s}__{u}.wav", wav, synth.sr)
+                e = encoder.embed_batch([wav], synth.sr, [u])[0]
+                if e is None:
+                    skipped.append(u)
+                    continue
+                keys.append(u)
+                spks.append(s)
+                embs.append(e)
+        if skipped:
+            log.warning("episode %d: %d synthesized utterances too short for the speaker encoder, skipped: %s",
+                        t, len(skipped), ", ".join(skipped[:5]))
+        emb = np.stack(embs) if embs else np.zeros((0, 256), np.float32)
+        pred = verifier.predict(emb) if len(emb) else np.array([], dtype=str)
+        acc = {}
+        for s in seen:
+            m = np.asarray(spks) == s
+            if not m.any():
+                raise DataError(f"episode {t}: every synthesized utterance of speaker '{s}' was too short "
+                                f"for the speaker encoder")
+            acc[s] = float(np.mean(pred[m] == s))
+        res = {"episode": t, "speaker": spk, "fingerprint": fp, "num_utts": cfg.num_utts, "classes": classes,
+               "verifier": {"held_out_accuracy": ho_acc, "held_out_utterances": int(len(y_ho)),
+                            "training_utterances": int(np.isin(train_gt.speakers, classes).sum())},
+               "accuracy": acc, "skipped": skipped,
+               "utterances": [{"utt": k, "speaker": s, "predicted": str(p)} for k, s, p in zip(keys, spks, pred)]}
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_write(out / f"episode_{t:02d}.npz", "wb") as f:
+            np.savez(f, keys=np.array(keys), speakers=np.array(spks), embeddings=emb)
+        with atomic_write(res_path) as f:
+            json.dump(res, f, indent=1)
+        log.info("episode %d (%s): verifier %.1f %% on %d held-out utterances; a_%d = %s", t, spk, 100 * ho_acc,
+                 len(y_ho), t, " ".join(f"{s}:{100 * a:.0f}%" for s, a in acc.items()))
+        per_episode.append(acc)
+        verifier_acc.append(ho_acc)
+        skipped_total += len(skipped)
+
+    evaluated = order[:len(done)]
+    A = accuracy_matrix(per_episode, evaluated)
+    scores = continual_scores(A, evaluated)
+    scores.update({"verifier_accuracy": verifier_acc, "skipped": skipped_total, "num_utts": cfg.num_utts,
+                   "extra_speakers": extra, "complete": len(done) == len(order)})
+    with atomic_write(out / "scores.json") as f:
+        json.dump(scores, f, indent=1)
+    if cfg.plots:
+        t, spk, _ = done[-1]
+        last = json.loads((out / f"episode_{t:02d}.json").read_text(encoding="utf-8"))
+        true = [r["speaker"] for r in last["utterances"]]
+        pred = [r["predicted"] for r in last["utterances"]]
+        strategy = json.loads((exp / "plan.json").read_text(encoding="utf-8")).get("strategy", "")
+        plot_confusion_matrix(true, pred, out / "confusion_matrix.png", labels=extra + evaluated,
+                              title=f"{exp.name} ({strategy}): episode {t}, true vs verified speaker")
+        npz = np.load(out / f"episode_{t:02d}.npz")
+        x_gt, y_gt = test_gt.select(evaluated, "held-out ground-truth")
+        plot_embeddings_2d(x_gt, y_gt.tolist(), npz["embeddings"], npz["speakers"].tolist(),
+                           out / "embeddings_2d.png", speakers=evaluated,
+                           title=f"{exp.name} ({strategy}), episode {t}: o ground truth, x synthesized")
+        _plot_accuracy_matrix(A, evaluated, out / "accuracy_matrix.png", f"{exp.name} ({strategy})")
+    return scores
+
+
+def _plot_accuracy_matrix(A: np.ndarray, order: Sequence[str], path: Path, title: str) -> None:
+    """a_{l,i} (rows: after episode l; columns: speaker i) as an annotated heat map."""
+    from matplotlib.figure import Figure
+
+    T = len(order)
+    fig = Figure(figsize=(1.2 + 0.55 * T, 1.0 + 0.5 * T))
+    ax = fig.add_subplot()
+    im = ax.imshow(np.ma.masked_invalid(100 * A), vmin=0, vmax=100, cmap="viridis")
+    for l in range(A.shape[0]):
+        for i in range(l + 1):
+            ax.text(i, l, f"{100 * A[l, i]:.0f}", ha="center", va="center", fontsize=7,
+                    color="white" if A[l, i] < 0.6 else "black")
+    ax.set_xticks(range(T), order, rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(A.shape[0]), [f"after {l + 1}" for l in range(A.shape[0])], fontsize=7)
+    ax.set_xlabel("speaker (episode order)")
+    ax.set_title(f"{title}: verifier accuracy a_l,i (%)", fontsize=8)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=100)
