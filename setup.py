@@ -12,6 +12,7 @@ CLIS = {
     "speechkit-copy-data-dir": "copy_data_dir",
     "speechkit-prepare-corpus": "prepare_corpus",
     "speechkit-split-corpus": "split_corpus",
+    "speechkit-perturb-data-dir-speed": "perturb_data_dir_speed",
     # features
     "speechkit-compute-feats": "compute_feats",
     "speechkit-compute-cmvn-stats": "compute_cmvn_stats",
