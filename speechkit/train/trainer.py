@@ -378,7 +378,14 @@ class Trainer:
         updates_per_epoch = math.ceil(len(first) / tc.accum_grad)
         total_steps = tc.max_steps if tc.max_steps > 0 else tc.max_epochs * updates_per_epoch
         optimizer = build_optimizer(model, tc)
-        scheduler = StepSchedule(optimizer, tc.scheduler, tc.warmup_steps, tc.model_dim, total_steps, tc.min_lr)
+        warmup = tc.warmup_steps
+        if tc.scheduler in ("warmup_linear", "warmup_cosine") and warmup >= total_steps:
+            # a small data set (e.g. a 12-utterance voice) plans fewer updates than the warm-up:
+            # warm up over a tenth of them instead of failing
+            warmup = total_steps // 10
+            log.warning("trainer.warmup_steps %d >= the %d planned updates: warming up over %d (10 %%)",
+                        tc.warmup_steps, total_steps, warmup)
+        scheduler = StepSchedule(optimizer, tc.scheduler, warmup, tc.model_dim, total_steps, tc.min_lr)
         if ckpt is not None:
             _unwrap(model).load_state_dict(ckpt["model"])
             optimizer.load_state_dict(ckpt["optimizer"])

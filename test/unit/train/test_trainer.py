@@ -427,3 +427,15 @@ def test_registry():
     assert isinstance(task, ToyTask) and task.name == "toy"
     with pytest.raises(ConfigError, match=r"known tasks: (\w+, )*toy"):
         get_task("nope")
+
+
+def test_warmup_longer_than_the_planned_updates_is_capped(tmp_path, caplog):
+    # 8 updates planned (1 epoch of 8 batches) with 50 warm-up steps: warm up over 8 // 10 = 0 updates
+    # (a constant start, then the cosine decay) instead of "needs total_steps > warmup_steps"
+    fit(tmp_path / "e", "trainer.max_epochs=1", "trainer.scheduler=warmup_cosine", "trainer.warmup_steps=50",
+        "trainer.lr=0.1")
+    assert "warming up over 0" in caplog.text
+    import math
+
+    recs = [r for r in read_metrics(tmp_path / "e" / "metrics.jsonl") if r["kind"] == "train"]
+    assert recs and all(r["lr"] == pytest.approx(0.05 * (1 + math.cos(math.pi * r["step"] / 8))) for r in recs)
