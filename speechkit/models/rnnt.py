@@ -27,6 +27,14 @@ an LSTM prediction network fed the previous non-blank output, and a joint networ
 projections ``W_enc``, ``W_pred`` are shared by all languages and only the output layer (the
 softmax) and the label embedding are per language; the ``paper`` preset uses it (Table 6).
 
+Auxiliary CTC (``config.ctc_weight > 0``): a linear CTC head on the encoder output (per language
+for the multi-softmax variants, over the union for vanilla/onehot) whose CTC loss (Graves et al.
+2006) is added to the RNN-T loss, as in ESPnet's / icefall's transducer recipes. It makes the
+encoder carry the transcript by itself; without it, on small or repetitive data, the RNN-T can
+settle in the "prediction-network LM" optimum where every label is emitted in the first encoder
+frames and the encoder only says when the utterance ends (egs/indic_multilingual/README.md,
+"Models that learn"). The head is not used for decoding.
+
 Units: every language's inventory has blank at id 0 (``vocab_sizes[lang]`` includes it).  Targets
 are always given in per-language ids; the shared-softmax variants (vanilla, onehot) map them into
 the union inventory through ``config.union_maps`` (per language, list index = language id, value =
@@ -128,6 +136,17 @@ class RNNTConfig:
             the RNN-T term. ``utterance``: the frame CE summed over each utterance's frames and
             averaged over utterances, nats per utterance, normalised as the RNN-T term (``lambda``
             weighs both per frame alike). Joshi et al. (2021) do not state theirs.
+        ctc_weight: weight of an auxiliary CTC loss on the encoder output, ``total = rnnt +
+            lid_weight * lid_ce + ctc_weight * ctc``; 0 (default) = no CTC head at all (the
+            parameter counts of the paper's tables). ``ctc`` is ``-log P_ctc(y|x)`` summed over
+            each utterance and averaged over utterances, normalised as the RNN-T term (so 0.3,
+            ESPnet's usual transducer value, weighs it at 0.3 of the RNN-T loss). The CTC head is
+            a linear layer per language (the union for vanilla/onehot); training only.
+        ctc_warmup_epochs: the rnnt task trains the first this many epochs on the encoder
+            losses only (CTC, plus the LID CE of the LID variants; ``forward(ctc_only=True)``),
+            then on the full loss. An encoder that already carries the transcript keeps the RNN-T
+            out of the prediction-network-LM optimum (see the module docstring). Needs
+            ``ctc_weight > 0``; 0 = no warm-up.
         dropout: dropout between LSTM layers and on the encoder/prediction outputs.
         union_maps: vanilla/onehot only: per language, union id of each per-language id
             (``len == vocab_sizes[lang]``, blank -> 0); null = disjoint union.
@@ -148,6 +167,8 @@ class RNNTConfig:
     share_joint_proj: bool = False
     lid_weight: float = 1.0
     lid_ce_norm: Literal["frame", "utterance"] = "frame"
+    ctc_weight: float = 0.0
+    ctc_warmup_epochs: int = 0
     dropout: float = 0.0
     union_maps: dict[str, list[int]] | None = None
 
@@ -211,12 +232,17 @@ class RNNTConfig:
             raise ConfigError(f"encoder_proj: must be < encoder_hidden ({self.encoder_hidden}) or 0")
         if self.pred_proj >= self.pred_hidden:
             raise ConfigError(f"pred_proj: must be < pred_hidden ({self.pred_hidden}) or 0")
-        for key in ("lid_weight", "dropout"):
+        for key in ("lid_weight", "ctc_weight", "dropout"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ConfigError(f"{key}: expected a number >= 0, got {v!r}")
         if not isinstance(self.share_joint_proj, bool):
             raise ConfigError(f"share_joint_proj: expected true or false, got {self.share_joint_proj!r}")
+        v = self.ctc_warmup_epochs
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"ctc_warmup_epochs: expected an int >= 0, got {v!r}")
+        if v > 0 and not self.ctc_weight > 0:
+            raise ConfigError("ctc_warmup_epochs: needs ctc_weight > 0 (the warm-up trains the CTC head)")
         if self.lid_ce_norm not in ("frame", "utterance"):
             raise ConfigError(f"lid_ce_norm: {self.lid_ce_norm!r} is not one of frame, utterance")
         if self.dropout >= 1:
@@ -343,7 +369,8 @@ class RNNT(nn.Module):
     Blank is id 0 in every output inventory and is also the prediction network's start symbol
     (its embedding is the zero vector).
 
-    Submodules: ``encoder`` (LSTM), ``lid_head`` (multisoftmax_lid); shared variants have
+    Submodules: ``encoder`` (LSTM), ``lid_head`` (multisoftmax_lid), ``ctc_head`` (shared
+    variants) or ``ctc_heads[lang]`` (the others) when ``config.ctc_weight > 0``; shared variants have
     ``embedding``, ``pred_rnn``, ``joint_net``; multisoftmax has ``embeddings[lang]``,
     ``pred_rnn``, ``joint_nets[lang]`` (with ``share_joint_proj`` their ``lin_enc``/``lin_pred``
     are one module, listed once by ``parameters()``); the LSP variants have ``pred_rnns[lang]``
@@ -394,6 +421,12 @@ class RNNT(nn.Module):
                 for k in self.languages[1:]:
                     self.joint_nets[k].lin_enc = first.lin_enc
                     self.joint_nets[k].lin_pred = first.lin_pred
+        self.has_ctc = c.ctc_weight > 0
+        if self.has_ctc:  # auxiliary CTC head(s) on the encoder output (training only); blank = 0
+            if c.shared_softmax:
+                self.ctc_head = nn.Linear(c.encoder_dim, self.union_vocab_size)
+            else:
+                self.ctc_heads = nn.ModuleDict({k: nn.Linear(c.encoder_dim, v) for k, v in c.vocab_sizes.items()})
         self.has_lid = c.lid
         if self.has_lid:
             if c.lid_hidden:
@@ -537,6 +570,7 @@ class RNNT(nn.Module):
         targets: torch.Tensor,
         target_lengths: torch.Tensor,
         lang,
+        ctc_only: bool = False,
     ) -> dict[str, torch.Tensor]:
         """Training losses for a batch.
 
@@ -545,18 +579,24 @@ class RNNT(nn.Module):
             targets: ``(B, U)`` per-language unit ids (no blank); target_lengths ``(B,)``.
             lang: the batch's language (name or id) or a ``(B,)`` tensor/list of them (mixed
                 batches are split by language for the language-specific parts).
+            ctc_only: the encoder warm-up (``ctc_warmup_epochs``): skip the prediction and joint
+                networks; ``rnnt`` is 0 and ``total = ctc_weight * ctc + lid_weight * lid_ce``.
+                Needs ``ctc_weight > 0``.
 
         Returns:
-            ``{"rnnt", "lid_ce", "total"}`` scalars: ``rnnt`` is the RNN-T loss (nats) averaged
-            over utterances, ``lid_ce`` the frame-level LID cross-entropy (0 without an LID head)
+            ``{"rnnt", "lid_ce", "total"}`` (and ``"ctc"`` with a CTC head) scalars: ``rnnt`` is
+            the RNN-T loss (nats) averaged over utterances, ``ctc`` the auxiliary CTC loss (nats
+            per utterance), ``lid_ce`` the frame-level LID cross-entropy (0 without an LID head)
             averaged over valid frames (``lid_ce_norm: frame``, nats per frame) or summed over
             each utterance's frames and averaged over utterances (``utterance``, nats per
-            utterance), ``total = rnnt + lid_weight * lid_ce``.
+            utterance), ``total = rnnt + lid_weight * lid_ce + ctc_weight * ctc``.
 
         Raises:
             ValueError: an utterance with no (stacked) frames, labels outside its language's
-            inventory or equal to blank, unknown language.
+            inventory or equal to blank, unknown language; ``ctc_only`` without a CTC head.
         """
+        if ctc_only and not self.has_ctc:
+            raise ValueError("ctc_only needs a CTC head (model.ctc_weight > 0)")
         B = feats.size(0)
         lang_ids = self._lang_ids(lang, B)
         feat_lengths = feat_lengths.to(feats.device)
@@ -581,7 +621,7 @@ class RNNT(nn.Module):
             tgt = self.union_map[lang_ids[:, None], tgt]  # blank (padding) stays 0
         else:
             groups = [(i, (lang_ids == i).nonzero().flatten()) for i in lang_ids.unique().tolist()]
-        for i, idx in groups:
+        for i, idx in ([] if ctc_only else groups):
             g_lang = 0 if i is None else i
             T_g = int(enc_lengths[idx].max())
             U_g = int(target_lengths[idx].max())
@@ -592,6 +632,8 @@ class RNNT(nn.Module):
             losses[idx] = rnnt_loss(logits, y, enc_lengths[idx], target_lengths[idx],
                                     blank=self.blank, reduction="none")
         out = {"rnnt": losses.mean()}
+        if self.has_ctc:
+            out["ctc"] = self.ctc_loss(enc, enc_lengths, tgt, target_lengths, groups)
         if self.has_lid:
             T = enc.size(1)
             frame_ok = torch.arange(T, device=enc.device)[None, :] < enc_lengths[:, None]
@@ -602,7 +644,33 @@ class RNNT(nn.Module):
         else:
             out["lid_ce"] = out["rnnt"].new_zeros(())
         out["total"] = out["rnnt"] + self.config.lid_weight * out["lid_ce"]
+        if self.has_ctc:
+            out["total"] = out["total"] + self.config.ctc_weight * out["ctc"]
         return out
+
+    def ctc_loss(self, enc: torch.Tensor, enc_lengths: torch.Tensor, targets: torch.Tensor,
+                 target_lengths: torch.Tensor, groups) -> torch.Tensor:
+        """Auxiliary CTC loss (Graves et al. 2006) of the encoder output, nats per utterance.
+
+        Args:
+            enc: ``(B, T, E)`` encoder output; enc_lengths ``(B,)``.
+            targets: ``(B, U)`` ids of the output inventory the CTC head of each group uses
+                (union ids for vanilla/onehot), 0-padded; target_lengths ``(B,)``.
+            groups: ``[(language index or None for the shared head, utterance indices), ...]``.
+
+        Returns:
+            ``-log P_ctc(y|x)`` summed per utterance, averaged over the batch. An utterance whose
+            labels (with the blanks CTC needs between repeats) do not fit its frames contributes
+            0 (``zero_infinity``): it cannot be aligned, and the RNN-T term still trains on it.
+        """
+        losses = enc.new_zeros(enc.size(0))
+        for i, idx in groups:
+            head = self.ctc_head if i is None else self.ctc_heads[self.languages[i]]
+            T_g = int(enc_lengths[idx].max())
+            lp = torch.log_softmax(head(enc[idx, :T_g]).float(), dim=-1).transpose(0, 1)  # (T, b, V)
+            losses[idx] = F.ctc_loss(lp, targets[idx], enc_lengths[idx], target_lengths[idx], blank=self.blank,
+                                     reduction="none", zero_infinity=True).to(losses.dtype)
+        return losses.mean()
 
 
 def length_problem(
@@ -718,6 +786,8 @@ def to_monolingual(model: RNNT, lang: str | int) -> RNNT:
       weight columns dropped).  The joint *logits* of ``lang``'s units are unchanged (tested);
       their log-softmax is renormalised over ``lang``'s units only, so the other languages'
       units can no longer be emitted.
+    * an auxiliary CTC head (``ctc_weight > 0``) keeps ``lang``'s (the union head cut to
+      ``lang``'s rows).
 
     Raises:
         ValueError: unknown ``lang``.
@@ -746,8 +816,10 @@ def to_monolingual(model: RNNT, lang: str | int) -> RNNT:
             elif k.startswith("joint_net."):
                 sub = k[len("joint_net."):]
                 keep[f"joint_nets.{name}.{sub}"] = v[rows] if sub.startswith("out.") else v
+            elif k.startswith("ctc_head."):  # the union CTC head cut to lang's units, as the softmax
+                keep[f"ctc_heads.{name}.{k[len('ctc_head.'):]}"] = v[rows]
     else:
-        per_lang = ("embeddings.", "joint_nets.", "pred_rnns.")
+        per_lang = ("embeddings.", "joint_nets.", "pred_rnns.", "ctc_heads.")
         for k, v in src.items():
             if k.startswith("lid_head."):
                 continue
@@ -765,7 +837,8 @@ def _count(module: nn.Module | None) -> int:
 
 def parameter_counts(model: RNNT) -> dict[str, int]:
     """Parameter counts by part: ``encoder``, ``prediction`` (embeddings + LSTMs), ``joint``,
-    ``lid``, ``total``, and ``decode_<lang>``: parameters used when decoding one language.
+    ``lid``, ``ctc`` (auxiliary CTC heads, training only; 0 without ``ctc_weight``), ``total``,
+    and ``decode_<lang>``: parameters used when decoding one language.
 
     Shared modules (``share_joint_proj``) are counted once in ``joint`` and ``total`` and in full
     in every ``decode_<lang>``."""
@@ -784,8 +857,9 @@ def parameter_counts(model: RNNT) -> dict[str, int]:
         pred = sum(emb.values()) + (sum(rnn.values()) if c.lsp else _count(model.pred_rnn))
         joint = _count(model.joint_nets)  # parameters() lists a shared W_enc/W_pred once
         per_lang = {k: enc + emb[k] + rnn[k] + jn[k] for k in model.languages}
-    counts = {"encoder": enc, "prediction": pred, "joint": joint, "lid": lid, "total": _count(model)}
-    assert counts["total"] == enc + pred + joint + lid
+    ctc = _count(getattr(model, "ctc_head", None)) + _count(getattr(model, "ctc_heads", None))
+    counts = {"encoder": enc, "prediction": pred, "joint": joint, "lid": lid, "ctc": ctc, "total": _count(model)}
+    assert counts["total"] == enc + pred + joint + lid + ctc
     counts.update({f"decode_{k}": v for k, v in per_lang.items()})
     return counts
 

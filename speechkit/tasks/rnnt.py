@@ -43,6 +43,14 @@ Loss
     the RNN-T term. Logged stats: ``loss`` (= total), ``rnnt`` (nats per utterance) and, for the
     LID variant, ``lid_ce`` (nats per frame, or per utterance with ``lid_ce_norm: utterance``).
 
+Auxiliary CTC and SpecAugment
+    ``model.ctc_weight`` adds a CTC loss on the encoder (logged as ``ctc``, nats per utterance);
+    ``model.ctc_warmup_epochs`` trains the first epochs on it alone (the prediction and joint
+    networks wait), which keeps the RNN-T from settling on its prediction network's language model
+    (egs/indic_multilingual/README.md, "Models that learn"). ``specaug.enabled`` masks time and
+    frequency bands of training batches (:mod:`speechkit.nn.specaug`; lhotse/icefall defaults),
+    drawn from torch's global generator, which the trainer seeds and checkpoints.
+
 Fine-tuning (Table 3; ``init:`` section)
     ``init.exp_dir`` names a trained experiment; its best checkpoint initialises the model. With
     ``init.language`` the source is first reduced to that language
@@ -68,6 +76,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from speechkit.nn.specaug import SpecAugment, SpecAugmentConfig
 from speechkit.models.rnnt import PRESETS, RNNT, RNNTConfig, language_batches, length_problem, parameter_counts
 from speechkit.train.task import Task
 from speechkit.train.trainer import TrainerConfig
@@ -178,12 +187,15 @@ class RNNTTaskConfig:
             'small' preset.
         data: data directories, units, CMVN, stacking and skip rules.
         init: initialise from a trained experiment (fine-tuning).
+        specaug: SpecAugment time and frequency masks on training batches
+            (:class:`~speechkit.nn.specaug.SpecAugmentConfig`; off unless ``specaug.enabled``).
     """
 
     trainer: TrainerConfig = field(default_factory=_rnnt_trainer_defaults)
     model: RNNTConfig = field(default_factory=_small_model)
     data: RNNTDataConfig = field(default_factory=RNNTDataConfig)
     init: RNNTInitConfig = field(default_factory=RNNTInitConfig)
+    specaug: SpecAugmentConfig = field(default_factory=SpecAugmentConfig)
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -349,6 +361,9 @@ class RNNTTask(Task):
 
     def __init__(self) -> None:
         self.load_init = True
+        self.epoch = 1
+        self.ctc_warmup_epochs = 0
+        self.specaug: SpecAugment | None = None
         self.skipped: dict[str, dict[str, str]] = {}
         self._units = None
 
@@ -368,8 +383,13 @@ class RNNTTask(Task):
         """
         mcfg = model_config_for_units(cfg, self.units(cfg))
         model = RNNT(mcfg)
-        # distributed training: the other languages' layers get no gradient in a one-language batch
-        self.find_unused_parameters = not mcfg.shared_softmax and len(mcfg.languages) > 1
+        # distributed training: the other languages' layers get no gradient in a one-language
+        # batch, nor the prediction/joint networks during the CTC warm-up
+        self.find_unused_parameters = (not mcfg.shared_softmax and len(mcfg.languages) > 1) or mcfg.ctc_warmup_epochs > 0
+        self.ctc_warmup_epochs = mcfg.ctc_warmup_epochs
+        d = cfg.data
+        self.specaug = (SpecAugment(cfg.specaug, mcfg.input_dim // d.num_stack, d.num_stack, d.stack_stride)
+                        if cfg.specaug.enabled else None)
         if cfg.init.exp_dir is not None and self.load_init:
             self._init_from(model, cfg)
         counts = parameter_counts(model)
@@ -516,6 +536,7 @@ class RNNTTask(Task):
         if cfg.trainer.batch_frames < 1:
             raise ConfigError("key 'trainer.batch_frames': the rnnt task packs batches by frames; set it > 0 "
                               "(padded 10 ms feature frames per batch)")
+        self.epoch = epoch  # forward_loss: CTC warm-up in epochs <= model.ctc_warmup_epochs
         index = {u: i for i, u in enumerate(dataset.utts)}
         frames = dict(zip(dataset.utts, dataset.num_frames))
         schedule = language_batches(dataset.utt2lang(), frames, cfg.trainer.batch_frames, seed=seed, epoch=epoch)
@@ -525,12 +546,21 @@ class RNNTTask(Task):
 
     # -- loss ------------------------------------------------------------------------------
     def forward_loss(self, model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
-        """``total`` RNN-T (+ LID cross-entropy) loss; stats ``rnnt`` and, with an LID head, ``lid_ce``."""
-        out = model(batch["feats"], batch["feat_lengths"], batch["targets"], batch["target_lengths"], batch["lang"])
+        """``total`` RNN-T (+ LID cross-entropy, + CTC) loss; stats ``rnnt`` and, with an LID head,
+        ``lid_ce``, with a CTC head ``ctc``. In training epochs ``<= model.ctc_warmup_epochs`` the
+        encoder losses only (``rnnt`` is then logged as 0); validation always uses the full loss."""
+        warmup = model.training and self.epoch <= self.ctc_warmup_epochs
+        feats = batch["feats"]
+        if model.training and self.specaug is not None:
+            feats = self.specaug(feats, batch["feat_lengths"])
+        out = model(feats, batch["feat_lengths"], batch["targets"], batch["target_lengths"], batch["lang"],
+                    ctc_only=warmup)
         stats = {"rnnt": float(out["rnnt"].detach())}
         base = model.module if hasattr(model, "module") else model
         if base.has_lid:
             stats["lid_ce"] = float(out["lid_ce"].detach())
+        if base.has_ctc:
+            stats["ctc"] = float(out["ctc"].detach())
         return out["total"], stats
 
     def on_train_end(self, model: nn.Module, cfg: RNNTTaskConfig, exp_dir: Path) -> None:
