@@ -14,6 +14,7 @@
 #   0  data      Kaldi data dirs data/<setup>/{train,dev,test} with utt2lang, speaker-disjoint; the
 #                language ids checked; data/.setup records the setup for the later stages
 #   1  features  80-dim log-mel every 10 ms (conf/logmel.yaml), global CMVN stats of train
+#                (--speed_perturb true: of train_sp, train with its 0.9/1.1 speed copies)
 #   2  units     per-language graphemes (+ B- word-begin prefix) and their union (speechkit-make-units)
 #   3  train     the systems of --variants, one at a time (speechkit-train rnnt)
 #   4  decode    oracle-language decoding; LID-free decoding for the LID systems and the early
@@ -69,6 +70,8 @@ paper_switch_off_taus="inf 1000 100 30 10"   # paper grid (Table 7): tau in ms (
 paper_switch_off_thresholds="inf 0.5 0.2"    # paper grid: s_th on the running average LID posterior
                                              # (inf = no switch-off); a pair with an inf is the plain LID-free row
 test_sets="test"       # data sets decoded and scored
+speed_perturb=false    # true: train on data/<setup>/train_sp = train + its speed 0.9 and 1.1 copies
+                       # (Kaldi's 3-way speed perturbation, utils/perturb_data_dir_speed_3way.sh; stage 1)
 mini_num_speakers=6    # mini corpus: speakers (one for dev, one for test, the rest train)
 mini_sentences=20      # mini corpus: sentences per speaker and language
 mini_languages=en,hi,ta,gu
@@ -118,6 +121,11 @@ if [ -z "$train_config" ]; then
   if [ "$setup" = mini ]; then train_config=conf/train_mini.yaml; else train_config=conf/train_real.yaml; fi
 fi
 data=$datadir/$setup
+case "$speed_perturb" in
+  true) train_set=train_sp ;;
+  false) train_set=train ;;
+  *) die "--speed_perturb must be true or false, got '$speed_perturb'" ;;
+esac
 case "$unit" in
   bpe) lang=$data/lang_bpe${bpe_vocab_size}; unit_opts="--vocab-size $bpe_vocab_size" ;;
   char|char_wb) lang=$data/lang_$unit; unit_opts="" ;;
@@ -188,11 +196,15 @@ fi
 # ------------------------------------------------------------------------------------- stage 1
 if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   log "stage 1: log-mel features and CMVN stats"
-  for x in train dev $test_sets; do
+  if [ "$speed_perturb" = true ]; then
+    # ids sp0.9-* / sp1.1-* (speakers too); a sox pipe per copy in wav.scp, redone only when missing
+    [ -f "$data/train_sp/wav.scp" ] || utils/perturb_data_dir_speed_3way.sh "$data/train" "$data/train_sp"
+  fi
+  for x in $train_set dev $test_sets; do
     utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/logmel.yaml \
       "$data/$x" "exp/$setup/make_feats/$x" "$data/feats"
   done
-  speechkit-compute-cmvn-stats "$data/train"    # global stats of train -> cmvn_global.ark, used everywhere
+  speechkit-compute-cmvn-stats "$data/$train_set"    # global stats of train(_sp) -> cmvn_global.ark, used everywhere
 fi
 
 # ------------------------------------------------------------------------------------- stage 2
@@ -217,7 +229,7 @@ fi
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   log "stage 3: training: $(systems | tr '\n' ' ')"
   for sys in $(systems); do
-    opts="--data.train_dir $data/train --data.valid_dir $data/dev --data.units_dir $lang"
+    opts="--data.train_dir $data/$train_set --data.valid_dir $data/dev --data.units_dir $lang"
     case "$sys" in
       mono_*) opts="$opts --model.variant multisoftmax --data.languages [${sys#mono_}]" ;;
       ft_onehot_*)   # the one-hot model cut to one language (speechkit.models.rnnt.to_monolingual)
