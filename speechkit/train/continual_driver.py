@@ -1,8 +1,8 @@
 """Continual speaker adaptation of a speaker-conditioned acoustic model, one speaker per episode.
 
 Hemati & Borth (2024), "Continual Speaker Adaptation for Text-to-Speech Synthesis", Algorithm 1:
-a model pre-trained on some speakers (``theta_init``: an experiment dir of ``speechkit-train salad``
-trained with ``data.speaker_embeddings``) is adapted to the continual speakers one per episode, in
+a model pre-trained on some speakers (``theta_init``: an experiment dir of ``speechkit-train salad``,
+``musa_rnn`` or ``tacotron2`` trained with ``data.speaker_embeddings``) is adapted to the continual speakers one per episode, in
 an order drawn from ``seed`` (:class:`~speechkit.train.continual.EpisodePlan`), with one of the
 strategies of :mod:`speechkit.train.continual` (``jt sa ewc er er_kd er_br``). Episode ``t``:
 
@@ -20,9 +20,20 @@ strategies of :mod:`speechkit.train.continual` (``jt sa ewc er er_kd er_br``). E
 4. then puts ``N_B`` of the new speaker's training utterances into the replay buffer (ER
    strategies; ER-KD with the best weights' outputs as targets).
 
-The model's min-max output normalisation stays the pre-trained model's throughout (the buffers
-travel with the weights); the stateful streams of each episode concatenate its utterances in the
+The model's output normalisation stays the pre-trained model's throughout (the buffers travel
+with the weights); the stateful streams of each episode concatenate its utterances in the
 episode's order (shuffled for the ER strategies).
+
+Tacotron 2 (``theta_init`` of ``speechkit-train tacotron2``; Hemati & Borth's base model): the
+train/valid/pretrain dirs hold the phones (``data.phone_file`` of theta_init, default ``text``),
+log-mel ``feats.scp`` (+ ``feats.yaml``) and ``utt2spk``. Every episode keeps theta_init's
+vocabulary (``data.token_list``; phones outside it map to ``<unk>``, warned) and its per-channel
+log-mel statistics (``recompute_stats`` off); batches are theta_init's length-bucketed ones of
+``trainer.batch_size`` utterances (``num_streams``/``window`` do not apply). EWC's per-utterance
+loss (eq. 5) is the task's full loss (``MSE(before) + MSE(after) + BCE(stop)``) of a one-utterance
+batch; ER-KD's buffer targets are the model's *teacher-forced* ``mel_after`` (denormalised log-mel,
+as many frames as the ground truth, prenet dropout seeded), since free-running decoding of a
+freshly adapted model may not stop or may lose the alignment.
 
 Files (``EXP = exp_dir``)::
 
@@ -62,13 +73,15 @@ from speechkit.tasks.acoustic import (
     AcousticTask, MusaRnnTask, SaladTask, SpeakerTable, StreamWindows, UtteranceSet, append_speaker,
     feature_streams, load_pairs, predict_features, read_speaker_vectors, read_speakers, utterance_speakers, write_speakers,
 )
+from speechkit.tasks.tacotron2 import Tacotron2Task
 from speechkit.train.checkpoint import BEST, latest_checkpoint, load_checkpoint, save_checkpoint
 from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer
 from speechkit.train.trainer import Trainer, TrainerConfig
 from speechkit.utils.config import ConfigError, FieldError, from_dict
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 
-__all__ = ["ContinualConfig", "run_continual", "episode_dir_name", "EpisodeData", "episode_task"]
+__all__ = ["ContinualConfig", "run_continual", "episode_dir_name", "EpisodeData", "episode_task",
+           "Tacotron2EpisodeTask", "teacher_forced_mels"]
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +101,17 @@ class ContinualConfig:
     Attributes:
         trainer: each episode's training loop (a fresh optimiser per episode); early stopping on
             trainer.best_metric (valid/loss: the new speaker's validation utterances).
-        init_dir: the pre-trained model theta_init: an exp dir of speechkit-train salad | musa_rnn
-            trained with data.speaker_embeddings.
-        train_dir: dir with labels.scp, feats.scp, utt2spk of the continual speakers' training
-            utterances (all speakers in one dir; each episode selects its speaker by utt2spk).
+        init_dir: the pre-trained model theta_init: an exp dir of speechkit-train salad | musa_rnn |
+            tacotron2 trained with data.speaker_embeddings.
+        train_dir: dir with labels.scp (tacotron2: the phone file, e.g. text), feats.scp, utt2spk
+            of the continual speakers' training utterances (all speakers in one dir; each episode
+            selects its speaker by utt2spk).
         valid_dir: the same for validation (each speaker needs at least one utterance).
         speaker_embeddings: spk_embeddings.scp with a vector for every continual speaker (''= the
             one theta_init was trained with).
         speakers: the continual speakers ([] = every speaker of train_dir/utt2spk); their order is
             drawn from seed.
-        pretrain_dir: optional dir with theta_init's training data (labels.scp, feats.scp, utt2spk):
+        pretrain_dir: optional dir with theta_init's training data (as train_dir):
             EWC's Fisher at episode 1; without it episode 1 of ewc trains without a penalty.
         strategy: jt | sa | ewc | er | er_kd | er_br (Hemati & Borth 2024, Tables 3-4).
         seed: speaker order, replay selection and shuffling.
@@ -106,8 +120,8 @@ class ContinualConfig:
         ewc_lambda: EWC's lambda (ewc).
         ewc_mode: online (one running Fisher sum, latest anchor) | per_episode (one penalty per
             past episode); see speechkit.train.continual.EWC.
-        num_streams: stateful streams per batch (0 = theta_init's data.num_streams).
-        window: frames per training window (0 = theta_init's data.window).
+        num_streams: stateful streams per batch (0 = theta_init's data.num_streams; salad/musa_rnn).
+        window: frames per training window (0 = theta_init's data.window; salad/musa_rnn).
     """
 
     trainer: TrainerConfig = field(default_factory=_default_trainer)
@@ -151,8 +165,10 @@ class EpisodeData:
 
     Attributes:
         keys: utterance ids (a replicated ER-BR item appears K times).
-        labels: float32 ``(T, D)`` label vectors (without the speaker vector).
-        feats: float32 ``(T, O)`` raw (not normalised) targets; ER-KD buffer items: the model's outputs.
+        labels: float32 ``(T, D)`` label vectors (without the speaker vector); tacotron2: the
+            utterance's phone symbols (``list[str]``).
+        feats: float32 ``(T, O)`` raw (not normalised) targets (tacotron2: ``(T, n_mels)`` natural-log
+            mel, clipped at ``log(data.mel_floor)``); ER-KD buffer items: the model's outputs.
         speakers: each utterance's speaker.
     """
 
@@ -164,7 +180,7 @@ class EpisodeData:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def add(self, key: str, labels: np.ndarray, feats: np.ndarray, speaker: str) -> None:
+    def add(self, key: str, labels: np.ndarray | list[str], feats: np.ndarray, speaker: str) -> None:
         self.keys.append(key)
         self.labels.append(labels)
         self.feats.append(feats)
@@ -177,6 +193,10 @@ class _Corpus:
     def __init__(self, data_dir: str, label_dim: int, output_dim: int, vectors: dict[str, np.ndarray],
                  scp: str) -> None:
         utts, labels, feats = load_pairs(data_dir, label_dim, output_dim)
+        self._fill(data_dir, utts, labels, feats, vectors, scp)
+
+    def _fill(self, data_dir: str, utts: list[str], labels: list, feats: list[np.ndarray],
+              vectors: dict[str, np.ndarray], scp: str) -> None:
         spk = utterance_speakers(data_dir, utts, None)
         self.dir = data_dir
         self.labels = dict(zip(utts, labels))
@@ -205,6 +225,18 @@ class _Corpus:
         return d
 
 
+class _PhoneMelCorpus(_Corpus):
+    """Phones and log-mel features of one data dir (tacotron2), checked, by utterance: ``labels``
+    are phone lists, ``feats`` log-mel matrices clipped at ``log(data_cfg.mel_floor)``
+    (:func:`~speechkit.tasks.tacotron2.load_phone_mel_dir`; its skipped utterances are warned about)."""
+
+    def __init__(self, data_dir: str, data_cfg: Any, n_mels: int, vectors: dict[str, np.ndarray], scp: str) -> None:
+        from speechkit.tasks.tacotron2 import load_phone_mel_dir
+
+        utts, phones, mels, _ = load_phone_mel_dir(data_dir, data_cfg, n_mels, None)
+        self._fill(data_dir, utts, phones, mels, vectors, scp)
+
+
 def _predict(model: nn.Module, labels: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """The model's raw (denormalised, continuous V/UV) output for one utterance from position 0 / zero state."""
     return predict_features(model, labels, vector)
@@ -218,6 +250,45 @@ def utterance_loss(model: nn.Module, labels: np.ndarray, feats: np.ndarray, vect
     y = model.normalizer.normalize(torch.from_numpy(feats)[None].to(dev))
     out = model(x)  # SALAD: from position 0; MUSA-RNN: (prediction, state) from zero state
     return nn.functional.mse_loss(out[0] if isinstance(out, tuple) else out, y)
+
+
+def _phone_mel_items(task: Any, cfg: Any, data: EpisodeData, vectors: dict[str, np.ndarray], where: str) -> list:
+    """The utterances of ``data`` as items of ``task.make_dataset`` (targets normalised with ``task.model``)."""
+    ds = task.make_dataset(cfg, list(data.keys), data.labels, data.feats, data.speakers, vectors, where)
+    return [ds[i] for i in range(len(ds))]
+
+
+@torch.no_grad()
+def teacher_forced_mels(task: Any, model: nn.Module, cfg: Any, data: EpisodeData, vectors: dict[str, np.ndarray],
+                        seed: int = 0) -> list[np.ndarray]:
+    """Tacotron 2's teacher-forced ``mel_after`` of each utterance of ``data``, denormalised: the ER-KD
+    targets of a tacotron2 buffer (Hemati & Borth 2024, sec. 3: "the acoustic features the model
+    produced").
+
+    Args:
+        task: a :class:`~speechkit.tasks.tacotron2.Tacotron2Task` whose ``model`` is ``model``
+            (its statistics normalise the teacher-forcing inputs).
+        model: the trained model (put in eval mode; the prenet's dropout stays on, so torch's RNG
+            is seeded with ``seed`` before each utterance inside a forked RNG state, leaving the
+            caller's untouched).
+        cfg: the task config (``data.token_list``).
+        data: utterances (``labels`` phone lists, ``feats`` ``(T, n_mels)`` log-mel).
+        vectors: speaker -> ``(E,)`` vector.
+
+    Returns:
+        float32 ``(T_u, n_mels)`` natural-log mel per utterance, ``T_u`` the ground truth's frames.
+    """
+    model.eval()
+    out = []
+    with torch.random.fork_rng():
+        for item in _phone_mel_items(task, cfg, data, vectors, "ER-KD buffer"):
+            torch.manual_seed(seed)  # per utterance: its targets do not depend on the others
+            b = task.collate([item])
+            dev = next(model.parameters()).device
+            y = model(b["phones"].to(dev), b["phone_lens"].to(dev), b["mels"].to(dev),
+                      b["speaker"].to(dev) if b["speaker"].shape[1] else None, b["mel_lens"].to(dev))
+            out.append(model.denormalize(y.mel_after[0]).cpu().numpy().astype(np.float32))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,6 +308,8 @@ class _EpisodeMixin:
     vectors: dict[str, np.ndarray]
     init_checkpoint: Path
     ewc: EWC | None = None
+    #: name of the task's own loss in the logged stats when EWC adds its penalty
+    task_loss_stat = "mse"
 
     def build_model(self, cfg: Any) -> nn.Module:
         model = super().build_model(cfg)  # type: ignore[misc]
@@ -261,21 +334,48 @@ class _EpisodeMixin:
         return train, valid
 
     def forward_loss(self, model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
-        """The task's loss plus, for EWC after a consolidation, the penalty (stats ``mse``, ``ewc``)."""
+        """The task's loss plus, for EWC after a consolidation, the penalty (stats: the task's own,
+        with ``loss`` the total, :attr:`task_loss_stat` the task's loss, ``ewc`` the penalty)."""
         loss, stats = super().forward_loss(model, batch)  # type: ignore[misc]
         if self.ewc is None or not self.ewc.terms:
             return loss, stats
         penalty = self.ewc.penalty(getattr(model, "module", model))
         total = loss + penalty
-        return total, {"loss": float(total.detach()), "mse": float(loss.detach()), "ewc": float(penalty.detach())}
+        return total, {**stats, "loss": float(total.detach()), self.task_loss_stat: float(loss.detach()),
+                       "ewc": float(penalty.detach())}
+
+
+class Tacotron2EpisodeTask(_EpisodeMixin, Tacotron2Task):
+    """A continual episode of :class:`~speechkit.tasks.tacotron2.Tacotron2Task`: theta_init's (or the
+    previous episode's) weights, vocabulary and log-mel statistics; training/validation items built
+    with :meth:`~speechkit.tasks.tacotron2.Tacotron2Task.make_dataset` from :attr:`episode` /
+    :attr:`valid` (replay buffer included). With EWC, ``train/tts_loss`` is the task's loss."""
+
+    task_loss_stat = "tts_loss"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recompute_stats = False
+
+    def build_datasets(self, cfg: Any) -> tuple[Any, Any]:
+        if self.model is None:
+            raise RuntimeError("Tacotron2EpisodeTask.build_datasets: call build_model first")
+        ep, v = self.episode, self.valid
+        train = self.make_dataset(cfg, list(ep.keys), ep.labels, ep.feats, ep.speakers, self.vectors,
+                                  f"{cfg.data.train_dir} (episode data)")
+        valid = self.make_dataset(cfg, list(v.keys), v.labels, v.feats, v.speakers, self.vectors, cfg.data.valid_dir)
+        log.info("%s: %d training utterances of %d speaker(s), %d frames; %d validation utterances", self.name,
+                 len(train), len(set(ep.speakers)), sum(train.lengths()), len(valid))
+        return train, valid
 
 
 _EPISODE_TASKS = {"salad": type("SaladEpisodeTask", (_EpisodeMixin, SaladTask), {}),
-                  "musa_rnn": type("MusaRnnEpisodeTask", (_EpisodeMixin, MusaRnnTask), {})}
+                  "musa_rnn": type("MusaRnnEpisodeTask", (_EpisodeMixin, MusaRnnTask), {}),
+                  "tacotron2": Tacotron2EpisodeTask}
 
 
 def episode_task(name: str) -> AcousticTask:
-    """A fresh episode task for the acoustic task ``name`` (salad | musa_rnn); its checkpoints
+    """A fresh episode task for the task ``name`` (salad | musa_rnn | tacotron2); its checkpoints
     carry ``name``, so episode dirs load with :func:`~speechkit.train.load_model`.
 
     Raises:
@@ -361,15 +461,28 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
                           f"speaker adaptation needs a speaker-conditioned model")
     scp = cfg.speaker_embeddings or init_cfg.data.speaker_embeddings
     vectors = read_speaker_vectors(scp)
-    label_dim = AcousticTask.label_dim(init_cfg.model.input_dim, vectors)
-    if init_cfg.model.input_dim != label_dim + len(next(iter(vectors.values()))):
-        raise DataError(f"{scp}: vectors do not fit theta_init's input_dim {init_cfg.model.input_dim}")
-    out_dim = init_cfg.model.output_dim
+    tts = task_name == "tacotron2"
+    if tts:
+        dim = len(next(iter(vectors.values())))
+        if dim != init_cfg.model.speaker_dim:
+            raise DataError(f"{scp}: ({dim},) vectors do not fit theta_init's model.speaker_dim "
+                            f"{init_cfg.model.speaker_dim}")
+
+        def make_corpus(data_dir: str) -> _Corpus:
+            return _PhoneMelCorpus(data_dir, init_cfg.data, init_cfg.model.n_mels, vectors, scp)
+    else:
+        label_dim = AcousticTask.label_dim(init_cfg.model.input_dim, vectors)
+        if init_cfg.model.input_dim != label_dim + len(next(iter(vectors.values()))):
+            raise DataError(f"{scp}: vectors do not fit theta_init's input_dim {init_cfg.model.input_dim}")
+        out_dim = init_cfg.model.output_dim
+
+        def make_corpus(data_dir: str) -> _Corpus:
+            return _Corpus(data_dir, label_dim, out_dim, vectors, scp)
     pretrain_speakers = (read_speakers(init_dir / "speakers") if (init_dir / "speakers").is_file() else
                          _c_sorted(set(read_table(Path(init_cfg.data.train_dir) / "utt2spk").values())))
 
-    train = _Corpus(cfg.train_dir, label_dim, out_dim, vectors, scp)
-    valid = _Corpus(cfg.valid_dir, label_dim, out_dim, vectors, scp)
+    train = make_corpus(str(cfg.train_dir))
+    valid = make_corpus(str(cfg.valid_dir))
     speakers = list(cfg.speakers) or _c_sorted(train.spk2utts)
     for s in speakers:
         train.utts(s, "training")
@@ -389,10 +502,16 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
 
     ep_cfg = copy.deepcopy(init_cfg)
     ep_cfg.trainer = copy.deepcopy(cfg.trainer)
-    ep_cfg.data = dataclasses.replace(init_cfg.data, train_dir=str(cfg.train_dir), valid_dir=str(cfg.valid_dir),
-                                      speaker_embeddings=str(scp),
-                                      num_streams=cfg.num_streams or init_cfg.data.num_streams,
-                                      window=cfg.window or init_cfg.data.window)
+    if tts:  # same vocabulary (data.token_list) as theta_init: it is in init_cfg.data
+        if cfg.num_streams or cfg.window:
+            log.warning("num_streams / window do not apply to tacotron2 (batches of trainer.batch_size utterances)")
+        ep_cfg.data = dataclasses.replace(init_cfg.data, train_dir=str(cfg.train_dir), valid_dir=str(cfg.valid_dir),
+                                          speaker_embeddings=str(scp))
+    else:
+        ep_cfg.data = dataclasses.replace(init_cfg.data, train_dir=str(cfg.train_dir),
+                                          valid_dir=str(cfg.valid_dir), speaker_embeddings=str(scp),
+                                          num_streams=cfg.num_streams or init_cfg.data.num_streams,
+                                          window=cfg.window or init_cfg.data.window)
 
     records: list[dict] = []
     prev_ckpt, prev_dir = init_ckpt, None
@@ -418,7 +537,7 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
         # EWC: Fisher of the previous episode's data at the previous episode's weights
         if plan.uses_ewc:
             task.ewc = _ewc_for_episode(t, plan, cfg, ep_dir, prev_dir, prev_ckpt, base, ep_cfg, train,
-                                        label_dim, out_dim, vectors, scp)
+                                        make_corpus, vectors)
 
         # the episode's training set
         spk2items = {s: {u: u for u in train.spk2utts[s]} for s in plan.training_speakers(t)}
@@ -443,7 +562,14 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
 
         if buffer is not None:
             produce = None
-            if plan.distills:
+            if plan.distills and tts:
+                def produce(chosen, model=model, spk=spk, cfg_t=cfg_t):
+                    data = EpisodeData()
+                    for k, _ in chosen:
+                        data.add(k, train.labels[k], train.feats[k], spk)
+                    return [{"feats": torch.from_numpy(y)}
+                            for y in teacher_forced_mels(base, model, cfg_t, data, vectors, seed=plan.seed + t)]
+            elif plan.distills:
                 def produce(chosen, model=model, spk=spk):
                     return [{"feats": torch.from_numpy(_predict(model, train.labels[k], vectors[spk]))}
                             for k, _ in chosen]
@@ -470,8 +596,8 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
 
 
 def _ewc_for_episode(t: int, plan: EpisodePlan, cfg: ContinualConfig, ep_dir: Path, prev_dir: Path | None,
-                     prev_ckpt: Path, base: AcousticTask, ep_cfg: Any, train: _Corpus, label_dim: int, out_dim: int,
-                     vectors: dict[str, np.ndarray], scp: str) -> EWC:
+                     prev_ckpt: Path, base: Any, ep_cfg: Any, train: _Corpus,
+                     make_corpus: Callable[[str], _Corpus], vectors: dict[str, np.ndarray]) -> EWC:
     """The EWC state of episode ``t``: loaded from ``ep_dir/ewc.pt`` on resume, else the previous
     episode's state plus the Fisher of the previous episode's data at ``prev_ckpt`` (saved)."""
     ewc = EWC(plan.ewc_lambda, cfg.ewc_mode)
@@ -483,7 +609,7 @@ def _ewc_for_episode(t: int, plan: EpisodePlan, cfg: ContinualConfig, ep_dir: Pa
         ewc.load_state_dict(_load_state(prev_dir / "ewc.pt"))
         prev = train.data([plan.speaker(t - 1)], "training")
     elif cfg.pretrain_dir:
-        pre = _Corpus(cfg.pretrain_dir, label_dim, out_dim, vectors, scp)
+        pre = make_corpus(str(cfg.pretrain_dir))
         pre.check_vectors(_c_sorted(pre.spk2utts))
         prev = pre.data(_c_sorted(pre.spk2utts), "training")
     else:
@@ -492,9 +618,18 @@ def _ewc_for_episode(t: int, plan: EpisodePlan, cfg: ContinualConfig, ep_dir: Pa
     if prev is not None:
         model = base.build_model(copy.deepcopy(ep_cfg))
         model.load_state_dict(load_checkpoint(prev_ckpt)["model"])
-        batches = list(zip(prev.labels, prev.feats, prev.speakers))
-        fisher = ewc.consolidate(model, lambda m, b: utterance_loss(m, b[0], b[1], vectors[b[2]]), batches,
-                                 episode=t - 1)
+        if isinstance(base, Tacotron2Task):
+            # eq. 5 with the task's loss of a one-utterance batch; the prenet's dropout stays on in
+            # eval mode, so the RNG is seeded (and the caller's RNG state kept)
+            batches = _phone_mel_items(base, ep_cfg, prev, vectors, "EWC Fisher data")
+            with torch.random.fork_rng():
+                torch.manual_seed(plan.seed + t)
+                fisher = ewc.consolidate(model, lambda m, b: base.forward_loss(m, base.collate([b]))[0], batches,
+                                         episode=t - 1)
+        else:
+            batches = list(zip(prev.labels, prev.feats, prev.speakers))
+            fisher = ewc.consolidate(model, lambda m, b: utterance_loss(m, b[0], b[1], vectors[b[2]]), batches,
+                                     episode=t - 1)
         log.info("episode %d: EWC Fisher on %d utterances of episode %d's data (mean F %.3g)", t, len(batches),
                  t - 1, float(torch.cat([f.flatten() for f in fisher.values()]).mean()))
     _save_state(path, ewc.state_dict())
