@@ -6,12 +6,15 @@ After episode ``l`` of a ``speechkit-train-continual`` run (``EXP``), for ``l = 
    retrained on the ground-truth utterances of every speaker seen so far -- the continual speakers
    of episodes ``1..l`` plus the ``extra_speakers`` the model was pre-trained on, which keep
    episode 1 from being a one-class problem -- those utterances first passed through the vocoder
-   the TTS uses (WORLD analysis-synthesis, ``speechkit-vocode``), then embedded with the GE2E
+   the TTS uses (WORLD analysis-synthesis, or Griffin-Lim from the log-mel for tacotron2:
+   ``speechkit-vocode``), then embedded with the GE2E
    encoder (``speechkit-embed-speakers``); its accuracy on held-out vocoded ground truth of the
    same speakers is recorded;
 2. ``num_utts`` test sentences of each seen continual speaker are synthesized with episode
-   ``l``'s model in that speaker's voice (forced durations from the test labels; WORLD
-   synthesis), embedded, and classified: ``a_{l,i}`` = the fraction assigned to speaker ``i``;
+   ``l``'s model in that speaker's voice (salad / musa_rnn: forced durations from the test dir's
+   ``labels.scp``, WORLD synthesis; tacotron2: the phones of the test dir's ``text``, the stop
+   token, Griffin-Lim from the log-mel with the model's ``feats.yaml``), embedded, and
+   classified: ``a_{l,i}`` = the fraction assigned to speaker ``i``;
 3. after the last episode, the accuracy matrix gives retained accuracy RA (eq. 1) and forgetting
    FG (eq. 2) per episode.
 
@@ -137,12 +140,14 @@ def _episodes(exp: Path) -> tuple[list[str], list[tuple[int, str, Path]]]:
     return order, done
 
 
-def _test_utterances(test_dir: Path, speakers: Sequence[str], num_utts: int) -> dict[str, list[str]]:
-    """The first ``num_utts`` (C order) test utterances with labels of each speaker."""
-    for f in ("labels.scp", "utt2spk"):
+def _test_utterances(test_dir: Path, speakers: Sequence[str], num_utts: int, source: str = "labels.scp"
+                     ) -> dict[str, list[str]]:
+    """The first ``num_utts`` (C order) test utterances with an entry in ``source`` (``labels.scp``;
+    tacotron2: the phone file ``text``) of each speaker."""
+    for f in (source, "utt2spk"):
         if not (test_dir / f).is_file():
             raise FileNotFoundError(f"{test_dir / f}: no such file (the continual speakers' test labels)")
-    labelled = set(read_table(test_dir / "labels.scp"))
+    labelled = {u for u, v in read_table(test_dir / source, allow_empty_value=True).items() if v.strip()}
     by_spk: dict[str, list[str]] = {}
     for u, s in read_table(test_dir / "utt2spk").items():
         if u in labelled:
@@ -159,11 +164,41 @@ def _test_utterances(test_dir: Path, speakers: Sequence[str], num_utts: int) -> 
     return out
 
 
+def _synthesis_input(ep_dir: Path) -> str:
+    """What an episode model synthesizes from: ``"phones"`` (the test dir's ``text``) for a
+    tacotron2 checkpoint, ``"labels"`` (``labels.scp``) otherwise or when it has no checkpoint."""
+    from speechkit.train.checkpoint import BEST, latest_checkpoint, load_checkpoint
+
+    best = ep_dir / "checkpoints" / BEST
+    path = best if best.is_file() else latest_checkpoint(ep_dir / "checkpoints")
+    if path is None:
+        return "labels"
+    return "phones" if load_checkpoint(path).get("task") == "tacotron2" else "labels"
+
+
 class _Synthesizer:
-    """One episode model: label vectors + a speaker -> waveform (WORLD)."""
+    """One episode model: its input + a speaker -> waveform at :attr:`sr` Hz, peak at most 0.99.
+
+    - salad / musa_rnn: ``(T, D)`` label vectors (forced durations) -> WORLD features -> WORLD synthesis.
+    - tacotron2: a phone list -> :func:`~speechkit.tasks.tacotron2.synthesize` (stop token, at most
+      ``max_frames_per_phone`` frames per phone + 20) -> natural-log mel ->
+      :func:`~speechkit.models.tacotron2.mel_to_waveform` (Griffin-Lim, ``griffin_lim_iters``
+      iterations) with the model's ``feats.yaml`` (``logmel``); phones outside the model's
+      vocabulary become ``<unk>`` as in training (warned); a single frame is repeated once
+      (``hop_length`` samples, warned; the speaker encoder then skips and counts the utterance).
+
+    Raises:
+        DataError: the model is not speaker-conditioned; (at call) a speaker it was never trained on.
+        FileNotFoundError: no feats.yaml (WORLD or log-mel config) to vocode with.
+        ValueError: a tacotron2 model whose feats.yaml is not a ``logmel`` front end.
+    """
+
+    max_frames_per_phone = 25
+    griffin_lim_iters = 60
 
     def __init__(self, ep_dir: Path):
         from speechkit.bin.tts_synthesize import trained_speakers, world_conf
+        from speechkit.models.tacotron2 import Tacotron2
         from speechkit.tasks.acoustic import read_speaker_vectors, stream_layout
         from speechkit.train import load_model
 
@@ -172,22 +207,50 @@ class _Synthesizer:
             raise DataError(f"{ep_dir}: the model is not speaker-conditioned (no data.speaker_embeddings)")
         self.vectors = read_speaker_vectors(cfg.data.speaker_embeddings)
         self.known = set(trained_speakers(ep_dir, cfg))
-        conf, _ = world_conf(ep_dir, cfg)
+        conf, src = world_conf(ep_dir, cfg)  # EXP/feats.yaml, else the training dir's
+        self.tacotron2 = isinstance(self.model, Tacotron2)
         if conf is None:
-            raise FileNotFoundError(f"{ep_dir}: no WORLD config (feats.yaml) to vocode with")
+            raise FileNotFoundError(f"{ep_dir}: no {'log-mel' if self.tacotron2 else 'WORLD'} config (feats.yaml) "
+                                    f"to vocode with")
+        if self.tacotron2:
+            if conf.get("type") != "logmel":
+                raise ValueError(f"{src}: tacotron2 output needs a 'logmel' front end for Griffin-Lim, got type "
+                                 f"{conf.get('type')!r}")
+            self.token_list = list(cfg.data.token_list)
+            self._vocab = set(self.token_list)
+        else:
+            self.vuv = stream_layout(int(conf.get("mcep_dim", 40)))["vuv"].start
         self.conf = conf
         self.sr = int(conf.get("sample_rate", 16000))
-        self.vuv = stream_layout(int(conf.get("mcep_dim", 40)))["vuv"].start
         self.dir = ep_dir
 
-    def __call__(self, labels: np.ndarray, speaker: str) -> np.ndarray:
-        from speechkit.features.world import world_synthesize
-        from speechkit.tasks.acoustic import predict_features
-
+    def __call__(self, inputs: np.ndarray | Sequence[str], speaker: str) -> np.ndarray:
+        """``inputs``: ``(T, D)`` labels (WORLD models) or a phone list (tacotron2) -> float waveform."""
         if speaker not in self.known:
             raise DataError(f"speaker '{speaker}' was never trained by the model in {self.dir}")
-        y = predict_features(self.model, labels, self.vectors[speaker], self.vuv)
-        wav = world_synthesize(y.astype(np.float64), self.sr, self.conf)
+        if self.tacotron2:
+            from speechkit.models.tacotron2 import mel_to_waveform
+            from speechkit.tasks.tacotron2 import UNK, synthesize
+
+            phones = list(inputs)
+            unknown = sorted({p for p in phones if p not in self._vocab})
+            if unknown:
+                log.warning("%s: phone(s) outside the model's vocabulary synthesized as %s: %s", self.dir, UNK,
+                            " ".join(unknown[:10]))
+                phones = [p if p in self._vocab else UNK for p in phones]
+            mel = synthesize(self.model, self.token_list, phones, self.vectors[speaker],
+                             max_frames=self.max_frames_per_phone * len(phones) + 20, seed=0)
+            if len(mel) < 2:  # the stop token fired at once: one hop of audio (the encoder skips and counts it)
+                log.warning("%s: speaker '%s': the stop token fired after %d frame; a one-hop waveform", self.dir,
+                            speaker, len(mel))
+                mel = np.concatenate([mel, mel[-1:]])
+            wav = mel_to_waveform(mel, self.conf, n_iter=self.griffin_lim_iters).astype(np.float64)
+        else:
+            from speechkit.features.world import world_synthesize
+            from speechkit.tasks.acoustic import predict_features
+
+            y = predict_features(self.model, inputs, self.vectors[speaker], self.vuv)
+            wav = world_synthesize(y.astype(np.float64), self.sr, self.conf)
         peak = float(np.abs(wav).max()) if wav.size else 0.0
         return wav * (0.99 / peak) if peak > 0.99 else wav
 
@@ -198,7 +261,8 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
 
     Args:
         exp_dir: a ``speechkit-train-continual`` exp dir.
-        test_dir: labels.scp + utt2spk of the continual speakers' test utterances (forced durations).
+        test_dir: labels.scp (forced durations; tacotron2: the phones in ``text``) + utt2spk of the
+            continual speakers' test utterances.
         gt_train: embed dir of the vocoded ground-truth utterances the verifier is trained on.
         gt_test: embed dir of held-out vocoded ground truth (the verifier's accuracy; Figure 4's points).
         cfg: options.
@@ -228,8 +292,20 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
     order, done = _episodes(exp)
     extra = [s for s in cfg.extra_speakers if s not in order]
     train_gt, test_gt = GroundTruth(gt_train), GroundTruth(gt_test)
-    test_utts = _test_utterances(test_dir, [s for _, s, _ in done], cfg.num_utts)
-    labels = kaldiio.load_scp(str(test_dir / "labels.scp"))
+    if _synthesis_input(done[0][2]) == "phones":  # tacotron2: phones of the test dir's text
+        from speechkit.tasks.tacotron2 import read_phone_table
+
+        test_utts = _test_utterances(test_dir, [s for _, s, _ in done], cfg.num_utts, source="text")
+        phones = read_phone_table(test_dir / "text")
+
+        def synth_input(u: str):
+            return phones[u]
+    else:
+        test_utts = _test_utterances(test_dir, [s for _, s, _ in done], cfg.num_utts)
+        labels = kaldiio.load_scp(str(test_dir / "labels.scp"))
+
+        def synth_input(u: str):
+            return np.asarray(labels[u], dtype=np.float32)
     encoder = None
     per_episode, verifier_acc, skipped_total = [], [], 0
     for t, spk, ep_dir in done:
@@ -255,7 +331,7 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
         keys, spks, embs, skipped = [], [], [], []
         for s in seen:
             for j, u in enumerate(test_utts[s]):
-                wav = synth(np.asarray(labels[u], dtype=np.float32), s)
+                wav = synth(synth_input(u), s)
                 if j < cfg.wavs_per_speaker:
                     from speechkit.data.audio import write_wav
 
