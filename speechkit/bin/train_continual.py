@@ -6,7 +6,7 @@
          --init-dir exp/pretrain/salad --train-dir data/continual/train --valid-dir data/continual/valid \\
          --speaker-embeddings data/continual/emb/spk_embeddings.scp --trainer.max_epochs 30
 
-Adapts the model of --init-dir (speechkit-train salad | musa_rnn trained with
+Adapts the model of --init-dir (speechkit-train salad | musa_rnn | tacotron2 trained with
 data.speaker_embeddings) to the continual speakers of --train-dir, one per episode, in an order
 drawn from --seed, with --strategy jt | sa | ewc | er | er_kd | er_br (joint training, sequential
 adaptation, EWC with --ewc-lambda, experience replay with --buffer-size N_B, ER with the model's
