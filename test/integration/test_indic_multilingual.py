@@ -25,6 +25,7 @@ def recipe_run(tmp_path_factory):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
     argv = ["./run.sh", "--nj", "2", "--mini_num_speakers", "3", "--mini_sentences", "6",
             "--mini_languages", "en,hi", "--switch_off_taus", "0 4", "--switch_off_thresholds", "3",
+            "--paper_switch_off_taus", "inf 100", "--paper_switch_off_thresholds", "inf 0.5",
             "--train_opts", "--trainer.max_epochs 2", "--finetune_opts", "--trainer.max_epochs 1"]
     proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
@@ -41,15 +42,16 @@ def test_every_stage_writes_its_outputs(recipe_run):
     assert not (data / "train/cmvn.scp").exists()  # Kaldi: cmvn.scp keys are the speakers
     assert (data / "lang_char_wb/languages.txt").read_text().split() == ["en", "0", "hi", "1"]
     systems = ["mono_en", "mono_hi", "vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid",
-               "ft_en", "ft_hi"]
+               "multisoftmax_lsp_lid", "ft_en", "ft_hi", "ft_onehot_en", "ft_onehot_hi"]
     for s in systems:
         assert (exp / s / "checkpoints/best.pt").is_file(), s
-    decodes = [exp / "vanilla/decode_test", exp / "mono/decode_test_oracle", exp / "ft/decode_test_oracle"]
+    decodes = [exp / "vanilla/decode_test", exp / "mono/decode_test_oracle", exp / "ft/decode_test_oracle",
+               exp / "ft_onehot/decode_test_oracle", exp / "multisoftmax_lsp_lid/decode_test_lidfree"]
     decodes += [exp / f"{s}/decode_test_oracle" for s in ("onehot", "multisoftmax", "multisoftmax_lsp",
-                                                           "multisoftmax_lid")]
+                                                           "multisoftmax_lid", "multisoftmax_lsp_lid")]
     lidfree = sorted((exp / "multisoftmax_lid").glob("decode_test_lidfree*"))
-    assert [d.name for d in lidfree] == ["decode_test_lidfree", "decode_test_lidfree_tau0_s3",
-                                         "decode_test_lidfree_tau4_s3"]
+    assert [d.name for d in lidfree] == ["decode_test_lidfree", "decode_test_lidfree_paper_tau100ms_p0.5",
+                                         "decode_test_lidfree_tau0_s3", "decode_test_lidfree_tau4_s3"]
     for d in decodes + lidfree:
         hyp = [line.split()[0] for line in (d / "text").read_text().splitlines()]
         assert hyp == test_utts, d  # a hypothesis (possibly empty) for every test utterance
@@ -74,11 +76,14 @@ def test_every_stage_writes_its_outputs(recipe_run):
 def test_results_table_printed_and_written(recipe_run):
     work, proc, _ = recipe_run
     results = (work / "exp/mini/rnnt_char_wb/RESULTS.md").read_text()
-    for title in ("Table 2", "Table 3", "Table 4", "Table 5", "Table 7", "Systems"):
+    for title in ("Table 2", "Table 3", "Table 4", "Table 5", "Figure 2", "Table 6", "Table 7", "Systems"):
         assert title in results and title in proc.stdout
     assert "| vanilla (union softmax) |" in results and "| multi-softmax + LID, LID-free |" in results
-    table7 = results.split("Table 7")[1].split("###")[0]
-    assert len([ln for ln in table7.splitlines() if re.match(r"^\| (-|\d+) \|", ln)]) == 3
+    table7 = results.split("### Table 7")[1].split("###")[0]
+    recipe, paper = table7.split("The paper's grid")
+    assert len([ln for ln in recipe.splitlines() if re.match(r"^\| (inf|\d+) \|", ln)]) == 3
+    assert len([ln for ln in paper.splitlines() if re.match(r"^\| (inf|\d+ ms) \|", ln)]) == 2
+    assert "| one-hot fine-tuned per language (union softmax cut to the language) |" in results
 
 
 def test_rerun_is_idempotent(recipe_run):
