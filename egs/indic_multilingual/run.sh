@@ -91,20 +91,10 @@ die() { echo "$0: $*" >&2; exit 1; }
 # Stage 0 writes $datadir/.setup (setup, db_root, the preparer and the mini corpus options); later
 # stages read it, so `./run.sh --stage 3` continues what `./run.sh --db_root ... --stop_stage 2`
 # prepared, and an option that contradicts it is an error instead of a silent switch to 'mini'.
+. utils/stage_setup.sh
 setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
-  [ -f "$setup_file" ] || die "$setup_file: no such file: run stage 0 first (./run.sh --stop_stage 0 [--db_root ...])"
-  for key in $setup_keys; do
-    grep -q "^$key=" "$setup_file" || die "$setup_file: no '$key=' line (written by an older run.sh?): re-run stage 0"
-    saved=$(awk -F= -v k="$key" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$setup_file")
-    given=${!key}
-    if [ "$key" = db_root ] && [ -n "$given" ]; then given=$(cd "$given" 2>/dev/null && pwd || echo "$given"); fi
-    default_value=default_$key
-    if [ "$given" != "${!default_value}" ] && [ "$given" != "$saved" ]; then  # given on this command line
-      die "--$key $given contradicts $setup_file ($key=$saved, written by stage 0); re-run from --stage 0 to prepare another setup"
-    fi
-    printf -v "$key" '%s' "$saved"
-  done
+  setup_restore "$setup_file" $setup_keys
 else
   if [ -z "$setup" ]; then
     if [ -z "$db_root" ]; then setup=mini; else setup=real; fi
@@ -188,8 +178,7 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
   # an id names a directory and a softmax layer, so [A-Za-z0-9][A-Za-z0-9_-]*, no '.', not 'union').
   # shellcheck disable=SC2046
   local/check_languages.py "$data/train" "$data/dev" $(for t in $test_sets; do echo "$data/$t"; done)
-  for key in $setup_keys; do echo "$key=${!key}"; done > "$setup_file.tmp"
-  mv "$setup_file.tmp" "$setup_file"
+  setup_save "$setup_file" $setup_keys
   log "setup '$setup' recorded in $setup_file (read by stages 1-6)"
 fi
 

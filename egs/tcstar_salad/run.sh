@@ -70,19 +70,10 @@ die() { echo "$0: $*" >&2; exit 1; }
 # Stage 0 writes $datadir/.setup (corpus, db_root and the data options); later stages read it, so
 # `./run.sh --stage 3` continues what `./run.sh --db_root ... --stop_stage 2` prepared, and an
 # option that contradicts it is an error instead of a silent switch to another corpus.
+. utils/stage_setup.sh
 setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
-  [ -f "$setup_file" ] || die "$setup_file: no such file: run stage 0 first (./run.sh --stop_stage 0 [--db_root ...])"
-  for key in $setup_keys; do
-    saved=$(awk -F= -v k="$key" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$setup_file")
-    given=${!key}
-    if [ "$key" = db_root ] && [ -n "$given" ]; then given=$(cd "$given" 2>/dev/null && pwd || echo "$given"); fi
-    default_value=default_$key
-    if [ "$given" != "${!default_value}" ] && [ "$given" != "$saved" ]; then  # given on this command line
-      die "--$key $given contradicts $setup_file ($key=$saved, written by stage 0); re-run from --stage 0 to prepare another setup"
-    fi
-    printf -v "$key" '%s' "$saved"
-  done
+  setup_restore "$setup_file" $setup_keys
 else
   if [ -z "$corpus" ]; then
     if [ -z "$db_root" ] || [ ! -d "$db_root" ] || [ -z "$(ls -A "$db_root")" ] || [ -f "$db_root/.complete" ]; then
@@ -112,8 +103,7 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
       local/prepare_msc.sh --num_crowd "$num_crowd" --seed "$seed" "$msc" "$datadir" ;;
     ljspeech) local/prepare_ljspeech.sh --seed "$seed" --lang "$lang" "$db_root" "$datadir" ;;
   esac
-  for key in $setup_keys; do echo "$key=${!key}"; done > "$setup_file.tmp"
-  mv "$setup_file.tmp" "$setup_file"
+  setup_save "$setup_file" $setup_keys
   log 0 "speakers: $(tr '\n' ' ' < "$datadir/speakers"); setup in $setup_file"
 fi
 
