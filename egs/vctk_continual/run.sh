@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# egs/vctk_continual: continual speaker adaptation of a multi-speaker TTS model, judged by a speaker
+# verifier on synthesized speech.
+#   Hemati, Borth, "Continual Speaker Adaptation for Text-to-Speech Synthesis" (2024; no public code).
+# Base TTS (--tts_model): the duration-informed SALAD decoder (egs/tcstar_salad, default) or the
+# MUSA-RNN, conditioned on a GE2E speaker vector, WORLD features and synthesis (the paper's Tacotron 2:
+# see README.md). Strategies: joint training (jt, upper bound), sequential adaptation (sa, lower bound),
+# EWC, experience replay (er), ER with the model's own outputs as targets (er_kd), ER with buffer
+# replication (er_br).
+#
+#   ./run.sh                                  # embedded default: 8 espeak-ng voices of 'mini' (4 + 4)
+#   ./run.sh --db_root ../../../shared/data   # real speech: msc_malayalam (9 continual crowd speakers)
+#   ./run.sh --corpus vctk --db_root /data/VCTK-Corpus-0.92 [--ljspeech_root /data/LJSpeech-1.1]
+#   ./run.sh --stage 7 --strategies "er"      # later stages reuse what stage 0 prepared
+#
+# Stages (each safe to re-run: finished work is kept, training and scoring resume):
+#   0  data      data/{all,train,dev,test}, data/{pretrain,continual}_speakers, data/.setup
+#   1  features  WORLD features (conf/world.yaml: 43 dims, 5 ms)
+#   2  g2p       phones (espeak-ng) with stress/syllable/word info: data/<set>_phn
+#   3  align     one forced aligner on the training audio of every speaker: exp/aligner, exp/align/<set>
+#   4  labels    frame-level label vectors (front end fitted on train): dump/{pretrain,continual}/<set>
+#   5  speakers  GE2E embeddings (resemblyzer, frozen): speaker vectors = mean of each speaker's
+#                training utterances (exp/embed/train/spk_embeddings.scp); the verifier's data =
+#                the vocoded (WORLD copy-synthesis) ground truth of the verifier's speakers
+#                (exp/embed/{train,test}_world); the verifier's held-out accuracy: exp/embed/verifier.txt
+#   6  pretrain  theta_init: --tts_model on the pre-training split (exp/<tts_model>/pretrain)
+#   7  continual each run (strategy, speaker order): speechkit-train-continual, then
+#                speechkit-score-continual after every episode: exp/<tts_model>/continual/<run>/order<seed>/{episode_*,eval}
+#   8  results   exp/<tts_model>/RESULTS.md (RA/FG per strategy and episode, mean and spread over orders;
+#                ER buffer sizes; ER-BR vs ER) + exp/<tts_model>/figures/*.png (Figure 3, confusion
+#                matrices, Figure 4)
+set -euo pipefail
+
+# ------------------------------------------------------------------------------------- options
+stage=0
+stop_stage=100
+nj=2                 # parallel jobs (features, G2P, alignment, embeddings)
+num_threads=1        # torch threads of each training
+corpus=              # mini | msc | vctk; default: mini without --db_root, else msc or vctk by layout
+db_root=             # corpus location (default for mini: db/mini, synthesized there)
+ljspeech_root=       # vctk: LJSpeech as the pre-training split's single-speaker set (as the paper)
+num_continual=       # continual speakers (mini: the last 4 of 8 voices; vctk: 10 drawn from --seed)
+mini_speakers=8      # mini: espeak-ng voices (1-8)
+mini_sentences=60    # mini: sentences per voice
+seed=1               # data split seed
+num_test=5           # test utterances per speaker (the paper synthesizes 5 per seen speaker)
+num_dev=3            # dev utterances per speaker (each episode's early stopping)
+tts_model=salad      # base TTS: salad | musa_rnn (conf/pretrain_<tts_model>.yaml)
+strategies="jt sa ewc er er_kd er_br"   # the runs of Table 3 / Figure 3
+er_buffer_sizes=auto # Table 4: extra ER runs with these N_B ('' = none; auto: "1 2 5 10", mini: none, see README)
+buffer_size=5        # N_B of er / er_kd in the strategy comparison
+br_buffer_size=1     # er_br: N_B ...
+br_replicate=10      # ... and K (the paper's ER-BR setting: buffer 1, K = 10)
+ewc_lambda=          # EWC's lambda (default: conf/continual.yaml)
+orders="1 2 3"       # speaker-order seeds: one run per order, mean and spread over them
+continual_epochs=    # at most this many epochs per episode (default: conf/continual.yaml's 10; mini: 6)
+train_jobs=2         # continual runs trained at once
+continual_args=      # extra speechkit-train-continual overrides, e.g. "--trainer.max_epochs 10"
+pretrain_args=       # extra speechkit-train overrides for the pre-training
+datadir=data
+dumpdir=dump
+expdir=exp
+
+help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|vctk] [--strategies '...']
+       [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--continual_args '...'] [--nj N] ...
+(see the header of $0 for every option)"
+setup_keys="corpus db_root ljspeech_root num_continual mini_speakers mini_sentences seed num_test num_dev"
+for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
+. ./path.sh
+. ./cmd.sh
+. utils/parse_options.sh
+[ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
+
+log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
+die() { echo "$0: $*" >&2; exit 1; }
+
+# ------------------------------------------------------------------ the setup stage 0 prepared
+# Stage 0 writes $datadir/.setup; later stages read it, so `./run.sh --stage 5` continues what
+# `./run.sh --db_root ... --stop_stage 4` prepared, and an option that contradicts it is an error.
+. utils/stage_setup.sh
+setup_file=$datadir/.setup
+if [ "$stage" -gt 0 ]; then
+  setup_restore "$setup_file" $setup_keys
+else
+  if [ -z "$corpus" ]; then
+    if [ -z "$db_root" ] || [ ! -d "$db_root" ] || [ -z "$(ls -A "$db_root")" ] || [ -f "$db_root/.complete" ]; then
+      corpus=mini
+    elif [ -d "$db_root/msc_malayalam" ] || [ -f "$db_root/speech.tsv" ]; then corpus=msc
+    elif [ -d "$db_root/wav48_silence_trimmed" ] || [ -d "$db_root/wav48" ]; then corpus=vctk
+    else die "--db_root $db_root: neither the shared data folder (msc_malayalam/) nor a VCTK root (wav48*/); give --corpus"
+    fi
+  fi
+  case "$corpus" in
+    mini) db_root=${db_root:-db/mini}; num_continual=${num_continual:-4} ;;
+    msc) [ -n "$db_root" ] || die "--corpus msc needs --db_root" ;;
+    vctk) [ -n "$db_root" ] || die "--corpus vctk needs --db_root"; num_continual=${num_continual:-10} ;;
+    *) die "unknown --corpus '$corpus' (mini, msc, vctk)" ;;
+  esac
+  [ -z "$ljspeech_root" ] || [ "$corpus" = vctk ] || die "--ljspeech_root is for --corpus vctk"
+  [ -z "$ljspeech_root" ] || ljspeech_root=$(cd "$ljspeech_root" && pwd)
+  mkdir -p "$db_root" "$datadir"
+  db_root=$(cd "$db_root" && pwd)
+fi
+
+# ------------------------------------------------------------------------------------ stage 0
+if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
+  log 0 "data preparation: corpus $corpus from $db_root"
+  split_opts="--seed $seed --num_test $num_test --num_dev $num_dev"
+  case "$corpus" in
+    # shellcheck disable=SC2086
+    mini) local/prepare_mini.sh --nj "$nj" --num_speakers "$mini_speakers" --sentences "$mini_sentences" --num_continual "$num_continual" \
+            $split_opts "$db_root" "$datadir" ;;
+    msc)
+      msc=$db_root
+      [ -d "$msc/msc_malayalam" ] && msc=$msc/msc_malayalam
+      # shellcheck disable=SC2086
+      local/prepare_msc.sh $split_opts "$msc" "$datadir" ;;
+    # shellcheck disable=SC2086
+    vctk) local/prepare_vctk.sh --num_continual "$num_continual" ${ljspeech_root:+--ljspeech_root "$ljspeech_root"} \
+            $split_opts "$db_root" "$datadir" ;;
+  esac
+  setup_save "$setup_file" $setup_keys
+  log 0 "pre-training speakers: $(wc -l < "$datadir/pretrain_speakers"); continual speakers: $(tr '\n' ' ' < "$datadir/continual_speakers")"
+fi
+
+for f in pretrain_speakers continual_speakers; do
+  [ -s "$datadir/$f" ] || die "$datadir/$f: missing or empty: run stage 0"
+done
+sets="train dev test"
+
+# ------------------------------------------------------------------------------------ stage 1
+if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
+  log 1 "WORLD features (conf/world.yaml) of $sets"
+  for x in $sets; do
+    utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/world.yaml \
+      "$datadir/$x" "$expdir/make_world/$x" "$datadir/world"
+  done
+fi
+
+# ------------------------------------------------------------------------------------ stage 2
+if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
+  log 2 "G2P (espeak-ng): $datadir/<set>_phn"
+  for x in $sets; do
+    speechkit-g2p --nj "$nj" "$datadir/$x" "$datadir/${x}_phn"
+  done
+fi
+
+# ------------------------------------------------------------------------------------ stage 3
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
+  log 3 "forced alignment: one aligner trained on the training utterances of every speaker"
+  speechkit-align --nj "$nj" "$datadir/train_phn" "$expdir/aligner"
+  mkdir -p "$expdir/align/train"
+  cp "$expdir/aligner/phone_alignments" "$expdir/align/train/phone_alignments"
+  for x in dev test; do
+    speechkit-align --nj "$nj" --model-dir "$expdir/aligner" "$datadir/${x}_phn" "$expdir/align/$x"
+  done
+fi
+
+# ------------------------------------------------------------------------------------ stage 4
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
+  log 4 "label vectors: $dumpdir/{pretrain,continual}/<set>/{labels.scp,feats.scp}"
+  for x in $sets; do
+    src=$datadir/${x}_phn
+    for f in feats.scp utt2num_frames frame_shift feats.yaml; do
+      cp "$datadir/$x/$f" "$src/$f"
+    done
+    fit=""; [ "$x" = train ] && fit="--fit"
+    # shellcheck disable=SC2086
+    speechkit-make-labels $fit --frontend-dir "$expdir/frontend" "$src" \
+      "$expdir/align/$x/phone_alignments" "$expdir/labels/$x"
+    # the utterances that have labels (an utterance the aligner could not align has none)
+    rm -rf "$dumpdir/all/$x"
+    utils/subset_data_dir.sh --utt-list "$expdir/labels/$x/labels.scp" "$src" "$dumpdir/all/$x"
+    cp "$expdir/labels/$x/labels.scp" "$expdir/labels/$x/label_dim" "$dumpdir/all/$x/"
+    utils/filter_scp.pl "$dumpdir/all/$x/utt2spk" "$expdir/align/$x/phone_alignments" > "$dumpdir/all/$x/phone_alignments"
+    for split in pretrain continual; do
+      [ "$split" = pretrain ] && [ "$x" = test ] && continue
+      rm -rf "$dumpdir/$split/$x"
+      utils/subset_data_dir.sh --spk-list "$datadir/${split}_speakers" "$dumpdir/all/$x" "$dumpdir/$split/$x"
+      cp "$dumpdir/all/$x/label_dim" "$dumpdir/$split/$x/"
+      for f in labels.scp phone_alignments; do
+        utils/filter_scp.pl "$dumpdir/$split/$x/utt2spk" "$dumpdir/all/$x/$f" > "$dumpdir/$split/$x/$f"
+      done
+    done
+  done
+fi
+
+# ------------------------------------------------------------------------------------ stage 5
+# The verifier's speakers: the continual ones and the pre-training speakers with at least 10
+# training utterances (their classes keep episode 1 from being a one-class problem).
+verifier_speakers=$datadir/verifier_speakers
+if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
+  log 5 "speaker embeddings (GE2E): speaker vectors of every speaker from its raw training audio"
+  speechkit-embed-speakers --nj "$nj" "$datadir/train" "$expdir/embed/train"
+  awk 'NR == FNR {keep[$1]; next} ($1 in keep) && NF - 1 >= 10 {print $1}' "$datadir/pretrain_speakers" \
+    "$datadir/train/spk2utt" > "$datadir/verifier_extra_speakers"
+  sort -u "$datadir/verifier_extra_speakers" "$datadir/continual_speakers" > "$verifier_speakers"
+  for x in train test; do
+    log 5 "the verifier's data: WORLD copy synthesis of the $x utterances of $(wc -l < "$verifier_speakers") speakers"
+    rm -rf "$datadir/${x}_verifier"
+    utils/subset_data_dir.sh --spk-list "$verifier_speakers" "$datadir/$x" "$datadir/${x}_verifier"
+    speechkit-vocode --nj "$nj" --spectrograms 2 "$datadir/${x}_verifier" "$datadir/${x}_world"
+    speechkit-embed-speakers --nj "$nj" "$datadir/${x}_world" "$expdir/embed/${x}_world"
+  done
+  python local/verifier_accuracy.py "$expdir/embed/train_world" "$expdir/embed/test_world" \
+    | tee "$expdir/embed/verifier.txt"
+fi
+spk_scp=$expdir/embed/train/spk_embeddings.scp
+case "$tts_model" in
+  salad|musa_rnn) ;;
+  tacotron2) die "--tts_model tacotron2: the model and its training task exist (speechkit-train tacotron2), but the continual driver and the evaluation are not wired for it yet (see README.md)" ;;
+  *) die "--tts_model: unknown '$tts_model' (salad, musa_rnn)" ;;
+esac
+mexp=$expdir/$tts_model   # the base model's pre-training, continual runs and results
+
+# ------------------------------------------------------------------------------------ stage 6
+if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
+  log 6 "pre-training theta_init: $tts_model with speaker vectors on $(wc -l < "$datadir/pretrain_speakers") speakers (log: $mexp/pretrain/log/train.log)"
+  [ -s "$spk_scp" ] || die "$spk_scp: missing: run stage 5"
+  # shellcheck disable=SC2086
+  $train_cmd --num-threads "$num_threads" "$mexp/pretrain/log/train.log" \
+    speechkit-train "$tts_model" --config "conf/pretrain_$tts_model.yaml" --exp-dir "$mexp/pretrain" \
+      --data.train_dir "$dumpdir/pretrain/train" --data.valid_dir "$dumpdir/pretrain/dev" \
+      --data.speaker_embeddings "$spk_scp" --trainer.num_threads "$num_threads" $pretrain_args
+  log 6 "$(grep -h 'epoch .* done' "$mexp/pretrain/log/train.log" | tail -n 1 | sed 's/^.*INFO [^:]*: //' || true)"
+fi
+
+# ------------------------------------------------------------------------------------ stage 7
+# The embedded corpus's CPU budget (README): 6 epochs per episode, no buffer-size sweep unless asked
+if [ "$corpus" = mini ]; then
+  continual_epochs=${continual_epochs:-6}
+  [ "$er_buffer_sizes" = auto ] && er_buffer_sizes=""
+fi
+[ "$er_buffer_sizes" = auto ] && er_buffer_sizes="1 2 5 10"
+# run names: jt, sa, ewc, er_b<N_B>, er_kd_b<N_B>, er_br_b<N_B>_k<K>; the ER buffer sweep adds er_b<N>
+runs=""
+for s in $strategies; do
+  case "$s" in
+    jt|sa|ewc) runs="$runs $s" ;;
+    er) runs="$runs er_b$buffer_size" ;;
+    er_kd) runs="$runs er_kd_b$buffer_size" ;;
+    er_br) runs="$runs er_br_b${br_buffer_size}_k$br_replicate" ;;
+    *) die "--strategies: unknown strategy '$s' (jt sa ewc er er_kd er_br)" ;;
+  esac
+done
+for b in $er_buffer_sizes; do
+  case " $runs " in *" er_b$b "*) ;; *) runs="$runs er_b$b" ;; esac
+done
+run_opts() {  # the speechkit-train-continual options of a run name
+  case "$1" in
+    jt|sa) echo "--strategy $1" ;;
+    ewc) echo "--strategy ewc ${ewc_lambda:+--ewc-lambda $ewc_lambda}" ;;
+    er_kd_b*) echo "--strategy er_kd --buffer-size ${1#er_kd_b}" ;;
+    er_br_b*) b=${1#er_br_b}; echo "--strategy er_br --buffer-size ${b%_k*} --replicate ${b#*_k}" ;;
+    er_b*) echo "--strategy er --buffer-size ${1#er_b}" ;;
+  esac
+}
+continual_one() {  # RUN ORDER: train every episode, then score each with the verifier
+  local run=$1 order=$2 e=$mexp/continual/$1/order$2
+  # shellcheck disable=SC2046,SC2086
+  $train_cmd --num-threads "$num_threads" "$e/log/train.log" \
+    speechkit-train-continual --config conf/continual.yaml --exp-dir "$e" $(run_opts "$run") --seed "$order" \
+      --init-dir "$mexp/pretrain" --train-dir "$dumpdir/continual/train" \
+      --valid-dir "$dumpdir/continual/dev" --speaker-embeddings "$spk_scp" \
+      --pretrain-dir "$dumpdir/pretrain/train" --trainer.num_threads "$num_threads" \
+      ${continual_epochs:+--trainer.max_epochs "$continual_epochs"} $continual_args &&
+  $train_cmd "$e/log/score.log" \
+    speechkit-score-continual --test-dir "$dumpdir/continual/test" --gt-train "$expdir/embed/train_world" \
+      --gt-test "$expdir/embed/test_world" --extra-speakers "$datadir/verifier_extra_speakers" "$e" &&
+  log 7 "$run order $order: $(tail -n 1 "$e/log/score.log" | sed 's/^.*: final/final/')"
+}
+if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
+  [ -f "$mexp/pretrain/checkpoints/best.pt" ] || die "$mexp/pretrain: no trained model: run stage 6"
+  log 7 "continual runs of $tts_model:$runs; speaker orders: $orders; $train_jobs at a time (logs: $mexp/continual/<run>/order<seed>/log/)"
+  running=0 failed=0
+  for run in $runs; do
+    for order in $orders; do
+      if [ "$running" -ge "$train_jobs" ]; then wait -n || failed=$((failed + 1)); running=$((running - 1)); fi
+      continual_one "$run" "$order" &
+      running=$((running + 1))
+    done
+  done
+  while [ "$running" -gt 0 ]; do wait -n || failed=$((failed + 1)); running=$((running - 1)); done
+  [ "$failed" -eq 0 ] || die "$failed continual run(s) failed: see $mexp/continual/<run>/order<seed>/log/{train,score}.log"
+fi
+
+# ------------------------------------------------------------------------------------ stage 8
+if [ "$stage" -le 8 ] && [ "$stop_stage" -ge 8 ]; then
+  log 8 "results: $mexp/RESULTS.md, $mexp/figures/"
+  python local/make_results.py --runs "$runs" --orders "$orders" --corpus "$corpus" --tts-model "$tts_model" \
+    --buffer-size "$buffer_size" --er-buffer-sizes "$er_buffer_sizes" --verifier "$expdir/embed/verifier.txt" \
+    "$datadir" "$mexp"
+fi
+log end "done"

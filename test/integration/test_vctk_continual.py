@@ -1,0 +1,172 @@
+"""egs/vctk_continual/run.sh, every stage, on a tiny mini corpus (4 espeak-ng voices: 2 pre-training,
+2 continual), one or two epochs per model; and local/prepare_vctk.sh on a fake VCTK tree.
+
+Everything the recipe writes goes to a temporary directory (--db_root, --datadir, --dumpdir,
+--expdir); the recipe folder itself is only read. Later calls give only --stage and run options
+(no corpus option repeated) and must continue the setup of the first; a contradicting option is
+refused; a second stage-7 call finds every episode trained and scored and redoes nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from speechkit.models.speaker_encoder import load_embeddings
+from speechkit.utils.fileio import read_table
+
+pytestmark = pytest.mark.integration
+
+RECIPE = Path(__file__).resolve().parents[2] / "egs" / "vctk_continual"
+RUNS = ["sa", "er_b1", "er_br_b1_k10"]
+RUN_OPTS = ["--strategies", "sa er er_br", "--buffer_size", "1", "--er_buffer_sizes", "1", "--orders", "1 2",
+            "--continual_args", "--trainer.max_epochs 1"]
+
+
+def run_recipe(tmp: Path, *args: str, check: bool = True, cwd: Path = RECIPE) -> subprocess.CompletedProcess:
+    cmd = ["./run.sh", "--datadir", str(tmp / "data"), "--dumpdir", str(tmp / "dump"), "--expdir", str(tmp / "exp"),
+           "--nj", "2", *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+    if check:
+        assert proc.returncode == 0, f"run.sh failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def recipe(require_espeak, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("vctk_continual")
+    before = sorted(p.name for p in RECIPE.iterdir())
+    run_recipe(tmp, "--db_root", str(tmp / "db"), "--mini_speakers", "4", "--num_continual", "2",
+               "--mini_sentences", "16", "--num_test", "3", "--num_dev", "2", "--stop_stage", "5")
+    proc = run_recipe(tmp, "--stage", "6", "--pretrain_args", "--trainer.max_epochs 2", *RUN_OPTS)
+    assert sorted(p.name for p in RECIPE.iterdir()) == before, "the recipe wrote into egs/vctk_continual"
+    return tmp, proc
+
+
+def test_setup_is_remembered_and_contradictions_refused(recipe):
+    tmp, _ = recipe
+    setup = dict(line.split("=", 1) for line in (tmp / "data" / ".setup").read_text().splitlines())
+    assert setup["corpus"] == "mini" and setup["num_continual"] == "2" and setup["mini_speakers"] == "4"
+    proc = run_recipe(tmp, "--stage", "6", "--mini_speakers", "8", check=False)
+    assert proc.returncode != 0 and "contradicts" in proc.stderr and "mini_speakers=4" in proc.stderr
+    proc = run_recipe(tmp, "--stage", "6", "--tts_model", "tacotron2", check=False)
+    assert proc.returncode != 0 and "tacotron2" in proc.stderr
+
+
+def test_speaker_splits_vectors_and_verifier_data(recipe):
+    tmp, _ = recipe
+    data = tmp / "data"
+    pre, cont = (data / "pretrain_speakers").read_text().split(), (data / "continual_speakers").read_text().split()
+    assert pre == ["sp01", "sp02"] and cont == ["sp03", "sp04"]
+    for part, n in (("train", 11), ("dev", 2), ("test", 3)):
+        spk = read_table(data / part / "utt2spk").values()
+        assert all(list(spk).count(s) == n for s in pre + cont)
+    # continual dumps hold only continual speakers; pre-training dumps only pre-training speakers
+    assert set(read_table(tmp / "dump" / "continual" / "test" / "utt2spk").values()) == set(cont)
+    assert set(read_table(tmp / "dump" / "pretrain" / "train" / "utt2spk").values()) == set(pre)
+    vecs = load_embeddings(tmp / "exp" / "embed" / "train" / "spk_embeddings.scp")
+    assert sorted(vecs) == pre + cont and all(abs(np.linalg.norm(v) - 1) < 1e-5 for v in vecs.values())
+    # the verifier's data: WORLD copy synthesis of ground truth, same length as the original audio
+    wav = read_table(data / "test_world" / "wav.scp")
+    assert len(wav) == 4 * 3
+    utt = sorted(wav)[0]
+    x, sr = sf.read(wav[utt])
+    assert sr == 16000 and abs(len(x) / sr - float(read_table(data / "test" / "utt2dur")[utt])) < 0.02
+    assert "held-out accuracy" in (tmp / "exp" / "embed" / "verifier.txt").read_text()
+
+
+def test_every_run_and_order_is_trained_and_scored(recipe):
+    tmp, _ = recipe
+    cont = (tmp / "data" / "continual_speakers").read_text().split()
+    for run in RUNS:
+        orders = []
+        for o in ("1", "2"):
+            e = tmp / "exp" / "salad" / "continual" / run / f"order{o}"
+            plan = json.loads((e / "plan.json").read_text())
+            orders.append(plan["order"])
+            assert sorted(plan["order"]) == cont
+            s = json.loads((e / "eval" / "scores.json").read_text())
+            assert s["complete"] and s["order"] == plan["order"]
+            assert all(0 <= x <= 1 for x in s["retained_accuracy"]) and s["forgetting"][0] is None
+            A = s["accuracy_matrix"]
+            assert s["retained_accuracy"][1] == pytest.approx((A[1][0] + A[1][1]) / 2)
+            ep2 = json.loads((e / "eval" / "episode_02.json").read_text())
+            assert ep2["classes"] == ["sp01", "sp02", *plan["order"]]
+            assert len(ep2["utterances"]) + len(ep2["skipped"]) == 2 * 3
+            for png in ("confusion_matrix", "embeddings_2d", "accuracy_matrix"):
+                assert (e / "eval" / f"{png}.png").stat().st_size > 1000
+            assert len(list((e / "eval" / "wav" / "episode_02").glob("*.wav"))) == 2
+            ep = json.loads((e / f"episode_02_{plan['order'][1]}" / "episode.json").read_text())
+            if run == "er_br_b1_k10":  # one buffered utterance of the first speaker, replicated 10 times
+                assert ep["utterances"]["buffer"] == 10 and ep["buffer_size"] == 1
+            elif run == "er_b1":
+                assert ep["utterances"]["buffer"] == 1
+            else:
+                assert ep["utterances"]["buffer"] == 0
+        assert orders[0] != orders[1], "the two seeds should give both orders of 2 speakers"
+
+
+def test_results_table_and_figures(recipe):
+    tmp, _ = recipe
+    res = (tmp / "exp" / "salad" / "RESULTS.md").read_text()
+    for row in ("SA (sequential adaptation, lower bound)", "ER (N_B = 1)", "ER-BR (N_B = 1, K = 10)",
+                "ER-BR above ER at N_B = 1", "held-out accuracy"):
+        assert row in res, row
+    figs = tmp / "exp" / "salad" / "figures"
+    assert (figs / "ra_fg_curves.png").stat().st_size > 1000 and (figs / "er_buffer_sizes.png").is_file()
+    js = json.loads((tmp / "exp" / "salad" / "RESULTS.json").read_text())
+    assert set(js) == set(RUNS) and all(len(v["final_ra"]) == 2 for v in js.values())
+
+
+def test_rerun_redoes_nothing(recipe):
+    tmp, _ = recipe
+    e = tmp / "exp" / "salad" / "continual" / "sa" / "order1"
+    files = [e / "episode_01_sp03" / "episode.json", e / "episode_01_sp04" / "episode.json",
+             e / "eval" / "episode_01.json", e / "eval" / "episode_02.json"]
+    stamps = {f: f.stat().st_mtime_ns for f in files if f.exists()}
+    assert len(stamps) == 3
+    run_recipe(tmp, "--stage", "7", "--stop_stage", "7", *RUN_OPTS)
+    assert {f: f.stat().st_mtime_ns for f in stamps} == stamps
+
+
+def _fake_vctk(root: Path, speakers: dict[str, int]) -> None:
+    rng = np.random.default_rng(0)
+    root.mkdir(parents=True)
+    (root / "speaker-info.txt").write_text("ID  AGE  GENDER  ACCENTS  REGION\n" + "".join(
+        f"{s}  23  {'F' if i % 2 else 'M'}  English  Leeds\n" for i, s in enumerate(speakers)))
+    for s, n in speakers.items():
+        (root / "wav48_silence_trimmed" / s).mkdir(parents=True)
+        (root / "txt" / s).mkdir(parents=True)
+        for i in range(1, n + 1):
+            sf.write(root / "wav48_silence_trimmed" / s / f"{s}_{i:03d}_mic1.flac",
+                     0.1 * rng.standard_normal(48000 // 2), 48000)
+            (root / "txt" / s / f"{s}_{i:03d}.txt").write_text(f"Please call Stella number {i}.\n")
+
+
+def test_prepare_vctk_on_a_fake_tree(tmp_path):
+    db = tmp_path / "VCTK-Corpus-0.92"
+    _fake_vctk(db, {"p225": 12, "p226": 12, "p227": 12, "p228": 6})
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = ["bash", "-c", ". ./path.sh && local/prepare_vctk.sh --num_continual 2 --num_test 3 --num_dev 2 "
+           f"{db} {tmp_path / 'data'}"]
+    proc = subprocess.run(cmd, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = tmp_path / "data"
+    cont = (data / "continual_speakers").read_text().split()
+    pre = (data / "pretrain_speakers").read_text().split()
+    assert len(cont) == 2 and sorted(cont + pre) == ["p225", "p226", "p227", "p228"]
+    utt2spk = read_table(data / "test" / "utt2spk")
+    assert sorted(set(utt2spk.values())) == sorted(s for s in cont + pre if s != "p228")  # 6 < 3 + 2 + 2: train only
+    assert list(read_table(data / "train" / "utt2spk").values()).count("p228") == 6
+    wav = read_table(data / "train" / "wav.scp")["p225_001"]
+    assert "sox" in wav and "16000" in wav and wav.endswith("|")
+    # a continual speaker that is not in the corpus is an error naming it
+    cmd[-1] = cmd[-1].replace("--num_continual 2", "--continual_speakers p225,p999")
+    proc = subprocess.run(cmd, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "'p999' is not a speaker" in proc.stderr
