@@ -2,9 +2,9 @@
 # egs/vctk_continual: continual speaker adaptation of a multi-speaker TTS model, judged by a speaker
 # verifier on synthesized speech.
 #   Hemati, Borth, "Continual Speaker Adaptation for Text-to-Speech Synthesis" (2024; no public code).
-# Base TTS (--tts_model): the duration-informed SALAD decoder (egs/tcstar_salad, default) or the
-# MUSA-RNN, conditioned on a GE2E speaker vector, WORLD features and synthesis (the paper's Tacotron 2:
-# see README.md). Strategies: joint training (jt, upper bound), sequential adaptation (sa, lower bound),
+# Base TTS (--tts_model): the duration-informed MUSA-RNN (default) or SALAD decoder of egs/tcstar_salad,
+# conditioned on a GE2E speaker vector, WORLD features and synthesis (the paper's Tacotron 2: see
+# README.md; why the default is not SALAD: README.md, "The framework"). Strategies: joint training (jt, upper bound), sequential adaptation (sa, lower bound),
 # EWC, experience replay (er), ER with the model's own outputs as targets (er_kd), ER with buffer
 # replication (er_br).
 #
@@ -45,7 +45,7 @@ mini_sentences=60    # mini: sentences per voice
 seed=1               # data split seed
 num_test=5           # test utterances per speaker (the paper synthesizes 5 per seen speaker)
 num_dev=3            # dev utterances per speaker (each episode's early stopping)
-tts_model=salad      # base TTS: salad | musa_rnn (conf/pretrain_<tts_model>.yaml)
+tts_model=musa_rnn   # base TTS: musa_rnn | salad (conf/pretrain_<tts_model>.yaml); README: why not salad
 strategies="jt sa ewc er er_kd er_br"   # the runs of Table 3 / Figure 3
 er_buffer_sizes=auto # Table 4: extra ER runs with these N_B ('' = none; auto: "1 2 5 10", mini: none, see README)
 buffer_size=5        # N_B of er / er_kd in the strategy comparison
@@ -267,7 +267,7 @@ continual_one() {  # RUN ORDER: train every episode, then score each with the ve
   $train_cmd "$e/log/score.log" \
     speechkit-score-continual --test-dir "$dumpdir/continual/test" --gt-train "$expdir/embed/train_world" \
       --gt-test "$expdir/embed/test_world" --extra-speakers "$datadir/verifier_extra_speakers" "$e" &&
-  log 7 "$run order $order: $(tail -n 1 "$e/log/score.log" | sed 's/^.*: final/final/')"
+  log 7 "$run order $order: $(grep -h 'final RA' "$e/log/score.log" | tail -n 1 | sed 's/^.*: final/final/')"
 }
 if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
   [ -f "$mexp/pretrain/checkpoints/best.pt" ] || die "$mexp/pretrain: no trained model: run stage 6"
