@@ -51,7 +51,7 @@ er_buffer_sizes=auto # Table 4: extra ER runs with these N_B ('' = none; auto: "
 buffer_size=5        # N_B of er / er_kd in the strategy comparison
 br_buffer_size=1     # er_br: N_B ...
 br_replicate=10      # ... and K (the paper's ER-BR setting: buffer 1, K = 10)
-ewc_lambda=          # EWC's lambda (default: conf/continual.yaml)
+ewc_lambda=          # EWC's lambda (default: conf/continual.yaml's; another value names the run ewc_l<lambda>)
 orders="1 2 3"       # speaker-order seeds: one run per order, mean and spread over them
 continual_epochs=    # at most this many epochs per episode (default: conf/continual.yaml's 10; mini: 6)
 train_jobs=2         # continual runs trained at once
@@ -232,11 +232,12 @@ if [ "$corpus" = mini ]; then
   [ "$er_buffer_sizes" = auto ] && er_buffer_sizes=""
 fi
 [ "$er_buffer_sizes" = auto ] && er_buffer_sizes="1 2 5 10"
-# run names: jt, sa, ewc, er_b<N_B>, er_kd_b<N_B>, er_br_b<N_B>_k<K>; the ER buffer sweep adds er_b<N>
+# run names: jt, sa, ewc (ewc_l<lambda>), er_b<N_B>, er_kd_b<N_B>, er_br_b<N_B>_k<K>; the ER buffer sweep adds er_b<N>
 runs=""
 for s in $strategies; do
   case "$s" in
-    jt|sa|ewc) runs="$runs $s" ;;
+    jt|sa) runs="$runs $s" ;;
+    ewc) runs="$runs ewc${ewc_lambda:+_l$ewc_lambda}" ;;
     er) runs="$runs er_b$buffer_size" ;;
     er_kd) runs="$runs er_kd_b$buffer_size" ;;
     er_br) runs="$runs er_br_b${br_buffer_size}_k$br_replicate" ;;
@@ -249,7 +250,8 @@ done
 run_opts() {  # the speechkit-train-continual options of a run name
   case "$1" in
     jt|sa) echo "--strategy $1" ;;
-    ewc) echo "--strategy ewc ${ewc_lambda:+--ewc-lambda $ewc_lambda}" ;;
+    ewc) echo "--strategy ewc" ;;
+    ewc_l*) echo "--strategy ewc --ewc-lambda ${1#ewc_l}" ;;
     er_kd_b*) echo "--strategy er_kd --buffer-size ${1#er_kd_b}" ;;
     er_br_b*) b=${1#er_br_b}; echo "--strategy er_br --buffer-size ${b%_k*} --replicate ${b#*_k}" ;;
     er_b*) echo "--strategy er --buffer-size ${1#er_b}" ;;

@@ -38,6 +38,8 @@ LABELS = {"jt": "JT (joint training, upper bound)", "sa": "SA (sequential adapta
 def label(run: str) -> str:
     if run in LABELS:
         return LABELS[run]
+    if run.startswith("ewc_l"):
+        return f"EWC (λ = {float(run[5:]):g})"
     if run.startswith("er_kd_b"):
         return f"ER-KD (N_B = {run[7:]})"
     if run.startswith("er_br_b"):
@@ -49,7 +51,7 @@ def label(run: str) -> str:
 
 
 def pct(x) -> str:
-    return "-" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
+    return "-" if x is None or not np.isfinite(x) else f"{round(100 * x, 1) + 0.0:.1f}"
 
 
 def mean_std(values: list[float]) -> str:
@@ -57,8 +59,8 @@ def mean_std(values: list[float]) -> str:
     if len(v) == 0:
         return "-"
     if len(v) == 1:
-        return f"{100 * v[0]:.1f}"
-    return f"{100 * v.mean():.1f} ± {100 * v.std(ddof=1):.1f}"
+        return f"{round(100 * v[0], 1) + 0.0:.1f}"
+    return f"{round(100 * v.mean(), 1) + 0.0:.1f} ± {100 * v.std(ddof=1):.1f}"
 
 
 def load_run(exp: Path, run: str, orders: list[str]) -> dict | None:
