@@ -63,6 +63,7 @@ beam=8                 # --search beam: beam width
 length_norm=false      # --search beam: final hypothesis by log P / (1 + symbols) (icefall's default);
                        # false (log P) for the results in README.md
 chunk_frames=32        # streaming chunk in feature frames (results do not depend on it; RTF does)
+decode_opts=           # extra speechkit-asr-decode options for every decoding, e.g. "--device auto --batch-size 16"
 switch_off_grid=both   # early switch-off sweeps of multisoftmax_lid: recipe | paper | both | none
 switch_off_taus="0 10 30"            # recipe grid: tau values (encoder frames, 30 ms each)
 switch_off_thresholds="2 5 10 20"    # recipe grid: s_th values (nats below the best cumulative LID log-posterior)
@@ -263,9 +264,10 @@ decode() {
   # shellcheck disable=SC2086
   ${decode_cmd} JOB=1:"$nj" "$dir/log/decode.JOB.log" \
     speechkit-asr-decode --model-dir "$model" --nj "$nj" --job JOB --search "$search" --beam "$beam" \
-      --chunk-frames "$chunk_frames" "$@" "$data/$set" "$dir"
+      --chunk-frames "$chunk_frames" $decode_opts "$@" "$data/$set" "$dir"
+  # shellcheck disable=SC2086
   speechkit-asr-decode --model-dir "$model" --nj "$nj" --merge-only --search "$search" --beam "$beam" \
-    --chunk-frames "$chunk_frames" "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
+    --chunk-frames "$chunk_frames" $decode_opts "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
 }
 
 # ------------------------------------------------------------------------------------- stage 4

@@ -65,14 +65,14 @@ from typing import Literal, Sequence
 
 import torch
 
-from speechkit.features.stack import FrameStacker
+from speechkit.features.stack import FrameStacker, stack_frames
 from speechkit.models.rnnt import RNNT
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "DecodeConfig", "GreedyDecoder", "BeamDecoder", "StreamingRecognizer", "RecognitionResult",
-    "recognize", "t_avg",
+    "recognize", "recognize_batch", "t_avg",
 ]
 
 
@@ -388,27 +388,54 @@ class StreamingRecognizer:
             raise ValueError(f"encoder input must be (n, {self.model.config.input_dim}), got {tuple(x.shape)}")
         if x.size(0):
             enc, _, self.enc_state = self.model.encode(x[None], state=self.enc_state, lang=self.lang)
-            enc = enc[0]
-            if self.model.has_lid:
-                logp = torch.log_softmax(self.model.lid_logits(enc), dim=-1).double().cpu()
-                self.post_sum += logp.exp().sum(0)
-            # Frames of this chunk each decoder still decodes: switch-off depends on the LID
-            # posteriors only, so it is settled for the whole chunk before any search runs.
-            budget = {n: enc.size(0) for n in self.names if self.active[n]}
-            if self.switch_off:
-                for t in range(enc.size(0)):
-                    self.s += logp[t]
-                    self.run_post_sum += logp[t].exp()
-                    for n in self._maybe_switch_off(self.num_frames + t + 1):
-                        budget[n] = t
-            elif self.model.has_lid:
-                self.s += logp.sum(0)
-            for n, frames in budget.items():
-                if frames:
-                    self.decoders[n].advance(enc[:frames])
-            self.num_frames += enc.size(0)
+            self._consume(enc[0])
         self.decode_seconds += time.perf_counter() - t0
         return self.partial()
+
+    @torch.inference_mode()
+    def accept_encoded(self, enc: torch.Tensor, num_input_frames: int, encode_seconds: float = 0.0
+                       ) -> dict[str, list[int]]:
+        """Feed encoder output computed elsewhere (:func:`recognize_batch`'s batched forward).
+
+        Args:
+            enc: ``(n, encoder_dim)`` encoder frames of this utterance, continuing those fed so far.
+            num_input_frames: raw feature frames they came from (for the audio duration).
+            encode_seconds: time spent on them in the encoder, added to :attr:`decode_seconds`.
+
+        Raises:
+            ValueError: after :meth:`finalize`, or ``enc`` of the wrong shape.
+        """
+        if self._finished:
+            raise ValueError("this utterance is finalized; create a new StreamingRecognizer")
+        if enc.dim() != 2 or enc.size(1) != self.model.config.encoder_dim:
+            raise ValueError(f"encoder output must be (n, {self.model.config.encoder_dim}), got {tuple(enc.shape)}")
+        t0 = time.perf_counter()
+        self.num_input_frames += int(num_input_frames)
+        if enc.size(0):
+            self._consume(enc)
+        self.decode_seconds += time.perf_counter() - t0 + encode_seconds
+        return self.partial()
+
+    def _consume(self, enc: torch.Tensor) -> None:
+        """LID posteriors, switch-off and the searches over encoder frames ``enc (n, E)``."""
+        if self.model.has_lid:
+            logp = torch.log_softmax(self.model.lid_logits(enc), dim=-1).double().cpu()
+            self.post_sum += logp.exp().sum(0)
+        # Frames of this chunk each decoder still decodes: switch-off depends on the LID
+        # posteriors only, so it is settled for the whole chunk before any search runs.
+        budget = {n: enc.size(0) for n in self.names if self.active[n]}
+        if self.switch_off:
+            for t in range(enc.size(0)):
+                self.s += logp[t]
+                self.run_post_sum += logp[t].exp()
+                for n in self._maybe_switch_off(self.num_frames + t + 1):
+                    budget[n] = t
+        elif self.model.has_lid:
+            self.s += logp.sum(0)
+        for n, frames in budget.items():
+            if frames:
+                self.decoders[n].advance(enc[:frames])
+        self.num_frames += enc.size(0)
 
     def _maybe_switch_off(self, t: int) -> list[str]:
         """Stop decoders by the switch-off rule at frame count ``t`` (1-based); return those stopped."""
@@ -501,3 +528,61 @@ def recognize(
         if on_partial is not None:
             on_partial(partial)
     return rec.finalize()
+
+
+def recognize_batch(
+    model: RNNT,
+    feats: Sequence[torch.Tensor],
+    config: DecodeConfig | None = None,
+    langs: Sequence | None = None,
+) -> list[RecognitionResult | None]:
+    """Decode several utterances with one batched encoder forward, then one search per utterance.
+
+    The encoder is unidirectional, so each utterance's encoder frames in the zero-padded batch
+    equal those of :func:`recognize` on it alone (chunked or not), and the searches, LID
+    posteriors and switch-off, which run frame by frame, give the same hypotheses (tested). What a
+    batch saves is the encoder's per-call overhead, most of the decoding time on a GPU.
+
+    Args:
+        model: an :class:`RNNT` (put in eval mode).
+        feats: ``B`` raw ``(T_b, D)`` feature matrices (``config.num_stack`` frames are stacked
+            here, as :class:`StreamingRecognizer` does).
+        config: :class:`DecodeConfig`; ``chunk_frames`` is ignored (the result does not depend on it).
+        langs: each utterance's language (``oracle`` mode; ``None`` entries or no list for vanilla
+            and ``lid_free``).
+
+    Returns:
+        One :class:`RecognitionResult` per utterance, ``None`` for an utterance with fewer than
+        ``num_stack`` frames (no encoder frame); each ``decode_seconds`` holds its search time plus
+        its share (by frames) of the batched encoder's time.
+
+    Raises:
+        ValueError: as :class:`StreamingRecognizer`; ``langs`` of another length than ``feats``.
+    """
+    cfg = config or DecodeConfig()
+    if langs is None:
+        langs = [None] * len(feats)
+    if len(langs) != len(feats):
+        raise ValueError(f"langs has {len(langs)} entries for {len(feats)} utterances")
+    model.eval()
+    recs = [StreamingRecognizer(model, cfg, lang=lang, stacked_input=True) for lang in langs]
+    dev = next(model.parameters()).device
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        stacked = [stack_frames(f.to(dev, torch.float32), num_stack=cfg.num_stack, stride=cfg.stack_stride)[0]
+                   for f in feats]
+        keep = [i for i, x in enumerate(stacked) if x.size(0) > 0]
+        enc = None
+        if keep:
+            lengths = torch.tensor([stacked[i].size(0) for i in keep], dtype=torch.long, device=dev)
+            x = torch.nn.utils.rnn.pad_sequence([stacked[i] for i in keep], batch_first=True)
+            lang_arg = [recs[i].lang for i in keep] if model.config.variant == "onehot" else None
+            enc, _, _ = model.encode(x, lengths, lang=lang_arg)
+        seconds = time.perf_counter() - t0
+    total = sum(stacked[i].size(0) for i in keep) or 1
+    out: list[RecognitionResult | None] = [None] * len(feats)
+    for j, i in enumerate(keep):
+        n = stacked[i].size(0)
+        recs[i].accept_encoded(enc[j, :n], feats[i].size(0), encode_seconds=seconds * n / total)
+        out[i] = recs[i].finalize()
+    return out

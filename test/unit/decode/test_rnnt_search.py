@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from speechkit.decode.rnnt_search import (
-    BeamDecoder, DecodeConfig, GreedyDecoder, RecognitionResult, StreamingRecognizer, recognize, t_avg,
+    BeamDecoder, DecodeConfig, GreedyDecoder, RecognitionResult, StreamingRecognizer, recognize, recognize_batch,
+    t_avg,
 )
 from speechkit.models.rnnt import RNNT, RNNTConfig
 
@@ -296,3 +297,35 @@ def test_switch_off_never_stops_every_decoder():
     r = recognize(m, x, DecodeConfig(mode="lid_free", tau=0, s_th=0.0))
     assert r.num_frames == 12 and r.switched_off_at["ta"] == 0
     assert r.language in ("hi", "gu") and r.switched_off_at[r.language] is None
+
+
+@pytest.mark.parametrize("variant,cfg,langs", [
+    ("multisoftmax_lid", DecodeConfig(mode="lid_free", method="beam", beam=3), None),
+    ("multisoftmax_lid", DecodeConfig(mode="lid_free", tau=4, s_th=1.0, switch_off_rule="gap"), None),
+    ("onehot", DecodeConfig(), ["hi", "gu", "ta", "hi"]),
+    ("vanilla", DecodeConfig(method="beam", beam=2), None),
+    ("multisoftmax_lsp", DecodeConfig(), ["ta", "ta", "hi", "gu"]),
+])
+def test_batched_encoder_equals_one_utterance_at_a_time(variant, cfg, langs):
+    """recognize_batch: one zero-padded encoder forward for utterances of different lengths (one too
+    short for an encoder frame) gives each one what recognize gives it alone, chunked or not."""
+    m = tiny(variant)
+    xs = [feats(T, seed=T) for T in (100, 37, 5, 64)]
+    langs = langs or [None] * len(xs)
+    batch = recognize_batch(m, xs, cfg, langs=langs)
+    assert batch[2] is None  # 5 frames < num_stack 8
+    for x, lang, b in zip(xs, langs, batch):
+        if b is None:
+            continue
+        alone = recognize(m, x, DecodeConfig(**{**cfg.__dict__, "chunk_frames": 7}), lang=lang)
+        assert b.hyps == alone.hyps and b.language == alone.language and b.tokens == alone.tokens
+        assert b.num_frames == alone.num_frames and b.num_input_frames == x.size(0)
+        assert b.decoder_frames == alone.decoder_frames and b.switched_off_at == alone.switched_off_at
+        for k, s in alone.scores.items():
+            assert b.scores[k] == pytest.approx(s, abs=1e-3)
+        if alone.lid_posteriors:
+            for k, p in alone.lid_posteriors.items():
+                assert b.lid_posteriors[k] == pytest.approx(p, abs=1e-5)
+        assert b.decode_seconds > 0
+    with pytest.raises(ValueError, match="langs has 1 entries"):
+        recognize_batch(m, xs, cfg, langs=["hi"])

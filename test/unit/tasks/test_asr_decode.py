@@ -86,6 +86,18 @@ def test_lid_free_nj_parts_and_resume(lid_exp):
     assert json.load(open("zero/decode_stats.json"))["t_avg"] < 1.2
 
 
+def test_batched_encoder_gives_the_same_outputs(lid_exp):
+    """--batch-size 3 (one encoder forward for 3 utterances, the too-short one among them) writes the
+    hypotheses, languages and skips of one-at-a-time decoding; --device auto runs where it can."""
+    for extra in ([], ["--oracle-lid"]):
+        assert main(["--model-dir", "exp/lid", "--lid-free" if not extra else "--oracle-lid", "data/dev", "one"]) == 0
+        assert main(["--model-dir", "exp/lid", *(extra or ["--lid-free"]), "--batch-size", "3", "--device", "auto",
+                     "data/dev", "batch"]) == 0
+        assert read("batch/text") == read("one/text") and read("batch/utt2lang") == read("one/utt2lang")
+        one, batch = json.load(open("one/decode_stats.json")), json.load(open("batch/decode_stats.json"))
+        assert batch["num_decoded"] == one["num_decoded"] == 4 and batch["skipped"] == one["skipped"]
+
+
 def test_monolingual_model_skips_other_languages(rnnt_env):
     train(rnnt_env, "exp/mono", "multisoftmax", "data.languages=[bb]")
     assert main(["--model-dir", "exp/mono", "data/dev", "out"]) == 0
@@ -120,7 +132,11 @@ def test_bad_options_and_inputs(lid_exp, capsys):
         (["--model-dir", "exp/nothing", "data/dev", "o"], "no such experiment"),
         (["--model-dir", "exp/lid", "data/none", "o"], "data/none/feats.scp"),
         (["--model-dir", "exp/lid", "--nj", "2", "--job", "3", "data/dev", "o"], "--job must be in 1..2"),
+        (["--model-dir", "exp/lid", "--batch-size", "2", "--show-partial", "data/dev", "o"], "needs --batch-size 1"),
+        (["--model-dir", "exp/lid", "--batch-size", "0", "data/dev", "o"], "--batch-size must be >= 1"),
     ]
+    if not torch.cuda.is_available():
+        cases.append((["--model-dir", "exp/lid", "--device", "cuda", "data/dev", "o"], "no CUDA device"))
     for argv, msg in cases:
         assert main(argv) == 1
         assert msg in capsys.readouterr().err
