@@ -3,8 +3,9 @@
 # verifier on synthesized speech.
 #   Hemati, Borth, "Continual Speaker Adaptation for Text-to-Speech Synthesis" (2024; no public code).
 # Base TTS (--tts_model): the duration-informed MUSA-RNN (default) or SALAD decoder of egs/tcstar_salad,
-# conditioned on a GE2E speaker vector, WORLD features and synthesis (the paper's Tacotron 2: see
-# README.md; why the default is not SALAD: README.md, "The framework"). Strategies: joint training (jt, upper bound), sequential adaptation (sa, lower bound),
+# conditioned on a GE2E speaker vector, WORLD features and synthesis; or the paper's Tacotron 2 (phones
+# -> log-mel with attention, Griffin-Lim; for a GPU, see README.md). Why the default is not SALAD:
+# README.md, "The framework". Strategies: joint training (jt, upper bound), sequential adaptation (sa, lower bound),
 # EWC, experience replay (er), ER with the model's own outputs as targets (er_kd), ER with buffer
 # replication (er_br).
 #
@@ -15,14 +16,18 @@
 #
 # Stages (each safe to re-run: finished work is kept, training and scoring resume):
 #   0  data      data/{all,train,dev,test}, data/{pretrain,continual}_speakers, data/.setup
-#   1  features  WORLD features (conf/world.yaml: 43 dims, 5 ms)
+#   1  features  WORLD features (conf/world.yaml: 43 dims, 5 ms); tacotron2: log-mel (conf/logmel.yaml)
+#                of data/<set>_mel
 #   2  g2p       phones (espeak-ng) with stress/syllable/word info: data/<set>_phn
 #   3  align     one forced aligner on the training audio of every speaker: exp/aligner, exp/align/<set>
-#   4  labels    frame-level label vectors (front end fitted on train): dump/{pretrain,continual}/<set>
+#                (tacotron2, which learns its own alignment: skipped)
+#   4  labels    frame-level label vectors (front end fitted on train): dump/{pretrain,continual}/<set>;
+#                tacotron2: phones + log-mel, dump/phn_mel/{pretrain,continual}/<set>
 #   5  speakers  GE2E embeddings (resemblyzer, frozen): speaker vectors = mean of each speaker's
 #                training utterances (exp/embed/train/spk_embeddings.scp); the verifier's data =
-#                the vocoded (WORLD copy-synthesis) ground truth of the verifier's speakers
-#                (exp/embed/{train,test}_world); the verifier's held-out accuracy: exp/embed/verifier.txt
+#                the vocoded ground truth of the verifier's speakers (WORLD copy synthesis:
+#                exp/embed/{train,test}_world; tacotron2: Griffin-Lim from log-mel, exp/embed/{train,test}_gl);
+#                the verifier's held-out accuracy: exp/embed/verifier.txt (tacotron2: verifier_gl.txt)
 #   6  pretrain  theta_init: --tts_model on the pre-training split (exp/<tts_model>/pretrain)
 #   7  continual each run (strategy, speaker order): speechkit-train-continual, then
 #                speechkit-score-continual after every episode: exp/<tts_model>/continual/<run>/order<seed>/{episode_*,eval}
@@ -35,6 +40,8 @@ set -euo pipefail
 stage=0
 stop_stage=100
 nj=2                 # parallel jobs (features, G2P, alignment, embeddings)
+align_args=          # extra speechkit-align options for training the aligner, e.g. "--tri-leaves 0" (monophones)
+world_config=conf/world.yaml   # WORLD feature config (conf/world_dio.yaml: DIO F0, about 6x faster than Harvest)
 num_threads=1        # torch threads of each training
 corpus=              # mini | msc | vctk; default: mini without --db_root, else msc or vctk by layout
 db_root=             # corpus location (default for mini: db/mini, synthesized there)
@@ -45,7 +52,7 @@ mini_sentences=60    # mini: sentences per voice
 seed=1               # data split seed
 num_test=5           # test utterances per speaker (the paper synthesizes 5 per seen speaker)
 num_dev=3            # dev utterances per speaker (each episode's early stopping)
-tts_model=musa_rnn   # base TTS: musa_rnn | salad (conf/pretrain_<tts_model>.yaml); README: why not salad
+tts_model=musa_rnn   # base TTS: musa_rnn | salad | tacotron2 (conf/pretrain_<tts_model>.yaml); README: why not salad
 strategies="jt sa ewc er er_kd er_br"   # the runs of Table 3 / Figure 3
 er_buffer_sizes=auto # Table 4: extra ER runs with these N_B ('' = none; auto: "1 2 5 10", mini: none, see README)
 buffer_size=5        # N_B of er / er_kd in the strategy comparison
@@ -64,7 +71,7 @@ expdir=exp
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|vctk] [--strategies '...']
        [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--continual_args '...'] [--nj N] ...
 (see the header of $0 for every option)"
-setup_keys="corpus db_root ljspeech_root num_continual mini_speakers mini_sentences seed num_test num_dev"
+setup_keys="corpus db_root ljspeech_root num_continual mini_speakers mini_sentences seed num_test num_dev world_config align_args"
 for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
 . ./path.sh
 . ./cmd.sh
@@ -98,6 +105,7 @@ else
   esac
   [ -z "$ljspeech_root" ] || [ "$corpus" = vctk ] || die "--ljspeech_root is for --corpus vctk"
   [ -z "$ljspeech_root" ] || ljspeech_root=$(cd "$ljspeech_root" && pwd)
+  [ -f "$world_config" ] || die "--world_config $world_config: no such file"
   mkdir -p "$db_root" "$datadir"
   db_root=$(cd "$db_root" && pwd)
 fi
@@ -127,14 +135,27 @@ for f in pretrain_speakers continual_speakers; do
   [ -s "$datadir/$f" ] || die "$datadir/$f: missing or empty: run stage 0"
 done
 sets="train dev test"
+case "$tts_model" in   # what the base TTS reads, and the vocoder of its syntheses (and of the verifier's data)
+  salad|musa_rnn) vocoder=world; in_dump=$dumpdir; verifier_txt=$expdir/embed/verifier.txt ;;
+  tacotron2) vocoder=gl; in_dump=$dumpdir/phn_mel; verifier_txt=$expdir/embed/verifier_gl.txt ;;
+  *) die "--tts_model: unknown '$tts_model' (musa_rnn, salad, tacotron2)" ;;
+esac
 
 # ------------------------------------------------------------------------------------ stage 1
 if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
-  log 1 "WORLD features (conf/world.yaml) of $sets"
+  log 1 "WORLD features ($world_config) of $sets"
   for x in $sets; do
-    utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/world.yaml \
+    utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config "$world_config" \
       "$datadir/$x" "$expdir/make_world/$x" "$datadir/world"
   done
+  if [ "$tts_model" = tacotron2 ]; then
+    log 1 "log-mel features (conf/logmel.yaml) of $sets: $datadir/<set>_mel"
+    for x in $sets; do
+      utils/copy_data_dir.sh "$datadir/$x" "$datadir/${x}_mel"
+      utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/logmel.yaml \
+        "$datadir/${x}_mel" "$expdir/make_logmel/$x" "$datadir/logmel"
+    done
+  fi
 fi
 
 # ------------------------------------------------------------------------------------ stage 2
@@ -146,9 +167,12 @@ if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
 fi
 
 # ------------------------------------------------------------------------------------ stage 3
-if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ] && [ "$tts_model" = tacotron2 ]; then
+  log 3 "no forced alignment: tacotron2 learns its own (attention)"
+elif [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   log 3 "forced alignment: one aligner trained on the training utterances of every speaker"
-  speechkit-align --nj "$nj" "$datadir/train_phn" "$expdir/aligner"
+  # shellcheck disable=SC2086
+  speechkit-align --nj "$nj" $align_args "$datadir/train_phn" "$expdir/aligner"
   mkdir -p "$expdir/align/train"
   cp "$expdir/aligner/phone_alignments" "$expdir/align/train/phone_alignments"
   for x in dev test; do
@@ -157,7 +181,24 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
 fi
 
 # ------------------------------------------------------------------------------------ stage 4
-if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ] && [ "$tts_model" = tacotron2 ]; then
+  log 4 "tacotron2 inputs and targets: phones + log-mel, $in_dump/{pretrain,continual}/<set>"
+  for x in $sets; do
+    [ -s "$datadir/${x}_mel/feats.scp" ] || die "$datadir/${x}_mel/feats.scp: missing: run stage 1 with --tts_model tacotron2"
+    src=$datadir/${x}_phn
+    rm -rf "$in_dump/all/$x"
+    utils/subset_data_dir.sh --utt-list "$datadir/${x}_mel/feats.scp" "$src" "$in_dump/all/$x"
+    for f in feats.scp utt2num_frames frame_shift feats.yaml; do
+      cp "$datadir/${x}_mel/$f" "$in_dump/all/$x/$f"
+    done
+    utils/filter_scp.pl "$in_dump/all/$x/utt2spk" "$datadir/${x}_mel/feats.scp" > "$in_dump/all/$x/feats.scp"
+    for split in pretrain continual; do
+      [ "$split" = pretrain ] && [ "$x" = test ] && continue
+      rm -rf "$in_dump/$split/$x"
+      utils/subset_data_dir.sh --spk-list "$datadir/${split}_speakers" "$in_dump/all/$x" "$in_dump/$split/$x"
+    done
+  done
+elif [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   log 4 "label vectors: $dumpdir/{pretrain,continual}/<set>/{labels.scp,feats.scp}"
   for x in $sets; do
     src=$datadir/${x}_phn
@@ -196,31 +237,28 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
     "$datadir/train/spk2utt" > "$datadir/verifier_extra_speakers"
   sort -u "$datadir/verifier_extra_speakers" "$datadir/continual_speakers" > "$verifier_speakers"
   for x in train test; do
-    log 5 "the verifier's data: WORLD copy synthesis of the $x utterances of $(wc -l < "$verifier_speakers") speakers"
+    log 5 "the verifier's data: $vocoder copy synthesis of the $x utterances of $(wc -l < "$verifier_speakers") speakers"
     rm -rf "$datadir/${x}_verifier"
-    utils/subset_data_dir.sh --spk-list "$verifier_speakers" "$datadir/$x" "$datadir/${x}_verifier"
-    speechkit-vocode --nj "$nj" --spectrograms 2 "$datadir/${x}_verifier" "$datadir/${x}_world"
-    speechkit-embed-speakers --nj "$nj" "$datadir/${x}_world" "$expdir/embed/${x}_world"
+    if [ "$vocoder" = gl ]; then src=$in_dump/all/$x; else src=$datadir/$x; fi
+    utils/subset_data_dir.sh --spk-list "$verifier_speakers" "$src" "$datadir/${x}_verifier"
+    speechkit-vocode --nj "$nj" --spectrograms 2 "$datadir/${x}_verifier" "$datadir/${x}_$vocoder"
+    speechkit-embed-speakers --nj "$nj" "$datadir/${x}_$vocoder" "$expdir/embed/${x}_$vocoder"
   done
-  python local/verifier_accuracy.py "$expdir/embed/train_world" "$expdir/embed/test_world" \
-    | tee "$expdir/embed/verifier.txt"
+  python local/verifier_accuracy.py "$expdir/embed/train_$vocoder" "$expdir/embed/test_$vocoder" \
+    | tee "$verifier_txt"
 fi
 spk_scp=$expdir/embed/train/spk_embeddings.scp
-case "$tts_model" in
-  salad|musa_rnn) ;;
-  tacotron2) die "--tts_model tacotron2: the model and its training task exist (speechkit-train tacotron2), but the continual driver and the evaluation are not wired for it yet (see README.md)" ;;
-  *) die "--tts_model: unknown '$tts_model' (salad, musa_rnn)" ;;
-esac
 mexp=$expdir/$tts_model   # the base model's pre-training, continual runs and results
 
 # ------------------------------------------------------------------------------------ stage 6
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   log 6 "pre-training theta_init: $tts_model with speaker vectors on $(wc -l < "$datadir/pretrain_speakers") speakers (log: $mexp/pretrain/log/train.log)"
   [ -s "$spk_scp" ] || die "$spk_scp: missing: run stage 5"
+  [ -s "$in_dump/pretrain/train/feats.scp" ] || die "$in_dump/pretrain/train: no $tts_model training data: run stages 1-5 with --tts_model $tts_model"
   # shellcheck disable=SC2086
   $train_cmd --num-threads "$num_threads" "$mexp/pretrain/log/train.log" \
     speechkit-train "$tts_model" --config "conf/pretrain_$tts_model.yaml" --exp-dir "$mexp/pretrain" \
-      --data.train_dir "$dumpdir/pretrain/train" --data.valid_dir "$dumpdir/pretrain/dev" \
+      --data.train_dir "$in_dump/pretrain/train" --data.valid_dir "$in_dump/pretrain/dev" \
       --data.speaker_embeddings "$spk_scp" --trainer.num_threads "$num_threads" $pretrain_args
   log 6 "$(grep -h 'epoch .* done' "$mexp/pretrain/log/train.log" | tail -n 1 | sed 's/^.*INFO [^:]*: //' || true)"
 fi
@@ -262,13 +300,13 @@ continual_one() {  # RUN ORDER: train every episode, then score each with the ve
   # shellcheck disable=SC2046,SC2086
   $train_cmd --num-threads "$num_threads" "$e/log/train.log" \
     speechkit-train-continual --config conf/continual.yaml --exp-dir "$e" $(run_opts "$run") --seed "$order" \
-      --init-dir "$mexp/pretrain" --train-dir "$dumpdir/continual/train" \
-      --valid-dir "$dumpdir/continual/dev" --speaker-embeddings "$spk_scp" \
-      --pretrain-dir "$dumpdir/pretrain/train" --trainer.num_threads "$num_threads" \
+      --init-dir "$mexp/pretrain" --train-dir "$in_dump/continual/train" \
+      --valid-dir "$in_dump/continual/dev" --speaker-embeddings "$spk_scp" \
+      --pretrain-dir "$in_dump/pretrain/train" --trainer.num_threads "$num_threads" \
       ${continual_epochs:+--trainer.max_epochs "$continual_epochs"} $continual_args &&
   $train_cmd "$e/log/score.log" \
-    speechkit-score-continual --test-dir "$dumpdir/continual/test" --gt-train "$expdir/embed/train_world" \
-      --gt-test "$expdir/embed/test_world" --extra-speakers "$datadir/verifier_extra_speakers" "$e" &&
+    speechkit-score-continual --test-dir "$in_dump/continual/test" --gt-train "$expdir/embed/train_$vocoder" \
+      --gt-test "$expdir/embed/test_$vocoder" --extra-speakers "$datadir/verifier_extra_speakers" "$e" &&
   log 7 "$run order $order: $(grep -h 'final RA' "$e/log/score.log" | tail -n 1 | sed 's/^.*: final/final/')"
 }
 if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
@@ -290,7 +328,7 @@ fi
 if [ "$stage" -le 8 ] && [ "$stop_stage" -ge 8 ]; then
   log 8 "results: $mexp/RESULTS.md, $mexp/figures/"
   python local/make_results.py --runs "$runs" --orders "$orders" --corpus "$corpus" --tts-model "$tts_model" \
-    --buffer-size "$buffer_size" --er-buffer-sizes "$er_buffer_sizes" --verifier "$expdir/embed/verifier.txt" \
+    --buffer-size "$buffer_size" --er-buffer-sizes "$er_buffer_sizes" --verifier "$verifier_txt" \
     "$datadir" "$mexp"
 fi
 log end "done"

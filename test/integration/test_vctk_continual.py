@@ -55,8 +55,9 @@ def test_setup_is_remembered_and_contradictions_refused(recipe):
     assert setup["corpus"] == "mini" and setup["num_continual"] == "2" and setup["mini_speakers"] == "4"
     proc = run_recipe(tmp, "--stage", "6", "--mini_speakers", "6", check=False)
     assert proc.returncode != 0 and "contradicts" in proc.stderr and "mini_speakers=4" in proc.stderr
+    # tacotron2 needs its own inputs (stage 1's log-mel, stage 4's dumps): stage 6 alone says so
     proc = run_recipe(tmp, "--stage", "6", "--tts_model", "tacotron2", check=False)
-    assert proc.returncode != 0 and "tacotron2" in proc.stderr
+    assert proc.returncode != 0 and "run stages 1-5 with --tts_model tacotron2" in proc.stderr
 
 
 def test_speaker_splits_vectors_and_verifier_data(recipe):
@@ -133,6 +134,45 @@ def test_rerun_redoes_nothing(recipe):
     assert len(stamps) == 3
     run_recipe(tmp, "--stage", "7", "--stop_stage", "7", *RUN_OPTS)
     assert {f: f.stat().st_mtime_ns for f in stamps} == stamps
+
+
+# a seconds-long Tacotron 2; a stop threshold it cannot reach in 2 epochs, so that its syntheses are
+# long enough for the speaker encoder
+TINY_TACOTRON2 = ("--model.embed_dim 16 --model.encoder_conv_layers 1 --model.encoder_conv_channels 16 "
+                  "--model.encoder_lstm_units 8 --model.attention_dim 8 --model.attention_filters 4 "
+                  "--model.attention_kernel 5 --model.prenet_dim 8 --model.decoder_lstm_units 16 "
+                  "--model.postnet_layers 2 --model.postnet_channels 8 --model.stop_threshold 0.999 "
+                  "--trainer.batch_size 8 --trainer.max_epochs 2")
+
+
+def test_tacotron2_base_model(recipe):
+    """--tts_model tacotron2 on the same setup: log-mel (stage 1), phone + log-mel dumps without an
+    aligner (stages 3-4), the verifier's ground truth through Griffin-Lim (stage 5), theta_init and
+    the episodes scored (stages 6-8); the WORLD model's files stay as they were."""
+    tmp, _ = recipe
+    world_scores = tmp / "exp" / "musa_rnn" / "continual" / "sa" / "order1" / "eval" / "scores.json"
+    stamp = world_scores.stat().st_mtime_ns
+    proc = run_recipe(tmp, "--stage", "1", "--tts_model", "tacotron2", "--pretrain_args", TINY_TACOTRON2,
+                      "--strategies", "sa er", "--buffer_size", "1", "--er_buffer_sizes", "", "--orders", "1",
+                      "--continual_args", "--trainer.max_epochs 1")
+    assert "no forced alignment: tacotron2" in proc.stdout
+    d = tmp / "dump" / "phn_mel"
+    feats = read_table(d / "continual" / "train" / "feats.scp")
+    text = read_table(d / "continual" / "train" / "text")
+    assert sorted(feats) == sorted(text) and set(read_table(d / "continual" / "train" / "utt2spk").values()) \
+        == {"sp03", "sp04"}
+    assert "n_mels: 80" in (d / "pretrain" / "train" / "feats.yaml").read_text()
+    # the verifier's ground truth: Griffin-Lim from the 12.5 ms log-mel, as long as the audio
+    wav = read_table(tmp / "data" / "test_gl" / "wav.scp")
+    utt = sorted(wav)[0]
+    x, sr = sf.read(wav[utt])
+    assert sr == 16000 and abs(len(x) / sr - float(read_table(tmp / "data" / "test" / "utt2dur")[utt])) < 0.03
+    assert "held-out accuracy" in (tmp / "exp" / "embed" / "verifier_gl.txt").read_text()
+    for run in ("sa", "er_b1"):
+        s = json.loads((tmp / "exp" / "tacotron2" / "continual" / run / "order1" / "eval" / "scores.json").read_text())
+        assert s["complete"] and len(s["retained_accuracy"]) == 2
+    assert "SA (sequential adaptation, lower bound)" in (tmp / "exp" / "tacotron2" / "RESULTS.md").read_text()
+    assert world_scores.stat().st_mtime_ns == stamp
 
 
 def _fake_vctk(root: Path, speakers: dict[str, int]) -> None:
