@@ -64,6 +64,7 @@ num_resynth=8        # stage 5: test utterances to resynthesize (0 = all)
 aux_units=false      # stage 3: also write the continuous z of the test set (units/test_aux)
 unit_format=codebook # stage 3: codebook (each frame its codebook vector; ZeroSpeech 2019 VQ submissions) | onehot
 speed_perturb=false  # stage 0: add 0.9 / 1.1 speed copies of the unit set (utils/perturb_data_dir_speed_3way.sh)
+abx_bootstrap=1000   # stage 6: resamples of the test speakers for the 95 % interval of the no-context across ABX (0 = none)
 kmeans_k=0           # stage 6: also score k-means units of the input features (K clusters, at the code rate); 0 = no
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019] [--db_root DIR]
        [--nj N] [--num_threads N] [--ngpu N] [--nproc N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
@@ -270,7 +271,7 @@ fi
 
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   log 6 "scoring ABX and bitrate"
-  score() { local/score.sh "$datadir" "$1" "$2"; }
+  score() { local/score.sh --bootstrap "$abx_bootstrap" "$datadir" "$1" "$2"; }
   score "$units_dir/test" "$score_dir"
   if [ "$aux_units" = true ]; then
     score "$units_dir/test_aux" "$expdir/$tag/scores_aux"

@@ -110,6 +110,7 @@ def _read_scores(scores: Path) -> dict:
         j = _json(scores / f"{s}.json")
         row[s] = j["error"] if j else None
         row[f"{s}_triplets"] = j["n_triplets"] if j else None
+        row[f"{s}_interval"] = [j["bootstrap"]["low"], j["bootstrap"]["high"]] if j and j.get("bootstrap") else None
     b = _json(scores / "bitrate.json")
     row["bitrate"] = b["bitrate"] if b else None
     return row
@@ -117,6 +118,11 @@ def _read_scores(scores: Path) -> dict:
 
 def _fmt(v, spec=".2f") -> str:
     return "–" if v is None else format(v, spec)
+
+
+def _interval(iv) -> str:
+    """' [low, high]' of a bootstrap interval, '' without one."""
+    return "" if not iv else f" [{iv[0]:.1f}, {iv[1]:.1f}]"
 
 
 def _duration(seconds) -> str:
@@ -175,7 +181,8 @@ def report(rows: list[dict], datadir: Path, corpus: str, out: Path, png: Path | 
         f"utterances, {n_spk} speakers, {n_items} ABX items (phones); triplets scored ({ref['tag']}): {counts}.",
         "ABX error in % (lower is better), DTW over the frame-wise angular (cosine) distance, "
         "ZeroSpeech 2019 task: triplets within one phone context (by context) and the same without the context "
-        "constraint (no context: many more triplets). Bitrate: ZeroSpeech 2019 definition (frames/s x entropy of "
+        "constraint (no context: many more triplets; in brackets its 95 % interval from resampling the test "
+        "speakers, local/score.sh --bootstrap). Bitrate: ZeroSpeech 2019 definition (frames/s x entropy of "
         "the frame symbols); for continuous features every frame is its own symbol.",
         "",
         "| system | tag | input | steps | train time | ABX across | ABX within | ABX across (no ctx) "
@@ -190,7 +197,8 @@ def report(rows: list[dict], datadir: Path, corpus: str, out: Path, png: Path | 
             f"| {r['system']} | {r['tag']} | {FEATURE_NAMES.get(r.get('input'), r.get('input', ''))} "
             f"| {tr.get('steps', '–') if r['kind'] in ('vqvae', 'aux') else ''} "
             f"| {_duration(tr.get('seconds')) if r['kind'] in ('vqvae', 'aux') else ''} "
-            f"| {_fmt(r['abx_across'])} | {_fmt(r['abx_within'])} | {_fmt(r['abx_nocontext_across'])} "
+            f"| {_fmt(r['abx_across'])} | {_fmt(r['abx_within'])} | {_fmt(r['abx_nocontext_across'])}"
+            f"{_interval(r.get('abx_nocontext_across_interval'))} "
             f"| {_fmt(r['abx_nocontext_within'])} | {_fmt(r['bitrate'], '.1f')} "
             f"| {r.get('codes_used') or ''} |")
     if png is not None:

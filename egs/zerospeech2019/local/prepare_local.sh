@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # Real speech for egs/zerospeech2019: the corpora of the shared data folder, as ZeroSpeech 2019 sets.
 #
-#   unit set  the untranscribed audio of every corpus (transcripts are never used):
-#               timit_sample (80 utt, English), fsdd (2000 spoken digits, 8 kHz -> 16 kHz),
-#               msc_malayalam crowd (vote >= 0) and story (22.05 kHz -> 16 kHz), hindi_noa (523 news
-#               sentences) -- about 3.2 h; ids prefixed with the corpus name (<corpus>-<speaker>_...).
+#   unit set  the untranscribed audio of every corpus but the test set's (transcripts are never used):
+#               fsdd (2000 spoken digits, 8 kHz -> 16 kHz), msc_malayalam crowd (vote >= 0) and story
+#               (22.05 kHz -> 16 kHz), hindi_noa (523 news sentences) -- about 3.1 h; ids prefixed
+#               with the corpus name (<corpus>-<speaker>_...).
 #             $data/train, and $data/dev (every 50th utterance, validation only)
 #   voice     the msc_malayalam story reader (one female voice, 112 utterances, 10 min): $data/voice
 #   test      timit_sample with its hand-labelled phones (61-phone set; h#, pau, epi get no ABX
-#             item): $data/test. Its audio is also in the unit set, as the ZeroSpeech 2017 rules
-#             allowed (unsupervised training may see the test audio, never its labels).
+#             item): $data/test. Its speakers are unseen: none of their audio is in the unit set
+#             (with --test_in_unit_set true it is, as the ZeroSpeech 2017 rules allowed; the
+#             README's earlier real-speech rows were measured that way).
 # Audio at another rate than 16 kHz is resampled through sox pipes in wav.scp.
 #
-# Usage: local/prepare_local.sh <shared-data-dir> <data-dir>
+# Usage: local/prepare_local.sh [--test_in_unit_set false] <shared-data-dir> <data-dir>
 set -euo pipefail
 
-help_message="Usage: $0 <shared-data-dir (timit_sample fsdd msc_malayalam hindi_noa)> <data-dir>"
+test_in_unit_set=false
+help_message="Usage: $0 [--test_in_unit_set false] <shared-data-dir (timit_sample fsdd msc_malayalam hindi_noa)> <data-dir>"
 . utils/parse_options.sh
 [ $# -eq 2 ] || { echo "$help_message" >&2; exit 1; }
 db=$1
@@ -33,7 +35,9 @@ speechkit-prepare-corpus msc_malayalam "$db/msc_malayalam" "$src/mlstory" --subs
 speechkit-prepare-corpus hindi_noa "$db/hindi_noa" "$src/hindi" "${sr[@]}"
 
 parts=()
-for c in timit fsdd mlcrowd mlstory hindi; do
+unit_corpora="fsdd mlcrowd mlstory hindi"
+[ "$test_in_unit_set" = true ] && unit_corpora="timit $unit_corpora"
+for c in $unit_corpora; do
   utils/copy_data_dir.sh --utt-prefix "$c-" --spk-prefix "$c-" "$src/$c" "$src/${c}_prefixed"
   parts+=("$src/${c}_prefixed")
 done

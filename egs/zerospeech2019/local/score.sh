@@ -2,12 +2,15 @@
 # Score a frame-level feature directory (units or features) on the test set of a data dir:
 # ABX across and within speakers, by context (ZeroSpeech 2019) and without context, and bitrate.
 #
-# Usage: local/score.sh <data-dir> <feature-dir> <out-dir>
+# Usage: local/score.sh [--bootstrap 1000] <data-dir> <feature-dir> <out-dir>
+#   --bootstrap N: a 95 % interval (N resamples of the test speakers) on the no-context across-speaker
+#   ABX, the figure that ranks systems (0 = none)
 #   <data-dir>/test/abx.item, abx_nocontext.item, utt2dur (or bitrate_filelist.txt) are used;
 #   writes <out-dir>/{abx,abx_nocontext}_{across,within}.{json,log} and bitrate.json.
 set -euo pipefail
 
-help_message="Usage: $0 <data-dir> <feature-dir> <out-dir>"
+bootstrap=1000
+help_message="Usage: $0 [--bootstrap N] <data-dir> <feature-dir> <out-dir>"
 . utils/parse_options.sh
 [ $# -eq 3 ] || { echo "$help_message" >&2; exit 1; }
 data=$1
@@ -21,7 +24,9 @@ for item in abx abx_nocontext; do
   [ -f "$data/test/$item.item" ] || continue
   for mode in across within; do
     name=${item}_${mode}
-    speechkit-score-abx "$feats" "$data/test/$item.item" --"$mode" --distance cosine \
+    boot=()
+    [ "$name" = abx_nocontext_across ] && [ "$bootstrap" -gt 0 ] && boot=(--bootstrap "$bootstrap" --bootstrap-seed 1)
+    speechkit-score-abx "$feats" "$data/test/$item.item" --"$mode" --distance cosine "${boot[@]}" \
       --json "$out/$name.json" --log-file "$out/$name.log" | tail -n 1
   done
 done
