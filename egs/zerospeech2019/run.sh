@@ -21,9 +21,10 @@
 #                   English, --mini_speakers speakers x --mini_sentences sentences; the last two speakers
 #                   are the test set, the one before them the target voice, the rest the unit set.
 #   local           every corpus in --db_root (default ../../../shared/data): the untranscribed audio of
-#                   timit_sample, fsdd, msc_malayalam (crowd + story) and hindi_noa (16 kHz through sox
-#                   pipes) is the unit set, the msc_malayalam story reader the voice, timit_sample the
-#                   test set (ABX on its hand-labelled phones).
+#                   fsdd, msc_malayalam (crowd + story) and hindi_noa (16 kHz through sox pipes) is the
+#                   unit set, the msc_malayalam story reader the voice, timit_sample the test set of
+#                   unseen speakers (ABX on its hand-labelled phones). Defaults to the real-speech
+#                   configuration: conf/tuning/train_vqvae_tr_k64_smooth_jitter.yaml, --speed_perturb true.
 #   zerospeech2019  the official 2019 data: --db_root DIR/english (or surprise) with train/unit,
 #                   train/voice, test, and optionally an ABX item file and bitrate_filelist.txt
 #                   (see local/prepare_zerospeech2019.py --help).
@@ -36,7 +37,8 @@
 # from (or stops at) its latest checkpoint, units and wavs are rewritten atomically.
 # Example:  ./run.sh                          (the whole mini recipe)
 #           ./run.sh --stage 3                (reuse the trained VQ-VAE)
-#           ./run.sh --corpus local --train_config conf/tuning/train_vqvae_tr_k256.yaml
+#           ./run.sh --corpus local --stop_stage 3   (the real-speech default, about 20 min on 2 cores)
+#           ./run.sh --corpus local --train_config conf/tuning/train_vqvae_tr_k256.yaml --speed_perturb false
 set -euo pipefail
 
 stage=0
@@ -53,7 +55,8 @@ datadir=data         # Kaldi data dirs
 dumpdir=dump         # features
 expdir=exp           # experiments
 feats_type=mfcc      # VQ-VAE input features: mfcc (conf/mfcc.yaml) | logmel (conf/logmel.yaml)
-train_config=conf/train_vqvae.yaml        # VQ-VAE config (speechkit-train vqvae --print-config lists every key)
+train_config=        # VQ-VAE config (speechkit-train vqvae --print-config lists every key); default: conf/train_vqvae.yaml,
+                     # --corpus local: conf/tuning/train_vqvae_tr_k64_smooth_jitter.yaml (README: the real-speech default)
 inverter_config=conf/train_inverter.yaml  # inverter config
 tag=                 # experiment name (default: train_config's name without 'train_' and '.yaml', + _<feats_type>
                      # unless mfcc or the name says it)
@@ -63,7 +66,8 @@ voice=               # stage 5 target voice (default: the voice set's first spea
 num_resynth=8        # stage 5: test utterances to resynthesize (0 = all)
 aux_units=false      # stage 3: also write the continuous z of the test set (units/test_aux)
 unit_format=codebook # stage 3: codebook (each frame its codebook vector; ZeroSpeech 2019 VQ submissions) | onehot
-speed_perturb=false  # stage 0: add 0.9 / 1.1 speed copies of the unit set (utils/perturb_data_dir_speed_3way.sh)
+speed_perturb=       # stage 0: add 0.9 / 1.1 speed copies of the unit set (utils/perturb_data_dir_speed_3way.sh);
+                     # default false, --corpus local: true
 abx_bootstrap=1000   # stage 6: resamples of the test speakers for the 95 % interval of the no-context across ABX (0 = none)
 kmeans_k=0           # stage 6: also score k-means units of the input features (K clusters, at the code rate); 0 = no
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019] [--db_root DIR]
@@ -78,6 +82,15 @@ Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5
 . utils/parse_options.sh
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
 
+# the real-speech default (--corpus local): the best configuration measured that finishes stages 0-3 in
+# 30 minutes on 2 cores (README); mini and the official data keep the small one
+if [ "$corpus" = local ]; then
+  train_config=${train_config:-conf/tuning/train_vqvae_tr_k64_smooth_jitter.yaml}
+  speed_perturb=${speed_perturb:-true}
+fi
+train_config=${train_config:-conf/train_vqvae.yaml}
+speed_perturb=${speed_perturb:-false}
+case "$speed_perturb" in true|false) ;; *) echo "$0: --speed_perturb must be true or false, got '$speed_perturb'" >&2; exit 1 ;; esac
 case "$feats_type" in mfcc|logmel) ;; *) echo "$0: --feats_type must be mfcc or logmel, got '$feats_type'" >&2; exit 1 ;; esac
 [ -f "$train_config" ] || { echo "$0: --train_config $train_config: no such file" >&2; exit 1; }
 [ -f "$inverter_config" ] || { echo "$0: --inverter_config $inverter_config: no such file" >&2; exit 1; }
