@@ -77,10 +77,25 @@ help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerosp
        [--datadir DIR] [--dumpdir DIR] [--expdir DIR] [--mini_speakers N] [--mini_sentences N]
 Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize, 6 score + RESULTS.md"
 
+setup_keys="corpus db_root mini_speakers mini_sentences speed_perturb"
+for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
+
+# The setup stage 0 prepared ($datadir/.setup): later stages take the corpus, --db_root, the mini
+# options and --speed_perturb from it, so `./run.sh --stage 2` continues `./run.sh --corpus local
+# --stop_stage 1`; an option given later with another value is an error naming the saved one.
+. utils/stage_setup.sh
+setup_file=$datadir/.setup
+if [ "$stage" -gt 0 ]; then
+  setup_restore "$setup_file" $setup_keys
+elif [ -n "$db_root" ]; then
+  if [ "$corpus" = mini ]; then mkdir -p "$db_root"; fi
+  [ -d "$db_root" ] || { echo "$0: --db_root $db_root: no such directory" >&2; exit 1; }
+  db_root=$(cd "$db_root" && pwd)
+fi
 
 # the real-speech default (--corpus local): the best configuration measured that finishes stages 0-3 in
 # 30 minutes on 2 cores (README); mini and the official data keep the small one
@@ -156,6 +171,7 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
       > "$datadir/test/abx_nocontext.item.tmp"
     mv "$datadir/test/abx_nocontext.item.tmp" "$datadir/test/abx_nocontext.item"
   fi
+  setup_save "$setup_file" $setup_keys
 fi
 
 if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then

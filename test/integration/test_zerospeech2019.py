@@ -121,6 +121,20 @@ def test_rerun_reuses_the_trained_model(recipe):
     assert (tmp / "exp" / TAG / "units" / "test" / "codes").read_bytes() == codes
 
 
+def test_setup_is_remembered_and_contradictions_refused(recipe):
+    """Stage 0 writes data/.setup; a later stage needs no corpus option and refuses a contradicting one."""
+    tmp, _ = recipe
+    setup = dict(line.split("=", 1) for line in (tmp / "data" / ".setup").read_text().splitlines())
+    assert setup["corpus"] == "mini" and setup["mini_speakers"] == "4" and setup["speed_perturb"] == "false"
+    assert setup["db_root"] == str((tmp / "db").resolve())
+    base = ["./run.sh", "--datadir", str(tmp / "data"), "--dumpdir", str(tmp / "dump"), "--expdir", str(tmp / "exp"),
+            "--tag", TAG, "--train_config", "conf/train_vqvae_tiny.yaml", "--stage", "3", "--stop_stage", "3"]
+    ok = subprocess.run(base, cwd=RECIPE, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    bad = subprocess.run(base + ["--mini_speakers", "6"], cwd=RECIPE, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "contradicts" in bad.stderr and "mini_speakers=4" in bad.stderr
+
+
 def test_stale_inverter_is_retrained_and_speed_perturbation(recipe):
     tmp, _ = recipe
     inv = tmp / "exp" / TAG / "inverter"
