@@ -4,8 +4,12 @@
 
 DATA_DIR holds features of the kind the model was trained on (feats.scp; cmvn.scp when the model
 was trained with CMVN: per-speaker stats of DATA_DIR itself for data.cmvn=speaker, the training
-set's global stats for data.cmvn=global). Every utterance is encoded (whole, no cropping) and
-OUT_DIR gets:
+set's global stats for data.cmvn=global). Every utterance is encoded as in training: over
+overlapping windows of the training crop (the model's data.crop_frames; --window N for another
+length, --hop for the step, half a window by default), each code frame taken from the window it is
+most central in (on unseen TIMIT speakers this moved 8.5 % of the codes and lowered the no-context
+ABX from 28.34 to 28.16 %, egs/zerospeech2019/README.md); --window 0 encodes each utterance whole
+(so does a model trained without crops). OUT_DIR gets:
 
   <utt>.txt    one line per code frame: with --unit-format codebook (default) the codebook vector
                e_k of the frame's code k (De numbers, as ZeroSpeech 2019 VQ submissions wrote
@@ -61,6 +65,13 @@ def build_parser():
     p.add_argument("--aux", action="store_true",
                    help="write the continuous encoder output z per frame instead of the code")
     p.add_argument("--nj", type=int, default=1, help="parallel worker processes (default: 1)")
+    p.add_argument("--window", type=int, default=None, metavar="N",
+                   help="encode over overlapping windows of N input frames (a multiple of the stride), each code "
+                        "frame taken from the window it is most central in; 0 = each utterance whole. Default: "
+                        "the model's training crop (data.crop_frames, rounded down to the stride; whole "
+                        "utterances for a model trained without crops), so that extraction sees what training saw")
+    p.add_argument("--hop", type=int, default=0, metavar="N",
+                   help="with --window: input frames between window starts (default: half the window)")
     p.add_argument("--batch-frames", type=int, default=20000, metavar="N",
                    help="input frames per encoder batch (default: 20000)")
     p.add_argument("--log-file", default=None, help="also append the log here")
@@ -141,18 +152,22 @@ def load_inputs(data_dir: Path, cfg, utts: list[str] | None = None) -> tuple[lis
 
 
 def encode_part(model_path: str, data_dir: str, utts: list[str] | None, out_tmp: str, aux: bool,
-                batch_frames: int, progress: bool = True, unit_format: str = "codebook") -> dict[str, list[int]]:
+                batch_frames: int, progress: bool = True, unit_format: str = "codebook", window: int = 0,
+                hop: int = 0) -> dict[str, list[int]]:
     """Encode ``utts`` of ``data_dir`` (all if None) and write their ``<utt>.txt`` into ``out_tmp``
-    (``unit_format``: ``codebook`` or ``onehot`` rows; ``aux``: the continuous z instead).
+    (``unit_format``: ``codebook`` or ``onehot`` rows; ``aux``: the continuous z instead; ``window``
+    > 0: over overlapping windows, :func:`speechkit.models.vqvae.encode_windowed`).
 
     Returns ``{utt: codes}``. Runs in a worker process with ``--nj > 1``.
     """
     import torch
     from tqdm import tqdm
 
+    from speechkit.models.vqvae import encode_windowed
     from speechkit.train import load_model
 
     model, cfg = load_model(model_path)
+    model.eval()
     utts, feats = load_inputs(Path(data_dir), cfg, utts)
     K = cfg.model.codebook_size
     if aux:
@@ -172,12 +187,16 @@ def encode_part(model_path: str, data_dir: str, utts: list[str] | None, out_tmp:
             batch = [order[i]]
             longest = len(feats[order[i]])
             i += 1
-            while i < len(order) and longest * (len(batch) + 1) <= batch_frames:
+            while window <= 0 and i < len(order) and longest * (len(batch) + 1) <= batch_frames:
                 batch.append(order[i])
                 i += 1
-            x = torch.nn.utils.rnn.pad_sequence([feats[j] for j in batch], batch_first=True)
-            lengths = torch.tensor([len(feats[j]) for j in batch])
-            codes, z_e, _, out_lengths = model.encode(x, lengths)
+            if window > 0:  # one utterance at a time, its windows in one batch
+                c1, z1 = encode_windowed(model, feats[batch[0]], window, hop or None)
+                codes, z_e, out_lengths = c1[None], z1[None], torch.tensor([len(c1)])
+            else:
+                x = torch.nn.utils.rnn.pad_sequence([feats[j] for j in batch], batch_first=True)
+                lengths = torch.tensor([len(feats[j]) for j in batch])
+                codes, z_e, _, out_lengths = model.encode(x, lengths)
             for b, j in enumerate(batch):
                 n = int(out_lengths[b])
                 c = codes[b, :n].tolist()
@@ -197,8 +216,8 @@ def _worker(args: tuple) -> dict[str, list[int]]:
     import torch
 
     torch.set_num_threads(1)
-    *head, unit_format = args
-    return encode_part(*head, progress=False, unit_format=unit_format)
+    *head, unit_format, window, hop = args
+    return encode_part(*head, progress=False, unit_format=unit_format, window=window, hop=hop)
 
 
 def _run(args) -> int:
@@ -210,6 +229,10 @@ def _run(args) -> int:
         raise ValueError(f"--nj must be >= 1, got {args.nj}")
     if args.batch_frames < 1:
         raise ValueError(f"--batch-frames must be >= 1, got {args.batch_frames}")
+    if args.window is not None and (args.window < 0 or args.hop < 0 or (args.hop and not args.window)
+                                    or args.hop > args.window):
+        raise ValueError(f"--window / --hop: need 0 < hop <= window (or window 0, no hop), got "
+                         f"{args.window} / {args.hop}")
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)
     model_path = Path(args.model_dir)
     if model_path.is_dir():
@@ -223,6 +246,17 @@ def _run(args) -> int:
 
     if not isinstance(model, VQVAE):
         raise ValueError(f"{model_path}: not a VQ-VAE checkpoint (task {type(model).__name__})")
+    if args.window is None:
+        crop = int(getattr(cfg.data, "crop_frames", 0) or 0)
+        args.window = crop // cfg.model.stride * cfg.model.stride
+        if args.window:
+            log.info("windows of %d input frames (the training crop; --window 0 encodes whole utterances)",
+                     args.window)
+        if args.hop > args.window:
+            raise ValueError(f"--hop {args.hop} > the window {args.window}")
+    if args.window % cfg.model.stride or args.hop % cfg.model.stride:
+        raise ValueError(f"--window {args.window} / --hop {args.hop}: must be multiples of the model's stride "
+                         f"{cfg.model.stride}")
     if not args.aux and args.unit_format == "codebook":
         rows = codebook_rows(model.quantizer.codebook)
         if len(set(rows)) < len(rows):
@@ -245,13 +279,14 @@ def _run(args) -> int:
     try:
         if args.nj == 1 or utts is None or len(utts) < 2:
             codes = encode_part(str(model_path), str(data_dir), utts, str(tmp), args.aux, args.batch_frames,
-                                unit_format=args.unit_format)
+                                unit_format=args.unit_format, window=args.window, hop=args.hop)
         else:
             import multiprocessing as mp
 
             nj = min(args.nj, len(utts))
             parts = [utts[k::nj] for k in range(nj)]
-            jobs = [(str(model_path), str(data_dir), p, str(tmp), args.aux, args.batch_frames, args.unit_format)
+            jobs = [(str(model_path), str(data_dir), p, str(tmp), args.aux, args.batch_frames, args.unit_format,
+                     args.window, args.hop)
                     for p in parts]
             codes = {}
             pool = mp.get_context("spawn").Pool(nj)
@@ -275,6 +310,8 @@ def _run(args) -> int:
             "kind": "aux" if args.aux else args.unit_format, "codebook_size": cfg.model.codebook_size,
             "codebook_dim": cfg.model.codebook_dim, "stride": cfg.model.stride, "frame_shift": float(f"{shift:.6g}"),
             "num_utts": len(codes), "num_frames": n_frames, "codes_used": used,
+            "window": args.window, "hop": (args.hop or max(cfg.model.stride, args.window // 2 // cfg.model.stride
+                                                              * cfg.model.stride)) if args.window else 0,
         }
         with atomic_write(tmp / "units.yaml") as f:
             yaml.safe_dump(info, f, sort_keys=False)

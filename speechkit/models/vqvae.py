@@ -476,3 +476,61 @@ class VQVAE(nn.Module):
         z_q = z_q[:, : int(stage_lengths[-1].max())]
         return self.decoder(z_q, stage_lengths, speakers)
 
+
+
+def window_starts(num_frames: int, window: int, hop: int) -> list[int]:
+    """Start frames of the analysis windows of :func:`encode_windowed`: ``0, hop, 2 hop, ...`` up to
+    the first window that reaches the end (one window, starting at 0, when ``num_frames <= window``)."""
+    if window < 1 or hop < 1 or hop > window:
+        raise ValueError(f"need 1 <= hop <= window, got window {window}, hop {hop}")
+    starts = [0]
+    while starts[-1] + window < num_frames:
+        starts.append(starts[-1] + hop)
+    return starts
+
+
+@torch.no_grad()
+def encode_windowed(model: VQVAE, feats: torch.Tensor, window: int, hop: int | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encode one utterance over overlapping windows of the training crop length.
+
+    Training encodes ``data.crop_frames``-frame crops, each with positions counted from its own
+    start; encoding a whole utterance at once shows the encoder positions and contexts it never saw.
+    Here the utterance is cut into windows of ``window`` input frames starting every ``hop`` frames
+    (both multiples of ``model.cfg.stride``), the windows are encoded in one batch, and every
+    code frame is taken from the window whose centre is nearest to it (so from the central part of
+    a window wherever windows overlap; ``hop = window // 2`` by default).
+
+    Args:
+        model: a :class:`VQVAE` (in eval mode).
+        feats: ``(T, D_in)`` input features (after CMVN), ``T >= stride``.
+        window, hop: input frames.
+
+    Returns:
+        ``codes (T',)`` and ``z_e (T', De)`` with ``T' = ceil(T / stride)``, as :meth:`VQVAE.encode`.
+
+    Raises:
+        ValueError: ``window`` / ``hop`` not positive multiples of the stride, or ``hop > window``.
+    """
+    s = model.cfg.stride
+    hop = hop or max(s, (window // 2) // s * s)
+    if window % s or hop % s:
+        raise ValueError(f"window ({window}) and hop ({hop}) must be multiples of the stride {s}")
+    T = feats.size(0)
+    starts = window_starts(T, window, hop)
+    pieces = [feats[a: a + window] for a in starts]
+    x = torch.nn.utils.rnn.pad_sequence(pieces, batch_first=True)
+    lengths = torch.tensor([len(p) for p in pieces])
+    _, z_w, _, out_lengths = model.encode(x, lengths)
+    n_out = -(-T // s)
+    begin = torch.tensor(starts, dtype=torch.float64)
+    end = begin + lengths.double()
+    first = torch.arange(n_out, dtype=torch.float64) * s
+    frame_mid = (first + (first + s).clamp(max=T)) / 2  # the last code frame may cover fewer than s frames
+    inside = (frame_mid[:, None] >= begin[None]) & (frame_mid[:, None] < end[None])  # every frame is in some window
+    dist = (frame_mid[:, None] - (begin + end)[None] / 2).abs().masked_fill(~inside, float("inf"))
+    k = dist.argmin(dim=1)
+    j = torch.arange(n_out) - torch.tensor(starts)[k] // s
+    z_e = z_w[k, j]
+    codes = model.quantizer.quantize(z_e[None])[0]
+    return codes, z_e

@@ -142,3 +142,47 @@ def test_feature_kind_must_match_training(setup, tmp_path, capsys):
         assert "features differ from the training set's" in capsys.readouterr().err
     finally:
         (setup["root"] / "train" / "feats.yaml").unlink()
+
+
+def test_windowed_encoding_against_window_by_window_reference(setup, tmp_path):
+    """--window: every code frame is the one its nearest-centred containing window gives when that
+    window is encoded alone (brute force), a window covering the utterance is the whole-utterance
+    encoding, and --nj gives the same files."""
+    from speechkit.models.vqvae import encode_windowed, window_starts
+
+    model, cfg = load_model(setup["exp"])
+    model.eval()
+    s = cfg.model.stride
+    utts, feats = load_features(setup["test"], "speaker")
+    x = feats[utts.index("s8_a")]  # 30 frames
+    assert window_starts(30, 8, 4) == [0, 4, 8, 12, 16, 20, 24] and window_starts(5, 8, 4) == [0]
+    for window, hop in ((8, 4), (12, 8), (8, 8)):
+        codes, z = encode_windowed(model, x, window, hop)
+        assert len(codes) == -(-len(x) // s)
+        starts = window_starts(len(x), window, hop)
+        for t in range(len(codes)):
+            mid = (t * s + min((t + 1) * s, len(x))) / 2
+            best = min((a for a in starts if a <= mid < min(a + window, len(x))),
+                       key=lambda a: abs(mid - (a + min(window, len(x) - a) / 2)))
+            piece = x[best: best + window]
+            with torch.no_grad():
+                c, ze, _, _ = model.encode(piece[None], torch.tensor([len(piece)]))
+            assert int(c[0, t - best // s]) == int(codes[t])
+            torch.testing.assert_close(ze[0, t - best // s], z[t])
+    whole_c, whole_z, _, n = model.encode(x[None], torch.tensor([len(x)]))
+    codes, z = encode_windowed(model, x, 32)
+    assert codes.tolist() == whole_c[0, : int(n[0])].tolist()
+    with pytest.raises(ValueError, match="multiples of the stride"):
+        encode_windowed(model, x, 6 if s == 4 else 3 * s + 1, None)
+    a, b = tmp_path / "w1", tmp_path / "w2"
+    assert run(["--model-dir", setup["exp"], "--window", 8, setup["test"], a]) == 0
+    assert run(["--model-dir", setup["exp"], "--window", 8, "--nj", 2, setup["test"], b]) == 0
+    assert (a / "codes").read_text() == (b / "codes").read_text()
+    assert yaml.safe_load((a / "units.yaml").read_text())["window"] == 8
+    assert run(["--model-dir", setup["exp"], "--window", 8, "--hop", 12, setup["test"], tmp_path / "bad"]) == 1
+    # the default: the model's training crop (whole utterances when it was trained without crops)
+    assert run(["--model-dir", setup["exp"], setup["test"], tmp_path / "d"]) == 0
+    assert yaml.safe_load((tmp_path / "d" / "units.yaml").read_text())["window"] == \
+        int(cfg.data.crop_frames or 0) // s * s
+    assert run(["--model-dir", setup["exp"], "--window", 0, setup["test"], tmp_path / "w0"]) == 0
+    assert yaml.safe_load((tmp_path / "w0" / "units.yaml").read_text())["window"] == 0
