@@ -47,6 +47,7 @@ corpus=              # mini | msc | vctk; default: mini without --db_root, else 
 db_root=             # corpus location (default for mini: db/mini, synthesized there)
 ljspeech_root=       # vctk: LJSpeech as the pre-training split's single-speaker set (as the paper)
 num_continual=       # continual speakers (mini: the last 4 of 8 voices; vctk: 10 drawn from --seed)
+continual_speakers=  # vctk: the continual speakers by name, comma-separated (e.g. p225,p226), instead of drawing them
 mini_speakers=8      # mini: espeak-ng voices (1-8)
 mini_sentences=60    # mini: sentences per voice
 seed=1               # data split seed
@@ -71,7 +72,7 @@ expdir=exp
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|vctk] [--strategies '...']
        [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--continual_args '...'] [--nj N] ...
 (see the header of $0 for every option)"
-setup_keys="corpus db_root ljspeech_root num_continual mini_speakers mini_sentences seed num_test num_dev world_config align_args"
+setup_keys="corpus db_root ljspeech_root num_continual continual_speakers mini_speakers mini_sentences seed num_test num_dev world_config align_args"
 for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
 . ./path.sh
 . ./cmd.sh
@@ -104,6 +105,7 @@ else
     *) die "unknown --corpus '$corpus' (mini, msc, vctk)" ;;
   esac
   [ -z "$ljspeech_root" ] || [ "$corpus" = vctk ] || die "--ljspeech_root is for --corpus vctk"
+  [ -z "$continual_speakers" ] || [ "$corpus" = vctk ] || die "--continual_speakers is for --corpus vctk"
   [ -z "$ljspeech_root" ] || ljspeech_root=$(cd "$ljspeech_root" && pwd)
   [ -f "$world_config" ] || die "--world_config $world_config: no such file"
   mkdir -p "$db_root" "$datadir"
@@ -125,6 +127,7 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
       local/prepare_msc.sh $split_opts "$msc" "$datadir" ;;
     # shellcheck disable=SC2086
     vctk) local/prepare_vctk.sh --num_continual "$num_continual" ${ljspeech_root:+--ljspeech_root "$ljspeech_root"} \
+            ${continual_speakers:+--continual_speakers "$continual_speakers"} \
             $split_opts "$db_root" "$datadir" ;;
   esac
   setup_save "$setup_file" $setup_keys

@@ -210,3 +210,10 @@ def test_prepare_vctk_on_a_fake_tree(tmp_path):
     cmd[-1] = cmd[-1].replace("--num_continual 2", "--continual_speakers p225,p999")
     proc = subprocess.run(cmd, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "'p999' is not a speaker" in proc.stderr
+    # through run.sh: the layout is recognised and --continual_speakers chooses the continual split
+    run = ["./run.sh", "--db_root", str(db), "--datadir", str(tmp_path / "d2"), "--continual_speakers", "p226,p227",
+           "--num_test", "3", "--num_dev", "2", "--stop_stage", "0"]
+    proc = subprocess.run(run, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "d2" / "continual_speakers").read_text().split() == ["p226", "p227"]
+    assert "corpus=vctk" in (tmp_path / "d2" / ".setup").read_text()
