@@ -191,10 +191,10 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ] && [ "$tts_model" = tacotron2 ]
     src=$datadir/${x}_phn
     rm -rf "$in_dump/all/$x"
     utils/subset_data_dir.sh --utt-list "$datadir/${x}_mel/feats.scp" "$src" "$in_dump/all/$x"
-    for f in feats.scp utt2num_frames frame_shift feats.yaml; do
-      cp "$datadir/${x}_mel/$f" "$in_dump/all/$x/$f"
+    cp "$datadir/${x}_mel/frame_shift" "$datadir/${x}_mel/feats.yaml" "$in_dump/all/$x/"
+    for f in feats.scp utt2num_frames; do  # the log-mel, for the utterances that have phones
+      utils/filter_scp.pl "$in_dump/all/$x/utt2spk" "$datadir/${x}_mel/$f" > "$in_dump/all/$x/$f"
     done
-    utils/filter_scp.pl "$in_dump/all/$x/utt2spk" "$datadir/${x}_mel/feats.scp" > "$in_dump/all/$x/feats.scp"
     for split in pretrain continual; do
       [ "$split" = pretrain ] && [ "$x" = test ] && continue
       rm -rf "$in_dump/$split/$x"

@@ -317,6 +317,7 @@ def decode_part(args, job: int, nj: int) -> None:
     from speechkit.decode.rnnt_search import DecodeConfig, recognize, recognize_batch
     from speechkit.features.cmvn import apply_cmvn
     from speechkit.features.io import FeatureReader
+    from speechkit.train.trainer import resolve_device
 
     torch.set_num_threads(args.num_threads)
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)
@@ -329,11 +330,7 @@ def decode_part(args, job: int, nj: int) -> None:
         return
     dec = Decoder(ckpt, args.units_dir, args.cmvn_stats, args.blank_penalty)
     model, cfg = dec.model, dec.cfg
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda: no CUDA device is available (use --device cpu or auto)")
+    device = resolve_device(args.device, "--device")
     model.to(device)
     mode = _mode(args)
     if mode == "lid_free" and not model.has_lid:

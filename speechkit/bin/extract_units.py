@@ -191,7 +191,7 @@ def encode_part(model_path: str, data_dir: str, utts: list[str] | None, out_tmp:
                 batch.append(order[i])
                 i += 1
             if window > 0:  # one utterance at a time, its windows in one batch
-                c1, z1 = encode_windowed(model, feats[batch[0]], window, hop or None)
+                c1, z1 = encode_windowed(model, feats[batch[0]], window, hop)
                 codes, z_e, out_lengths = c1[None], z1[None], torch.tensor([len(c1)])
             else:
                 x = torch.nn.utils.rnn.pad_sequence([feats[j] for j in batch], batch_first=True)
@@ -229,10 +229,6 @@ def _run(args) -> int:
         raise ValueError(f"--nj must be >= 1, got {args.nj}")
     if args.batch_frames < 1:
         raise ValueError(f"--batch-frames must be >= 1, got {args.batch_frames}")
-    if args.window is not None and (args.window < 0 or args.hop < 0 or (args.hop and not args.window)
-                                    or args.hop > args.window):
-        raise ValueError(f"--window / --hop: need 0 < hop <= window (or window 0, no hop), got "
-                         f"{args.window} / {args.hop}")
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)
     model_path = Path(args.model_dir)
     if model_path.is_dir():
@@ -242,21 +238,25 @@ def _run(args) -> int:
             raise FileNotFoundError(f"{model_path}: no checkpoints/best.pt or checkpoints/latest.pt (train it first)")
         model_path = chosen
     model, cfg = load_model(model_path)
-    from speechkit.models.vqvae import VQVAE
+    from speechkit.models.vqvae import VQVAE, default_hop
 
     if not isinstance(model, VQVAE):
         raise ValueError(f"{model_path}: not a VQ-VAE checkpoint (task {type(model).__name__})")
+    # the windows: given, or the training crop; the hop: given, or half a window (both in whole strides)
+    stride = cfg.model.stride
     if args.window is None:
-        crop = int(getattr(cfg.data, "crop_frames", 0) or 0)
-        args.window = crop // cfg.model.stride * cfg.model.stride
+        args.window = int(getattr(cfg.data, "crop_frames", 0) or 0) // stride * stride
         if args.window:
             log.info("windows of %d input frames (the training crop; --window 0 encodes whole utterances)",
                      args.window)
-        if args.hop > args.window:
-            raise ValueError(f"--hop {args.hop} > the window {args.window}")
-    if args.window % cfg.model.stride or args.hop % cfg.model.stride:
+    if args.window and not args.hop:
+        args.hop = default_hop(args.window, stride)
+    if args.window < 0 or args.hop < 0 or (args.hop and not args.window) or args.hop > args.window:
+        raise ValueError(f"--window / --hop: need 0 < hop <= window (or window 0, no hop), got "
+                         f"{args.window} / {args.hop}")
+    if args.window % stride or args.hop % stride:
         raise ValueError(f"--window {args.window} / --hop {args.hop}: must be multiples of the model's stride "
-                         f"{cfg.model.stride}")
+                         f"{stride}")
     if not args.aux and args.unit_format == "codebook":
         rows = codebook_rows(model.quantizer.codebook)
         if len(set(rows)) < len(rows):
@@ -310,8 +310,7 @@ def _run(args) -> int:
             "kind": "aux" if args.aux else args.unit_format, "codebook_size": cfg.model.codebook_size,
             "codebook_dim": cfg.model.codebook_dim, "stride": cfg.model.stride, "frame_shift": float(f"{shift:.6g}"),
             "num_utts": len(codes), "num_frames": n_frames, "codes_used": used,
-            "window": args.window, "hop": (args.hop or max(cfg.model.stride, args.window // 2 // cfg.model.stride
-                                                              * cfg.model.stride)) if args.window else 0,
+            "window": args.window, "hop": args.hop,
         }
         with atomic_write(tmp / "units.yaml") as f:
             yaml.safe_dump(info, f, sort_keys=False)

@@ -572,7 +572,6 @@ def recognize_batch(
         stacked = [stack_frames(f.to(dev, torch.float32), num_stack=cfg.num_stack, stride=cfg.stack_stride)[0]
                    for f in feats]
         keep = [i for i, x in enumerate(stacked) if x.size(0) > 0]
-        enc = None
         if keep:
             lengths = torch.tensor([stacked[i].size(0) for i in keep], dtype=torch.long, device=dev)
             x = torch.nn.utils.rnn.pad_sequence([stacked[i] for i in keep], batch_first=True)

@@ -478,6 +478,11 @@ class VQVAE(nn.Module):
 
 
 
+def default_hop(window: int, stride: int) -> int:
+    """Half a window, in whole strides (at least one): the hop of :func:`encode_windowed` by default."""
+    return max(stride, window // 2 // stride * stride)
+
+
 def window_starts(num_frames: int, window: int, hop: int) -> list[int]:
     """Start frames of the analysis windows of :func:`encode_windowed`: ``0, hop, 2 hop, ...`` up to
     the first window that reaches the end (one window, starting at 0, when ``num_frames <= window``)."""
@@ -513,7 +518,7 @@ def encode_windowed(model: VQVAE, feats: torch.Tensor, window: int, hop: int | N
         ValueError: ``window`` / ``hop`` not positive multiples of the stride, or ``hop > window``.
     """
     s = model.cfg.stride
-    hop = hop or max(s, (window // 2) // s * s)
+    hop = hop or default_hop(window, s)
     if window % s or hop % s:
         raise ValueError(f"window ({window}) and hop ({hop}) must be multiples of the stride {s}")
     T = feats.size(0)

@@ -73,8 +73,8 @@ from speechkit.train.schedulers import StepSchedule
 from speechkit.train.task import Task
 from speechkit.utils.config import ConfigError, FieldError, config_diff, dump_config, from_dict, to_dict
 
-__all__ = ["TrainerConfig", "Trainer", "TrainState", "ExperimentBusyError", "load_model", "seed_everything",
-           "move_to_device", "build_optimizer"]
+__all__ = ["TrainerConfig", "Trainer", "TrainState", "ExperimentBusyError", "load_model", "resolve_device",
+           "seed_everything", "move_to_device", "build_optimizer"]
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +317,7 @@ class Trainer:
             CheckpointError: the latest checkpoint is truncated or corrupt (names the file).
             ExperimentBusyError: another process is training in ``exp_dir``.
         """
-        device = _resolve_device(self.tc.device)
+        device = resolve_device(self.tc.device)
         with distributed_session(device) as info:
             self.dist, self.rank, self.world_size = info, info.rank, info.world_size
             if self.is_main:
@@ -802,11 +802,16 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return model.module if isinstance(model, wrappers) else model
 
 
-def _resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, option: str = "key 'trainer.device'") -> torch.device:
+    """``cpu`` | ``cuda`` | ``auto`` (cuda when there is one) -> a torch device.
+
+    Raises:
+        ConfigError: ``cuda`` without a CUDA device (the message names ``option``).
+    """
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("key 'trainer.device': 'cuda' requested but CUDA is not available (use cpu or auto)")
+        raise ConfigError(f"{option}: 'cuda' requested but no CUDA device is available (use cpu or auto)")
     return torch.device(name)
 
 
