@@ -53,7 +53,9 @@ fi
 "${pip[@]}" install "setuptools<81" wheel
 constraints="$tools_dir/constraints.txt"
 echo "torch==$torch_version" > "$constraints.tmp" && echo "setuptools<81" >> "$constraints.tmp" && mv "$constraints.tmp" "$constraints"
-if ! "$venv/bin/python" -c "import speechkit" 2>/dev/null \
+# installed, and from this checkout (run from / so that the checkout's own folder is not what imports)
+installed_from=$(cd / && "$venv/bin/python" -c "import os, speechkit; print(os.path.dirname(os.path.dirname(speechkit.__file__)))" 2>/dev/null || true)
+if [ "$installed_from" != "$(cd "$root" && pwd -P)" ] \
    || [ "$root/setup.py" -nt "$venv/.speechkit-installed" ]; then
   "${pip[@]}" install -c "$constraints" -e "$root[test]"
   touch "$venv/.speechkit-installed"
