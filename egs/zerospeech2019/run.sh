@@ -237,20 +237,27 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   fi
 fi
 
+# One inverter per target voice (the paper trains the inverter on one voice; the official English data
+# has two, V001 and V002): with a single voice it is $expdir/$tag/inverter, with several
+# $expdir/$tag/inverter_<voice> each, trained on that voice's utterances only.
+voice_list() { cut -d' ' -f1 "$datadir/voice/spk2utt"; }
+inverter_of() {
+  if [ "$(wc -l < "$datadir/voice/spk2utt")" -eq 1 ]; then echo "$inverter_dir"; else echo "${inverter_dir}_$1"; fi
+}
+has_voice() { awk -v v="$1" '$1 == v {f = 1} END {exit !f}' "$datadir/voice/spk2utt"; }
+resynth_of() {
+  if [ "$(wc -l < "$datadir/voice/spk2utt")" -eq 1 ]; then echo "$resynth_dir"; else echo "${resynth_dir}_$1"; fi
+}
+
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
-  log 4 "training the inverter ($inverter_config) in $inverter_dir (log: $inverter_dir/log/train.log)"
+  [ -f "$datadir/voice/spk2utt" ] || { echo "$0: no $datadir/voice/spk2utt (run stage 0)" >&2; exit 1; }
   # The inverter is tied to the VQ-VAE checkpoint whose codebook it inverts: a retrained VQ-VAE
-  # retrains it (the stale one is kept in $inverter_dir.stale).
+  # retrains it (the stale one is kept in <inverter>.stale).
   ckpt=$(vqvae_checkpoint)
   [ -n "$ckpt" ] || { echo "$0: no VQ-VAE checkpoint in $vqvae_dir/checkpoints (run stage 2)" >&2; exit 1; }
   vq_hash=$(sha256sum "$ckpt" | cut -d' ' -f1)
-  if [ -d "$inverter_dir" ] && [ "$(cat "$inverter_dir/vqvae_checkpoint.sha256" 2>/dev/null)" != "$vq_hash" ]; then
-    log 4 "the VQ-VAE checkpoint changed since $inverter_dir was trained (or it has no record): retraining it"
-    rm -rf "$inverter_dir.stale"
-    mv "$inverter_dir" "$inverter_dir.stale"
-  fi
   # codebook size, code dimension and spectrogram frames per code, from the units of the voice set
-  info=$(python - "$units_dir/voice/units.yaml" "$dumpdir/spectrogram/voice/frame_shift" <<'EOF'
+  info=$(python - "$units_dir/voice/units.yaml" "$dumpdir/spectrogram/voice/frame_shift" <<'PYEOF'
 import sys, yaml
 u = yaml.safe_load(open(sys.argv[1]))
 spec_shift = float(open(sys.argv[2]).read().split()[0])
@@ -258,44 +265,92 @@ ratio = u["frame_shift"] / spec_shift
 if abs(ratio - round(ratio)) > 1e-6:
     sys.exit(f"code frame shift {u['frame_shift']} s is not a multiple of the spectrogram's {spec_shift} s")
 print(u["codebook_size"], u["codebook_dim"], round(ratio))
-EOF
+PYEOF
 )
   read -r K De ratio <<< "$info"
-  # shellcheck disable=SC2086
-  inv_opts=(--config "$inverter_config" --data.codes "$units_dir/voice/codes" --data.feats_dir "$dumpdir/spectrogram/voice"
-            --data.vqvae_dir "$vqvae_dir" --model.codebook_size "$K" --model.input_dim "$De" --model.upsample_ratio "$ratio"
-            --trainer.num_threads "$num_threads" $inverter_args)
-  mkdir -p "$inverter_dir/log"
-  # a small target voice: keep the warm-up inside the planned updates (see local/plan_warmup.py)
-  # shellcheck disable=SC2046
-  inv_opts+=($(speechkit-train inverter "${inv_opts[@]}" --print-config > "$inverter_dir/log/.config.$$" && \
-               python local/plan_warmup.py --what "stage 4" "$inverter_dir/log/.config.$$" "$(wc -l < "$units_dir/voice/codes")"))
-  rm -f "$inverter_dir/log/.config.$$"
   train_job=$train_cmd
   [ "${ngpu:-0}" = 0 ] || train_job="$cuda_cmd --gpu $ngpu"
-  echo "$vq_hash" > "$inverter_dir/vqvae_checkpoint.sha256"
-  echo "$ckpt" > "$inverter_dir/vqvae_checkpoint"
-  # shellcheck disable=SC2086
-  time_it "$inverter_dir/wallclock" $train_job "$inverter_dir/log/train.log" \
-    speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" inverter --exp-dir "$inverter_dir" "${inv_opts[@]}" \
-    || { echo "$0: stage 4 failed; the end of $inverter_dir/log/train.log:" >&2; tail -n 20 "$inverter_dir/log/train.log" >&2; exit 1; }
-  grep -E "training (finished|already finished)" "$inverter_dir/log/train.log" | tail -n 1 || true
+  for v in $(voice_list); do
+    inv=$(inverter_of "$v")
+    log 4 "training the inverter of voice $v ($inverter_config) in $inv (log: $inv/log/train.log)"
+    if [ -d "$inv" ] && [ "$(cat "$inv/vqvae_checkpoint.sha256" 2>/dev/null)" != "$vq_hash" ]; then
+      log 4 "the VQ-VAE checkpoint changed since $inv was trained (or it has no record): retraining it"
+      rm -rf "$inv.stale"
+      mv "$inv" "$inv.stale"
+    fi
+    mkdir -p "$inv/log"
+    codes=$units_dir/voice/codes
+    if [ "$inv" != "$inverter_dir" ]; then   # several voices: this voice's utterances only
+      codes=$inv/codes
+      awk -v v="$v" 'NR == FNR {if ($2 == v) keep[$1] = 1; next} $1 in keep' \
+        "$datadir/voice/utt2spk" "$units_dir/voice/codes" > "$codes.tmp"
+      mv "$codes.tmp" "$codes"
+      [ -s "$codes" ] || { echo "$0: no codes of voice $v in $units_dir/voice/codes (re-run stage 3)" >&2; exit 1; }
+    fi
+    # shellcheck disable=SC2086
+    inv_opts=(--config "$inverter_config" --data.codes "$codes" --data.feats_dir "$dumpdir/spectrogram/voice"
+              --data.vqvae_dir "$vqvae_dir" --model.codebook_size "$K" --model.input_dim "$De" --model.upsample_ratio "$ratio"
+              --trainer.num_threads "$num_threads" $inverter_args)
+    # a small target voice: keep the warm-up inside the planned updates (see local/plan_warmup.py)
+    # shellcheck disable=SC2046
+    inv_opts+=($(speechkit-train inverter "${inv_opts[@]}" --print-config > "$inv/log/.config.$$" && \
+                 python local/plan_warmup.py --what "stage 4" "$inv/log/.config.$$" "$(wc -l < "$codes")"))
+    rm -f "$inv/log/.config.$$"
+    echo "$vq_hash" > "$inv/vqvae_checkpoint.sha256"
+    echo "$ckpt" > "$inv/vqvae_checkpoint"
+    # shellcheck disable=SC2086
+    time_it "$inv/wallclock" $train_job "$inv/log/train.log" \
+      speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" inverter --exp-dir "$inv" "${inv_opts[@]}" \
+      || { echo "$0: stage 4 failed; the end of $inv/log/train.log:" >&2; tail -n 20 "$inv/log/train.log" >&2; exit 1; }
+    grep -E "training (finished|already finished)" "$inv/log/train.log" | tail -n 1 || true
+  done
 fi
 
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
-  [ -n "$voice" ] || voice=$(head -n 1 "$datadir/voice/spk2utt" | cut -d' ' -f1)
-  log 5 "resynthesizing test utterances in the voice of $voice"
+  [ -f "$datadir/voice/spk2utt" ] || { echo "$0: no $datadir/voice/spk2utt (run stage 0)" >&2; exit 1; }
+  default_voice=${voice:-$(awk 'NR == 1 {print $1}' "$datadir/voice/spk2utt")}
+  has_voice "$default_voice" || { echo "$0: --voice $default_voice: not a speaker of $datadir/voice" >&2; exit 1; }
   ckpt=$(vqvae_checkpoint)
-  if [ -z "$ckpt" ] || [ "$(sha256sum "$ckpt" | cut -d' ' -f1)" != "$(cat "$inverter_dir/vqvae_checkpoint.sha256" 2>/dev/null)" ]; then
-    echo "$0: $inverter_dir was not trained on the current VQ-VAE checkpoint ${ckpt:-(none)}: re-run stage 4" >&2
-    exit 1
+  # the utterances to resynthesize, as '<utt> <voice>' lines: the official list (zerospeech2019:
+  # synthesis.txt, whose voice column picks the inverter; a line without one takes --voice), else the
+  # first --num_resynth test utterances in --voice
+  mkdir -p "$expdir/$tag/resynth"
+  jobs_file=$expdir/$tag/resynth/synthesis_list
+  if [ -f "$datadir/test/synthesis_list" ]; then
+    awk -v d="$default_voice" 'NF {print $1, (NF > 1 ? $2 : d)}' "$datadir/test/synthesis_list" > "$jobs_file.tmp"
+  else
+    n=$num_resynth
+    [ "$n" -gt 0 ] || n=$(wc -l < "$units_dir/test/codes")
+    cut -d' ' -f1 "$units_dir/test/codes" | LC_ALL=C sort | awk -v n="$n" -v d="$default_voice" 'NR <= n {print $1, d}' > "$jobs_file.tmp"
   fi
-  select=(--max-utts "$num_resynth")
-  if [ -f "$datadir/test/synthesis_list" ]; then   # official list (zerospeech2019)
-    select=(--utt-list "$datadir/test/synthesis_list")
+  mv "$jobs_file.tmp" "$jobs_file"
+  for v in $(cut -d' ' -f2 "$jobs_file" | sort -u); do
+    has_voice "$v" || { echo "$0: $jobs_file: voice '$v' is not a speaker of $datadir/voice" >&2; exit 1; }
+    inv=$(inverter_of "$v")
+    out=$(resynth_of "$v")
+    if [ -z "$ckpt" ] || [ "$(sha256sum "$ckpt" | cut -d' ' -f1)" != "$(cat "$inv/vqvae_checkpoint.sha256" 2>/dev/null)" ]; then
+      echo "$0: $inv was not trained on the current VQ-VAE checkpoint ${ckpt:-(none)}: re-run stage 4" >&2
+      exit 1
+    fi
+    log 5 "resynthesizing $(awk -v v="$v" '$2 == v' "$jobs_file" | wc -l) test utterances in the voice of $v -> $out"
+    awk -v v="$v" '$2 == v {print $1}' "$jobs_file" > "$expdir/$tag/resynth/utts.$v"
+    speechkit-resynthesize --inverter-dir "$inv" --codes "$units_dir/test/codes" --out-dir "$out" \
+      --reference-dir "$dumpdir/spectrogram/test" --speaker "$v" --utt-list "$expdir/$tag/resynth/utts.$v"
+  done
+  if [ -f "$datadir/test/synthesis_list" ]; then
+    # the ZeroSpeech 2019 submission folder: the test units (*.txt) and each synthesized utterance as
+    # <voice>_<id>.wav (the test file <speaker>_<id> in the voice; required_filelist.txt's names)
+    sub=$expdir/$tag/submission/test
+    rm -rf "$sub.tmp"
+    mkdir -p "$sub.tmp"
+    cp "$units_dir"/test/*.txt "$sub.tmp/"
+    while read -r utt v; do
+      cp "$(resynth_of "$v")/$utt.wav" "$sub.tmp/${v}_${utt#*_}.wav"
+    done < "$jobs_file"
+    rm -rf "$sub"
+    mv "$sub.tmp" "$sub"
+    log 5 "submission folder: $sub ($(find "$sub" -name '*.txt' | wc -l) unit files, $(find "$sub" -name '*.wav' | wc -l) wavs)"
   fi
-  speechkit-resynthesize --inverter-dir "$inverter_dir" --codes "$units_dir/test/codes" --out-dir "$resynth_dir" \
-    --reference-dir "$dumpdir/spectrogram/test" --speaker "$voice" "${select[@]}"
 fi
 
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then

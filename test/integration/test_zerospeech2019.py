@@ -197,3 +197,52 @@ def test_official_layout_preparer(tmp_path):
     assert (data / "test" / "abx.item").read_text().startswith("#file onset")
     assert (data / "test" / "bitrate_filelist.txt").is_file()
     assert (data / "test" / "synthesis_list").read_text() == "S002_0001 V001\n"
+
+
+def test_official_layout_one_inverter_per_voice(recipe, tmp_path):
+    """--corpus zerospeech2019 through run.sh stages 0-5 on a fake official tree with two target voices:
+    one inverter per voice, each trained on its voice only; synthesis.txt's voice column picks the
+    inverter; the submission folder names each wav <voice>_<id> (required_filelist.txt's names)."""
+    tmp, _ = recipe
+    mini = {}
+    for x in ("train", "voice", "test"):
+        mini.update(read_table(tmp / "data" / x / "wav.scp"))
+    by_spk = {}
+    for utt in sorted(mini):
+        by_spk.setdefault(utt.split("_")[0], []).append(utt)
+    db = tmp_path / "english"
+    layout = {"train/unit": [("S001", u) for u in by_spk["sp01"]],
+              "train/voice": [("V001" if i % 2 else "V002", u) for i, u in enumerate(by_spk["sp02"])],
+              "test": [("S003", u) for u in by_spk["sp03"]] + [("S004", u) for u in by_spk["sp04"]]}
+    for sub, pairs in layout.items():
+        (db / sub).mkdir(parents=True)
+        for i, (spk, utt) in enumerate(pairs):
+            src = mini[utt]
+            assert Path(src).is_file(), f"mini wav.scp entry is not a file: {src}"
+            (db / sub / f"{spk}_{i:04d}.wav").symlink_to(src)
+    (db / "synthesis.txt").write_text("S003_0000 V001\nS004_0017 V002\nS003_0001 V002\n")
+    out = tmp_path / "out"
+    cmd = ["./run.sh", "--corpus", "zerospeech2019", "--db_root", str(db), "--datadir", str(out / "data"),
+           "--dumpdir", str(out / "dump"), "--expdir", str(out / "exp"), "--train_config", "conf/train_vqvae_tiny.yaml",
+           "--inverter_config", "conf/train_inverter_tiny.yaml", "--tag", TAG, "--num_threads", "1", "--nj", "2",
+           "--stop_stage", "5"]
+    proc = subprocess.run(cmd, cwd=RECIPE, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    exp = out / "exp" / TAG
+    assert not (exp / "inverter").exists()
+    voice_utts = read_table(out / "data" / "voice" / "utt2spk")
+    for v in ("V001", "V002"):
+        trained = set(read_table(exp / f"inverter_{v}" / "codes"))
+        assert trained and all(voice_utts[u] == v for u in trained)
+        assert len((exp / f"inverter_{v}" / "vqvae_checkpoint.sha256").read_text().strip()) == 64
+    assert set(read_table(exp / "resynth" / "test_V001" / "wav.scp")) == {"S003_0000"}
+    assert set(read_table(exp / "resynth" / "test_V002" / "wav.scp")) == {"S004_0017", "S003_0001"}
+    sub = exp / "submission" / "test"
+    assert sorted(p.name for p in sub.glob("*.wav")) == ["V001_0000.wav", "V002_0001.wav", "V002_0017.wav"]
+    assert len(list(sub.glob("*.txt"))) == len(layout["test"])
+    # a voice the data does not have is an error naming it
+    (out / "data" / "test" / "synthesis_list").write_text("S003_0000 V009\n")
+    bad = subprocess.run(cmd[:-2] + ["--stage", "5", "--stop_stage", "5"], cwd=RECIPE, capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode != 0 and "V009" in bad.stderr

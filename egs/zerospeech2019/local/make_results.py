@@ -85,11 +85,13 @@ def collect(expdir: Path) -> list[dict]:
             units = exp / "units" / "test" / "units.yaml"
             if units.is_file():
                 row["codes_used"] = yaml.safe_load(units.read_text(encoding="utf-8")).get("codes_used")
-            if (exp / "inverter").is_dir():
-                row["inverter"] = _training(exp / "inverter")
-            wav_scp = exp / "resynth" / "test" / "wav.scp"
-            if wav_scp.is_file():
-                row["wavs"] = [str(Path(v)) for v in read_table(wav_scp).values()]
+            inverters = sorted(p for p in exp.glob("inverter*") if p.is_dir() and not p.name.endswith(".stale"))
+            if inverters:
+                row["inverter"] = _training(inverters[0])
+            # resynth/test (one voice) or resynth/test_<voice> (one inverter per voice)
+            wav_scps = sorted((exp / "resynth").glob("test*/wav.scp"))
+            if wav_scps:
+                row["wavs"] = [str(Path(v)) for f in wav_scps for v in read_table(f).values()]
         elif (exp / "units" / "test" / "units.yaml").is_file():  # reference units (local/kmeans_units.py)
             info = yaml.safe_load((exp / "units" / "test" / "units.yaml").read_text(encoding="utf-8")) or {}
             row.update(kind="reference", system=info.get("system", exp.name), codes_used=info.get("codes_used"),

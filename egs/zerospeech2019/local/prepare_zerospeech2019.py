@@ -16,7 +16,7 @@ surprise.zip, or 2019/<lang>/ of the ZeroSpeech 2020 dataset):
   bitrate file list              optional: --bitrate-filelist, else DB/bitrate_filelist.txt
                                  ('<id>.txt <seconds>' per line; zerospeech2020/share/2019/<lang>/)
 
-Writes DATA/train (unit + voice audio, minus DATA/dev: every 50th unit utterance), DATA/dev,
+Writes DATA/train (unit + voice audio, minus DATA/dev: every 50th unit utterance, at least one), DATA/dev,
 DATA/voice, DATA/test (+ abx.item, bitrate_filelist.txt, synthesis_list when available). Utterance
 ids are the file names without '.wav'; the speaker is the part before the first '_'. Unreadable
 audio is reported and skipped; audio at another rate than 16 kHz is resampled through a sox pipe.
@@ -79,6 +79,8 @@ def main(argv=None) -> int:
         voice = scan(db / "train" / "voice", "train/voice")
         test = scan(db / "test", "test")
         dev_utts = unit.utts[49::50]
+        if not dev_utts and len(unit) > 1:  # a unit set under 50 utterances: still one for validation
+            dev_utts = unit.utts[-1:]
         dev = subset(unit, dev_utts)
         train = subset(unit, [u for u in unit.utts if u not in set(dev_utts)])
         overlap = set(train.utt2spk) & set(voice.utt2spk)
