@@ -21,10 +21,16 @@ The report prints the triplet count and how many items needed the rule.
 --bootstrap-seed S): each speaker drawn m times counts m times as distinct speakers, never an across
 pair with itself; see speechkit.scoring.abx.bootstrap_interval.
 
+--paired-with REF_DIR (with --bootstrap N) also scores REF_DIR on the same items and prints the
+difference FEATURE_DIR - REF_DIR with a paired 95 % interval: both systems on each speaker resample,
+so that the speaker sampling they share cancels (speechkit.scoring.abx.paired_bootstrap_difference).
+An interval that excludes 0 is a gain or loss beyond speaker-sampling noise.
+
 The last line of stdout is the figure, e.g. 'ABX error (across speakers): 21.34 %'.
 
-Example:
+Examples:
   speechkit-score-abx exp/vqvae/units/test data/test/abx.item --distance cosine --json exp/vqvae/abx.json
+  speechkit-score-abx exp/a/units/test data/test/abx.item --bootstrap 1000 --paired-with exp/b/units/test
 """
 from __future__ import annotations
 
@@ -32,7 +38,14 @@ import json
 import logging
 import sys
 
-from speechkit.scoring.abx import DEFAULT_TOLERANCE, DISTANCES, EMPTY_ITEM_RULES, abx_error, bootstrap_interval
+from speechkit.scoring.abx import (
+    DEFAULT_TOLERANCE,
+    DISTANCES,
+    EMPTY_ITEM_RULES,
+    abx_error,
+    bootstrap_interval,
+    paired_bootstrap_difference,
+)
 from speechkit.scoring.abx_items import read_item_file
 from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
 from speechkit.utils.cli import make_parser, run_main, setup_logging
@@ -72,6 +85,9 @@ def main(argv=None) -> int:
                              "1000 is usual) (default: %(default)s)")
     parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="S",
                         help="seed of the speaker resampling (default: %(default)s)")
+    parser.add_argument("--paired-with", metavar="REF_DIR", default=None,
+                        help="also score the features of REF_DIR on the same items and report FEATURE_DIR's error "
+                             "minus REF_DIR's with a paired bootstrap interval (needs --bootstrap N)")
     parser.add_argument("--device", default="cpu",
                         help="torch device for the DTW (cpu, cuda, cuda:1 ...) (default: %(default)s)")
     parser.add_argument("--json", metavar="OUT", default=None,
@@ -86,29 +102,42 @@ def main(argv=None) -> int:
             raise ValueError(f"--tolerance must be >= 0, got {args.tolerance}")
         if args.bootstrap < 0:
             raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-        frame_shift = resolve_frame_shift(args.feature_dir, args.frame_shift)
-        fdir = FeatureDir(args.feature_dir)
+        if args.paired_with and not args.bootstrap:
+            raise ValueError("--paired-with needs --bootstrap N (N > 0 resamples)")
         items = read_item_file(args.item_file)
-        needed = []
-        seen = set()
-        for it in items:
-            if it.file not in seen:
-                if it.file not in fdir:
-                    raise DataError(f"{args.item_file}:{it.line}: item names '{it.file}', which is not in "
-                                    f"{fdir.source(it.file)}")
-                seen.add(it.file)
-                needed.append(it.file)
-        logger.info("%d items over %d files; loading features from %s (%s)", len(items), len(needed),
-                    args.feature_dir, fdir.kind)
-        features = fdir.load_all(needed)
-        res = abx_error(features, items, mode=args.mode, distance=args.distance, frame_shift=frame_shift,
-                        normalize=args.normalize, tolerance=args.tolerance, source=str(args.item_file),
-                        progress=sys.stderr.isatty(), device=args.device, empty_items=args.empty_items)
+
+        def score(feature_dir: str):
+            frame_shift = resolve_frame_shift(feature_dir, args.frame_shift)
+            fdir = FeatureDir(feature_dir)
+            needed = []
+            seen = set()
+            for it in items:
+                if it.file not in seen:
+                    if it.file not in fdir:
+                        raise DataError(f"{args.item_file}:{it.line}: item names '{it.file}', which is not in "
+                                        f"{fdir.source(it.file)}")
+                    seen.add(it.file)
+                    needed.append(it.file)
+            logger.info("%d items over %d files; loading features from %s (%s)", len(items), len(needed),
+                        feature_dir, fdir.kind)
+            features = fdir.load_all(needed)
+            return abx_error(features, items, mode=args.mode, distance=args.distance, frame_shift=frame_shift,
+                             normalize=args.normalize, tolerance=args.tolerance, source=str(args.item_file),
+                             progress=sys.stderr.isatty(), device=args.device, empty_items=args.empty_items)
+
+        res = score(args.feature_dir)
+        paired = None
+        if args.paired_with:
+            ref = score(args.paired_with)
+            paired = paired_bootstrap_difference(res, ref, args.bootstrap, args.bootstrap_seed)
         boot = bootstrap_interval(res, args.bootstrap, args.bootstrap_seed) if args.bootstrap else None
         if args.json:
             out = res.to_dict()
             if boot is not None:
                 out["bootstrap"] = boot.to_dict()
+            if paired is not None:
+                out["paired"] = {"reference_dir": str(args.paired_with), "reference_error": ref.error,
+                                 **paired.to_dict()}
             out.update(feature_dir=str(args.feature_dir), item_file=str(args.item_file))
             with atomic_write(args.json) as f:
                 json.dump(out, f, indent=2)
@@ -120,6 +149,9 @@ def main(argv=None) -> int:
               f"({res.n_dtw_pairs} DTW pairs)")
         if boot is not None:
             print(boot.summary())
+        if paired is not None:
+            print(f"reference {args.paired_with}: {ref.summary()}")
+            print(f"{paired.summary()}; {'beyond' if paired.significant else 'within'} speaker-sampling noise")
         print(res.summary())
         return 0
 

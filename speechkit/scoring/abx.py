@@ -698,16 +698,121 @@ def bootstrap_interval(result: AbxResult, n_resamples: int = 1000, seed: int = 0
     Raises:
         ValueError: bad arguments, a result without speaker scores, or no valid replicate.
     """
+    _check_bootstrap_args(n_resamples, level)
+    speakers = _result_speakers(result)
+    draws = np.random.default_rng(seed).integers(0, len(speakers), size=(n_resamples, len(speakers)))
+    errors = _replicate_errors(result, speakers, draws)
+    valid = errors[np.isfinite(errors)]
+    if not len(valid):
+        raise ValueError("no bootstrap replicate kept a phone pair (too few speakers to resample)")
+    if len(valid) < n_resamples:
+        logger.warning("%d of %d bootstrap replicates drew a single speaker and are left out",
+                       n_resamples - len(valid), n_resamples)
+    low, high = np.percentile(valid, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    return BootstrapInterval(low=float(low), high=float(high), level=level, std=float(valid.std()),
+                             n_resamples=n_resamples, n_valid=len(valid), seed=seed, errors=valid)
+
+
+@dataclass
+class PairedDifference:
+    """ABX error of a system minus that of a reference on the same triplets, with a paired bootstrap
+    interval (:func:`paired_bootstrap_difference`); in percentage points, negative = the system is better."""
+
+    difference: float  # result.error - reference.error
+    low: float
+    high: float
+    level: float
+    std: float
+    share_better: float  # share of the replicates in which the system's error is below the reference's
+    n_resamples: int
+    n_valid: int
+    seed: int
+    unit: str = "speaker"
+    differences: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # (n_valid,) replicates
+
+    @property
+    def significant(self) -> bool:
+        """True when the interval excludes 0 (a gain or a loss beyond speaker-sampling noise)."""
+        return self.low > 0.0 or self.high < 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("differences")
+        d["significant"] = self.significant
+        return d
+
+    def summary(self) -> str:
+        """E.g. ``difference -1.63 points, 95 % paired interval (bootstrap over speakers, 1000 resamples):
+        [-2.71, -0.52]``."""
+        return (f"difference {self.difference:+.2f} points, {100 * self.level:g} % paired interval (bootstrap over "
+                f"{self.unit}s, {self.n_resamples} resamples): [{self.low:+.2f}, {self.high:+.2f}]")
+
+
+def paired_bootstrap_difference(result: AbxResult, reference: AbxResult, n_resamples: int = 1000, seed: int = 0,
+                                level: float = 0.95) -> PairedDifference:
+    """Paired speaker-level bootstrap of ``result.error - reference.error``.
+
+    Both results must be scored on the same triplets (the same item file, mode and empty-item rule):
+    each replicate draws one speaker resample -- exactly the draws of :func:`bootstrap_interval` with
+    the same ``seed`` -- and recomputes both errors on it, so the speaker sampling that moves both
+    systems together cancels in their difference. The interval is the percentile interval of the
+    replicate differences; a difference whose interval excludes 0 is beyond speaker-sampling noise
+    (the test set's speakers as a sample of a population of speakers; the training run's own
+    randomness is not in it).
+
+    Args:
+        result: the system's :class:`AbxResult` (with its ``speaker_scores``).
+        reference: the reference system's result on the same items.
+        n_resamples: number of replicates (>= 1; 1000 is usual).
+        seed: seed of the resampling.
+        level: coverage in ``(0, 1)``.
+
+    Raises:
+        ValueError: bad arguments, results without speaker scores, results that are not on the same
+            triplets (mode, speakers, phone pairs or triplet count differ), or no valid replicate.
+    """
+    _check_bootstrap_args(n_resamples, level)
+    for what, r in (("result", result), ("reference", reference)):
+        if not r.speaker_scores:
+            raise ValueError(f"the ABX {what} has no per-speaker scores to resample")
+    if result.mode != reference.mode:
+        raise ValueError(f"cannot pair an ABX {result.mode} result with a {reference.mode} one")
+    speakers = _result_speakers(result)
+    if speakers != _result_speakers(reference) or set(result.speaker_scores) != set(reference.speaker_scores) \
+            or result.n_triplets != reference.n_triplets:
+        raise ValueError("the two ABX results are not on the same triplets (speakers, phone pairs or triplet counts "
+                         f"differ: {result.n_triplets} vs {reference.n_triplets} triplets); score both on one item file "
+                         "with one --empty-items rule")
+    draws = np.random.default_rng(seed).integers(0, len(speakers), size=(n_resamples, len(speakers)))
+    diff = _replicate_errors(result, speakers, draws) - _replicate_errors(reference, speakers, draws)
+    valid = diff[np.isfinite(diff)]
+    if not len(valid):
+        raise ValueError("no bootstrap replicate kept a phone pair (too few speakers to resample)")
+    low, high = np.percentile(valid, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    return PairedDifference(difference=float(result.error - reference.error), low=float(low), high=float(high),
+                            level=level, std=float(valid.std()), share_better=float(np.mean(valid < 0)),
+                            n_resamples=n_resamples, n_valid=len(valid), seed=seed, differences=valid)
+
+
+def _check_bootstrap_args(n_resamples: int, level: float) -> None:
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
+
+
+def _result_speakers(result: AbxResult) -> list[str]:
     if not result.speaker_scores:
         raise ValueError("the ABX result has no per-speaker scores to resample")
+    return sorted({s for scores in result.speaker_scores.values() for key in scores for s in key})
+
+
+def _replicate_errors(result: AbxResult, speakers: list[str], draws: np.ndarray) -> np.ndarray:
+    """The ABX error (percent) of ``result`` on each speaker resample (rows of ``draws``, indices into
+    ``speakers``); NaN where no phone pair kept a speaker key."""
     import scipy.sparse
 
     across = result.mode == "across"
-    speakers = sorted({s for scores in result.speaker_scores.values() for key in scores for s in key})
     spk_index = {s: i for i, s in enumerate(speakers)}
     pair_id, sa, sx, score = [], [], [], []
     for p, key in enumerate(sorted(result.speaker_scores)):
@@ -721,7 +826,7 @@ def bootstrap_interval(result: AbxResult, n_resamples: int = 1000, seed: int = 0
     pair_sum = scipy.sparse.csr_matrix((np.ones(len(pair_id)), (pair_id, np.arange(len(pair_id)))),
                                        shape=(n_pairs, len(pair_id)))  # sums entries per phone pair
     n_spk = len(speakers)
-    draws = np.random.default_rng(seed).integers(0, n_spk, size=(n_resamples, n_spk))
+    n_resamples = len(draws)
     errors = np.empty(n_resamples)
     chunk = max(1, (1 << 22) // max(1, len(score)))
     for start in range(0, n_resamples, chunk):
@@ -737,15 +842,7 @@ def bootstrap_interval(result: AbxResult, n_resamples: int = 1000, seed: int = 0
         n_kept = kept.sum(1)
         errors[start:start + chunk] = np.where(
             n_kept > 0, 100.0 * (1.0 - np.where(kept, acc, 0.0).sum(1) / np.maximum(n_kept, 1)), np.nan)
-    valid = errors[np.isfinite(errors)]
-    if not len(valid):
-        raise ValueError("no bootstrap replicate kept a phone pair (too few speakers to resample)")
-    if len(valid) < n_resamples:
-        logger.warning("%d of %d bootstrap replicates drew a single speaker and are left out",
-                       n_resamples - len(valid), n_resamples)
-    low, high = np.percentile(valid, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
-    return BootstrapInterval(low=float(low), high=float(high), level=level, std=float(valid.std()),
-                             n_resamples=n_resamples, n_valid=len(valid), seed=seed, errors=valid)
+    return errors
 
 
 def _enumerate_cells(context: int, groups: Mapping[str, Mapping[str, list[int]]], mode: str) -> list[_CellGroup]:

@@ -19,6 +19,7 @@ from speechkit.scoring.abx import (
     bootstrap_interval,
     dtw_distance,
     frame_distance,
+    paired_bootstrap_difference,
     select_frames,
 )
 from speechkit.scoring.abx_items import (
@@ -344,6 +345,56 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_seeded():
         bootstrap_interval(res, 0)
 
 
+@pytest.mark.parametrize("mode", ["within", "across"])
+def test_paired_difference_matches_a_brute_force_speaker_resample(mode):
+    feats, items = synthetic(11, n_spk=4, dur=0.5)
+    other = {f: m + np.random.default_rng(3).normal(scale=0.8, size=m.shape) for f, m in feats.items()}
+    res, res_ref = abx_error(other, items, mode=mode), abx_error(feats, items, mode=mode)
+    paired = paired_bootstrap_difference(res, res_ref, n_resamples=6, seed=7)
+    speakers = sorted({it.speaker for it in items})
+    draws = np.random.default_rng(7).integers(0, len(speakers), size=(6, len(speakers)))  # the documented draws
+    brute = []
+    for draw in draws:  # both systems on the same resampled speaker set
+        r_items, src = _resampled_items(items, speakers, draw)
+        errs = []
+        for f in (other, feats):
+            r_feats = {u: f[src[u]] for u in src}
+            if mode == "within":
+                errs.append(abx_error(r_feats, r_items, mode="within").error)
+            else:
+                errs.append(ref.ref_abx(r_feats, as_dicts(r_items), mode="across",
+                                        same_speaker=lambda a, b: a.split("#")[0] == b.split("#")[0])[0])
+        brute.append(errs[0] - errs[1])
+    np.testing.assert_allclose(paired.differences, brute, atol=1e-9)  # replicate by replicate, in draw order
+    assert paired.difference == pytest.approx(res.error - res_ref.error)
+    assert paired.low == pytest.approx(np.percentile(brute, 2.5)) and paired.high == pytest.approx(np.percentile(brute, 97.5))
+    assert paired.share_better == pytest.approx(np.mean(np.asarray(brute) < 0))
+    # the unpaired replicates of each system are the same draws: their difference is the paired one
+    a, b = bootstrap_interval(res, 6, seed=7), bootstrap_interval(res_ref, 6, seed=7)
+    np.testing.assert_allclose(a.errors - b.errors, paired.differences, atol=1e-9)
+
+
+def test_paired_difference_identical_systems_and_mismatched_triplets():
+    feats, items = synthetic(5, n_spk=5, dur=0.6)
+    res = abx_error(feats, items)
+    same = paired_bootstrap_difference(res, abx_error(feats, items), 200, seed=1)
+    assert same.difference == 0.0 and same.low == 0.0 and same.high == 0.0 and not same.significant
+    assert same.share_better == 0.0 and "95 % paired interval (bootstrap over speakers, 200 resamples)" in same.summary()
+    # a system that separates the phones perfectly is better beyond noise
+    labels = sorted({it.phone for it in items})
+    oracle = {f: np.full((len(m), len(labels)), 0.01) for f, m in feats.items()}
+    ranges = select_frames(items, {f: len(m) for f, m in oracle.items()}, 0.01, empty_items="overlap")
+    for it, (start, stop) in zip(items, ranges):
+        oracle[it.file][start:stop] = 0.01
+        oracle[it.file][start:stop, labels.index(it.phone)] = 1.0
+    better = paired_bootstrap_difference(abx_error(oracle, items), res, 200, seed=1)
+    assert better.difference < 0 and better.high < 0 and better.significant and better.share_better == 1.0
+    with pytest.raises(ValueError, match="same triplets"):
+        paired_bootstrap_difference(res, abx_error(feats, items[: len(items) // 2]), 10)
+    with pytest.raises(ValueError, match="cannot pair"):
+        paired_bootstrap_difference(res, abx_error(feats, items, mode="within"), 10)
+
+
 def test_frame_selection_uses_frame_centres():
     items = [Item("s1_u", 0.015, 0.035, "a", (), "s1"),  # centres 0.015, 0.025, 0.035 -> frames 1..3
              Item("s1_u", 0.0, 0.005, "a", (), "s1"),  # centre 0.005 is inside
@@ -492,6 +543,18 @@ def test_cli_make_items_and_score(tmp_path, capsys):
     assert out[-2] == boot.summary() and "bootstrap over speakers" in out[-2]
     assert got["bootstrap"]["low"] == pytest.approx(boot.low) and got["bootstrap"]["unit"] == "speaker"
     assert any(line.startswith("triplets: ") for line in out)
+    # --paired-with: the difference from a reference on the same items, with its paired interval
+    noisy = {f: m + np.random.default_rng(1).normal(scale=0.5, size=m.shape) for f, m in feats.items()}
+    _write_txt_dir(tmp_path / "noisy", noisy)
+    assert score_abx_cli.main([str(tmp_path / "noisy"), str(tmp_path / "abx.item"), "--bootstrap", "50",
+                               "--bootstrap-seed", "3", "--paired-with", str(tmp_path / "feats"),
+                               "--json", str(tmp_path / "p.json")]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    got = json.loads((tmp_path / "p.json").read_text())
+    paired = paired_bootstrap_difference(abx_error(noisy, read_item_file(tmp_path / "abx.item")), lib, 50, seed=3)
+    assert got["paired"]["difference"] == pytest.approx(paired.difference, abs=1e-9)
+    assert got["paired"]["low"] == pytest.approx(paired.low) and got["paired"]["reference_error"] == pytest.approx(lib.error)
+    assert out[-2].startswith(paired.summary()) and "speaker-sampling noise" in out[-2]
 
 
 def test_cli_errors_exit_1_with_a_clear_message(tmp_path, capsys):
@@ -511,6 +574,8 @@ def test_cli_errors_exit_1_with_a_clear_message(tmp_path, capsys):
     assert "s0_u0.txt:2: NaN or Inf" in capsys.readouterr().err
     assert score_abx_cli.main([str(tmp_path / "nowhere"), str(item)]) == 1
     assert "feature directory not found" in capsys.readouterr().err
+    assert score_abx_cli.main([str(tmp_path / "feats"), str(item), "--paired-with", str(tmp_path / "feats")]) == 1
+    assert "--paired-with needs --bootstrap N" in capsys.readouterr().err
 
 
 def test_cli_help_documents_options(capsys):
@@ -518,5 +583,5 @@ def test_cli_help_documents_options(capsys):
         score_abx_cli.main(["--help"])
     out = capsys.readouterr().out
     for opt in ("--distance", "--across", "--within", "--frame-shift", "--json", "--no-normalize", "--bootstrap",
-                "--bootstrap-seed", "--empty-items"):
+                "--bootstrap-seed", "--empty-items", "--paired-with"):
         assert opt in out
