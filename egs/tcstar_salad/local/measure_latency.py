@@ -144,6 +144,8 @@ def plot(path: Path, results: dict, max_seconds: float) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from speechkit.utils.fileio import atomic_write
+
     colors = {"musa_rnn_small": "tab:blue", "salad_small": "tab:orange", "musa_rnn_big": "tab:green",
               "salad_big": "tab:red"}
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -159,10 +161,9 @@ def plot(path: Path, results: dict, max_seconds: float) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=100)
+    with atomic_write(path, "wb") as f:  # a unique temporary name: concurrent writers do not collide
+        fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def markdown(results: dict, max_seconds: float, env: dict) -> str:

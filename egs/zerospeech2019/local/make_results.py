@@ -159,10 +159,9 @@ def plot(rows: list[dict], path: Path) -> bool:
                  "blue: VQ-VAE codes, orange: VQ-VAE z, green: k-means units, red: input features", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=90)
+    with atomic_write(path, "wb") as f:  # a unique temporary name: concurrent writers do not collide
+        fig.savefig(f, format="png", dpi=90)
     plt.close(fig)
-    os.replace(tmp, path)
     return True
 
 
