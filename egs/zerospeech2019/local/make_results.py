@@ -77,6 +77,11 @@ def collect(expdir: Path) -> list[dict]:
                 extras.append(f"smoothing λ={m['smoothing_weight']:g}")
             if m.get("jitter_prob"):
                 extras.append(f"jitter p={m['jitter_prob']:g}")
+            t = cfg.get("trainer", {})
+            if t.get("scheduler") == "none":  # the paper's optimiser (Adam, constant lr) rather than warm-up + decay
+                extras.append(f"Adam lr {t.get('lr', 0):g} constant")
+            if t.get("seed"):
+                extras.append(f"seed {t['seed']}")
             enc = "Transformer" if m["encoder_type"] == "transformer" else "conv"
             row.update(kind="vqvae", input=_feature_type(d["train_dir"]), encoder=enc, K=m["codebook_size"],
                        stride=m["stride"], smoothing=m.get("smoothing_weight", 0), jitter=m.get("jitter_prob", 0),

@@ -14,7 +14,8 @@
 #
 #   nohup local/run_paper_grids.sh > exp_local/grids.log 2>&1 &
 #
-# Logs: exp_local/logs/<tag>.log; report: exp_local/RESULTS.md. Every stage resumes or reuses what is finished,
+# Logs: exp_local/logs/<tag>.log; reports: exp_local/RESULTS.md (every system) and exp_local/COMPARISONS.md (each
+# trend as a paired difference, local/compare_abx.py). Every stage resumes or reuses what is finished,
 # so the script can be re-run after an interruption.
 set -euo pipefail
 
@@ -70,6 +71,10 @@ grid=(
   "vqvae_tr_k128_smooth1e-3|tr_k128|--vqvae_args --model.smoothing_weight 1e-3"
   "vqvae_tr_k128_jitter0.05|tr_k128|--vqvae_args --model.jitter_prob 0.05"
   "vqvae_tr_k128_paper_adam|tr_k128_paper_adam|"
+  # a second training seed of the plain and the jittered model: the scale of run-to-run variation,
+  # which the paired speaker bootstrap of COMPARISONS.md does not include
+  "vqvae_tr_k128_seed2|tr_k128|--vqvae_args --trainer.seed 2"
+  "vqvae_tr_k128_jitter0.075_seed2|tr_k128|--vqvae_args --model.jitter_prob 0.075 --trainer.seed 2"
 )
 
 failed=0
@@ -89,5 +94,20 @@ while [ "$running" -gt 0 ]; do wait -n || failed=$((failed + 1)); running=$((run
 
 # one report over everything in $expdir (the systems' stage 6 runs wrote it while others were still training)
 python local/make_results.py --expdir "$expdir" --datadir "$datadir" --corpus local --out "$expdir/RESULTS.md"
-say "done ($failed failed): $expdir/RESULTS.md"
+# each paper trend as a paired difference (same speaker resamples for both systems)
+comparisons=(
+  "baseline_logmel_cmvn=baseline_mfcc_cmvn" "vqvae_tr_k128_logmel=vqvae_tr_k128" "vqvae_tr_k128_logmel (z)=vqvae_tr_k128 (z)"
+  "vqvae_tr_k256=vqvae_conv_k256" "vqvae_tr_k256 (z)=vqvae_conv_k256 (z)"
+  "vqvae_tr_k64=vqvae_tr_k128" "vqvae_tr_k256=vqvae_tr_k128" "vqvae_tr_k512=vqvae_tr_k128"
+  "vqvae_tr_k128_smooth1e-2=vqvae_tr_k128" "vqvae_tr_k128_smooth5e-3=vqvae_tr_k128" "vqvae_tr_k128_smooth1e-3=vqvae_tr_k128"
+  "vqvae_tr_k128_jitter0.05=vqvae_tr_k128" "vqvae_tr_k128_jitter0.075=vqvae_tr_k128" "vqvae_tr_k128_smooth_jitter=vqvae_tr_k128"
+  "vqvae_tr_k128_smooth_jitter=vqvae_tr_k128_jitter0.075" "vqvae_tr_k128_jitter0.075 (z)=vqvae_tr_k128 (z)"
+  "vqvae_tr_k128_smooth_jitter (z)=vqvae_tr_k128 (z)" "vqvae_tr_k128_paper_adam=vqvae_tr_k128_smooth_jitter"
+  "vqvae_tr_k128_seed2=vqvae_tr_k128" "vqvae_tr_k128_jitter0.075_seed2=vqvae_tr_k128_jitter0.075"
+  "vqvae_tr_k128_jitter0.075_seed2=vqvae_tr_k128_seed2" "vqvae_tr_k128_jitter0.075_seed2 (z)=vqvae_tr_k128_seed2 (z)"
+  "vqvae_tr_k128_jitter0.05=baseline_mfcc" "vqvae_tr_k128_jitter0.075 (z)=baseline_mfcc_cmvn"
+)
+python local/compare_abx.py --expdir "$expdir" --out "$expdir/COMPARISONS.md" "${comparisons[@]}" > "$expdir/logs/compare.log" 2>&1 \
+  || { say "comparisons FAILED (see $expdir/logs/compare.log)"; failed=$((failed + 1)); }
+say "done ($failed failed): $expdir/RESULTS.md, $expdir/COMPARISONS.md"
 [ "$failed" -eq 0 ]
