@@ -128,8 +128,11 @@ def _fmt(v, spec=".2f") -> str:
 
 
 def _interval(iv) -> str:
-    """' [low, high]' of a bootstrap interval, '' without one."""
-    return "" if not iv else f" [{iv[0]:.1f}, {iv[1]:.1f}]"
+    """' [low, high]' of a bootstrap interval, '' without one; ' [n/a]' for a zero-width one (two test speakers
+    across: every replicate that keeps an across pair is the original sample, so the interval says nothing)."""
+    if not iv:
+        return ""
+    return " [n/a]" if iv[1] - iv[0] < 1e-9 else f" [{iv[0]:.1f}, {iv[1]:.1f}]"
 
 
 def _duration(seconds) -> str:
@@ -188,7 +191,7 @@ def report(rows: list[dict], datadir: Path, corpus: str, out: Path, png: Path | 
         "ABX error in % (lower is better), DTW over the frame-wise angular (cosine) distance, "
         "ZeroSpeech 2019 task: triplets within one phone context (by context) and the same without the context "
         "constraint (no context: many more triplets; in brackets its 95 % interval from resampling the test "
-        "speakers, local/score.sh --bootstrap). Bitrate: ZeroSpeech 2019 definition (frames/s x entropy of "
+        "speakers, local/score.sh --bootstrap; n/a with two test speakers, where it cannot vary). Bitrate: ZeroSpeech 2019 definition (frames/s x entropy of "
         "the frame symbols); for continuous features every frame is its own symbol.",
         "",
         "| system | tag | input | steps | train time | ABX across | ABX within | ABX across (no ctx) "
