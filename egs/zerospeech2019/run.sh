@@ -241,13 +241,13 @@ fi
 # has two, V001 and V002): with a single voice it is $expdir/$tag/inverter, with several
 # $expdir/$tag/inverter_<voice> each, trained on that voice's utterances only.
 voice_list() { cut -d' ' -f1 "$datadir/voice/spk2utt"; }
-inverter_of() {
-  if [ "$(wc -l < "$datadir/voice/spk2utt")" -eq 1 ]; then echo "$inverter_dir"; else echo "${inverter_dir}_$1"; fi
-}
 has_voice() { awk -v v="$1" '$1 == v {f = 1} END {exit !f}' "$datadir/voice/spk2utt"; }
-resynth_of() {
-  if [ "$(wc -l < "$datadir/voice/spk2utt")" -eq 1 ]; then echo "$resynth_dir"; else echo "${resynth_dir}_$1"; fi
+# the folder of voice $2 under base $1: the base itself when there is one voice, else <base>_<voice>
+per_voice() {
+  if [ "$(wc -l < "$datadir/voice/spk2utt")" -eq 1 ]; then echo "$1"; else echo "${1}_$2"; fi
 }
+inverter_of() { per_voice "$inverter_dir" "$1"; }
+resynth_of() { per_voice "$resynth_dir" "$1"; }
 
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   [ -f "$datadir/voice/spk2utt" ] || { echo "$0: no $datadir/voice/spk2utt (run stage 0)" >&2; exit 1; }

@@ -47,9 +47,9 @@ from speechkit.scoring.abx import (
     paired_bootstrap_difference,
 )
 from speechkit.scoring.abx_items import read_item_file
-from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
+from speechkit.scoring.feature_dir import load_item_features, resolve_frame_shift
 from speechkit.utils.cli import make_parser, run_main, setup_logging
-from speechkit.utils.fileio import DataError, atomic_write
+from speechkit.utils.fileio import atomic_write
 
 PROG = "speechkit-score-abx"
 logger = logging.getLogger(PROG)
@@ -107,21 +107,10 @@ def main(argv=None) -> int:
         items = read_item_file(args.item_file)
 
         def score(feature_dir: str):
-            frame_shift = resolve_frame_shift(feature_dir, args.frame_shift)
-            fdir = FeatureDir(feature_dir)
-            needed = []
-            seen = set()
-            for it in items:
-                if it.file not in seen:
-                    if it.file not in fdir:
-                        raise DataError(f"{args.item_file}:{it.line}: item names '{it.file}', which is not in "
-                                        f"{fdir.source(it.file)}")
-                    seen.add(it.file)
-                    needed.append(it.file)
-            logger.info("%d items over %d files; loading features from %s (%s)", len(items), len(needed),
-                        feature_dir, fdir.kind)
-            features = fdir.load_all(needed)
-            return abx_error(features, items, mode=args.mode, distance=args.distance, frame_shift=frame_shift,
+            logger.info("%d items; loading features from %s", len(items), feature_dir)
+            features = load_item_features(feature_dir, items, args.item_file)
+            return abx_error(features, items, mode=args.mode, distance=args.distance,
+                             frame_shift=resolve_frame_shift(feature_dir, args.frame_shift),
                              normalize=args.normalize, tolerance=args.tolerance, source=str(args.item_file),
                              progress=sys.stderr.isatty(), device=args.device, empty_items=args.empty_items)
 

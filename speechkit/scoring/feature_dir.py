@@ -149,6 +149,36 @@ class FeatureDir:
         return out
 
 
+def load_item_features(feature_dir: str | os.PathLike, items: Iterable, item_file: str | os.PathLike) -> dict:
+    """The matrices of every file the ABX items name, from ``feature_dir`` (first-appearance order).
+
+    Args:
+        feature_dir: a feature directory (:class:`FeatureDir`).
+        items: ABX items (:class:`speechkit.scoring.abx_items.Item`: ``file`` and ``line`` are read).
+        item_file: where the items came from, for error messages.
+
+    Returns:
+        ``{file: (n_frames, dim) float array}``.
+
+    Raises:
+        DataError: an item names a file that is not in ``feature_dir`` (``ITEM_FILE:LINE``), or the
+            matrices disagree in dimension; see :meth:`FeatureDir.load_all`.
+        FileNotFoundError: ``feature_dir`` is not a directory.
+    """
+    fdir = FeatureDir(feature_dir)
+    needed: list[str] = []
+    seen: set[str] = set()
+    for it in items:
+        if it.file not in seen:
+            if it.file not in fdir:
+                raise DataError(f"{item_file}:{it.line}: item names '{it.file}', which is not in "
+                                f"{fdir.source(it.file)}")
+            seen.add(it.file)
+            needed.append(it.file)
+    logger.info("%d files named by %s; loading features from %s (%s)", len(needed), item_file, feature_dir, fdir.kind)
+    return fdir.load_all(needed)
+
+
 def read_text_features(path: str | os.PathLike) -> np.ndarray:
     """Read one ZeroSpeech text feature file: one frame per line, numbers separated by whitespace.
 

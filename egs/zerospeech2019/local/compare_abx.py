@@ -23,7 +23,7 @@ from pathlib import Path
 
 from speechkit.scoring.abx import abx_error, paired_bootstrap_difference
 from speechkit.scoring.abx_items import read_item_file
-from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
+from speechkit.scoring.feature_dir import load_item_features, resolve_frame_shift
 from speechkit.utils.cli import make_parser, run_main
 from speechkit.utils.fileio import DataError, atomic_write
 
@@ -66,8 +66,7 @@ def main(argv=None) -> int:
             if name not in results:
                 m = meta[name]
                 items = items_cache.setdefault(m["item_file"], read_item_file(m["item_file"]))
-                fdir = FeatureDir(m["feature_dir"])
-                feats = fdir.load_all(sorted({it.file for it in items}))
+                feats = load_item_features(m["feature_dir"], items, m["item_file"])
                 results[name] = abx_error(feats, items, mode="across", distance=m["distance"],
                                           frame_shift=resolve_frame_shift(m["feature_dir"], None),
                                           normalize=m["normalize"], empty_items=m.get("empty_items", "overlap"),
