@@ -22,7 +22,7 @@ import torch
 from speechkit.bin.train import _strip_launch_options, num_processes
 from speechkit.train import Task, Trainer, TrainerConfig
 from speechkit.train.batching import shard_batches, slice_batch
-from speechkit.train.distributed import combine_weighted_stats
+from speechkit.train.distributed import combine_weighted_stats, end_distributed_session
 from speechkit.utils.cli import ConfigError
 
 RTOL, ATOL = 1e-5, 1e-5
@@ -193,7 +193,7 @@ def _worker(rank: int, world: int, init_file: str, root: str, data: str) -> None
     try:
         _scenarios(Path(root), Path(data), distributed=True)
     finally:
-        dist.destroy_process_group()
+        end_distributed_session()
 
 
 def _metrics(exp: Path) -> list[dict]:
