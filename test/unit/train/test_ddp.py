@@ -313,3 +313,16 @@ def test_batches_too_small_to_split_are_skipped(tmp_path, caplog):
     kept = trainer.epoch_batches(train, 1)
     assert sorted(map(len, kept)) == [8, 8] and len(full) == 12
     assert "skipping 1 of 3 batches that hold fewer utterances than the 3 processes" in caplog.text
+
+
+def test_end_distributed_session(tmp_path):
+    """No-op without a process group; destroys a (one-process gloo) group, which can then be re-created."""
+    import torch.distributed as dist
+
+    end_distributed_session()
+    assert not dist.is_initialized()
+    for i in range(2):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path}/init{i}", rank=0, world_size=1)
+        assert dist.is_initialized()
+        end_distributed_session()
+        assert not dist.is_initialized()
