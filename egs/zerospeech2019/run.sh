@@ -24,7 +24,7 @@
 #                   fsdd, msc_malayalam (crowd + story) and hindi_noa (16 kHz through sox pipes) is the
 #                   unit set, the msc_malayalam story reader the voice, timit_sample the test set of
 #                   unseen speakers (ABX on its hand-labelled phones). Defaults to the real-speech
-#                   configuration: conf/tuning/train_vqvae_tr_k64_smooth_jitter.yaml, --speed_perturb true.
+#                   configuration: conf/tuning/train_vqvae_tr_k128_jitter.yaml, --speed_perturb true.
 #   zerospeech2019  the official 2019 data: --db_root DIR/english (or surprise) with train/unit,
 #                   train/voice, test, and optionally an ABX item file and bitrate_filelist.txt
 #                   (see local/prepare_zerospeech2019.py --help).
@@ -56,7 +56,7 @@ dumpdir=dump         # features
 expdir=exp           # experiments
 feats_type=mfcc      # VQ-VAE input features: mfcc (conf/mfcc.yaml) | logmel (conf/logmel.yaml)
 train_config=        # VQ-VAE config (speechkit-train vqvae --print-config lists every key); default: conf/train_vqvae.yaml,
-                     # --corpus local: conf/tuning/train_vqvae_tr_k64_smooth_jitter.yaml (README: the real-speech default)
+                     # --corpus local: conf/tuning/train_vqvae_tr_k128_jitter.yaml (README: the real-speech default)
 inverter_config=conf/train_inverter.yaml  # inverter config
 tag=                 # experiment name (default: train_config's name without 'train_' and '.yaml', + _<feats_type>
                      # unless mfcc or the name says it)
@@ -100,7 +100,7 @@ fi
 # the real-speech default (--corpus local): the best configuration measured that finishes stages 0-3 in
 # 30 minutes on 2 cores (README); mini and the official data keep the small one
 if [ "$corpus" = local ]; then
-  train_config=${train_config:-conf/tuning/train_vqvae_tr_k64_smooth_jitter.yaml}
+  train_config=${train_config:-conf/tuning/train_vqvae_tr_k128_jitter.yaml}
   speed_perturb=${speed_perturb:-true}
 fi
 train_config=${train_config:-conf/train_vqvae.yaml}
