@@ -35,7 +35,6 @@ Examples:
 from __future__ import annotations
 
 import json
-import logging
 import sys
 
 from speechkit.scoring.abx import (
@@ -52,7 +51,6 @@ from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import atomic_write
 
 PROG = "speechkit-score-abx"
-logger = logging.getLogger(PROG)
 
 
 def main(argv=None) -> int:
@@ -107,8 +105,7 @@ def main(argv=None) -> int:
         items = read_item_file(args.item_file)
 
         def score(feature_dir: str):
-            logger.info("%d items; loading features from %s", len(items), feature_dir)
-            features = load_item_features(feature_dir, items, args.item_file)
+            features = load_item_features(feature_dir, items, args.item_file)  # logs what it loads
             return abx_error(features, items, mode=args.mode, distance=args.distance,
                              frame_shift=resolve_frame_shift(feature_dir, args.frame_shift),
                              normalize=args.normalize, tolerance=args.tolerance, source=str(args.item_file),

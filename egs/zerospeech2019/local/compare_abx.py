@@ -51,9 +51,10 @@ def main(argv=None) -> int:
         expdir = Path(args.expdir)
         pairs = []
         for c in args.comparisons:
-            if c.count("=") != 1 or not all(p.strip() for p in c.split("=")):
+            pair = tuple(p.strip() for p in c.split("="))
+            if len(pair) != 2 or not all(pair):
                 raise ValueError(f"comparison '{c}' is not SYSTEM=REFERENCE")
-            pairs.append(tuple(p.strip() for p in c.split("=")))
+            pairs.append(pair)
         meta = {n: json.loads(_scores_json(expdir, n).read_text(encoding="utf-8")) for p in pairs for n in p}
         for s, r in pairs:
             a, b = Path(meta[s]["item_file"]), Path(meta[r]["item_file"])
@@ -65,7 +66,9 @@ def main(argv=None) -> int:
         def result(name: str):
             if name not in results:
                 m = meta[name]
-                items = items_cache.setdefault(m["item_file"], read_item_file(m["item_file"]))
+                if m["item_file"] not in items_cache:  # systems compared share one item file: read it once
+                    items_cache[m["item_file"]] = read_item_file(m["item_file"])
+                items = items_cache[m["item_file"]]
                 feats = load_item_features(m["feature_dir"], items, m["item_file"])
                 results[name] = abx_error(feats, items, mode="across", distance=m["distance"],
                                           frame_shift=resolve_frame_shift(m["feature_dir"], None),
