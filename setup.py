@@ -18,6 +18,7 @@ CLIS = {
     "speechkit-compute-cmvn-stats": "compute_cmvn_stats",
     # training (tasks registered by name in speechkit.train.tasks)
     "speechkit-train": "train",
+    "speechkit-average-checkpoints": "average_checkpoints",
     # zerospeech2019
     "speechkit-extract-units": "extract_units",
     "speechkit-resynthesize": "resynthesize",

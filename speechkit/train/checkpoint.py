@@ -37,6 +37,7 @@ __all__ = [
     "list_checkpoints",
     "prune_checkpoints",
     "remove_stale_temp_files",
+    "average_checkpoints",
     "get_rng_state",
     "set_rng_state",
 ]
@@ -165,6 +166,70 @@ def prune_checkpoints(ckpt_dir: str | os.PathLike, keep_last: int) -> list[Path]
         p.unlink()
         deleted.append(p)
     return deleted
+
+
+def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
+    """Average the model weights of several checkpoints of one training run.
+
+    The element-wise mean of every floating-point tensor of the checkpoints' ``model`` state dicts
+    (accumulated in float64, cast back to each tensor's dtype); integer and boolean tensors (step
+    counters such as BatchNorm's ``num_batches_tracked``) are taken from the last checkpoint.
+    This is ESPnet's ``average_checkpoints.py`` and icefall's ``--avg N`` (plain mean of the
+    last N epoch checkpoints), used to smooth the end of training before decoding.
+
+    Args:
+        paths: two or more checkpoint files (``ckpt-*.pt`` or ``best.pt``), in training order;
+            the result's ``config``, ``task``, ``epoch`` and ``step`` are those of the last one.
+
+    Returns:
+        A ``best.pt``-style dict: ``format``, ``kind`` = ``"averaged"``, ``task``, ``config``,
+        ``model`` (the averaged state dict), ``epoch``, ``step`` and ``averaged_from`` (the file
+        names, in order). Loadable by :func:`speechkit.train.load_model` and
+        ``speechkit-asr-decode --checkpoint``.
+
+    Raises:
+        ValueError: fewer than two paths.
+        CheckpointError: a checkpoint without ``model`` weights, or whose task, tensor names or
+            shapes differ from the first one's (names the file and the key).
+        FileNotFoundError: a path that does not exist.
+    """
+    paths = [Path(p) for p in paths]
+    if len(paths) < 2:
+        raise ValueError(f"average_checkpoints: need at least 2 checkpoints, got {len(paths)}")
+    total: dict[str, torch.Tensor] = {}
+    first: dict[str, Any] | None = None
+    last: dict[str, Any] = {}
+    for path in paths:
+        state = load_checkpoint(path)
+        model = state.get("model")
+        if not isinstance(model, dict) or not model:
+            raise CheckpointError(f"{path}: holds no model weights (key 'model')")
+        if first is None:
+            first = state
+            ref = model
+        else:
+            if state.get("task") != first.get("task"):
+                raise CheckpointError(f"{path}: task {state.get('task')!r} differs from {paths[0]}'s "
+                                      f"{first.get('task')!r}")
+            missing = sorted(set(ref) ^ set(model))
+            if missing:
+                raise CheckpointError(f"{path}: model tensors differ from {paths[0]}'s, e.g. {missing[0]!r} "
+                                      f"({len(missing)} name(s) in one file only)")
+        for key, value in model.items():
+            if tuple(value.shape) != tuple(ref[key].shape):
+                raise CheckpointError(f"{path}: model tensor {key!r} has shape {tuple(value.shape)}, "
+                                      f"{paths[0]} has {tuple(ref[key].shape)}")
+            if value.is_floating_point():
+                acc = value.detach().to(torch.float64)
+                total[key] = acc if key not in total else total[key] + acc
+        last = state
+    averaged = {}
+    for key, value in last["model"].items():
+        averaged[key] = (total[key] / len(paths)).to(value.dtype) if value.is_floating_point() else value.clone()
+    progress = last.get("state") or last  # a training checkpoint keeps epoch/step in 'state'
+    return {"format": CHECKPOINT_FORMAT, "kind": "averaged", "task": last.get("task"),
+            "config": last.get("config"), "model": averaged, "epoch": progress.get("epoch"),
+            "step": progress.get("step"), "averaged_from": [p.name for p in paths]}
 
 
 def remove_stale_temp_files(ckpt_dir: str | os.PathLike) -> list[Path]:

@@ -1,0 +1,71 @@
+"""Average the model weights of several checkpoints of one training run (ESPnet's
+average_checkpoints.py, icefall's --avg N).
+
+  speechkit-average-checkpoints --last 5 exp/real/rnnt_char_wb/multisoftmax
+      -> exp/.../checkpoints/avg5.pt, the mean of the 5 newest ckpt-*.pt
+  speechkit-average-checkpoints --out avg.pt exp/x/checkpoints/ckpt-e0010-s00005310.pt ...
+
+Floating-point tensors are averaged; integer ones come from the newest checkpoint. The output has
+the form of best.pt, so any decoder takes it (speechkit-asr-decode --checkpoint avg5.pt, or any
+tool taking a checkpoint file), and it lists the files averaged under 'averaged_from'. The epochs
+must be kept: set trainer.keep_last to at least N when training (0 keeps all). The output is
+written atomically; an existing one is replaced only by a successful run.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from speechkit.train.checkpoint import average_checkpoints, list_checkpoints, save_checkpoint
+from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+
+PROG = "speechkit-average-checkpoints"
+log = logging.getLogger(PROG)
+
+
+def main(argv=None) -> int:
+    parser = make_parser(__doc__, prog=PROG)
+    parser.add_argument("inputs", nargs="+", metavar="INPUT",
+                        help="checkpoint files (2 or more, in training order), or with --last N one "
+                             "experiment directory (or its checkpoints/ directory)")
+    parser.add_argument("--last", type=int, default=None, metavar="N",
+                        help="average the N newest full checkpoints (ckpt-e*-s*.pt) of the directory")
+    parser.add_argument("--out", default=None, metavar="PATH",
+                        help="output file (default with --last: <checkpoints>/avg<N>.pt)")
+    args = parser.parse_args(argv)
+
+    def body() -> None:
+        setup_logging()
+        if args.last is not None:
+            if len(args.inputs) != 1:
+                raise ConfigError(f"--last N takes one experiment directory, got {len(args.inputs)} inputs")
+            root = Path(args.inputs[0])
+            ckpt_dir = root / "checkpoints" if (root / "checkpoints").is_dir() else root
+            if not ckpt_dir.is_dir():
+                raise FileNotFoundError(f"{root}: no such experiment or checkpoints directory")
+            if args.last < 2:
+                raise ConfigError(f"--last: need N >= 2, got {args.last}")
+            found = list_checkpoints(ckpt_dir)
+            if len(found) < args.last:
+                raise ConfigError(f"{ckpt_dir}: --last {args.last} but only {len(found)} full checkpoint(s) "
+                                  f"kept ({', '.join(p.name for p in found) or 'none'}); train with "
+                                  f"--trainer.keep_last {args.last} (or 0 = all)")
+            paths = found[-args.last:]
+            out = Path(args.out) if args.out else ckpt_dir / f"avg{args.last}.pt"
+        else:
+            if args.out is None:
+                raise ConfigError("--out PATH is required when checkpoint files are listed")
+            paths = [Path(p) for p in args.inputs]
+            out = Path(args.out)
+        if out.resolve() in {p.resolve() for p in paths}:
+            raise ConfigError(f"--out {out}: is one of the inputs")
+        state = average_checkpoints(paths)
+        save_checkpoint(out, state)
+        log.info("averaged %d checkpoints (%s) -> %s (epoch %s, step %s)", len(paths),
+                 ", ".join(p.name for p in paths), out, state["epoch"], state["step"])
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
