@@ -58,6 +58,9 @@ restart=false          # true: stage 3 moves each system's existing exp dir (a r
                        # (speechkit-train --resume false); nothing is deleted
 finetune_opts="--trainer.max_epochs 5 --trainer.lr 5e-4 --trainer.scheduler none --trainer.warmup_steps 0"
                        # fine-tuning overrides (after --train_config and --train_opts)
+avg=0                  # N > 0: decode the mean of each system's last N epoch checkpoints
+                       # (speechkit-average-checkpoints -> checkpoints/avg<N>.pt; stage 3 then keeps
+                       # them: trainer.keep_last N); 0 = best.pt (the results in README.md)
 search=beam            # beam (modified beam search, one symbol per frame) | greedy
 beam=8                 # --search beam: beam width
 length_norm=false      # --search beam: final hypothesis by log P / (1 + symbols) (icefall's default);
@@ -117,6 +120,7 @@ case "$speed_perturb" in
   false) train_set=train ;;
   *) die "--speed_perturb must be true or false, got '$speed_perturb'" ;;
 esac
+[[ "$avg" =~ ^[0-9]+$ ]] && [ "$avg" != 1 ] || die "--avg must be 0 (best.pt) or a number of checkpoints >= 2, got '$avg'"
 case "$unit" in
   bpe) lang=$data/lang_bpe${bpe_vocab_size}; unit_opts="--vocab-size $bpe_vocab_size" ;;
   char|char_wb) lang=$data/lang_$unit; unit_opts="" ;;
@@ -235,6 +239,7 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
       *) opts="$opts --model.variant $sys" ;;
     esac
     extra=$train_opts
+    if [ "$avg" -gt 0 ]; then extra="--trainer.keep_last $avg $extra"; fi   # the epochs stage 4 averages
     if [[ "$sys" == ft_* ]]; then extra="$train_opts $finetune_opts"; fi
     resume=true
     if [ "$restart" = true ]; then
@@ -264,10 +269,10 @@ decode() {
   # shellcheck disable=SC2086
   ${decode_cmd} JOB=1:"$nj" "$dir/log/decode.JOB.log" \
     speechkit-asr-decode --model-dir "$model" --nj "$nj" --job JOB --search "$search" --beam "$beam" \
-      --chunk-frames "$chunk_frames" $decode_opts "$@" "$data/$set" "$dir"
+      --chunk-frames "$chunk_frames" $decode_ckpt $decode_opts "$@" "$data/$set" "$dir"
   # shellcheck disable=SC2086
   speechkit-asr-decode --model-dir "$model" --nj "$nj" --merge-only --search "$search" --beam "$beam" \
-    --chunk-frames "$chunk_frames" $decode_opts "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
+    --chunk-frames "$chunk_frames" $decode_ckpt $decode_opts "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
 }
 
 # ------------------------------------------------------------------------------------- stage 4
@@ -275,6 +280,11 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   log "stage 4: decoding ($search search, chunks of $chunk_frames frames)"
   for sys in $(systems); do
     [ -f "$exp/$sys/checkpoints/best.pt" ] || { echo "$0: $exp/$sys is not trained (stage 3)" >&2; exit 1; }
+    decode_ckpt=
+    if [ "$avg" -gt 0 ]; then   # an error naming the directory when fewer than N epochs were kept
+      speechkit-average-checkpoints --last "$avg" "$exp/$sys"
+      decode_ckpt="--checkpoint avg$avg.pt"
+    fi
     for t in $test_sets; do
       case "$sys" in
         vanilla) decode "$exp/$sys" "$t" "$exp/$sys/decode_$t" ;;

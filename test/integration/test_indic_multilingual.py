@@ -102,6 +102,28 @@ def test_rerun_is_idempotent(recipe_run):
     assert "training already finished" in (exp / "multisoftmax/train.log").read_text()
 
 
+def test_avg_decodes_the_mean_of_the_last_epochs(recipe_run):
+    """--avg N: an error naming the directory when stage 3 kept fewer epochs; after training on with
+    --avg 2 (keep_last 2), stage 4 decodes checkpoints/avg2.pt, the mean of the last two epochs."""
+    work, _, env = recipe_run
+    exp = work / "exp/mini/rnnt_char_wb/multisoftmax"
+    common = ["./run.sh", "--nj", "1", "--variants", "multisoftmax", "--avg", "2"]
+    proc = subprocess.run([*common, "--stage", "4", "--stop_stage", "4"], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "only 1 full checkpoint(s) kept" in proc.stderr and "--trainer.keep_last 2" in proc.stderr
+    proc = subprocess.run([*common, "--stage", "3", "--stop_stage", "4", "--train_opts", "--trainer.max_epochs 3"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import torch
+    from speechkit.train.checkpoint import list_checkpoints
+    kept = list_checkpoints(exp / "checkpoints")
+    assert [p.name[:10] for p in kept] == ["ckpt-e0002", "ckpt-e0003"]
+    avg = torch.load(exp / "checkpoints/avg2.pt", weights_only=True)
+    assert avg["averaged_from"] == [p.name for p in kept]
+    assert "from avg2.pt" in (exp / "decode_test_oracle/log/decode.1.log").read_text()
+
+
 def test_real_data_preparation_is_speaker_disjoint(tmp_path, shared_data):
     for name in ("path.sh", "utils", "local"):
         (tmp_path / name).symlink_to(RECIPE / name)
