@@ -239,8 +239,8 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
       *) opts="$opts --model.variant $sys" ;;
     esac
     extra=$train_opts
-    if [ "$avg" -gt 0 ]; then extra="--trainer.keep_last $avg $extra"; fi   # the epochs stage 4 averages
     if [[ "$sys" == ft_* ]]; then extra="$train_opts $finetune_opts"; fi
+    if [ "$avg" -gt 0 ]; then extra="--trainer.keep_last $avg $extra"; fi   # the epochs stage 4 averages
     resume=true
     if [ "$restart" = true ]; then
       resume=false
