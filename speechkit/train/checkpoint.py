@@ -197,35 +197,31 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
     if len(paths) < 2:
         raise ValueError(f"average_checkpoints: need at least 2 checkpoints, got {len(paths)}")
     total: dict[str, torch.Tensor] = {}
-    first: dict[str, Any] | None = None
-    last: dict[str, Any] = {}
-    for path in paths:
+    ref_task, ref_model = None, None  # the first checkpoint's task and weights (no optimizer state kept)
+    for i, path in enumerate(paths):
         state = load_checkpoint(path)
         model = state.get("model")
         if not isinstance(model, dict) or not model:
             raise CheckpointError(f"{path}: holds no model weights (key 'model')")
-        if first is None:
-            first = state
-            ref = model
+        if i == 0:
+            ref_task, ref_model = state.get("task"), model
         else:
-            if state.get("task") != first.get("task"):
-                raise CheckpointError(f"{path}: task {state.get('task')!r} differs from {paths[0]}'s "
-                                      f"{first.get('task')!r}")
-            missing = sorted(set(ref) ^ set(model))
+            if state.get("task") != ref_task:
+                raise CheckpointError(f"{path}: task {state.get('task')!r} differs from {paths[0]}'s {ref_task!r}")
+            missing = sorted(set(ref_model) ^ set(model))
             if missing:
                 raise CheckpointError(f"{path}: model tensors differ from {paths[0]}'s, e.g. {missing[0]!r} "
                                       f"({len(missing)} name(s) in one file only)")
         for key, value in model.items():
-            if tuple(value.shape) != tuple(ref[key].shape):
+            if value.shape != ref_model[key].shape:
                 raise CheckpointError(f"{path}: model tensor {key!r} has shape {tuple(value.shape)}, "
-                                      f"{paths[0]} has {tuple(ref[key].shape)}")
+                                      f"{paths[0]} has {tuple(ref_model[key].shape)}")
             if value.is_floating_point():
                 acc = value.detach().to(torch.float64)
                 total[key] = acc if key not in total else total[key] + acc
-        last = state
-    averaged = {}
-    for key, value in last["model"].items():
-        averaged[key] = (total[key] / len(paths)).to(value.dtype) if value.is_floating_point() else value.clone()
+    last = state  # the newest checkpoint: its integer tensors, config, task and progress
+    averaged = {key: (total[key] / len(paths)).to(value.dtype) if value.is_floating_point() else value.clone()
+                for key, value in last["model"].items()}
     progress = last.get("state") or last  # a training checkpoint keeps epoch/step in 'state'
     return {"format": CHECKPOINT_FORMAT, "kind": "averaged", "task": last.get("task"),
             "config": last.get("config"), "model": averaged, "epoch": progress.get("epoch"),

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from speechkit.train.checkpoint import list_checkpoints, load_checkpoint
+
 pytestmark = pytest.mark.integration
 
 RECIPE = Path(__file__).resolve().parents[2] / "egs" / "indic_multilingual"
@@ -115,11 +117,9 @@ def test_avg_decodes_the_mean_of_the_last_epochs(recipe_run):
     proc = subprocess.run([*common, "--stage", "3", "--stop_stage", "4", "--train_opts", "--trainer.max_epochs 3"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    import torch
-    from speechkit.train.checkpoint import list_checkpoints
     kept = list_checkpoints(exp / "checkpoints")
     assert [p.name[:10] for p in kept] == ["ckpt-e0002", "ckpt-e0003"]
-    avg = torch.load(exp / "checkpoints/avg2.pt", weights_only=True)
+    avg = load_checkpoint(exp / "checkpoints/avg2.pt")
     assert avg["averaged_from"] == [p.name for p in kept]
     assert "from avg2.pt" in (exp / "decode_test_oracle/log/decode.1.log").read_text()
 
