@@ -65,6 +65,8 @@ inverter_args=       # extra speechkit-train overrides for the inverter
 voice=               # stage 5 target voice (default: the voice set's first speaker)
 num_resynth=8        # stage 5: test utterances to resynthesize (0 = all)
 aux_units=false      # stage 3: also write the continuous z of the test set (units/test_aux)
+aux_phases=all       # stage 3, with --aux_units: z every stride/N input frames (speechkit-extract-units --phases;
+                     # all = every input frame, 10 ms; 1 = once per code frame, 40 ms at stride 4)
 unit_format=codebook # stage 3: codebook (each frame its codebook vector; ZeroSpeech 2019 VQ submissions) | onehot
 speed_perturb=       # stage 0: add 0.9 / 1.1 speed copies of the unit set (utils/perturb_data_dir_speed_3way.sh);
                      # default false, --corpus local: true
@@ -72,7 +74,7 @@ abx_bootstrap=1000   # stage 6: resamples of the test speakers for the 95 % inte
 kmeans_k=0           # stage 6: also score k-means units of the input features (K clusters, at the code rate); 0 = no
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019] [--db_root DIR]
        [--nj N] [--num_threads N] [--ngpu N] [--nproc N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
-       [--vqvae_args '--key value ...'] [--inverter_args '...'] [--voice SPK] [--num_resynth N] [--aux_units true|false]
+       [--vqvae_args '--key value ...'] [--inverter_args '...'] [--voice SPK] [--num_resynth N] [--aux_units true|false] [--aux_phases N|all]
        [--unit_format codebook|onehot] [--speed_perturb true|false] [--kmeans_k K]
        [--datadir DIR] [--dumpdir DIR] [--expdir DIR] [--mini_speakers N] [--mini_sentences N]
 Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize, 6 score + RESULTS.md"
@@ -233,7 +235,7 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   }
   for x in voice test; do extract "$x" "$units_dir/$x" --unit-format "$unit_format"; done
   if [ "$aux_units" = true ]; then
-    extract test "$units_dir/test_aux" --aux
+    extract test "$units_dir/test_aux" --aux --phases "$aux_phases"
   fi
 fi
 

@@ -539,3 +539,71 @@ def encode_windowed(model: VQVAE, feats: torch.Tensor, window: int, hop: int | N
     z_e = z_w[k, j]
     codes = model.quantizer.quantize(z_e[None])[0]
     return codes, z_e
+
+
+def phase_offsets(stride: int, phases: int) -> list[int]:
+    """Input-frame offsets ``a_p`` of the phases of :func:`encode_phases`: phase ``p`` encodes the input
+    from frame ``a_p = p * (stride // phases) - (stride - stride // phases) // 2`` on (a negative offset
+    repeats the first frame ``-a_p`` times in front).
+
+    Raises:
+        ValueError: ``phases`` not a divisor of ``stride``.
+    """
+    if phases < 1 or stride % phases:
+        raise ValueError(f"phases must divide the model's stride {stride}, got {phases}")
+    step = stride // phases
+    return [p * step - (stride - step) // 2 for p in range(phases)]
+
+
+@torch.no_grad()
+def encode_phases(model: VQVAE, feats: torch.Tensor, phases: int, window: int = 0, hop: int | None = None
+                  ) -> torch.Tensor:
+    """The continuous encoder output z every ``stride / phases`` input frames (shift-and-stitch).
+
+    A stride-``s`` encoder gives one z per ``s`` input frames (40 ms for s = 4 on 10 ms frames). Here
+    the utterance is encoded ``phases`` times, phase ``p`` with its input shifted by
+    :func:`phase_offsets` ``a_p`` frames, and the outputs are interleaved: row ``r = phases * i + p``
+    is frame ``i`` of phase ``p`` ("shift-and-stitch", Long, Shelhamer & Darrell, "Fully
+    convolutional networks for semantic segmentation", CVPR 2015, sec. 3.2). Every row is a true
+    encoder output (nothing interpolated), from input frames ``[a_p + s i, a_p + s i + s)`` (the first
+    frame repeated where they start before 0; the last repeated up to one stride where a shifted input
+    is shorter than that); with
+    ``step = s / phases`` row ``r`` is centred at ``(r + 1/2) step + e`` input frames, where
+    ``e = ((s - step) mod 2) / 2`` (half an input frame, 5 ms, for s = 4 at every frame; 0 for two
+    phases). ``phases = 1`` is the plain encoding.
+
+    Args:
+        model: a :class:`VQVAE` (in eval mode).
+        feats: ``(T, D_in)`` input features (after CMVN), ``T >= stride``.
+        phases: a divisor of ``model.cfg.stride``.
+        window, hop: > 0: each phase over overlapping windows (:func:`encode_windowed`); 0: whole.
+
+    Returns:
+        ``z_e (ceil(T / step), De)``.
+
+    Raises:
+        ValueError: ``phases`` not a divisor of the stride; bad ``window`` / ``hop`` as
+        :func:`encode_windowed`.
+    """
+    s = model.cfg.stride
+    offsets = phase_offsets(s, phases)
+    step = s // phases
+    T = feats.size(0)
+    n_rows = -(-T // step)
+    rows = None
+    for p, a in enumerate(offsets):
+        # the input from frame a on (the first frame repeated in front where a < 0); it always yields the
+        # ceil((T - p step) / s) frames this phase needs, since a <= p step
+        x = torch.cat([feats[:1].expand(-a, -1), feats], 0) if a < 0 else feats[a:]
+        if len(x) < s:  # an utterance of fewer than 2 strides: the last frame repeated up to one stride
+            x = torch.cat([x, x[-1:].expand(s - len(x), -1)], 0)
+        n_p = -(-(n_rows - p) // phases)  # rows p, p + phases, ... below n_rows
+        if window > 0:
+            _, z = encode_windowed(model, x, window, hop)
+        else:
+            _, z, _, _ = model.encode(x[None], torch.tensor([len(x)]))
+            z = z[0]
+        if rows is None:
+            rows = z.new_zeros(n_rows, z.size(-1))
+        rows[p::phases] = z[:n_p]
+    return rows

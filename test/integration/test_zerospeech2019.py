@@ -39,7 +39,7 @@ def run_recipe(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
 def recipe(require_espeak, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("zs2019")
     before = sorted(p.name for p in RECIPE.iterdir())
-    proc = run_recipe(tmp)
+    proc = run_recipe(tmp, "--aux_units", "true")
     assert sorted(p.name for p in RECIPE.iterdir()) == before, "the recipe wrote into egs/zerospeech2019"
     return tmp, proc
 
@@ -101,6 +101,19 @@ def test_results_report_abx_and_bitrate(recipe):
     assert (tmp / "exp" / "abx_bitrate.png").stat().st_size > 5000
     links = re.findall(r"\]\(([^)]+\.wav)\)", text)
     assert len(links) == 3 and all((tmp / "exp" / link).is_file() for link in links)
+
+
+def test_aux_units_every_input_frame(recipe):
+    """--aux_units true: the continuous z of the test set every 10 ms (--aux_phases all, shift-and-stitch),
+    one row per input frame, scored in RESULTS.md as its own row."""
+    tmp, _ = recipe
+    aux = tmp / "exp" / TAG / "units" / "test_aux"
+    assert (aux / "frame_shift").read_text().strip() == "0.01"
+    n_frames = {u: int(n) for u, n in read_table(tmp / "dump" / "mfcc" / "test" / "utt2num_frames").items()}
+    for utt, n in n_frames.items():
+        assert np.loadtxt(aux / f"{utt}.txt", ndmin=2).shape == (n, 16)
+    text = (tmp / "exp" / "RESULTS.md").read_text()
+    assert re.search(rf"\| [^|]*: continuous z \(auxiliary embedding\) every 10 ms \| {TAG} \(z\) \|", text)
 
 
 def test_resynthesized_wavs(recipe):

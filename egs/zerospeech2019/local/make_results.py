@@ -105,9 +105,12 @@ def collect(expdir: Path) -> list[dict]:
             row.update(kind="other", system=exp.name)
         rows.append(row)
         if (exp / "scores_aux" / "abx_across.json").is_file():  # run.sh --aux_units true: the continuous z
+            aux = exp / "units" / "test_aux" / "units.yaml"
+            shift = (yaml.safe_load(aux.read_text(encoding="utf-8")) or {}).get("frame_shift") if aux.is_file() else None
             rows.append({**{k: v for k, v in row.items() if k not in ("wavs", "codes_used", "inverter")},
                          **_read_scores(exp / "scores_aux"), "tag": f"{exp.name} (z)", "kind": "aux",
-                         "system": f"{row['system']}: continuous z (auxiliary embedding)"})
+                         "system": f"{row['system']}: continuous z (auxiliary embedding)"
+                                   + (f" every {shift * 1000:g} ms" if shift else "")})
     return rows
 
 

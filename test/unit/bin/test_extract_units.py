@@ -186,3 +186,53 @@ def test_windowed_encoding_against_window_by_window_reference(setup, tmp_path):
         int(cfg.data.crop_frames or 0) // s * s
     assert run(["--model-dir", setup["exp"], "--window", 0, setup["test"], tmp_path / "w0"]) == 0
     assert yaml.safe_load((tmp_path / "w0" / "units.yaml").read_text())["window"] == 0
+
+
+def test_phases_against_shifted_input_reference(setup, tmp_path):
+    """--phases: row r of the stitched z is frame r // P of the encoding of the input shifted by the
+    phase's offset (edge frames repeated), built here independently by index clamping; P = 1 is the
+    plain encoding; the CLI writes stride / P frame shifts, needs --aux and a divisor of the stride."""
+    from speechkit.models.vqvae import encode_phases, encode_windowed, phase_offsets
+
+    model, cfg = load_model(setup["exp"])
+    model.eval()
+    s = cfg.model.stride
+    assert s == 4
+    assert phase_offsets(4, 4) == [-1, 0, 1, 2] and phase_offsets(4, 2) == [-1, 1] and phase_offsets(4, 1) == [0]
+    utts, feats = load_features(setup["test"], "speaker")
+    for utt in ("s8_a", "s7_a", "s7_b"):  # 30, 17, 4 frames
+        x = feats[utts.index(utt)]
+        T = len(x)
+        for P, window in ((4, 0), (2, 0), (4, 8)):
+            z = encode_phases(model, x, P, window)
+            step = s // P
+            assert z.shape == (-(-T // step), cfg.model.codebook_dim)
+            for r in range(len(z)):
+                p, i = r % P, r // P
+                a = phase_offsets(s, P)[p]
+                idx = torch.arange(a, max(T, a + s)).clamp(0, T - 1)  # the shifted input, edges repeated
+                xs = x[idx]
+                if window:
+                    _, ref = encode_windowed(model, xs, window)
+                else:
+                    with torch.no_grad():
+                        ref = model.encode(xs[None], torch.tensor([len(xs)]))[1][0]
+                torch.testing.assert_close(z[r], ref[i])
+        _, z1 = encode_windowed(model, x, 8)
+        torch.testing.assert_close(encode_phases(model, x, 1, 8), z1)
+    with pytest.raises(ValueError, match="must divide"):
+        encode_phases(model, feats[0], 3)
+    out = tmp_path / "z10"
+    assert run(["--model-dir", setup["exp"], "--aux", "--phases", "all", "--nj", 2, setup["test"], out]) == 0
+    assert float((out / "frame_shift").read_text()) == pytest.approx(0.01)
+    info = yaml.safe_load((out / "units.yaml").read_text())
+    assert info["phases"] == 4 and info["kind"] == "aux"
+    x = feats[utts.index("s8_a")]
+    z = np.loadtxt(out / "s8_a.txt", ndmin=2)
+    np.testing.assert_allclose(z, encode_phases(model, x, 4, info["window"]).numpy(), rtol=1e-5, atol=1e-6)
+    assert len(read_table(out / "codes")["s8_a"].split()) == len(z) == 30
+    assert run(["--model-dir", setup["exp"], "--aux", "--phases", 2, setup["test"], tmp_path / "z20"]) == 0
+    assert float((tmp_path / "z20" / "frame_shift").read_text()) == pytest.approx(0.02)
+    for bad in (["--phases", 2], ["--aux", "--phases", 3], ["--aux", "--phases", "x"]):
+        assert run(["--model-dir", setup["exp"], *bad, setup["test"], tmp_path / "bad"]) == 1
+        assert not (tmp_path / "bad").exists()
