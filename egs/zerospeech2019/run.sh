@@ -57,14 +57,16 @@ expdir=exp           # experiments
 feats_type=mfcc      # VQ-VAE input features: mfcc (conf/mfcc.yaml) | logmel (conf/logmel.yaml)
 train_config=        # VQ-VAE config (speechkit-train vqvae --print-config lists every key); default: conf/train_vqvae.yaml,
                      # --corpus local: conf/tuning/train_vqvae_tr_k128_jitter.yaml (README: the real-speech default)
-inverter_config=conf/train_inverter.yaml  # inverter config
+inverter_config=     # inverter config; default: conf/train_inverter.yaml (sized for mini), --corpus local:
+                     # conf/tuning/train_inverter.yaml (the paper's: 2 multi-scale blocks per conv stack, 3 Transformer layers)
 tag=                 # experiment name (default: train_config's name without 'train_' and '.yaml', + _<feats_type>
                      # unless mfcc or the name says it)
 vqvae_args=          # extra speechkit-train overrides for the VQ-VAE, e.g. "--model.codebook_size 128"
 inverter_args=       # extra speechkit-train overrides for the inverter
 voice=               # stage 5 target voice (default: the voice set's first speaker)
 num_resynth=8        # stage 5: test utterances to resynthesize (0 = all)
-aux_units=false      # stage 3: also write the continuous z of the test set (units/test_aux)
+aux_units=           # stage 3: also write the continuous z of the test set (units/test_aux), stage 6 scores it;
+                     # default false, --corpus local: true
 aux_phases=all       # stage 3, with --aux_units: z every stride/N input frames (speechkit-extract-units --phases;
                      # all = every input frame, 10 ms; 1 = once per code frame, 40 ms at stride 4)
 unit_format=codebook # stage 3: codebook (each frame its codebook vector; ZeroSpeech 2019 VQ submissions) | onehot
@@ -103,14 +105,19 @@ fi
 # 30 minutes on 2 cores (README); mini and the official data keep the small one
 if [ "$corpus" = local ]; then
   train_config=${train_config:-conf/tuning/train_vqvae_tr_k128_jitter.yaml}
+  inverter_config=${inverter_config:-conf/tuning/train_inverter.yaml}
   speed_perturb=${speed_perturb:-true}
+  aux_units=${aux_units:-true}
 fi
+aux_units=${aux_units:-false}
 train_config=${train_config:-conf/train_vqvae.yaml}
+inverter_config=${inverter_config:-conf/train_inverter.yaml}
 speed_perturb=${speed_perturb:-false}
 case "$speed_perturb" in true|false) ;; *) echo "$0: --speed_perturb must be true or false, got '$speed_perturb'" >&2; exit 1 ;; esac
 case "$feats_type" in mfcc|logmel) ;; *) echo "$0: --feats_type must be mfcc or logmel, got '$feats_type'" >&2; exit 1 ;; esac
 [ -f "$train_config" ] || { echo "$0: --train_config $train_config: no such file" >&2; exit 1; }
 [ -f "$inverter_config" ] || { echo "$0: --inverter_config $inverter_config: no such file" >&2; exit 1; }
+case "$aux_units" in true|false) ;; *) echo "$0: --aux_units must be true or false, got '$aux_units'" >&2; exit 1 ;; esac
 case "$unit_format" in codebook|onehot) ;; *) echo "$0: --unit_format must be codebook or onehot, got '$unit_format'" >&2; exit 1 ;; esac
 if [ -z "$tag" ]; then
   tag=$(basename "$train_config" .yaml)
