@@ -32,7 +32,7 @@ code frame: the encoder runs on N copies of the input shifted by stride / N fram
 outputs are interleaved (shift-and-stitch, speechkit.models.vqvae.encode_phases; --phases all = z
 every input frame). Every row is an encoder output, nothing is interpolated; the codes file then
 holds the code of every such row. On unseen TIMIT speakers z every 10 ms instead of 40 ms lowered
-the no-context ABX of the recipe's default model from 24.79 to 23.08 % (egs/zerospeech2019/README.md).
+the no-context ABX of the recipe's default model from 24.79 to 23.09 % (egs/zerospeech2019/README.md).
 Codes stay at the model's stride (--phases > 1 needs --aux): their bitrate would grow N-fold.
 
 OUT_DIR is written as a whole: the files go to a temporary directory that replaces OUT_DIR only
