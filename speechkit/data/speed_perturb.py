@@ -50,10 +50,16 @@ def _check_factor(factor: float) -> None:
 
 
 def _sox_pipe(spec: str, factor: float) -> str:
-    """The ``wav.scp`` value that plays ``spec`` (a path or a ``... |`` command) ``factor`` times faster."""
+    """The ``wav.scp`` value that plays ``spec`` (a path or a ``... |`` command) ``factor`` times faster.
+
+    ``sox -R``: the resampling of ``speed`` is followed by sox's automatic dither to 16 bits, which is
+    random unless ``-R`` is given; with it the pipe plays the same bytes every time, so features
+    computed twice from a perturbed data dir are identical (without it two trainings of one recipe
+    differed in every speed-perturbed utterance).
+    """
     if is_command(spec):
-        return f"{spec.rstrip()[:-1].rstrip()} | sox -t wav - -t wav - speed {factor!r} |"
-    return f"sox {shlex.quote(spec)} -t wav - speed {factor!r} |"
+        return f"{spec.rstrip()[:-1].rstrip()} | sox -R -t wav - -t wav - speed {factor!r} |"
+    return f"sox -R {shlex.quote(spec)} -t wav - speed {factor!r} |"
 
 
 def compute_utt2dur(d: DataDir) -> dict[str, float]:

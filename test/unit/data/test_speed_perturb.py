@@ -74,7 +74,9 @@ def test_single_factor_ids_durations_audio_and_validation(src, tmp_path, factor)
         x, sr = read_audio(d.wav_scp[p + u], key=p + u)  # runs the sox pipe
         assert sr == SR
         assert len(x) == pytest.approx(n / factor, abs=2)  # audio length scaled by 1 / factor
-    assert d.wav_scp[p + "b-u1"].startswith("cat ") and "| sox -t wav - -t wav - speed" in d.wav_scp[p + "b-u1"]
+        # the same samples every time the pipe runs (sox -R: no random dither after resampling)
+        np.testing.assert_array_equal(read_audio(d.wav_scp[p + u], key=p + u)[0], x)
+    assert d.wav_scp[p + "b-u1"].startswith("cat ") and "| sox -R -t wav - -t wav - speed" in d.wav_scp[p + "b-u1"]
 
 
 def test_segments_are_scaled_and_recordings_prefixed(src, tmp_path):
