@@ -256,7 +256,7 @@ def _run(args) -> int:
             raise FileNotFoundError(f"{model_path}: no checkpoints/best.pt or checkpoints/latest.pt (train it first)")
         model_path = chosen
     model, cfg = load_model(model_path)
-    from speechkit.models.vqvae import VQVAE, default_hop
+    from speechkit.models.vqvae import VQVAE, default_hop, phase_offsets
 
     if not isinstance(model, VQVAE):
         raise ValueError(f"{model_path}: not a VQ-VAE checkpoint (task {type(model).__name__})")
@@ -285,8 +285,7 @@ def _run(args) -> int:
     if phases != 1 and not args.aux:
         raise ValueError(f"--phases {args.phases}: only with --aux (the continuous z); codes stay at the model's "
                          f"stride (their bitrate would grow {phases}-fold)")
-    if phases < 1 or stride % phases:
-        raise ValueError(f"--phases {args.phases}: must divide the model's stride {stride}")
+    phase_offsets(stride, phases)  # a divisor of the stride, else ValueError
     if not args.aux and args.unit_format == "codebook":
         rows = codebook_rows(model.quantizer.codebook)
         if len(set(rows)) < len(rows):

@@ -590,7 +590,7 @@ def encode_phases(model: VQVAE, feats: torch.Tensor, phases: int, window: int = 
     step = s // phases
     T = feats.size(0)
     n_rows = -(-T // step)
-    rows = None
+    rows = feats.new_zeros(n_rows, model.cfg.codebook_dim)
     for p, a in enumerate(offsets):
         # the input from frame a on (the first frame repeated in front where a < 0); it always yields the
         # ceil((T - p step) / s) frames this phase needs, since a <= p step
@@ -603,7 +603,5 @@ def encode_phases(model: VQVAE, feats: torch.Tensor, phases: int, window: int = 
         else:
             _, z, _, _ = model.encode(x[None], torch.tensor([len(x)]))
             z = z[0]
-        if rows is None:
-            rows = z.new_zeros(n_rows, z.size(-1))
         rows[p::phases] = z[:n_p]
     return rows
