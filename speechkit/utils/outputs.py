@@ -1,0 +1,252 @@
+"""Output directories that never overlap their inputs and are replaced only as a whole.
+
+Every ``speechkit-*`` tool that writes a directory does two things through this module:
+
+1. :func:`check_output_dir` before any work: the output must not be, contain or lie inside an
+   input (a data dir, a front-end dir, a file the tool reads), must not be or contain an
+   experiment dir it reads a model from (an output *inside* one is ESPnet's layout,
+   ``exp/<model>/decode_test``, and allowed), and must not be an existing non-directory.
+2. :func:`replace_dir` around the writing: the tool writes into a fresh hidden directory next to
+   the output, which is swapped into place only when the tool succeeds. A killed or failed run
+   therefore leaves the previous complete output (or nothing), never a mixture; the previous
+   output is kept as ``OUT/.backup/N/`` (Kaldi's ``fix_data_dir.sh`` habit) when it held files.
+
+The swap is one ``renameat2(RENAME_EXCHANGE)`` on Linux (atomic: the output path always names a
+complete directory); elsewhere two renames with a window of microseconds where it names nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import logging
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Union
+
+from speechkit.utils.fileio import WriteError, ensure_writable_dir
+
+log = logging.getLogger(__name__)
+
+PathLike = Union[str, os.PathLike]
+Named = Union[Mapping[str, Union[PathLike, None]], Iterable[tuple[str, Union[PathLike, None]]]]
+
+BACKUP_DIR = ".backup"
+
+
+class OutputOverlapError(ValueError):
+    """An output that is, contains or lies inside an input; the message names both and the option."""
+
+
+def _named(items: Named | None) -> list[tuple[str, Path]]:
+    if items is None:
+        return []
+    pairs = items.items() if isinstance(items, Mapping) else items
+    return [(str(name), Path(p)) for name, p in pairs if p is not None and str(p) != ""]
+
+
+def _real(p: Path) -> Path:
+    return Path(os.path.realpath(p))
+
+
+def _within(inner: Path, outer: Path) -> bool:
+    """``inner`` is ``outer`` or lies below it (both resolved)."""
+    return inner == outer or outer in inner.parents
+
+
+def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_dirs: Named | None = None,
+                     option: str = "output dir") -> Path:
+    """Refuse an output directory that would overwrite or mix with what the tool reads.
+
+    Paths are compared after resolving symlinks and ``..``, so ``data/train/../train`` is
+    ``data/train``.
+
+    Args:
+        out: the output directory (need not exist).
+        inputs: ``{label: path}`` (or ``(label, path)`` pairs; ``None`` values skipped) of what the
+            tool reads: data dirs, front-end dirs, checkpoint and config files. ``out`` may not be,
+            contain, or lie inside any of them.
+        experiment_dirs: ``{label: path}`` of experiment dirs the tool reads a model from. ``out``
+            may not be or contain one, but may lie inside one (``exp/vq/units/test``); list the files
+            it reads from there (checkpoint, config) under ``inputs`` too.
+        option: how the output is named in messages (``OUT_DIR``, ``--out-dir``).
+
+    Returns:
+        ``Path(out)``.
+
+    Raises:
+        OutputOverlapError: ``out`` is, contains or lies inside an input; the message names the
+            option, the output and the input with its label, e.g.
+            ``OUT_DIR data/train is the data dir (DATA_DIR data/train): choose another output dir``.
+        WriteError: ``out`` exists and is not a directory (``cannot write PATH: Not a directory``).
+    """
+    out_p = Path(out)
+    real_out = _real(out_p)
+    checks = [(label, p, True) for label, p in _named(experiment_dirs)] + \
+             [(label, p, False) for label, p in _named(inputs)]
+    for label, p, inside_ok in checks:
+        real_in = _real(p)
+        if real_out == real_in:
+            why = "is"
+        elif real_out in real_in.parents:
+            why = "contains"
+        elif not inside_ok and real_in in real_out.parents:
+            why = "lies inside"
+        else:
+            continue
+        raise OutputOverlapError(
+            f"{option} {out_p} {why} {label} {p}: outputs never overlap inputs "
+            "(replacing it would delete or mix with what is read); choose another output dir")
+    if out_p.exists() and not out_p.is_dir():
+        raise WriteError(errno.ENOTDIR, f"{os.strerror(errno.ENOTDIR)} (an existing file; remove it or choose "
+                                        "another output dir)", str(out_p))
+    return out_p
+
+
+# --------------------------------------------------------------------------------- the swap
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _renameat2() -> object | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_RENAMEAT2 = _renameat2()
+
+
+def exchange_paths(a: PathLike, b: PathLike) -> bool:
+    """Atomically swap two existing paths (Linux ``renameat2(RENAME_EXCHANGE)``).
+
+    Returns:
+        ``True`` if swapped; ``False`` where the system or file system cannot (the caller falls
+        back to two renames).
+    """
+    if _RENAMEAT2 is None:
+        return False
+    rc = _RENAMEAT2(_AT_FDCWD, os.fsencode(str(a)), _AT_FDCWD, os.fsencode(str(b)), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_temps(out: Path) -> None:
+    """Delete ``.OUT.tmp-PID-*`` / ``.OUT.old-PID-*`` left next to ``out`` by a killed run."""
+    pat = re.compile(rf"^\.{re.escape(out.name)}\.(tmp|old)-(\d+)-")
+    try:
+        entries = list(out.parent.iterdir())
+    except OSError:
+        return
+    for p in entries:
+        m = pat.match(p.name)
+        if m and int(m.group(2)) != os.getpid() and not _pid_alive(int(m.group(2))):
+            log.info("removing %s, left by a killed run", p)
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _holds_files(d: Path) -> bool:
+    return any(p.name != BACKUP_DIR for p in d.iterdir())
+
+
+def next_backup(out: PathLike) -> Path:
+    """``OUT/.backup/N``, N one more than the largest there (1 if none)."""
+    root = Path(out) / BACKUP_DIR
+    nums = [int(p.name) for p in root.iterdir() if p.name.isdigit()] if root.is_dir() else []
+    return root / str(max(nums, default=0) + 1)
+
+
+def _keep_old(old: Path, new: Path, backup: bool) -> Path | None:
+    """Move the previous output ``old`` to ``new/.backup/N`` (its own backups first), or delete it."""
+    kept = None
+    if backup and _holds_files(old):
+        old_backups = old / BACKUP_DIR
+        if old_backups.is_dir():
+            (new / BACKUP_DIR).mkdir(exist_ok=True)
+            for p in sorted((q for q in old_backups.iterdir() if q.name.isdigit()), key=lambda q: int(q.name)):
+                os.replace(p, next_backup(new))
+            shutil.rmtree(old_backups, ignore_errors=True)
+        kept = next_backup(new)
+        kept.parent.mkdir(exist_ok=True)
+        os.replace(old, kept)
+    else:
+        shutil.rmtree(old, ignore_errors=True)
+    return kept
+
+
+@contextlib.contextmanager
+def replace_dir(out: PathLike, *, backup: bool = True) -> Iterator[Path]:
+    """Write a directory as a whole: yield a fresh temporary dir, swap it in for ``out`` on success.
+
+    Inside the ``with`` block write every output file into the yielded directory. If the block
+    raises (or the process is killed), ``out`` keeps its previous complete content (or stays
+    absent) and the temporary dir is removed (after a kill, by the next run into ``out``). On
+    success the yielded dir becomes ``out``; the previous ``out``, if it held files and
+    ``backup`` is true, is kept as ``out/.backup/N/`` (its own backups renumbered after it), else
+    deleted. Call :func:`check_output_dir` first.
+
+    Args:
+        out: the output directory.
+        backup: keep the previous output (set ``False`` for caches whose content is re-derivable).
+
+    Yields:
+        The temporary directory (``.OUT.tmp-PID-XXXX`` next to ``out``).
+
+    Raises:
+        WriteError: the parent of ``out`` cannot be created or written, or ``out`` is a file.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise WriteError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(out))
+    ensure_writable_dir(out.parent if str(out.parent) else ".")
+    _remove_stale_temps(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out.is_dir():
+        if exchange_paths(tmp, out):
+            old = tmp  # the exchange left the previous output at the temporary name
+        else:
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent)) / "x"
+            os.replace(out, old)
+            os.replace(tmp, out)
+        kept = _keep_old(old, out, backup)
+        if old.parent.name.startswith(f".{out.name}.old-"):
+            shutil.rmtree(old.parent, ignore_errors=True)
+        if kept is not None:
+            log.info("replaced %s (the previous content is in %s)", out, kept)
+    else:
+        os.replace(tmp, out)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,159 @@
+"""speechkit.utils.outputs: the overlap check and the whole-directory swap."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from speechkit.utils import outputs
+from speechkit.utils.fileio import WriteError
+from speechkit.utils.outputs import OutputOverlapError, check_output_dir, replace_dir
+
+
+def _tree(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): p.read_text() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def layout(tmp_path):
+    (tmp_path / "data" / "train").mkdir(parents=True)
+    (tmp_path / "data" / "train" / "wav.scp").write_text("u1 a.wav\n")
+    (tmp_path / "exp" / "vq" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "exp" / "vq" / "checkpoints" / "best.pt").write_text("x")
+    (tmp_path / "exp" / "vq" / "config.yaml").write_text("c")
+    return tmp_path
+
+
+@pytest.mark.parametrize("out, why, label", [
+    ("data/train", "is", "DATA_DIR"),
+    ("data", "contains", "DATA_DIR"),
+    ("data/train/units", "lies inside", "DATA_DIR"),
+    ("data/train/../train", "is", "DATA_DIR"),
+    ("exp/vq", "is", "--model-dir"),
+    ("exp", "contains", "--model-dir"),
+    ("exp/vq/checkpoints", "is", "checkpoint dir"),
+])
+def test_overlapping_outputs_are_refused(layout, out, why, label):
+    with pytest.raises(OutputOverlapError) as e:
+        check_output_dir(layout / out, option="OUT_DIR",
+                         inputs={"DATA_DIR": layout / "data/train", "checkpoint dir": layout / "exp/vq/checkpoints",
+                                 "config": layout / "exp/vq/config.yaml"},
+                         experiment_dirs={"--model-dir": layout / "exp/vq"})
+    msg = str(e.value)
+    assert f"OUT_DIR {layout / out} {why} {label}" in msg
+
+
+def test_symlinked_output_onto_an_input_is_refused(layout):
+    (layout / "alias").symlink_to(layout / "data" / "train")
+    with pytest.raises(OutputOverlapError, match="is DATA_DIR"):
+        check_output_dir(layout / "alias", inputs={"DATA_DIR": layout / "data/train"})
+
+
+def test_outputs_beside_or_inside_an_experiment_dir_are_allowed(layout):
+    inputs = {"DATA_DIR": layout / "data/train", "checkpoint": layout / "exp/vq/checkpoints/best.pt"}
+    for out in ("exp/vq/units/test", "data/train_units", "exp/vq2"):
+        assert check_output_dir(layout / out, inputs=inputs, experiment_dirs={"--model-dir": layout / "exp/vq"}) \
+            == layout / out
+
+
+def test_an_existing_file_as_output_dir_is_refused_and_kept(layout):
+    f = layout / "out"
+    f.write_text("keep me")
+    with pytest.raises(WriteError, match=f"cannot write {f}: Not a directory"):
+        check_output_dir(f, inputs={"DATA_DIR": layout / "data/train"})
+    with pytest.raises(WriteError):
+        with replace_dir(f):
+            pass
+    assert f.read_text() == "keep me"
+    assert sorted(p.name for p in layout.iterdir()) == ["data", "exp", "out"]
+
+
+def test_first_write_then_replacement_keeps_a_numbered_backup(tmp_path):
+    out = tmp_path / "synth"
+    with replace_dir(out) as d:
+        (d / "wav").mkdir()
+        (d / "wav" / "a.wav").write_text("1")
+        (d / "wav.scp").write_text("a wav/a.wav\n")
+    assert _tree(out) == {"wav.scp": "a wav/a.wav\n", "wav/a.wav": "1"}
+    with replace_dir(out) as d:
+        (d / "wav.scp").write_text("b\n")
+    assert _tree(out) == {"wav.scp": "b\n", ".backup/1/wav.scp": "a wav/a.wav\n", ".backup/1/wav/a.wav": "1"}
+    with replace_dir(out) as d:
+        (d / "wav.scp").write_text("c\n")
+    # the older backup keeps its number; the one just replaced comes after it, flat, not nested
+    assert _tree(out) == {"wav.scp": "c\n", ".backup/1/wav.scp": "a wav/a.wav\n", ".backup/1/wav/a.wav": "1",
+                          ".backup/2/wav.scp": "b\n"}
+    assert [p.name for p in tmp_path.iterdir()] == ["synth"]
+
+
+def test_without_backup_the_old_output_is_deleted(tmp_path):
+    out = tmp_path / "cache"
+    for v in ("1", "2"):
+        with replace_dir(out, backup=False) as d:
+            (d / "x").write_text(v)
+    assert _tree(out) == {"x": "2"}
+
+
+def test_a_failure_leaves_the_previous_output_untouched(tmp_path):
+    out = tmp_path / "synth"
+    with replace_dir(out) as d:
+        (d / "wav.scp").write_text("old\n")
+    with pytest.raises(RuntimeError):
+        with replace_dir(out) as d:
+            (d / "wav.scp").write_text("half\n")
+            raise RuntimeError("boom")
+    assert _tree(out) == {"wav.scp": "old\n"}
+    assert [p.name for p in tmp_path.iterdir()] == ["synth"]
+
+
+def test_the_fallback_of_two_renames_gives_the_same_result(tmp_path, monkeypatch):
+    monkeypatch.setattr(outputs, "exchange_paths", lambda a, b: False)
+    out = tmp_path / "synth"
+    for v in ("1", "2"):
+        with replace_dir(out) as d:
+            (d / "x").write_text(v)
+    assert _tree(out) == {"x": "2", ".backup/1/x": "1"}
+    assert [p.name for p in tmp_path.iterdir()] == ["synth"]
+
+
+def test_exchange_paths_swaps_two_directories(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_text("a")
+    (tmp_path / "b").mkdir()
+    if not outputs.exchange_paths(tmp_path / "a", tmp_path / "b"):
+        pytest.skip("renameat2(RENAME_EXCHANGE) not available here")
+    assert (tmp_path / "b" / "f").read_text() == "a" and not (tmp_path / "a" / "f").exists()
+
+
+def test_a_killed_run_leaves_the_old_output_and_its_temp_is_removed_next_time(tmp_path):
+    out = tmp_path / "synth"
+    with replace_dir(out) as d:
+        (d / "wav.scp").write_text("old\n")
+    script = textwrap.dedent(f"""
+        import os, signal
+        from speechkit.utils.outputs import replace_dir
+        with replace_dir({str(out)!r}) as d:
+            (d / "wav.scp").write_text("new but partial\\n")
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    rc = subprocess.run([sys.executable, "-c", script]).returncode
+    assert rc == -9
+    assert _tree(out) == {"wav.scp": "old\n"}
+    assert any(p.name.startswith(".synth.tmp-") for p in tmp_path.iterdir())
+    with replace_dir(out) as d:
+        (d / "wav.scp").write_text("new\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["synth"]
+    assert _tree(out) == {"wav.scp": "new\n", ".backup/1/wav.scp": "old\n"}
+
+
+def test_permissions_of_the_swapped_dir_follow_the_umask(tmp_path):
+    out = tmp_path / "o"
+    with replace_dir(out):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (out.stat().st_mode & 0o777) == (0o777 & ~mask)
