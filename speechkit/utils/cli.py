@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from typing import Callable
@@ -30,6 +31,52 @@ def make_parser(doc: str | None, prog: str | None = None) -> argparse.ArgumentPa
     return argparse.ArgumentParser(
         prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+
+
+def _int_at_least(text: str, lowest: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"must be >= {lowest}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """``type=`` for argparse: an integer >= 1.
+
+    Raises:
+        argparse.ArgumentTypeError: not an integer, or < 1; argparse then exits 2 with
+        ``prog: error: argument --OPT: must be >= 1, got 0`` (the option named).
+    """
+    return _int_at_least(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    """``type=`` for argparse: an integer >= 0.
+
+    Raises:
+        argparse.ArgumentTypeError: not an integer, or < 0 (``argument --OPT: must be >= 0, got -1``).
+    """
+    return _int_at_least(text, 0)
+
+
+def nonnegative_float(text: str) -> float:
+    """``type=`` for argparse: a finite float >= 0.
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, NaN/inf, or < 0 (``argument --OPT: must be >= 0, got -1.0``).
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
 
 
 def split_overrides(argv: list[str], own_options: set[str] | frozenset[str], flags: set[str] | frozenset[str] = frozenset()

@@ -101,3 +101,25 @@ def test_split_overrides_own_options_values_and_flags():
     assert ov == ["model.dim=-3", "trainer.lr=0.1"]
     with pytest.raises(ConfigError, match="override --model.dim needs a value"):
         split_overrides(["--model.dim"], set())
+
+
+def test_bounded_argparse_types_name_the_option(capsys):
+    """positive_int / nonnegative_int / nonnegative_float: argparse exits 2 naming the option and the value."""
+    import argparse
+
+    from speechkit.utils.cli import nonnegative_float, nonnegative_int, positive_int
+    parser = argparse.ArgumentParser(prog="speechkit-x")
+    parser.add_argument("--nj", type=positive_int, default=1)
+    parser.add_argument("--keep", type=nonnegative_int, default=0)
+    parser.add_argument("--weight", type=nonnegative_float, default=0.0)
+    args = parser.parse_args(["--nj", "2", "--keep", "0", "--weight", "0.5"])
+    assert (args.nj, args.keep, args.weight) == (2, 0, 0.5)
+    for argv, msg in ((["--nj", "0"], "argument --nj: must be >= 1, got 0"),
+                      (["--nj", "x"], "argument --nj: expected an integer, got 'x'"),
+                      (["--keep", "-1"], "argument --keep: must be >= 0, got -1"),
+                      (["--weight", "-0.5"], "argument --weight: must be >= 0, got -0.5"),
+                      (["--weight", "nan"], "argument --weight: must be a finite number, got 'nan'")):
+        with pytest.raises(SystemExit) as e:
+            parser.parse_args(argv)
+        assert e.value.code == 2
+        assert msg in capsys.readouterr().err
