@@ -36,7 +36,11 @@ the no-context ABX of the recipe's default model from 24.79 to 23.09 % (egs/zero
 Codes stay at the model's stride (--phases > 1 needs --aux): their bitrate would grow N-fold.
 
 OUT_DIR is written as a whole: the files go to a temporary directory that replaces OUT_DIR only
-when every utterance is done, so a failed run leaves an earlier OUT_DIR untouched.
+when every utterance is done, so a failed or killed run leaves an earlier OUT_DIR untouched; the
+earlier OUT_DIR is kept as OUT_DIR/.backup/N. OUT_DIR may not be, contain or lie inside DATA_DIR,
+the model's training data dir or a file the tool reads, nor be or contain --model-dir (it may lie
+inside it: exp/vqvae/units/test); an existing file as OUT_DIR is an error. Both are checked before
+any work, as are the options (--nj, --batch-frames, --window, --hop).
 
 Errors naming the utterance: NaN/Inf in its features, fewer frames than the total stride.
 
@@ -47,7 +51,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -57,6 +60,7 @@ import yaml
 
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
+from speechkit.utils.outputs import check_output_dir, replace_dir
 
 PROG = "speechkit-extract-units"
 log = logging.getLogger(PROG)
@@ -83,8 +87,9 @@ def build_parser():
                         "frame taken from the window it is most central in; 0 = each utterance whole. Default: "
                         "the model's training crop (data.crop_frames, rounded down to the stride; whole "
                         "utterances for a model trained without crops), so that extraction sees what training saw")
-    p.add_argument("--hop", type=int, default=0, metavar="N",
-                   help="with --window: input frames between window starts (default: half the window)")
+    p.add_argument("--hop", type=int, default=None, metavar="N",
+                   help="with --window: input frames between window starts, 1 <= N <= window, a multiple of "
+                        "the stride (default: half the window)")
     p.add_argument("--batch-frames", type=int, default=20000, metavar="N",
                    help="input frames per encoder batch (default: 20000)")
     p.add_argument("--log-file", default=None, help="also append the log here")
@@ -247,6 +252,12 @@ def _run(args) -> int:
         raise ValueError(f"--nj must be >= 1, got {args.nj}")
     if args.batch_frames < 1:
         raise ValueError(f"--batch-frames must be >= 1, got {args.batch_frames}")
+    if args.window is not None and args.window < 0:
+        raise ValueError(f"--window must be >= 0 (0 = whole utterances), got {args.window}")
+    if args.hop is not None and args.hop < 1:
+        raise ValueError(f"--hop must be >= 1 input frame, got {args.hop} (leave it out for half a window)")
+    if args.hop is not None and args.window == 0:
+        raise ValueError(f"--hop {args.hop}: only with windows (--window 0 encodes whole utterances)")
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)
     model_path = Path(args.model_dir)
     if model_path.is_dir():
@@ -267,9 +278,12 @@ def _run(args) -> int:
         if args.window:
             log.info("windows of %d input frames (the training crop; --window 0 encodes whole utterances)",
                      args.window)
-    if args.window and not args.hop:
-        args.hop = default_hop(args.window, stride)
-    if args.window < 0 or args.hop < 0 or (args.hop and not args.window) or args.hop > args.window:
+    if args.hop is None:
+        args.hop = default_hop(args.window, stride) if args.window else 0
+    elif not args.window:
+        raise ValueError(f"--hop {args.hop}: only with windows (the model was trained without crops, so "
+                         f"--window defaults to whole utterances; give --window N)")
+    if args.hop > args.window:
         raise ValueError(f"--window / --hop: need 0 < hop <= window (or window 0, no hop), got "
                          f"{args.window} / {args.hop}")
     if args.window % stride or args.hop % stride:
@@ -295,17 +309,20 @@ def _run(args) -> int:
     del model
     if not (data_dir / "feats.scp").is_file():
         raise FileNotFoundError(f"{data_dir}/feats.scp: no features (run utils/make_feats.sh first)")
+    from speechkit.features.io import scp_files
+
+    inputs = [("DATA_DIR", data_dir), ("the checkpoint", model_path)]
+    if cfg.data.train_dir and Path(cfg.data.train_dir).is_dir():
+        inputs.append(("the model's training data dir (data.train_dir)", Path(cfg.data.train_dir)))
+    inputs += [(f"a feature file of {data_dir}/feats.scp", f) for f in scp_files(data_dir / "feats.scp")]
+    check_output_dir(out_dir, inputs=inputs, option="OUT_DIR",
+                     experiment_dirs={"--model-dir": args.model_dir} if Path(args.model_dir).is_dir() else None)
     fs_file = data_dir / "frame_shift"
     feat_shift = float(fs_file.read_text().split()[0]) if fs_file.is_file() else 0.01
     utts = list(read_table(data_dir / "utt2spk")) if (data_dir / "utt2spk").is_file() else None
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
     t0 = time.time()
-    try:
+    with replace_dir(out_dir) as tmp:
         if args.nj == 1 or utts is None or len(utts) < 2:
             codes = encode_part(str(model_path), str(data_dir), utts, str(tmp), args.aux, args.batch_frames,
                                 unit_format=args.unit_format, window=args.window, hop=args.hop, phases=phases)
@@ -343,16 +360,6 @@ def _run(args) -> int:
         }
         with atomic_write(tmp / "units.yaml") as f:
             yaml.safe_dump(info, f, sort_keys=False)
-        if out_dir.exists():
-            old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
-            os.replace(out_dir, old)
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log.info("wrote %s: %d utterances, %d %s frames (%g s each), %d of %d codes used, in %.1f s", out_dir, len(codes),
              n_frames, "z" if args.aux else args.unit_format, shift, used, cfg.model.codebook_size, time.time() - t0)
     return 0

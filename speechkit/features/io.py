@@ -24,24 +24,30 @@ from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_tab
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ark_scp_writer", "FeatureReader", "load_cmvn_stats", "load_global_cmvn_stats", "GLOBAL_CMVN"]
+__all__ = ["ark_scp_writer", "scp_files", "FeatureReader", "load_cmvn_stats", "load_global_cmvn_stats", "GLOBAL_CMVN"]
 
 
 @contextlib.contextmanager
-def ark_scp_writer(ark: str | os.PathLike, scp: str | os.PathLike, compression_method: int | None = None):
+def ark_scp_writer(ark: str | os.PathLike, scp: str | os.PathLike, compression_method: int | None = None, *,
+                   scp_ark: str | os.PathLike | None = None):
     """Context manager yielding ``write(key, matrix)``; the ark/scp appear only on success.
 
-    The scp lines name ``ark`` as given (make it absolute for a location-independent scp).
+    The scp lines name ``ark`` as given (make it absolute for a location-independent scp), or
+    ``scp_ark`` if given.
     On an exception (or a kill) the final files are untouched and the temporaries are removed
     (after a kill, left as ``*.tmp`` and overwritten by the next run).
 
     Args:
         ark, scp: destination paths.
         compression_method: Kaldi compression method (1 = automatic), ``None`` for plain float.
+        scp_ark: the ark path the scp lines name instead of ``ark``: where the ark will be once
+            the directory it is written in is moved into place
+            (:func:`speechkit.utils.outputs.replace_dir`).
     """
     import kaldiio
 
     ark, scp = Path(ark), Path(scp)
+    named = Path(scp_ark) if scp_ark is not None else ark
     tmp_ark, tmp_scp = Path(f"{ark}.tmp"), Path(f"{scp}.tmp")
     ark.parent.mkdir(parents=True, exist_ok=True)
     scp.parent.mkdir(parents=True, exist_ok=True)
@@ -54,7 +60,7 @@ def ark_scp_writer(ark: str | os.PathLike, scp: str | os.PathLike, compression_m
             path, offset = loc.rsplit(":", 1)
             if path != str(tmp_ark):  # pragma: no cover - kaldiio writes what it is given
                 raise RuntimeError(f"unexpected ark path in {tmp_scp}: {path}")
-            lines.append(f"{key} {ark}:{offset}\n")
+            lines.append(f"{key} {named}:{offset}\n")
         os.replace(tmp_ark, ark)
         with atomic_write(scp) as f:
             f.writelines(lines)
@@ -64,6 +70,27 @@ def ark_scp_writer(ark: str | os.PathLike, scp: str | os.PathLike, compression_m
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
         raise
+
+
+def scp_files(scp: str | os.PathLike) -> list[Path]:
+    """The distinct files the entries of a Kaldi scp read, in first-use order.
+
+    ``KEY PATH:OFFSET`` and ``KEY PATH:OFFSET[slice]`` give ``PATH``, ``KEY PATH`` gives ``PATH``;
+    commands (``KEY cmd ... |``) are left out. Used to keep outputs off the files a tool reads
+    (:func:`speechkit.utils.outputs.check_output_dir`).
+
+    Raises:
+        FileNotFoundError: no ``scp``; DataError: a malformed line (names it).
+    """
+    import re
+
+    out: dict[Path, None] = {}
+    for value in read_table(scp).values():
+        if value.rstrip().endswith("|"):
+            continue
+        m = re.fullmatch(r"(.*?)(?::\d+)?(?:\[[^\]]*\])?", value.strip())
+        out.setdefault(Path(m.group(1) if m else value), None)
+    return list(out)
 
 
 def load_cmvn_stats(cmvn_scp: str | os.PathLike) -> dict[str, np.ndarray]:

@@ -236,3 +236,69 @@ def test_phases_against_shifted_input_reference(setup, tmp_path):
     for bad in (["--phases", 2], ["--aux", "--phases", 3], ["--aux", "--phases", "x"]):
         assert run(["--model-dir", setup["exp"], *bad, setup["test"], tmp_path / "bad"]) == 1
         assert not (tmp_path / "bad").exists()
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_output_onto_the_data_dir_or_the_model_is_refused_before_any_work(setup, tmp_path, capsys):
+    """Issue 23 item 1: OUT_DIR = DATA_DIR deleted the data dir, OUT_DIR = --model-dir the trained
+    model; both are refused by name and left byte for byte as they were."""
+    import shutil
+
+    data = zs.write_feats_dir(tmp_path / "data", {"s7_a": 17, "s8_a": 30}, seed=5)
+    exp = tmp_path / "vq"
+    shutil.copytree(setup["exp"], exp)
+    before_data, before_exp = _tree(data), _tree(exp)
+    assert run(["--model-dir", exp, data, data]) == 1
+    err = capsys.readouterr().err
+    assert f"OUT_DIR {data} is DATA_DIR {data}" in err and "choose another output dir" in err
+    assert run(["--model-dir", exp, data, exp]) == 1
+    assert f"OUT_DIR {exp} is --model-dir {exp}" in capsys.readouterr().err
+    assert run(["--model-dir", exp, data, data / "units"]) == 1
+    assert f"OUT_DIR {data / 'units'} lies inside DATA_DIR {data}" in capsys.readouterr().err
+    assert run(["--model-dir", exp, data, tmp_path]) == 1  # contains both
+    assert "contains" in capsys.readouterr().err
+    assert _tree(data) == before_data and _tree(exp) == before_exp
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "vq"]
+    # inside the experiment dir is ESPnet's layout, and allowed
+    assert run(["--model-dir", exp, data, exp / "units" / "test"]) == 0
+    assert (exp / "units" / "test" / "codes").is_file()
+
+
+def test_an_existing_file_as_out_dir_is_an_error_and_kept(setup, tmp_path, capsys):
+    f = tmp_path / "units"
+    f.write_text("keep me\n")
+    assert run(["--model-dir", setup["exp"], setup["test"], f]) == 1
+    assert f"cannot write {f}: Not a directory" in capsys.readouterr().err
+    assert f.read_text() == "keep me\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["units"]  # no hidden .units.old-PID
+
+
+def test_a_rerun_replaces_the_output_whole_and_keeps_the_previous_one(setup, tmp_path):
+    out = tmp_path / "units"
+    assert run(["--model-dir", setup["exp"], "--unit-format", "onehot", setup["test"], out]) == 0
+    first = _tree(out)
+    (out / "stale.txt").write_text("1 0\n")  # not an utterance of this run: must not stay in OUT_DIR
+    assert run(["--model-dir", setup["exp"], setup["test"], out]) == 0
+    assert not (out / "stale.txt").exists()
+    assert yaml.safe_load((out / "units.yaml").read_text())["kind"] == "codebook"
+    assert _tree(out / ".backup" / "1") == {**first, "stale.txt": b"1 0\n"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["units"]
+
+
+@pytest.mark.parametrize("opts, msg", [
+    (["--hop", 0], "--hop must be >= 1 input frame, got 0"),
+    (["--hop", -4], "--hop must be >= 1 input frame, got -4"),
+    (["--window", -8], "--window must be >= 0 (0 = whole utterances), got -8"),
+    (["--window", 0, "--hop", 4], "--hop 4: only with windows"),
+    (["--nj", 0], "--nj must be >= 1, got 0"),
+    (["--batch-frames", 0], "--batch-frames must be >= 1, got 0"),
+])
+def test_out_of_range_options_are_rejected_by_name(setup, tmp_path, capsys, opts, msg):
+    """Issue 23 item 18: --hop 0 was taken as 'the default hop'."""
+    out = tmp_path / "units"
+    assert run(["--model-dir", setup["exp"], *opts, setup["test"], out]) == 1
+    assert msg in capsys.readouterr().err
+    assert not out.exists()
