@@ -2,15 +2,27 @@
 
 Kaldi tables (``wav.scp``, ``text``, ``utt2spk`` ...) are UTF-8 text, one entry per line,
 ``<key><space><value>``. Errors always name the file and the 1-based line number.
+
+A UTF-8 byte-order mark (U+FEFF, what Windows editors put first) at the start of a file is an
+encoding signature, not text: :func:`read_lines` (so :func:`read_table`, every Kaldi table) drops
+it with a warning naming the file, instead of reading the first id as ``\ufeffu1``. One at the
+start of a later line (files concatenated with ``cat``) is an error naming the line.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import tempfile
 from pathlib import Path
 from typing import Iterator, Mapping
+
+logger = logging.getLogger(__name__)
+
+#: The UTF-8 byte-order mark, as decoded text.
+BOM = "\ufeff"
+_bom_warned: set[str] = set()  # files already warned about (once per process, not per read)
 
 
 class DataError(ValueError):
@@ -111,6 +123,10 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
 def read_lines(path: str | os.PathLike) -> list[str]:
     """Read a UTF-8 text file into lines (without ``\\n``).
 
+    A byte-order mark at the start of the file is dropped, with a warning naming the file (once
+    per file and process): it is not part of the first line. Kaldi's shell tools (``sort``,
+    ``join`` in ``utils/fix_data_dir.sh``) do read it as part of the first id, hence the warning.
+
     Raises:
         FileNotFoundError: ``path`` does not exist.
         DataError: the file is not valid UTF-8 (names the file and line).
@@ -122,6 +138,13 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    if text.startswith(BOM):
+        text = text[1:]
+        if str(path) not in _bom_warned:
+            _bom_warned.add(str(path))
+            logger.warning("%s: starts with a UTF-8 byte-order mark (U+FEFF); ignored (Kaldi's shell tools would "
+                           "read it as part of the first id; remove it with: sed -i '1s/^\\xEF\\xBB\\xBF//' %s)",
+                           path, path)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -132,9 +155,12 @@ def read_table(path: str | os.PathLike, allow_empty_value: bool = False) -> dict
     """Read a Kaldi ``key value...`` table into an insertion-ordered dict.
 
     The value is everything after the first run of whitespace (so ``text`` keeps its spaces).
+    A byte-order mark starting the file is dropped (:func:`read_lines`).
 
     Raises:
-        DataError: empty line, missing value, or duplicate key; the message names file and line.
+        DataError: empty line, missing value, duplicate key, or a key that starts with a
+            byte-order mark (a later line: files concatenated with their marks); the message
+            names file and line.
     """
     table: dict[str, str] = {}
     first_line: dict[str, int] = {}
@@ -143,6 +169,9 @@ def read_table(path: str | os.PathLike, allow_empty_value: bool = False) -> dict
         if not parts:
             raise DataError(f"{path}:{lineno}: empty line")
         key = parts[0]
+        if key.startswith(BOM):
+            raise DataError(f"{path}:{lineno}: key {key!r} starts with a UTF-8 byte-order mark (U+FEFF; "
+                            "files concatenated with their marks?); remove it")
         if len(parts) < 2 and not allow_empty_value:
             raise DataError(f"{path}:{lineno}: key '{key}' has no value")
         if key in table:

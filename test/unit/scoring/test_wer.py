@@ -279,3 +279,14 @@ def test_cli_nfc_normalises_both_sides(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[0] == "%WER 0.00 [ 0 / 1, 0 ins, 0 del, 0 sub ]"
     assert main([str(tmp_path / "ref"), str(tmp_path / "hyp"), "--no-nfc"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "%WER 100.00 [ 1 / 1, 0 ins, 0 del, 1 sub ]"
+
+
+def test_cli_reference_with_a_byte_order_mark(tmp_path, capsys):
+    """A reference saved with a UTF-8 BOM (Windows editors): its first id is 'u1', not '\\ufeffu1'."""
+    (tmp_path / "ref").write_bytes("\ufeffu1 a b\nu2 c d\n".encode("utf-8"))
+    (tmp_path / "hyp").write_text("u1 a b\nu2 c x\n", "utf-8")
+    assert main([str(tmp_path / "ref"), str(tmp_path / "hyp")]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.splitlines()[:3] == ["%WER 25.00 [ 1 / 4, 0 ins, 0 del, 1 sub ]", "%SER 50.00 [ 1 / 2 ]",
+                                        "Scored 2 sentences, 0 not present in hyp."]
+    assert "byte-order mark" in cap.err and "not in the reference" not in cap.err

@@ -1,0 +1,32 @@
+"""speechkit.utils.fileio readers: a UTF-8 byte-order mark starting a Kaldi table is dropped with a
+warning naming the file; one starting a later line is an error naming the line."""
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+
+from speechkit.utils.fileio import DataError, read_lines, read_table
+
+
+def test_a_leading_bom_is_dropped_with_a_warning_naming_the_file(tmp_path, caplog):
+    f = tmp_path / "utt2spk"
+    f.write_bytes(b"\xef\xbb\xbfu1 s1\nu2 s1\n")
+    with caplog.at_level(logging.WARNING, logger="speechkit.utils.fileio"):
+        assert read_table(f) == {"u1": "s1", "u2": "s1"}
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and f"{f}: starts with a UTF-8 byte-order mark" in warned[0]
+    assert read_lines(f) == ["u1 s1", "u2 s1"]
+    # without a mark: nothing said, nothing changed
+    g = tmp_path / "text"
+    g.write_bytes(b"u1 \xef\xbb\xbfword\n")  # U+FEFF inside a value is left alone
+    caplog.clear()
+    assert read_table(g) == {"u1": "\ufeffword"} and not caplog.records
+
+
+def test_a_bom_starting_a_later_line_is_an_error_naming_the_line(tmp_path):
+    f = tmp_path / "text"
+    f.write_bytes(b"\xef\xbb\xbfu1 a b\n\xef\xbb\xbfu2 c\n")  # two BOM files concatenated with cat
+    with pytest.raises(DataError, match=re.escape(f"{f}:2: key '\\ufeffu2' starts with a UTF-8 byte-order mark")):
+        read_table(f)
