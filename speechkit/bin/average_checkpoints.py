@@ -5,9 +5,16 @@ average_checkpoints.py, icefall's --avg N).
       -> exp/.../checkpoints/avg5.pt, the mean of the 5 newest ckpt-*.pt
   speechkit-average-checkpoints --out avg.pt exp/x/checkpoints/ckpt-e0010-s00005310.pt ...
 
-Floating-point tensors are averaged; integer ones come from the newest checkpoint. The output has
-the form of best.pt, so any decoder takes it (speechkit-asr-decode --checkpoint avg5.pt, or any
-tool taking a checkpoint file), and it lists the files averaged under 'averaged_from'. The epochs
+The inputs are ordered by update step, whatever the order given; floating-point tensors are
+averaged, integer ones (and the epoch, step and config) come from the newest checkpoint. Refused,
+naming both files: checkpoints of different runs (another task, a saved config that differs in a
+key a resumed run cannot change, different training data where the checkpoints record it), the
+same file twice, two copies of one checkpoint, and two checkpoints of the same step (best.pt
+with the epoch checkpoint it was copied from).
+
+The output has the form of best.pt, so any decoder takes it (speechkit-asr-decode --checkpoint
+avg5.pt, or any tool taking a checkpoint file), and it lists the files averaged under
+'averaged_from' (oldest first). The epochs
 must be kept: set trainer.keep_last to at least N when training (0 keeps all). The output is
 written atomically; an existing one is replaced only by a successful run.
 """
@@ -26,7 +33,7 @@ log = logging.getLogger(PROG)
 def main(argv=None) -> int:
     parser = make_parser(__doc__, prog=PROG)
     parser.add_argument("inputs", nargs="+", metavar="INPUT",
-                        help="checkpoint files (2 or more, in training order), or with --last N one "
+                        help="checkpoint files of one run (2 or more, any order: sorted by step), or with --last N one "
                              "experiment directory (or its checkpoints/ directory)")
     parser.add_argument("--last", type=int, default=None, metavar="N",
                         help="average the N newest full checkpoints (ckpt-e*-s*.pt) of the directory")

@@ -168,64 +168,154 @@ def prune_checkpoints(ckpt_dir: str | os.PathLike, keep_last: int) -> list[Path]
     return deleted
 
 
+#: Trainer settings a run may change when it is resumed (speechkit-train allows it, with a log line or a
+#: warning); any other difference between the saved configs means checkpoints of different runs. The
+#: seed may change on resume too, but two runs differing only in it are the usual different runs.
+_RUN_TRAINER_KEYS = frozenset({"optimizer", "best_metric", "best_mode", "seed"})
+
+
+def _run_config_diff(a: Any, b: Any) -> tuple[str, Any, Any] | None:
+    """The first config key (dotted) telling two checkpoints' runs apart, with both values, or None."""
+    import dataclasses
+
+    from speechkit.utils.config import config_diff
+
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return None if a == b else ("config", a, b)
+    for key, va, vb in config_diff(a, b):
+        if va is dataclasses.MISSING or vb is dataclasses.MISSING:
+            continue  # a field added to the schema since (the trainer resumes such runs)
+        if key.startswith("trainer.") and key[len("trainer."):] not in _RUN_TRAINER_KEYS:
+            continue  # max_epochs, lr, keep_last ... may change when a run is resumed
+        return key, va, vb
+    return None
+
+
+def _progress(state: dict[str, Any]) -> tuple[int | None, int | None]:
+    """``(epoch, step)`` of a checkpoint (a training checkpoint keeps them in ``state``)."""
+    progress = state.get("state") if isinstance(state.get("state"), dict) else state
+    return progress.get("epoch"), progress.get("step")
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
     """Average the model weights of several checkpoints of one training run.
 
     The element-wise mean of every floating-point tensor of the checkpoints' ``model`` state dicts
-    (accumulated in float64, cast back to each tensor's dtype); integer and boolean tensors (step
-    counters such as BatchNorm's ``num_batches_tracked``) are taken from the last checkpoint.
-    This is ESPnet's ``average_checkpoints.py`` and icefall's ``--avg N`` (plain mean of the
-    last N epoch checkpoints), used to smooth the end of training before decoding.
+    (accumulated in float64 in step order, cast back to each tensor's dtype); integer and boolean
+    tensors (step counters such as BatchNorm's ``num_batches_tracked``) are taken from the newest
+    checkpoint. This is ESPnet's ``average_checkpoints.py`` and icefall's ``--avg N`` (plain mean
+    of the last N epoch checkpoints), used to smooth the end of training before decoding.
+
+    The inputs are ordered by their update step (then epoch), whatever the order given, so the
+    newest is the one with the most updates. Refused, naming both files and why:
+
+    - checkpoints of different runs: another ``task``; a saved ``config`` that differs in a key a
+      resumed run cannot change (any key outside ``trainer.``, and ``trainer.seed``, ``optimizer``,
+      ``best_metric``, ``best_mode``; ``max_epochs``, ``lr``, ``keep_last``... may differ); for
+      checkpoints that record the content fingerprint of their training data
+      (``data_fingerprint``), different data;
+    - the same weights twice: the same file, two files with the same bytes, or two checkpoints
+      after the same update step (``best.pt`` is a copy of the weights of the epoch checkpoint at
+      its step).
 
     Args:
-        paths: two or more checkpoint files (``ckpt-*.pt`` or ``best.pt``), in training order;
-            the result's ``config``, ``task``, ``epoch`` and ``step`` are those of the last one.
+        paths: two or more checkpoint files (``ckpt-*.pt``, ``best.pt``) of one run, in any order.
+            Their model weights are held in memory together (not their optimizer states).
 
     Returns:
         A ``best.pt``-style dict: ``format``, ``kind`` = ``"averaged"``, ``task``, ``config``,
-        ``model`` (the averaged state dict), ``epoch``, ``step`` and ``averaged_from`` (the file
-        names, in order). Loadable by :func:`speechkit.train.load_model` and
+        ``model`` (the averaged state dict), ``epoch``, ``step`` (those of the newest checkpoint),
+        ``averaged_from`` (the file names, oldest first) and the newest one's ``data_fingerprint``
+        if it has one. Loadable by :func:`speechkit.train.load_model` and
         ``speechkit-asr-decode --checkpoint``.
 
     Raises:
         ValueError: fewer than two paths.
-        CheckpointError: a checkpoint without ``model`` weights, or whose task, tensor names or
-            shapes differ from the first one's (names the file and the key).
+        CheckpointError: a checkpoint without ``model`` weights or without an update step; the
+            refusals above; tensor names or shapes that differ (names the file and the key).
         FileNotFoundError: a path that does not exist.
     """
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
         raise ValueError(f"average_checkpoints: need at least 2 checkpoints, got {len(paths)}")
-    total: dict[str, torch.Tensor] = {}
-    ref_task, ref_model = None, None  # the first checkpoint's task and weights (no optimizer state kept)
-    for i, path in enumerate(paths):
+    loaded = []  # (path, the checkpoint without its optimizer/RNG state)
+    for path in paths:
         state = load_checkpoint(path)
         model = state.get("model")
         if not isinstance(model, dict) or not model:
             raise CheckpointError(f"{path}: holds no model weights (key 'model')")
-        if i == 0:
-            ref_task, ref_model = state.get("task"), model
-        else:
-            if state.get("task") != ref_task:
-                raise CheckpointError(f"{path}: task {state.get('task')!r} differs from {paths[0]}'s {ref_task!r}")
-            missing = sorted(set(ref_model) ^ set(model))
-            if missing:
-                raise CheckpointError(f"{path}: model tensors differ from {paths[0]}'s, e.g. {missing[0]!r} "
-                                      f"({len(missing)} name(s) in one file only)")
+        epoch, step = _progress(state)
+        if not isinstance(step, int):
+            raise CheckpointError(f"{path}: holds no update step (key 'step'), so it cannot be ordered among the "
+                                  "checkpoints averaged")
+        loaded.append((path, {"task": state.get("task"), "config": state.get("config"), "model": model,
+                              "epoch": epoch, "step": step, "data_fingerprint": state.get("data_fingerprint")}))
+        del state
+    path0, first = loaded[0]
+    for path, ck in loaded[1:]:
+        if ck["task"] != first["task"]:
+            raise CheckpointError(f"{path}: task {ck['task']!r} differs from {path0}'s {first['task']!r}: checkpoints "
+                                  "of different runs")
+        diff = _run_config_diff(first["config"], ck["config"])
+        if diff is not None:
+            key, v0, v = diff
+            raise CheckpointError(f"{path} and {path0} are checkpoints of different runs: config key '{key}' differs "
+                                  f"({v!r} in the first, {v0!r} in the second); average the checkpoints of one run")
+        if first["data_fingerprint"] and ck["data_fingerprint"]:
+            from speechkit.data.fingerprint import diff_fingerprints
+
+            changes, _ = diff_fingerprints(first["data_fingerprint"], ck["data_fingerprint"])
+            if changes:
+                raise CheckpointError(f"{path} and {path0} are checkpoints of different runs: trained on different "
+                                      f"data (key '{changes[0].key}': {changes[0].what})")
+    digests = []
+    for i, (path, ck) in enumerate(loaded):
+        digests.append(_file_sha256(path))
+        for j, (other, ok) in enumerate(loaded[:i]):
+            if path.resolve() == other.resolve():
+                raise CheckpointError(f"{path} and {other} are the same file: averaging it with itself counts its "
+                                      "weights twice")
+            if digests[i] == digests[j]:
+                raise CheckpointError(f"{path} has the same content as {other} (a copy): the same weights twice")
+            if ck["step"] == ok["step"]:
+                raise CheckpointError(f"{path} and {other} both hold the weights after update step {ck['step']} "
+                                      f"(epoch {ck['epoch']}): the same weights twice (best.pt is a copy of the "
+                                      "epoch checkpoint at its step); leave one out")
+    loaded.sort(key=lambda x: (x[1]["step"], x[1]["epoch"] if isinstance(x[1]["epoch"], int) else -1))
+    total: dict[str, torch.Tensor] = {}
+    path0, ref_model = loaded[0][0], loaded[0][1]["model"]  # the oldest: tensor names and shapes
+    for path, ck in loaded:
+        model = ck["model"]
+        missing = sorted(set(ref_model) ^ set(model))
+        if missing:
+            raise CheckpointError(f"{path}: model tensors differ from {path0}'s, e.g. {missing[0]!r} "
+                                  f"({len(missing)} name(s) in one file only)")
         for key, value in model.items():
             if value.shape != ref_model[key].shape:
                 raise CheckpointError(f"{path}: model tensor {key!r} has shape {tuple(value.shape)}, "
-                                      f"{paths[0]} has {tuple(ref_model[key].shape)}")
+                                      f"{path0} has {tuple(ref_model[key].shape)}")
             if value.is_floating_point():
                 acc = value.detach().to(torch.float64)
                 total[key] = acc if key not in total else total[key] + acc
-    last = state  # the newest checkpoint: its integer tensors, config, task and progress
-    averaged = {key: (total[key] / len(paths)).to(value.dtype) if value.is_floating_point() else value.clone()
-                for key, value in last["model"].items()}
-    progress = last.get("state") or last  # a training checkpoint keeps epoch/step in 'state'
-    return {"format": CHECKPOINT_FORMAT, "kind": "averaged", "task": last.get("task"),
-            "config": last.get("config"), "model": averaged, "epoch": progress.get("epoch"),
-            "step": progress.get("step"), "averaged_from": [p.name for p in paths]}
+    newest = loaded[-1][1]  # its integer tensors, config, task and progress
+    averaged = {key: (total[key] / len(loaded)).to(value.dtype) if value.is_floating_point() else value.clone()
+                for key, value in newest["model"].items()}
+    out = {"format": CHECKPOINT_FORMAT, "kind": "averaged", "task": newest["task"], "config": newest["config"],
+           "model": averaged, "epoch": newest["epoch"], "step": newest["step"],
+           "averaged_from": [p.name for p, _ in loaded]}
+    if newest["data_fingerprint"] is not None:
+        out["data_fingerprint"] = newest["data_fingerprint"]
+    return out
 
 
 def remove_stale_temp_files(ckpt_dir: str | os.PathLike) -> list[Path]:

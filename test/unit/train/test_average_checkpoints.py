@@ -16,9 +16,11 @@ from speechkit.utils.config import load_config
 torch.set_num_threads(1)
 
 
-def _write(path, model: dict, task="toy", **extra):
-    save_checkpoint(path, {"format": CHECKPOINT_FORMAT, "kind": "train", "task": task, "config": {"a": 1},
-                           "model": model, "state": {"epoch": extra.pop("epoch", 1), "step": 10}, **extra})
+def _write(path, model: dict, task="toy", config=None, step=None, **extra):
+    epoch = extra.pop("epoch", 1)
+    save_checkpoint(path, {"format": CHECKPOINT_FORMAT, "kind": "train", "task": task,
+                           "config": config if config is not None else {"a": 1}, "model": model,
+                           "state": {"epoch": epoch, "step": step if step is not None else 10 * epoch}, **extra})
     return path
 
 
@@ -42,13 +44,13 @@ def test_mismatches_are_errors_naming_file_and_key(tmp_path):
     a = _write(tmp_path / "a.pt", {"w": torch.zeros(2, 3)})
     with pytest.raises(ValueError, match="at least 2"):
         average_checkpoints([a])
-    b = _write(tmp_path / "b.pt", {"w": torch.zeros(3, 2)})
+    b = _write(tmp_path / "b.pt", {"w": torch.zeros(3, 2)}, epoch=2)
     with pytest.raises(CheckpointError, match=r"b\.pt: model tensor 'w' has shape \(3, 2\)"):
         average_checkpoints([a, b])
-    c = _write(tmp_path / "c.pt", {"w": torch.zeros(2, 3), "extra": torch.zeros(1)})
+    c = _write(tmp_path / "c.pt", {"w": torch.zeros(2, 3), "extra": torch.zeros(1)}, epoch=2)
     with pytest.raises(CheckpointError, match=r"c\.pt: model tensors differ.*'extra'"):
         average_checkpoints([a, c])
-    d = _write(tmp_path / "d.pt", {"w": torch.zeros(2, 3)}, task="rnnt")
+    d = _write(tmp_path / "d.pt", {"w": torch.zeros(2, 3)}, task="rnnt", epoch=2)
     with pytest.raises(CheckpointError, match=r"d\.pt: task 'rnnt' differs"):
         average_checkpoints([a, d])
 
@@ -74,3 +76,90 @@ def test_cli_last_n_on_a_training_run_loads_and_averages(tmp_path, capsys):
     assert cli.main(["--out", str(kept[1]), str(kept[0]), str(kept[1])]) == 1
     assert "is one of the inputs" in capsys.readouterr().err
     assert kept[1].exists() and load_checkpoint(kept[1])["kind"] == "train"
+
+
+RUN = {"model": {"dim": 4}, "data": {"train_dir": "data/train"}, "trainer": {"seed": 1, "max_epochs": 4, "lr": 0.1}}
+
+
+def _run_config(**changes):
+    cfg = {k: dict(v) for k, v in RUN.items()}
+    for dotted, value in changes.items():
+        section, key = dotted.split("__")
+        cfg[section][key] = value
+    return cfg
+
+
+def test_checkpoints_of_different_runs_are_refused_naming_both_files_and_the_key(tmp_path):
+    w = lambda x: {"w": torch.full((2, 2), float(x))}  # noqa: E731
+    a = _write(tmp_path / "a" / "ckpt-e1.pt", w(1), config=_run_config(), epoch=1)
+    # another seed, another data dir, another model: another run
+    for i, (change, key) in enumerate([({"trainer__seed": 2}, "trainer.seed"),
+                                       ({"data__train_dir": "data/train_sp"}, "data.train_dir"),
+                                       ({"model__dim": 8}, "model.dim")]):
+        b = _write(tmp_path / f"b{i}" / "ckpt-e2.pt", w(2), config=_run_config(**change), epoch=2)
+        with pytest.raises(CheckpointError) as e:
+            average_checkpoints([a, b])
+        assert f"{b} and {a} are checkpoints of different runs: config key '{key}' differs" in str(e.value)
+    # what a resumed run may change (max_epochs raised, lr, a newer field) is one run
+    c = _write(tmp_path / "a" / "ckpt-e2.pt", w(3),
+               config={**_run_config(trainer__max_epochs=8, trainer__lr=0.05), "new": {"x": 1}}, epoch=2)
+    assert average_checkpoints([a, c])["model"]["w"][0, 0].item() == 2.0
+
+
+def test_the_same_weights_twice_are_refused(tmp_path):
+    import shutil
+
+    a = _write(tmp_path / "ckpt-e0001-s00000010.pt", {"w": torch.ones(2)}, epoch=1)
+    b = _write(tmp_path / "ckpt-e0002-s00000020.pt", {"w": torch.zeros(2)}, epoch=2)
+    with pytest.raises(CheckpointError, match=f"{a} and {a} are the same file"):
+        average_checkpoints([a, b, a])
+    (tmp_path / "link.pt").symlink_to(a.name)
+    with pytest.raises(CheckpointError, match="are the same file"):
+        average_checkpoints([a, tmp_path / "link.pt"])
+    shutil.copy(a, tmp_path / "copy.pt")
+    with pytest.raises(CheckpointError, match=f"{tmp_path / 'copy.pt'} has the same content as {a}"):
+        average_checkpoints([a, tmp_path / "copy.pt"])
+    # best.pt is the epoch-2 weights saved at step 20: with ckpt-e2 that is the same weights twice
+    best = tmp_path / "best.pt"
+    save_checkpoint(best, {"format": CHECKPOINT_FORMAT, "kind": "best", "task": "toy", "config": {"a": 1},
+                           "model": {"w": torch.zeros(2)}, "epoch": 2, "step": 20, "metric": "valid/loss",
+                           "value": 0.5})
+    with pytest.raises(CheckpointError) as e:
+        average_checkpoints([a, b, best])
+    assert f"{best} and {b} both hold the weights after update step 20" in str(e.value)
+
+
+def test_inputs_are_ordered_by_step_whatever_the_argument_order(tmp_path):
+    paths = [_write(tmp_path / f"c{i}.pt", {"w": torch.full((3,), 0.1 * (i + 1)), "n": torch.tensor(i + 1)},
+                    epoch=i + 1) for i in range(3)]
+    forward, backward = average_checkpoints(paths), average_checkpoints(paths[::-1])
+    for out in (forward, backward):
+        assert (out["epoch"], out["step"]) == (3, 30)           # the newest checkpoint's progress
+        assert out["model"]["n"].item() == 3                    # and its integer tensors
+        assert out["averaged_from"] == ["c0.pt", "c1.pt", "c2.pt"]
+    torch.testing.assert_close(forward["model"]["w"], backward["model"]["w"], rtol=0, atol=0)
+
+
+def test_checkpoints_trained_on_different_data_are_refused(tmp_path):
+    fp = pytest.importorskip("speechkit.data.fingerprint")
+    for name, spk in (("d1", "s1"), ("d2", "s2")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "utt2spk").write_text(f"{spk}_u1 {spk}\n")
+    prints = [fp.fingerprint_inputs({"data.train_dir": fp.DataInput(str(tmp_path / d), tables=("utt2spk",))})
+              for d in ("d1", "d2")]
+    a = _write(tmp_path / "a.pt", {"w": torch.ones(2)}, epoch=1, data_fingerprint=prints[0])
+    b = _write(tmp_path / "b.pt", {"w": torch.zeros(2)}, epoch=2, data_fingerprint=prints[1])
+    with pytest.raises(CheckpointError, match=f"{b} and {a} are checkpoints of different runs: trained on different "
+                                              r"data \(key 'data.train_dir'"):
+        average_checkpoints([a, b])
+    c = _write(tmp_path / "c.pt", {"w": torch.zeros(2)}, epoch=2, data_fingerprint=prints[0])
+    assert average_checkpoints([a, c])["data_fingerprint"] == prints[0]
+
+
+def test_cli_refuses_by_name_and_writes_nothing(tmp_path, capsys):
+    a = _write(tmp_path / "a.pt", {"w": torch.ones(2)}, epoch=1)
+    b = _write(tmp_path / "b.pt", {"w": torch.zeros(2)}, epoch=1)  # same step
+    assert cli.main(["--out", str(tmp_path / "avg.pt"), str(a), str(b)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("speechkit-average-checkpoints: error: ") and f"{b} and {a} both hold" in err
+    assert not (tmp_path / "avg.pt").exists()
