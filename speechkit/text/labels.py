@@ -288,10 +288,14 @@ class LabelFrontend:
         mean, std: (len(REAL_FEATURES),) z-normalisation statistics of the real features.
         max_duration: longest non-``sil`` training segment, seconds (``dur_norm``'s scale).
         frame_shift: the frame shift it was fitted with (informational), seconds.
+        fitted_on: what it was fitted on, as the fitting tool records it (speechkit-make-labels:
+            a content fingerprint of the data and options, and counts for messages); saved in
+            ``frontend.yaml`` and compared before a re-fit. ``None`` for a front end saved without
+            one (older versions).
     """
 
     def __init__(self, phones: Sequence[str], mean: Sequence[float], std: Sequence[float], max_duration: float,
-                 frame_shift: float | None = None):
+                 frame_shift: float | None = None, fitted_on: dict | None = None):
         self.phones = list(phones)
         if len(set(self.phones)) != len(self.phones) or SIL not in self.phones or BOUNDARY in self.phones:
             raise ValueError(f"bad inventory: needs unique phones, '{SIL}' included and '{BOUNDARY}' not")
@@ -304,6 +308,7 @@ class LabelFrontend:
             raise ValueError(f"max_duration must be positive, got {max_duration}")
         self.max_duration = float(max_duration)
         self.frame_shift = frame_shift
+        self.fitted_on = fitted_on
 
     # ------------------------------------------------------------------ dimensions
     @property
@@ -421,6 +426,8 @@ class LabelFrontend:
             "dim": self.dim,
             "features": [f"{k} {n}" for k, n in zip(self.feature_kinds, self.feature_names)],
         }
+        if self.fitted_on is not None:
+            doc["fitted_on"] = self.fitted_on
         with atomic_write(directory / "frontend.yaml") as f:
             yaml.safe_dump(doc, f, allow_unicode=True, sort_keys=False, width=200)
         return directory
@@ -453,8 +460,11 @@ class LabelFrontend:
             stats = doc["real_stats"]
             if list(stats) != list(REAL_FEATURES):
                 raise DataError(f"{cfg}: real_stats keys differ from this version's real features")
+            fitted_on = doc.get("fitted_on")
+            if fitted_on is not None and not isinstance(fitted_on, dict):
+                raise DataError(f"{cfg}: fitted_on: expected a mapping, got {type(fitted_on).__name__}")
             fe = cls(phones, [stats[n]["mean"] for n in REAL_FEATURES], [stats[n]["std"] for n in REAL_FEATURES],
-                     float(doc["max_duration"]), doc.get("frame_shift"))
+                     float(doc["max_duration"]), doc.get("frame_shift"), fitted_on)
         except (KeyError, TypeError, AttributeError, yaml.YAMLError) as e:
             raise DataError(f"{cfg}: malformed front-end file ({type(e).__name__}: {e})") from None
         except ValueError as e:

@@ -68,15 +68,16 @@ def read_labels(out: Path) -> dict[str, np.ndarray]:
 def test_fit_then_apply(dirs, capsys):
     root, train, test = dirs
     fe = root / "frontend"
+    train_out = root / "train_out"
     assert main(["--fit", "--frontend-dir", str(fe), str(train), str(root / "train" / "phone_alignments"),
-                 str(train)]) == 0
+                 str(train_out)]) == 0
     out = capsys.readouterr().out
     doc = yaml.safe_load((fe / "frontend.yaml").read_text(encoding="utf-8"))
-    dim = int((train / "label_dim").read_text())
+    dim = int((train_out / "label_dim").read_text())
     assert doc["dim"] == dim and f"label dim {dim}" in out
     n_phones = len((fe / "phones.txt").read_text(encoding="utf-8").splitlines())
     assert dim == 5 * (n_phones + 1) + 22 + 18 + 2
-    labels = read_labels(train)
+    labels = read_labels(train_out)
     frames = read_table(train / "utt2num_frames")
     assert sorted(labels) == sorted(TRAIN)
     for u, m in labels.items():
@@ -144,3 +145,91 @@ def test_unknown_phone_and_mismatches_are_errors(dirs, tmp_path, capsys):
     assert main(["--frontend-dir", str(tmp_path / "none"), str(train), str(root / "train" / "phone_alignments"),
                  str(tmp_path / "o4")]) == 1
     assert "fit the front end first" in capsys.readouterr().err
+
+
+def _files(d: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(d)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_refit_reuses_an_up_to_date_front_end_and_refuses_a_different_one(dirs, tmp_path, capsys):
+    """Issue 23 item 4: --fit into an existing --frontend-dir replaced the front end trained models
+    depend on. Same content: reused, nothing rewritten (the recipes re-run stage 4); other content:
+    an error naming the dir and what changed; --overwrite re-fits and keeps the old one."""
+    root, train, _ = dirs
+    ali = root / "train" / "phone_alignments"
+    fe = tmp_path / "frontend"
+    assert main(["--fit", "--frontend-dir", str(fe), str(train), str(ali), str(tmp_path / "l1")]) == 0
+    fitted = _files(fe)
+    doc = yaml.safe_load((fe / "frontend.yaml").read_text(encoding="utf-8"))
+    n_phones = doc["num_phones"]
+    assert doc["fitted_on"]["utterances"] == 3 and doc["fitted_on"]["phones"] == n_phones
+    capsys.readouterr()
+    # the same content (another copy of the data dir: paths do not count) -> up to date
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in train.iterdir():
+        if f.is_file():
+            (copy / f.name).write_bytes(f.read_bytes())
+    assert main(["--fit", "--frontend-dir", str(fe), str(copy), str(ali), str(tmp_path / "l2")]) == 0
+    assert f"{fe}: up to date" in capsys.readouterr().err
+    assert _files(fe) == fitted
+    assert (tmp_path / "l2" / "labels.scp").is_file()
+    # other data: two of the three utterances aligned
+    fewer = tmp_path / "ali2"
+    fewer.write_text("".join(line + "\n" for line in ali.read_text(encoding="utf-8").splitlines()
+                             if not line.startswith("spk_c ")), encoding="utf-8")
+    assert main(["--fit", "--frontend-dir", str(fe), str(train), str(fewer), str(tmp_path / "l3")]) == 1
+    err = capsys.readouterr().err
+    assert (f"speechkit-make-labels: error: --frontend-dir {fe}: fitted on 3 utterances of {train} with {n_phones} "
+            f"phones; now 2 utterances of {train} with ") in err
+    assert "ALIGNMENTS differs" in err and "use --overwrite to refit" in err and f"{fe}/.backup/N" in err
+    assert _files(fe) == fitted and not (tmp_path / "l3").exists()
+    # --overwrite: re-fitted, the previous front end kept whole
+    assert main(["--fit", "--overwrite", "--frontend-dir", str(fe), str(train), str(fewer), str(tmp_path / "l3")]) == 0
+    assert yaml.safe_load((fe / "frontend.yaml").read_text(encoding="utf-8"))["fitted_on"]["utterances"] == 2
+    assert {k: v[0] for k, v in _files(fe / ".backup" / "1").items()} == {k: v[0] for k, v in fitted.items()}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ali2", "copy", "frontend", "l1", "l2", "l3"]
+    assert main(["--overwrite", "--frontend-dir", str(fe), str(train), str(fewer), str(tmp_path / "l4")]) == 1
+    assert "--overwrite applies to --fit only" in capsys.readouterr().err
+
+
+def test_a_front_end_without_a_fingerprint_is_not_refitted_silently(dirs, tmp_path, capsys):
+    """A front end written before the fingerprint existed: applying it still works; --fit into it
+    is the 'differs' error (what it was fitted on is unknown)."""
+    root, train, test = dirs
+    ali = root / "train" / "phone_alignments"
+    fe = tmp_path / "frontend"
+    assert main(["--fit", "--frontend-dir", str(fe), str(train), str(ali), str(tmp_path / "l1")]) == 0
+    doc = yaml.safe_load((fe / "frontend.yaml").read_text(encoding="utf-8"))
+    del doc["fitted_on"]
+    (fe / "frontend.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    old = _files(fe)
+    capsys.readouterr()
+    assert main(["--fit", "--frontend-dir", str(fe), str(train), str(ali), str(tmp_path / "l2")]) == 1
+    err = capsys.readouterr().err
+    assert f"--frontend-dir {fe}: holds a label front end that does not record what it was fitted on" in err
+    assert "use --overwrite to refit" in err
+    assert _files(fe) == old
+    assert main(["--frontend-dir", str(fe), str(test), str(root / "test" / "phone_alignments"),
+                 str(tmp_path / "l3")]) == 0
+
+
+def test_outputs_overlapping_the_inputs_are_refused(dirs, tmp_path, capsys):
+    root, train, _ = dirs
+    ali = root / "train" / "phone_alignments"
+    before = _files(train)
+    for out, fe, msg in [
+        (train, tmp_path / "fe", f"OUT_DIR {train} is DATA_DIR {train}"),
+        (tmp_path / "o", tmp_path / "o" / "fe", f"OUT_DIR {tmp_path / 'o'} contains --frontend-dir"),
+        (tmp_path / "o", train / "fe", f"--frontend-dir {train / 'fe'} lies inside DATA_DIR {train}"),
+    ]:
+        assert main(["--fit", "--frontend-dir", str(fe), str(train), str(ali), str(out)]) == 1
+        assert msg in capsys.readouterr().err
+    assert _files(train) == before
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "ali").mkdir()
+    (tmp_path / "ali" / "phone_alignments").write_bytes(ali.read_bytes())
+    assert main(["--fit", "--frontend-dir", str(tmp_path / "fe"), str(train), str(tmp_path / "ali" / "phone_alignments"),
+                 str(tmp_path / "ali")]) == 1
+    assert f"OUT_DIR {tmp_path / 'ali'} contains ALIGNMENTS" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "ali").iterdir()] == ["phone_alignments"]
