@@ -19,11 +19,26 @@
 #   --help, -h                 prints $help_message and exits 0.
 #   --                         ends the options.
 # The first argument that does not start with -- ends the options too.
+#
+# After it, $cmdline_options lists the names of the variables the user set, once each, space-separated:
+# those a --config file assigns ('name=value' lines), then the --options. A script can so tell an
+# option given from its default whatever the value (utils/stage_setup.sh, utils/recipe_common.sh).
+#
+# Not options (an error like an unknown option): names with an upper-case letter (the environment:
+# PATH, HOME, LC_ALL, MAIN_ROOT, OMP_NUM_THREADS, ...), names starting with '_', and the scripts'
+# own bookkeeping: help_message, cmdline_options, setup_keys, default_*, and cmd.sh's job commands
+# (train_cmd, decode_cmd, cuda_cmd, cmd_backend: choose them in cmd.sh).
 
 __po_die() {
   echo "$0: $*" >&2
   exit 1
 }
+# __po_given NAME: add NAME to $cmdline_options (once)
+__po_given() {
+  case " $cmdline_options " in *" $1 "*) ;; *) cmdline_options="${cmdline_options:+$cmdline_options }$1" ;; esac
+}
+
+cmdline_options=
 
 # Pass 1: config files (so that explicit options win whatever their order).
 __po_i=1
@@ -42,6 +57,10 @@ while [ "$__po_i" -le $# ]; do
       [ -r "$__po_file" ] || __po_die "--config $__po_file: no such file"
       # shellcheck disable=SC1090
       . "$__po_file" || __po_die "error in config file $__po_file"
+      # the names it assigns ('name=value' lines) count as given
+      for __po_name in $(sed -n 's/^[[:space:]]*\([a-z][a-z0-9_]*\)=.*/\1/p' "$__po_file"); do
+        __po_given "$__po_name"
+      done
       ;;
     --help|-h) break ;;
     --*=*) ;;
@@ -93,9 +112,13 @@ while [ $# -gt 0 ]; do
   esac
   __po_name=${__po_opt#--}
   __po_name=${__po_name//-/_}
-  if ! [[ "$__po_name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || [ -z "${!__po_name+set}" ]; then
+  if ! [[ "$__po_name" =~ ^[a-z][a-z0-9_]*$ ]] || [ -z "${!__po_name+set}" ]; then
     __po_die "unknown option $__po_opt"
   fi
+  case "$__po_name" in
+    help_message|cmdline_options|setup_keys|default_*|train_cmd|decode_cmd|cuda_cmd|cmd_backend)
+      __po_die "unknown option $__po_opt (an internal variable of $0, not an option)" ;;
+  esac
   __po_old=${!__po_name}
   if [ "$__po_old" = true ] || [ "$__po_old" = false ]; then
     if [ "$__po_value" != true ] && [ "$__po_value" != false ]; then
@@ -103,9 +126,10 @@ while [ $# -gt 0 ]; do
     fi
   fi
   printf -v "$__po_name" '%s' "$__po_value"
+  __po_given "$__po_name"
   __po_opt=
 done
 
 unset -v __po_i __po_arg __po_file __po_name __po_value __po_opt __po_old
-unset -f __po_die
+unset -f __po_die __po_given
 true

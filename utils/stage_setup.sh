@@ -4,19 +4,18 @@
 # Stage 0 calls `setup_save FILE KEY...` after preparing the data: one `key=value` line per option
 # that defines the data (corpus, db_root, data options). A later stage calls
 # `setup_restore FILE KEY...`: every key takes its saved value, so `./run.sh --stage 3` continues
-# what `./run.sh --db_root ... --stop_stage 2` prepared; a key given on this command line (its value
-# differs from the run.sh default kept in default_<key>) with another value than the saved one is an
-# error naming the option, the saved value and the file. Keys ending in `_root` are paths: compared
-# as absolute paths.
+# what `./run.sh --db_root ... --stop_stage 2` prepared; a key given on this command line
+# (utils/parse_options.sh lists it in $cmdline_options, whatever its value, the default included)
+# with another value than the saved one is an error naming the option, the saved value and the
+# file. Keys ending in `_root` are paths: compared as absolute paths.
 #
-#   for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done   # before parse_options.sh
 #   . utils/parse_options.sh
 #   . utils/stage_setup.sh
 #   if [ "$stage" -gt 0 ]; then setup_restore "$datadir/.setup" $setup_keys; else ...; fi
 #   ... stage 0 ...; setup_save "$datadir/.setup" $setup_keys
 
 setup_restore() {
-  local file=$1 key saved given default_value
+  local file=$1 key saved given
   shift
   if [ ! -f "$file" ]; then
     echo "$0: $file: no such file: run stage 0 first (./run.sh --stop_stage 0 [--db_root ...])" >&2
@@ -28,15 +27,17 @@ setup_restore() {
       exit 1
     fi
     saved=$(awk -F= -v k="$key" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$file")
-    given=${!key}
-    case "$key" in
-      *_root) [ -n "$given" ] && given=$(cd "$given" 2>/dev/null && pwd || echo "$given") ;;
+    case " ${cmdline_options:-} " in
+      *" $key "*)   # given on this command line
+        given=${!key}
+        case "$key" in
+          *_root) [ -n "$given" ] && given=$(cd "$given" 2>/dev/null && pwd || echo "$given") ;;
+        esac
+        if [ "$given" != "$saved" ]; then
+          echo "$0: --$key $given contradicts $file ($key=$saved, written by stage 0); re-run from --stage 0 to prepare another setup" >&2
+          exit 1
+        fi ;;
     esac
-    default_value=default_$key
-    if [ "$given" != "${!default_value}" ] && [ "$given" != "$saved" ]; then  # given on this command line
-      echo "$0: --$key $given contradicts $file ($key=$saved, written by stage 0); re-run from --stage 0 to prepare another setup" >&2
-      exit 1
-    fi
     printf -v "$key" '%s' "$saved"
   done
 }
