@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.cli import ConfigError, make_parser, positive_int, run_main, setup_logging
 from speechkit.utils.cli import split_overrides as cli_split_overrides
 from speechkit.utils.fileio import DataError, write_table
 
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data_dir", metavar="DATA_DIR", help="data dir with wav.scp and phone-token text")
     parser.add_argument("exp_dir", metavar="EXP_DIR", help="output dir (alignments; the aligner when training)")
     parser.add_argument("--model-dir", default=None, metavar="DIR", help="align with the aligner trained in DIR")
-    parser.add_argument("--nj", type=int, default=1, help="parallel processes")
+    parser.add_argument("--nj", type=positive_int, default=1, help="parallel processes")
     parser.add_argument("--optional-silence", default=None, metavar="true|false",
                         help="insert optional 'sil' (training; default true)")
     parser.add_argument("--config", default=None, metavar="YAML", help="aligner config (training)")
@@ -79,9 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         from speechkit.decode.aligner import (ALIGNMENTS_FILE, MAX_LISTED, UNALIGNED_FILE, Aligner,
                                               load_aligner_config, train_aligner)
 
-        if args.nj < 1:
-            raise ConfigError(f"command line: --nj must be >= 1, got {args.nj}")
-        exp_dir = Path(args.exp_dir)
+        from speechkit.utils.outputs import check_output_dir
+
+        # EXP_DIR may lie inside --model-dir (exp/align/align_test), never be or contain it nor the data
+        exp_dir = check_output_dir(args.exp_dir, inputs={"DATA_DIR": args.data_dir},
+                                   experiment_dirs={"--model-dir": args.model_dir}, option="EXP_DIR")
         t0 = time.time()
         if args.model_dir is not None:
             if overrides or args.config or args.optional_silence is not None:

@@ -60,6 +60,7 @@ import math
 import multiprocessing
 import os
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal, Optional
@@ -328,6 +329,15 @@ def _read_inputs(data_dir: str | os.PathLike) -> tuple[DataDir, dict[str, list[s
     missing = [u for u in d.utts if u not in d.text]
     if missing:
         raise DataError(f"{data_dir}/text: no entry for utterance '{missing[0]}' ({len(missing)} missing)")
+    unlisted = [u for u in d.text if u not in d.utt2spk]
+    if unlisted:  # it would be dropped without a word (and phone_info blamed for naming it)
+        raise DataError(f"{data_dir}/utt2spk: no entry for utterance '{unlisted[0]}' of text "
+                        f"({len(unlisted)} missing)")
+    if d.segments is not None:
+        missing = [u for u in d.utts if u not in d.segments]
+        if missing:
+            raise DataError(f"{data_dir}/segments: no entry for utterance '{missing[0]}' "
+                            f"({len(missing)} of {len(d.utts)} missing)")
     pi = Path(data_dir) / "phone_info"
     words = read_phone_info(pi, tokens) if pi.is_file() else None
     return d, tokens, words
@@ -797,32 +807,106 @@ class Aligner:
 
         Raises:
             FileNotFoundError: ``final.mdl`` or ``config.yaml`` missing.
-            DataError: an unreadable or inconsistent model file.
+            ConfigError: a malformed ``config.yaml`` (names the file and key).
+            DataError: a ``final.mdl`` that is truncated, corrupt, of another version, or whose
+                arrays (GMMs, transitions, tree, transforms) disagree with each other or with
+                ``config.yaml``; the message names the file and the array.
         """
         model_dir = Path(model_dir)
         mdl = model_dir / MODEL_FILE
         if not mdl.is_file():
             raise FileNotFoundError(f"{mdl}: no such file (train an aligner into {model_dir} first)")
         config = load_config(AlignerConfig, model_dir / CONFIG_FILE)
+        z = _read_model_file(mdl)
         try:
-            with np.load(mdl, allow_pickle=False) as z:
-                meta = json.loads(str(z["meta"]))
-                arrays = {k: z[k] for k in ("means", "vars", "log_weights", "trans")}
-                mlp = FrameClassifier.from_arrays(z) if "mlp_log_prior" in z else None
-                transform = z["transform"] if "transform" in z else None
-                ctx_pdf = z["ctx_pdf"].astype(np.int64) if "ctx_pdf" in z else None
-        except (OSError, KeyError, ValueError) as e:
-            raise DataError(f"{mdl}: not a speechkit aligner model ({e})") from None
-        if meta.get("version") != MODEL_VERSION:
-            raise DataError(f"{mdl}: model version {meta.get('version')} (expected {MODEL_VERSION})")
-        gmm = DiagGmmSet(arrays["means"], arrays["vars"], arrays["log_weights"])
-        al = cls(config, meta["phones"], gmm, arrays["trans"])
-        al.mlp = mlp
-        al.transform = transform
+            meta = json.loads(str(z["meta"]))
+        except (KeyError, ValueError) as e:
+            raise DataError(f"{mdl}: not a speechkit aligner model (no readable 'meta': {e})") from None
+        if not isinstance(meta, dict) or meta.get("version") != MODEL_VERSION:
+            version = meta.get("version") if isinstance(meta, dict) else None
+            raise DataError(f"{mdl}: model version {version} (expected {MODEL_VERSION})")
+        phones = meta.get("phones")
+        if not isinstance(phones, list) or not phones or \
+                not all(isinstance(p, str) and p.split() == [p] for p in phones):
+            raise DataError(f"{mdl}: 'phones' must be a non-empty list of phone symbols, got {phones!r:.80}")
+        if len(set(phones)) != len(phones):
+            raise DataError(f"{mdl}: 'phones' lists a phone twice")
+        for key in ("means", "vars", "log_weights", "trans"):
+            if key not in z:
+                raise DataError(f"{mdl}: not a speechkit aligner model (no array '{key}')")
+            if not np.issubdtype(z[key].dtype, np.floating):
+                raise DataError(f"{mdl}: '{key}' holds {z[key].dtype} values, expected floats")
+        try:
+            gmm = DiagGmmSet(z["means"], z["vars"], z["log_weights"])
+        except ValueError as e:
+            raise DataError(f"{mdl}: {e}") from None
+        al = cls(config, phones, gmm, z["trans"])
+        ctx_pdf = z.get("ctx_pdf")
+        if ctx_pdf is not None:
+            N, S = len(phones), int(al.num_states.max())
+            if not np.issubdtype(ctx_pdf.dtype, np.integer) or ctx_pdf.shape != (N + 1, N, N + 1, S) \
+                    or ctx_pdf.min() < 0:
+                raise DataError(f"{mdl}: 'ctx_pdf' (the triphone tree) must be non-negative integers of shape "
+                                f"{(N + 1, N, N + 1, S)} for {N} phones, got {ctx_pdf.dtype} {ctx_pdf.shape}")
+            ctx_pdf = ctx_pdf.astype(np.int64)
         al.set_tree(ctx_pdf)
         if gmm.num_pdfs != al.num_pdfs:
             raise DataError(f"{mdl}: {gmm.num_pdfs} GMMs but the topology has {al.num_pdfs} states")
+        used = np.isfinite(gmm.log_weights)
+        if not used.any(1).all() or not np.isfinite(gmm.means[used]).all() or \
+                not (np.isfinite(gmm.vars[used]) & (gmm.vars[used] > 0)).all():
+            raise DataError(f"{mdl}: the GMMs hold a pdf without components, non-finite means or "
+                            "non-positive variances")
+        shape = (len(phones), int(al.num_states.max()), 3)
+        if al.trans.shape != shape or not ((al.trans >= 0) & (al.trans <= 1)).all():
+            raise DataError(f"{mdl}: 'trans' must be probabilities of shape {shape}, got {al.trans.shape}")
+        transform = z.get("transform")
+        if transform is not None:
+            cols = config.n_mfcc * (2 * config.lda_context + 1)
+            if transform.ndim != 2 or transform.shape != (gmm.dim, cols) or not np.isfinite(transform).all():
+                raise DataError(f"{mdl}: 'transform' (LDA+MLLT) must be finite of shape {(gmm.dim, cols)} "
+                                f"(GMM dimension, n_mfcc x (2 lda_context + 1) of {model_dir / CONFIG_FILE}), "
+                                f"got {transform.shape}")
+        elif gmm.dim != 3 * config.n_mfcc:
+            raise DataError(f"{mdl}: GMMs of dimension {gmm.dim}, but {model_dir / CONFIG_FILE} gives "
+                            f"n_mfcc {config.n_mfcc} (features of dimension {3 * config.n_mfcc})")
+        al.transform = transform
+        if "mlp_log_prior" in z:
+            try:
+                al.mlp = FrameClassifier.from_arrays(z)
+            except KeyError as e:
+                raise DataError(f"{mdl}: incomplete frame classifier (no array {e})") from None
+            except (ValueError, TypeError) as e:
+                raise DataError(f"{mdl}: malformed frame classifier ({e})") from None
+            dims = [w.shape for w, _ in al.mlp.layers]
+            want_in = gmm.dim * (2 * al.mlp.context + 1)
+            if not dims or any(len(d) != 2 for d in dims) or dims[0][0] != want_in or dims[-1][1] != al.num_pdfs \
+                    or any(a[1] != b[0] for a, b in zip(dims, dims[1:])) \
+                    or any(b.shape != (w.shape[1],) for w, b in al.mlp.layers) \
+                    or al.mlp.log_prior.shape != (al.num_pdfs,):
+                raise DataError(f"{mdl}: the frame classifier's layers {dims} do not map {want_in} inputs to "
+                                f"{al.num_pdfs} pdfs")
         return al
+
+
+def _read_model_file(mdl: Path) -> dict[str, np.ndarray]:
+    """Every array of an aligner's ``final.mdl`` (an npz archive).
+
+    Raises:
+        DataError: an empty file, not an npz archive, or a truncated/corrupt one (names the file).
+        OSError: the file cannot be read (permissions).
+    """
+    with open(mdl, "rb") as f:
+        head = f.read(4)
+    if head != b"PK\x03\x04":
+        what = "an empty file" if not head else "not an npz archive"
+        raise DataError(f"{mdl}: not a speechkit aligner model ({what}); train the aligner again")
+    try:
+        with np.load(mdl, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise DataError(f"{mdl}: truncated or corrupt aligner model ({type(e).__name__}: {e}); "
+                        f"train the aligner again") from None
 
 
 def _viterbi_worker(args):

@@ -92,3 +92,123 @@ def test_optional_silence_flag_and_override_parsing():
                                "--total-gauss", "10"])
     assert own == ["d", "e", "--nj", "2", "--optional-silence", "false"]
     assert ov == ["frame_shift=0.005", "total_gauss=10"]
+
+
+def _one_line_error(err: str, *parts: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip() and " INFO " not in ln and " WARNING " not in ln]
+    assert len(lines) == 1 and lines[0].startswith("speechkit-align: error: "), err
+    assert "Traceback" not in err
+    for p in parts:
+        assert p in lines[0], (p, lines[0])
+    return lines[0]
+
+
+def _npz_with(src: Path, dst: Path, **changes) -> None:
+    import numpy as np
+    with np.load(src) as z:
+        arrays = {k: z[k] for k in z.files}
+    for k, v in changes.items():
+        if v is None:
+            arrays.pop(k)
+        else:
+            arrays[k] = v(arrays[k]) if callable(v) else v
+    with open(dst, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _corrupt_models():
+    import json
+
+    import numpy as np
+    truncate = lambda m, e: m.write_bytes(m.read_bytes()[:3000])  # noqa: E731
+    return {
+        "truncated": (truncate, "final.mdl: truncated or corrupt aligner model (BadZipFile"),
+        "empty": (lambda m, e: m.write_bytes(b""), "final.mdl: not a speechkit aligner model (an empty file)"),
+        "text": (lambda m, e: m.write_text("garbage\n"), "final.mdl: not a speechkit aligner model (not an npz"),
+        "crc": (lambda m, e: m.write_bytes(m.read_bytes()[:5000] + bytes([m.read_bytes()[5000] ^ 255])
+                                           + m.read_bytes()[5001:]), "final.mdl: truncated or corrupt"),
+        "meta_list": (lambda m, e: _npz_with(m, m, meta=np.array(json.dumps([1, 2]))), "final.mdl: model version None"),
+        "no_phones": (lambda m, e: _npz_with(m, m, meta=np.array(json.dumps({"version": 1}))),
+                      "final.mdl: 'phones' must be a non-empty list"),
+        "no_means": (lambda m, e: _npz_with(m, m, means=None), "final.mdl: not a speechkit aligner model (no array 'means')"),
+        "trans_shape": (lambda m, e: _npz_with(m, m, trans=lambda t: t[:2]), "final.mdl: 'trans' must be probabilities"),
+        "tree_shape": (lambda m, e: _npz_with(m, m, ctx_pdf=lambda t: t[:2]), "final.mdl: 'ctx_pdf' (the triphone tree)"),
+        "tree_float": (lambda m, e: _npz_with(m, m, ctx_pdf=lambda t: t.astype(np.float32)),
+                       "final.mdl: 'ctx_pdf' (the triphone tree)"),
+        "gmm_dim": (lambda m, e: _npz_with(m, m, means=lambda a: a[..., :20], vars=lambda a: a[..., :20]),
+                    "final.mdl: GMMs of dimension 20"),
+        "config_n_mfcc": (lambda m, e: (e / "config.yaml").write_text((e / "config.yaml").read_text() + "n_mfcc: 10\n"),
+                          "n_mfcc 10"),
+        "transform": (lambda m, e: _npz_with(m, m, transform=np.eye(5)), "final.mdl: 'transform' (LDA+MLLT)"),
+        "mlp_partial": (lambda m, e: _npz_with(m, m, mlp_log_prior=np.zeros(3)),
+                        "final.mdl: incomplete frame classifier (no array 'mlp_context')"),
+        "no_config": (lambda m, e: (e / "config.yaml").unlink(), "config.yaml"),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_corrupt_models()))
+def test_corrupt_model_dir_is_a_one_line_error(trained, tmp_path, capsys, case):
+    """A truncated/corrupt final.mdl or one whose arrays disagree: one line naming the file, exit 1 (issue 23 item 15)."""
+    root, data, ref = trained
+    model = tmp_path / "model"
+    shutil.copytree(root / "exp", model)
+    mutate, expected = _corrupt_models()[case]
+    mutate(model / "final.mdl", model)
+    capsys.readouterr()
+    assert main([str(data), str(tmp_path / "out"), "--model-dir", str(model)]) == 1
+    _one_line_error(capsys.readouterr().err, expected)
+    assert not (tmp_path / "out" / "phone_alignments").exists()
+
+
+def test_segments_missing_utterances_is_an_error_naming_segments(trained, tmp_path, capsys):
+    root, data, ref = trained
+    d = tmp_path / "d"
+    shutil.copytree(data, d)
+    utts = sorted(ref)
+    (d / "wav.scp").write_text("".join(f"{line.split()[0]}_rec {line.split()[1]}\n"
+                                       for line in (data / "wav.scp").read_text().splitlines()))
+    (d / "segments").write_text("".join(f"{u} {u}_rec 0.0 0.5\n" for u in utts[2:]))
+    assert main([str(d), str(tmp_path / "out"), "--model-dir", str(root / "exp")]) == 1
+    _one_line_error(capsys.readouterr().err, f"{d}/segments: no entry for utterance '{utts[0]}' (2 of 12 missing)")
+
+
+@pytest.mark.parametrize("phone_info", [True, False])
+def test_text_utterance_missing_from_utt2spk_names_utt2spk(trained, tmp_path, capsys, phone_info):
+    """Was: 'phone_info:1: utterance ... is not in text' (with phone_info) or a silent drop (without)."""
+    root, data, ref = trained
+    d = tmp_path / "d"
+    shutil.copytree(data, d)
+    first = sorted(ref)[0]
+    (d / "utt2spk").write_text("".join(ln + "\n" for ln in (data / "utt2spk").read_text().splitlines()
+                                       if ln.split()[0] != first))
+    (d / "spk2utt").write_text((d / "spk2utt").read_text().replace(f" {first}", "", 1))
+    if not phone_info:
+        (d / "phone_info").unlink()
+    assert main([str(d), str(tmp_path / "out"), "--model-dir", str(root / "exp")]) == 1
+    line = _one_line_error(capsys.readouterr().err, f"{d}/utt2spk: no entry for utterance '{first}' of text")
+    assert "phone_info" not in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_dir_overlapping_the_data_or_model_dir_is_refused(trained, tmp_path, capsys):
+    root, data, ref = trained
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+    model_ali = (root / "exp" / "phone_alignments").read_bytes()
+    for out, extra, named in ((data, [], "is DATA_DIR"), (data / "ali", ["--model-dir", str(root / "exp")], "lies inside DATA_DIR"),
+                              (root / "exp", ["--model-dir", str(root / "exp")], "is --model-dir"),
+                              (root, ["--model-dir", str(root / "exp")], "contains")):
+        capsys.readouterr()
+        assert main([str(data), str(out), *extra, *([] if extra else OVERRIDES)]) == 1
+        _one_line_error(capsys.readouterr().err, f"EXP_DIR {out} {named}")
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == before
+    assert (root / "exp" / "phone_alignments").read_bytes() == model_ali
+    # inside the model dir is ESPnet's layout and allowed
+    assert main([str(data), str(root / "exp" / "align_again"), "--model-dir", str(root / "exp")]) == 0
+
+
+def test_nj_below_one_is_an_argparse_error(trained, tmp_path, capsys):
+    root, data, ref = trained
+    with pytest.raises(SystemExit) as e:
+        main([str(data), str(tmp_path / "out"), "--nj", "0"])
+    assert e.value.code == 2
+    assert "argument --nj: must be >= 1, got 0" in capsys.readouterr().err
