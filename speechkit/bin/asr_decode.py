@@ -36,6 +36,12 @@ OUT_DIR receives (each written atomically once every part is done):
 A part whose inputs (utterances, features, checkpoint, options) are unchanged is not decoded
 again (--force to redo), so re-running is cheap and an interrupted run continues.
 
+Errors (exit 1, nothing merged): a feature matrix with a NaN or infinite value (names the
+utterance, its feats.scp entry and the frame; decoded, it would be an empty hypothesis); OUT_DIR
+that is, contains or lies inside DATA_DIR, the checkpoint or EXP/checkpoints, or is or contains
+EXP (EXP/decode_test is fine); --device cuda without a CUDA device. The JSON files hold no
+NaN/Infinity (an infinite --switch-off-threshold is written "inf").
+
 Examples:
   speechkit-asr-decode --model-dir exp/rnnt_multisoftmax data/test exp/rnnt_multisoftmax/decode_test
   speechkit-asr-decode --model-dir exp/rnnt_multisoftmax_lid --lid-free --switch-off-tau 30 \\
@@ -308,8 +314,43 @@ class Decoder:
         return self.units[lang].decode(tokens)
 
 
+def _check_finite(m, utt: str, data_dir: Path, entry: str) -> None:
+    """Raise DataError naming the utterance and its feats.scp entry if ``m`` holds a NaN or infinity
+    (decoded, it would give an empty hypothesis counted as decoded)."""
+    import numpy as np
+
+    finite = np.isfinite(m)
+    if not finite.all():
+        t, k = np.argwhere(~finite)[0]
+        raise DataError(f"{data_dir}/feats.scp: '{utt}' ({entry}): frame {t} (of {m.shape[0]}) has a non-finite "
+                        f"value ({m[t, k]} in dimension {k}); fix or remove the utterance (nothing merged)")
+
+
+def _finite_record(rec: dict, ckpt: Path) -> dict:
+    """``rec`` if its scores and LID posteriors are finite; else DataError naming the utterance."""
+    import math
+
+    values = {f"score of {k}": v for k, v in rec["scores"].items()}
+    values.update({f"LID posterior of {k}": v for k, v in (rec["lid_posteriors"] or {}).items()})
+    for what, v in values.items():
+        if not math.isfinite(v):
+            raise DataError(f"{ckpt}: utterance '{rec['utt']}': {what} is {v} from finite features (are the "
+                            "model's weights finite?); nothing merged")
+    return rec
+
+
+def _dumps(obj) -> str:
+    """JSON without NaN/Infinity (not JSON; strict readers such as jq refuse them)."""
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+
+
 def decode_part(args, job: int, nj: int) -> None:
-    """Decode part ``job`` of ``nj`` into OUT_DIR/parts (skipped when current)."""
+    """Decode part ``job`` of ``nj`` into OUT_DIR/parts (skipped when current).
+
+    Raises:
+        DataError: a feature matrix with a NaN or infinite value (names the utterance, its
+            feats.scp entry and the frame), a non-finite score (names the utterance).
+    """
     import numpy as np
     import torch
     from tqdm import tqdm
@@ -380,7 +421,7 @@ def decode_part(args, job: int, nj: int) -> None:
             "rtf": r.rtf,
             "active_decoders_per_frame": r.active_decoders_per_frame,
         })
-        return rec
+        return _finite_record(rec, ckpt)
 
     def too_short(rec: dict, x) -> dict:
         return {**rec, "skipped": f"too short: {x.size(0)} frames < num_stack {cfg.data.num_stack}"}
@@ -414,6 +455,7 @@ def decode_part(args, job: int, nj: int) -> None:
                 records.append({**rec, "skipped": f"language '{lang}' not in the model"})
                 continue
         m = reader.raw(utt)
+        _check_finite(m, utt, data_dir, feats_table[utt])
         m = apply_cmvn(m, dec.cmvn, norm_vars=cfg.data.norm_vars)
         x = torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32))
         if args.batch_size > 1:
@@ -447,11 +489,10 @@ def decode_part(args, job: int, nj: int) -> None:
     res_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(res_path) as f:
         for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            f.write(_dumps(r) + "\n")
     with atomic_write(done_path) as f:
-        json.dump({"fingerprint": fp, "job": job, "nj": nj, "checkpoint": str(ckpt), "utterances": len(utts),
-                   "decoded": n_ok, "decode_seconds": dec_s, "audio_seconds": audio_s}, f)
-        f.write("\n")
+        f.write(_dumps({"fingerprint": fp, "job": job, "nj": nj, "checkpoint": str(ckpt), "utterances": len(utts),
+                        "decoded": n_ok, "decode_seconds": dec_s, "audio_seconds": audio_s}) + "\n")
 
 
 def merge_parts(args) -> dict:
@@ -504,7 +545,7 @@ def merge_parts(args) -> dict:
         (out_dir / "lid_posteriors").unlink()
     with atomic_write(out_dir / "results.jsonl") as f:
         for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            f.write(_dumps(r) + "\n")
     dec_s = sum(r["decode_seconds"] for r in done)
     audio_s = sum(r["audio_seconds"] for r in done)
     t_avg = sum(r["active_decoders_per_frame"] for r in done) / len(done)
@@ -512,6 +553,8 @@ def merge_parts(args) -> dict:
     stats = {
         "data_dir": str(data_dir), "model_dir": str(args.model_dir), "checkpoint": ckpt_used,
         **_options(args), "nj": args.nj,
+        # JSON has no infinity: an infinite threshold (no switch-off) is written as the option was, "inf"
+        **({"switch_off_threshold": "inf"} if args.switch_off_threshold == float("inf") else {}),
         "languages": languages,
         "num_utterances": len(records), "num_decoded": len(done), "num_skipped": len(records) - len(done),
         "skipped": skipped, "num_without_language": len(no_lang),
@@ -520,7 +563,7 @@ def merge_parts(args) -> dict:
         "chosen_language_accuracy": (100.0 * sum(lid_correct) / len(lid_correct)) if lid_correct else None,
     }
     with atomic_write(out_dir / "decode_stats.json") as f:
-        json.dump(stats, f, indent=2, ensure_ascii=False)
+        json.dump(stats, f, indent=2, ensure_ascii=False, allow_nan=False)
         f.write("\n")
     if skipped:
         logger.warning("skipped %d of %d utterances: %s", stats["num_skipped"], len(records),
@@ -565,8 +608,31 @@ def run_pool(args) -> list[tuple[int, Path]]:
                           lambda job: log_dir / f"decode.{job}.log", args.max_jobs or args.nj, args.num_threads)
 
 
+def _check_paths(args) -> None:
+    """OUT_DIR must not be, contain or lie inside DATA_DIR, the checkpoint (or EXP/checkpoints),
+    --units-dir or --cmvn-stats, nor be or contain the experiment dir EXP (EXP/decode_test is
+    ESPnet's layout, and fine); a --device that cannot run is refused before any work.
+
+    Raises:
+        OutputOverlapError (a ValueError): names OUT_DIR and the input; ConfigError: --device.
+    """
+    from speechkit.train.trainer import resolve_device
+    from speechkit.utils.outputs import check_output_dir
+
+    md = Path(args.model_dir)
+    exp = md if md.is_dir() else None
+    check_output_dir(args.out_dir, option="OUT_DIR",
+                     inputs={"DATA_DIR": args.data_dir,
+                             "the checkpoint dir": exp / "checkpoints" if exp is not None else None,
+                             "the checkpoint": _checkpoint_path(args),
+                             "--units-dir": args.units_dir, "--cmvn-stats": args.cmvn_stats},
+                     experiment_dirs={"--model-dir": exp})
+    resolve_device(args.device, "--device")
+
+
 def _body(args) -> int:
     _check_args(args)
+    _check_paths(args)
     if args.job is not None:
         decode_part(args, args.job, args.nj)
         return 0

@@ -375,13 +375,15 @@ class StreamingRecognizer:
         """Feed ``feats (n, D)`` raw frames (or stacked frames); return the partial hypotheses.
 
         Raises:
-            ValueError: after :meth:`finalize`, or a chunk of the wrong shape.
+            ValueError: after :meth:`finalize`, a chunk of the wrong shape, or a NaN or infinite
+                value (it would make every score NaN: an empty hypothesis that looks decoded).
         """
         if self._finished:
             raise ValueError("this utterance is finalized; create a new StreamingRecognizer")
         t0 = time.perf_counter()
         dev = next(self.model.parameters()).device
         feats = feats.to(dev, torch.float32)
+        _check_finite(feats, self.num_input_frames)
         self.num_input_frames += feats.size(0)
         x = self.stacker.accept(feats) if self.stacker is not None else feats
         if x.dim() != 2 or x.size(1) != self.model.config.input_dim:
@@ -506,6 +508,16 @@ class StreamingRecognizer:
         )
 
 
+def _check_finite(feats: torch.Tensor, offset: int = 0) -> None:
+    """Raise ValueError naming the first frame (``offset`` + row) of ``feats`` with a NaN or infinity."""
+    finite = torch.isfinite(feats)
+    if not bool(finite.all()):
+        where = [int(i) for i in torch.nonzero(~finite)[0]]
+        dim = f" in dimension {where[1]}" if len(where) > 1 else ""
+        raise ValueError(f"frame {offset + where[0]} has a non-finite value ({float(feats[tuple(where)])}{dim}); "
+                         "every score would be NaN")
+
+
 def recognize(
     model: RNNT,
     feats: torch.Tensor,
@@ -557,13 +569,19 @@ def recognize_batch(
         its share (by frames) of the batched encoder's time.
 
     Raises:
-        ValueError: as :class:`StreamingRecognizer`; ``langs`` of another length than ``feats``.
+        ValueError: as :class:`StreamingRecognizer`; ``langs`` of another length than ``feats``;
+            a NaN or infinite feature value (names the utterance's index in ``feats``).
     """
     cfg = config or DecodeConfig()
     if langs is None:
         langs = [None] * len(feats)
     if len(langs) != len(feats):
         raise ValueError(f"langs has {len(langs)} entries for {len(feats)} utterances")
+    for i, f in enumerate(feats):
+        try:
+            _check_finite(f)
+        except ValueError as e:
+            raise ValueError(f"utterance {i} of the batch: {e}") from None
     model.eval()
     recs = [StreamingRecognizer(model, cfg, lang=lang, stacked_input=True) for lang in langs]
     dev = next(model.parameters()).device

@@ -329,3 +329,17 @@ def test_batched_encoder_equals_one_utterance_at_a_time(variant, cfg, langs):
         assert b.decode_seconds > 0
     with pytest.raises(ValueError, match="langs has 1 entries"):
         recognize_batch(m, xs, cfg, langs=["hi"])
+
+
+def test_non_finite_features_are_refused_not_decoded_to_an_empty_hypothesis():
+    """A NaN frame made every score NaN: an empty hypothesis reported as decoded (issue 23)."""
+    x = feats(40)
+    x[23, 5] = float("nan")
+    with pytest.raises(ValueError, match=r"frame 23 has a non-finite value \(nan in dimension 5\)"):
+        recognize(tiny(), x, DecodeConfig(mode="lid_free"))
+    with pytest.raises(ValueError, match=r"frame 23 has a non-finite value"):  # streamed: counted across chunks
+        recognize(tiny(), x, DecodeConfig(mode="lid_free", chunk_frames=10))
+    y = feats(40)
+    y[0, 0] = float("-inf")
+    with pytest.raises(ValueError, match=r"utterance 1 of the batch: frame 0 has a non-finite value \(-inf"):
+        recognize_batch(tiny(), [feats(40), y], DecodeConfig(mode="lid_free"))

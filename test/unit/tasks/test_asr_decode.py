@@ -173,3 +173,55 @@ def test_blank_penalty_lowers_the_blank_logit(lid_exp):
     res = [json.loads(x) for x in open("pen/results.jsonl")]
     r = next(r for r in res if r["utt"] == "s9_aa_01")
     assert len(r["text"].replace("<unk>", "?").replace(" ", "")) == r["num_frames"]
+
+
+def _strict_json(text: str):
+    def refuse(name):
+        raise AssertionError(f"{name} in a JSON file (not JSON)")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_non_finite_features_strict_json_and_overlapping_outputs(lid_exp, capsys):
+    """Issue 23: a NaN frame was decoded to an empty hypothesis ('decoded 5 of 5') and results.jsonl held a
+    bare NaN; now it is an error naming the utterance and its feats.scp entry, and nothing is merged."""
+    import shutil
+
+    from speechkit.features.io import ark_scp_writer
+    from speechkit.utils.fileio import read_table
+
+    root = lid_exp["root"]
+    shutil.copytree("data/dev", "data/nan", ignore=shutil.ignore_patterns("feats.*"))
+    r = FeatureReader("data/dev")
+    with ark_scp_writer(root / "data/nan/feats.ark", root / "data/nan/feats.scp") as w:
+        for u in r.keys():
+            m = r[u].copy()
+            if u == "s9_aa_01":
+                m[3, 2] = np.nan
+            w(u, m)
+    entry = read_table("data/nan/feats.scp")["s9_aa_01"]
+    for extra in ([], ["--batch-size", "2"]):
+        assert main(["--model-dir", "exp/lid", *extra, "data/nan", "out_nan"]) == 1
+        err = capsys.readouterr().err
+        assert f"data/nan/feats.scp: 's9_aa_01' ({entry}): frame 3 (of 60) has a non-finite value (nan in " \
+               "dimension 2)" in err
+        assert not (root / "out_nan/text").exists() and not (root / "out_nan/results.jsonl").exists()
+    # every JSON written is strict JSON; an infinite threshold (no switch-off) is written "inf"
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--switch-off-tau", "0", "--switch-off-threshold", "inf",
+                 "data/dev", "exp/lid/decode_dev"]) == 0
+    stats = _strict_json((root / "exp/lid/decode_dev/decode_stats.json").read_text())
+    assert stats["switch_off_threshold"] == "inf" and stats["num_decoded"] == 4
+    for p in [root / "exp/lid/decode_dev/results.jsonl", *sorted((root / "exp/lid/decode_dev/parts").iterdir())]:
+        for line in p.read_text().splitlines():
+            _strict_json(line)
+    # OUT_DIR never is, contains or lies inside an input; the inputs are untouched
+    before = sorted(p.name for p in (root / "data/dev").iterdir())
+    for out, why in (("data/dev", "is DATA_DIR"), ("data/dev/decode", "lies inside DATA_DIR"), ("data", "contains"),
+                     ("exp/lid", "is --model-dir"), ("exp/lid/checkpoints", "is the checkpoint dir"),
+                     ("exp", "contains --model-dir")):
+        assert main(["--model-dir", "exp/lid", "data/dev", out]) == 1
+        assert f"OUT_DIR {out} {why}" in capsys.readouterr().err
+    assert sorted(p.name for p in (root / "data/dev").iterdir()) == before
+    if not torch.cuda.is_available():  # refused before the parallel jobs start, in one line
+        assert main(["--model-dir", "exp/lid", "--nj", "2", "--device", "cuda", "data/dev", "o"]) == 1
+        err = capsys.readouterr().err
+        assert "--device: 'cuda' requested but no CUDA device is available" in err and "jobs failed" not in err
