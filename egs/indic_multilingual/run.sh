@@ -83,18 +83,18 @@ mini_languages=en,hi,ta,gu
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--variants \"...\"] [--unit char_wb|char|bpe] [--nj N] ...
 (see the header of $0 for every option)"
 setup_keys="setup db_root local_prep mini_num_speakers mini_sentences mini_languages"
-for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh || exit 1
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
-
-die() { echo "$0: $*" >&2; exit 1; }
+. utils/recipe_common.sh   # die, check_stages
+check_stages 6
 
 # ------------------------------------------------------------------ the setup stage 0 prepared
 # Stage 0 writes $datadir/.setup (setup, db_root, the preparer and the mini corpus options); later
 # stages read it, so `./run.sh --stage 3` continues what `./run.sh --db_root ... --stop_stage 2`
-# prepared, and an option that contradicts it is an error instead of a silent switch to 'mini'.
+# prepared, and an option given later (whatever its value) that contradicts it is an error instead
+# of a silent switch to 'mini'.
 . utils/stage_setup.sh
 setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then

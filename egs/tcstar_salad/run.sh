@@ -5,7 +5,7 @@
 #   (authors' code: santi-pdp/musa_tts). TC-STAR is not public: any single-speaker corpus with
 #   transcripts stands in for its speakers (see README.md).
 #
-#   ./run.sh                                    # embedded default: one espeak-ng voice of 'mini'
+#   ./run.sh                                    # embedded default: one espeak-ng voice of 'mini' (db/mini)
 #   ./run.sh --db_root ../../../shared/data     # real speech: 2 msc_malayalam crowd speakers + story
 #   ./run.sh --corpus ljspeech --db_root /data/LJSpeech-1.1
 #   ./run.sh --stage 5 --models "salad_small"   # later stages reuse what stage 0 prepared
@@ -34,7 +34,9 @@ num_threads=1        # torch threads of each training
 ngpu=                # training GPUs (speechkit-train --ngpu); empty = trainer.device
 nproc=1              # training processes on the CPU (DDP with gloo)
 corpus=              # mini | msc | ljspeech; default: mini without --db_root, else msc or ljspeech by layout
-db_root=             # corpus location: the shared data folder (msc), an LJSpeech root, or where mini is synthesized (default db/mini)
+                     # (or mini where it was synthesized before); a --db_root that does not exist is an error
+db_root=             # corpus location: the shared data folder (msc), an LJSpeech root, or where mini is synthesized
+                     # (default db/mini; a new folder with --corpus mini: --corpus mini --db_root db/mymini)
 num_crowd=2          # msc: crowd speakers with the most recordings
 mini_sentences=150   # mini: sentences of the one voice (split 100/15/15)
 lang=en              # ljspeech: the language of the transcripts (utt2lang, G2P)
@@ -57,30 +59,36 @@ help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus m
        [--max_epochs N] [--train_args '...'] [--nj N] [--num_threads N] [--ngpu N] [--nproc N] ...
 (see the header of $0 for every option)"
 setup_keys="corpus db_root num_crowd mini_sentences lang seed"
-for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
+. utils/recipe_common.sh   # die, check_stages
+check_stages 8
 
 log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
-die() { echo "$0: $*" >&2; exit 1; }
 
 # ------------------------------------------------------------------ the setup stage 0 prepared
 # Stage 0 writes $datadir/.setup (corpus, db_root and the data options); later stages read it, so
 # `./run.sh --stage 3` continues what `./run.sh --db_root ... --stop_stage 2` prepared, and an
-# option that contradicts it is an error instead of a silent switch to another corpus.
+# option given later (whatever its value) that contradicts it is an error instead of a silent switch
+# to another corpus.
 . utils/stage_setup.sh
 setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
   setup_restore "$setup_file" $setup_keys
 else
-  if [ -z "$corpus" ]; then
-    if [ -z "$db_root" ] || [ ! -d "$db_root" ] || [ -z "$(ls -A "$db_root")" ] || [ -f "$db_root/.complete" ]; then
-      corpus=mini     # no corpus, a new folder, or a mini corpus synthesized there before
+  # --db_root must exist, except where `--corpus mini --db_root DIR` names a new folder to synthesize
+  # mini into: a mistyped path is an error, not the synthetic corpus (and is not created)
+  if [ -n "$db_root" ] && [ ! -d "$db_root" ] && [ "$corpus" != mini ]; then
+    [ -n "$corpus" ] || die "--db_root $db_root: no such directory (--corpus mini --db_root DIR synthesizes the mini corpus into a new DIR)"
+    die "--db_root $db_root: no such directory"
+  fi
+  if [ -z "$corpus" ]; then   # mini only without --db_root (or where mini was synthesized before)
+    if [ -z "$db_root" ] || [ -f "$db_root/.complete" ]; then corpus=mini
     elif [ -d "$db_root/msc_malayalam" ] || [ -f "$db_root/speech.tsv" ]; then corpus=msc
     elif [ -f "$db_root/metadata.csv" ]; then corpus=ljspeech
-    else die "--db_root $db_root: neither the shared data folder (msc_malayalam/) nor an LJSpeech root (metadata.csv); give --corpus"
+    else die "--db_root $db_root: neither the shared data folder (msc_malayalam/), an LJSpeech root (metadata.csv) nor a mini corpus; give --corpus (--corpus mini synthesizes the mini corpus there)"
     fi
   fi
   case "$corpus" in

@@ -44,7 +44,9 @@ align_args=          # extra speechkit-align options for training the aligner, e
 world_config=conf/world.yaml   # WORLD feature config (conf/world_dio.yaml: DIO F0, about 6x faster than Harvest)
 num_threads=1        # torch threads of each training
 corpus=              # mini | msc | vctk; default: mini without --db_root, else msc or vctk by layout
-db_root=             # corpus location (default for mini: db/mini, synthesized there)
+                     # (or mini where it was synthesized before); a --db_root that does not exist is an error
+db_root=             # corpus location (default for mini: db/mini, synthesized there; a new folder with
+                     # --corpus mini: --corpus mini --db_root db/mymini)
 ljspeech_root=       # vctk: LJSpeech as the pre-training split's single-speaker set (as the paper)
 num_continual=       # continual speakers (mini: the last 4 of 8 voices; vctk: 10 drawn from --seed)
 continual_speakers=  # vctk: the continual speakers by name, comma-separated (e.g. p225,p226), instead of drawing them
@@ -73,29 +75,35 @@ help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus m
        [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--continual_args '...'] [--nj N] ...
 (see the header of $0 for every option)"
 setup_keys="corpus db_root ljspeech_root num_continual continual_speakers mini_speakers mini_sentences seed num_test num_dev world_config align_args"
-for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
+. utils/recipe_common.sh   # die, check_stages
+check_stages 8
 
 log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
-die() { echo "$0: $*" >&2; exit 1; }
 
 # ------------------------------------------------------------------ the setup stage 0 prepared
 # Stage 0 writes $datadir/.setup; later stages read it, so `./run.sh --stage 5` continues what
-# `./run.sh --db_root ... --stop_stage 4` prepared, and an option that contradicts it is an error.
+# `./run.sh --db_root ... --stop_stage 4` prepared, and an option given later (whatever its value)
+# that contradicts it is an error.
 . utils/stage_setup.sh
 setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
   setup_restore "$setup_file" $setup_keys
 else
-  if [ -z "$corpus" ]; then
-    if [ -z "$db_root" ] || [ ! -d "$db_root" ] || [ -z "$(ls -A "$db_root")" ] || [ -f "$db_root/.complete" ]; then
-      corpus=mini
+  # --db_root must exist, except where `--corpus mini --db_root DIR` names a new folder to synthesize
+  # mini into: a mistyped path is an error, not the synthetic corpus (and is not created)
+  if [ -n "$db_root" ] && [ ! -d "$db_root" ] && [ "$corpus" != mini ]; then
+    [ -n "$corpus" ] || die "--db_root $db_root: no such directory (--corpus mini --db_root DIR synthesizes the mini corpus into a new DIR)"
+    die "--db_root $db_root: no such directory"
+  fi
+  if [ -z "$corpus" ]; then   # mini only without --db_root (or where mini was synthesized before)
+    if [ -z "$db_root" ] || [ -f "$db_root/.complete" ]; then corpus=mini
     elif [ -d "$db_root/msc_malayalam" ] || [ -f "$db_root/speech.tsv" ]; then corpus=msc
     elif [ -d "$db_root/wav48_silence_trimmed" ] || [ -d "$db_root/wav48" ]; then corpus=vctk
-    else die "--db_root $db_root: neither the shared data folder (msc_malayalam/) nor a VCTK root (wav48*/); give --corpus"
+    else die "--db_root $db_root: neither the shared data folder (msc_malayalam/), a VCTK root (wav48*/) nor a mini corpus; give --corpus (--corpus mini synthesizes the mini corpus there)"
     fi
   fi
   case "$corpus" in
@@ -106,6 +114,7 @@ else
   esac
   [ -z "$ljspeech_root" ] || [ "$corpus" = vctk ] || die "--ljspeech_root is for --corpus vctk"
   [ -z "$continual_speakers" ] || [ "$corpus" = vctk ] || die "--continual_speakers is for --corpus vctk"
+  [ -z "$ljspeech_root" ] || [ -d "$ljspeech_root" ] || die "--ljspeech_root $ljspeech_root: no such directory"
   [ -z "$ljspeech_root" ] || ljspeech_root=$(cd "$ljspeech_root" && pwd)
   [ -f "$world_config" ] || die "--world_config $world_config: no such file"
   mkdir -p "$db_root" "$datadir"

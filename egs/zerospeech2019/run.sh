@@ -17,7 +17,9 @@
 #            MFCC baseline; $expdir/RESULTS.md over every tag in $expdir         -> $expdir/$tag/scores/
 #
 # Corpora (--corpus):
-#   mini            (default) speechkit's espeak-ng corpus, synthesized into --db_root (default db/mini):
+#   mini            (default) speechkit's espeak-ng corpus, synthesized into --db_root (default db/mini;
+#                   a new folder only with --corpus mini given: `--corpus mini --db_root db/mymini`,
+#                   without it a --db_root that does not exist is an error):
 #                   English, --mini_speakers speakers x --mini_sentences sentences; the last two speakers
 #                   are the test set, the one before them the target voice, the rest the unit set.
 #   local           every corpus in --db_root (default ../../../shared/data): the untranscribed audio of
@@ -82,23 +84,26 @@ help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerosp
 Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize, 6 score + RESULTS.md"
 
 setup_keys="corpus db_root mini_speakers mini_sentences speed_perturb"
-for key in $setup_keys; do printf -v "default_$key" '%s' "${!key}"; done
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
+. utils/recipe_common.sh
+check_stages 6
 
 # The setup stage 0 prepared ($datadir/.setup): later stages take the corpus, --db_root, the mini
 # options and --speed_perturb from it, so `./run.sh --stage 2` continues `./run.sh --corpus local
-# --stop_stage 1`; an option given later with another value is an error naming the saved one.
+# --stop_stage 1`; an option given later (whatever its value) that differs from it is an error
+# naming the saved one.
 . utils/stage_setup.sh
 setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
   setup_restore "$setup_file" $setup_keys
-elif [ -n "$db_root" ]; then
-  if [ "$corpus" = mini ]; then mkdir -p "$db_root"; fi
-  [ -d "$db_root" ] || { echo "$0: --db_root $db_root: no such directory" >&2; exit 1; }
-  db_root=$(cd "$db_root" && pwd)
+elif [ -n "$db_root" ] && [ ! -d "$db_root" ]; then
+  # a new folder only where `--corpus mini --db_root DIR` asks for the mini corpus to be synthesized
+  # (created below, once every option is checked); else a mistyped path is not silently made mini
+  if [ "$corpus" != mini ]; then die "--db_root $db_root: no such directory"; fi
+  option_given corpus || die "--db_root $db_root: no such directory (--corpus mini --db_root DIR synthesizes the mini corpus into a new DIR)"
 fi
 
 # the real-speech default (--corpus local): the best configuration measured that finishes stages 0-3 in
@@ -119,6 +124,11 @@ case "$feats_type" in mfcc|logmel) ;; *) echo "$0: --feats_type must be mfcc or 
 [ -f "$inverter_config" ] || { echo "$0: --inverter_config $inverter_config: no such file" >&2; exit 1; }
 case "$aux_units" in true|false) ;; *) echo "$0: --aux_units must be true or false, got '$aux_units'" >&2; exit 1 ;; esac
 case "$unit_format" in codebook|onehot) ;; *) echo "$0: --unit_format must be codebook or onehot, got '$unit_format'" >&2; exit 1 ;; esac
+case "$corpus" in mini|local|zerospeech2019) ;; *) die "unknown --corpus '$corpus' (mini, local, zerospeech2019)" ;; esac
+if [ "$stage" -eq 0 ] && [ -n "$db_root" ]; then   # the options are valid: the mini folder may be created
+  mkdir -p "$db_root"
+  db_root=$(cd "$db_root" && pwd)
+fi
 if [ -z "$tag" ]; then
   tag=$(basename "$train_config" .yaml)
   tag=${tag#train_}

@@ -79,8 +79,12 @@ def test_later_stages_read_the_setup_stage_0_prepared(work):
     assert setup["setup"] == "mucs" and setup["db_root"] == db and setup["local_prep"] == "./fake_prep.sh"
     assert "languages: hi mr" in proc.stdout  # the stage-0 language check
     # no --db_root (and --setup mucs without one) from stage 1 on: the saved setup, not 'mini'
+    # (stage 3 with the stub trainer; --stage 1 --stop_stage 0, which ran nothing, is now an error)
+    lang = work / "data/mucs/lang_char_wb"
+    lang.mkdir(parents=True)
+    (lang / "languages.txt").write_text("hi 0\nmr 1\n")
     for extra in ([], ["--setup", "mucs"], ["--db_root", "../db"]):
-        proc = run(work, "--stage", "1", "--stop_stage", "0", *extra)
+        proc = run(work, "--stage", "3", "--stop_stage", "3", "--variants", "multisoftmax", *extra)
         assert proc.returncode == 0, proc.stderr
         assert "setup mucs: data data/mucs" in proc.stdout and "conf/train_real.yaml" in proc.stdout
 

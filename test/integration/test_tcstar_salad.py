@@ -38,7 +38,7 @@ def run_recipe(tmp: Path, *args: str, check: bool = True) -> subprocess.Complete
 def recipe(require_espeak, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tcstar")
     before = sorted(p.name for p in RECIPE.iterdir())
-    run_recipe(tmp, "--db_root", str(tmp / "db"), "--mini_sentences", "40", "--stop_stage", "4")
+    run_recipe(tmp, "--corpus", "mini", "--db_root", str(tmp / "db"), "--mini_sentences", "40", "--stop_stage", "4")
     proc = run_recipe(tmp, "--stage", "5", "--models", MODELS, "--max_epochs", "2", "--num_wavs", "1",
                       "--latency_max_seconds", "2", "--latency_repeats", "1")
     assert sorted(p.name for p in RECIPE.iterdir()) == before, "the recipe wrote into egs/tcstar_salad"

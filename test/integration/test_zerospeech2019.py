@@ -25,8 +25,9 @@ TAG = "tiny"
 
 
 def run_recipe(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = ["./run.sh", "--db_root", str(tmp / "db"), "--datadir", str(tmp / "data"), "--dumpdir", str(tmp / "dump"),
-           "--expdir", str(tmp / "exp"), "--mini_speakers", "4", "--mini_sentences", "16",
+    cmd = ["./run.sh", "--corpus", "mini", "--db_root", str(tmp / "db"), "--datadir", str(tmp / "data"),
+           "--dumpdir", str(tmp / "dump"), "--expdir", str(tmp / "exp"), "--mini_speakers", "4",
+           "--mini_sentences", "16",
            "--train_config", "conf/train_vqvae_tiny.yaml", "--inverter_config", "conf/train_inverter_tiny.yaml",
            "--tag", TAG, "--num_threads", "1", "--nj", "2", "--num_resynth", "3", "--kmeans_k", "8", *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
