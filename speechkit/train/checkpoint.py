@@ -28,6 +28,7 @@ from speechkit.utils.fileio import DataError, atomic_write
 __all__ = [
     "CheckpointError",
     "CHECKPOINT_FORMAT",
+    "DATA_FINGERPRINT",
     "checkpoint_name",
     "parse_checkpoint_name",
     "save_checkpoint",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "speechkit-checkpoint-v1"
+# Key of the content fingerprint of the training data (speechkit.data.fingerprint.fingerprint_inputs,
+# by config key) in the trainer's checkpoints and best.pt; absent in checkpoints written before it.
+DATA_FINGERPRINT = "data_fingerprint"
 LATEST = "latest.pt"
 BEST = "best.pt"
 _NAME_RE = re.compile(r"^ckpt-e(\d+)-s(\d+)\.pt$")
