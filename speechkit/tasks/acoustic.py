@@ -67,6 +67,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from speechkit.data.fingerprint import DataInput
 from speechkit.models.musa_rnn import MusaRnn, MusaRnnConfig, detach_state
 from speechkit.models.salad import OutputNormalizer, Salad, SaladConfig, count_parameters, format_parameters
 from speechkit.scoring.mcd import WorldLayout, frame_mcd_db, read_world_layout
@@ -612,6 +613,20 @@ class AcousticTask(Task):
         return model
 
     # -- data ---------------------------------------------------------------------------------
+
+    def data_inputs(self, cfg: Any) -> dict[str, DataInput]:
+        """``data.train_dir`` (labels.scp, feats.scp, feats.yaml), ``data.valid_dir`` (labels.scp,
+        feats.scp), with speaker conditioning their utt2spk and ``data.speaker_embeddings``."""
+        d = cfg.data
+        spk = ("utt2spk",) if d.speaker_embeddings else ()
+        out = {}
+        if d.train_dir:
+            out["data.train_dir"] = DataInput(d.train_dir, ("labels.scp", "feats.scp", "feats.yaml") + spk)
+        if d.valid_dir:
+            out["data.valid_dir"] = DataInput(d.valid_dir, ("labels.scp", "feats.scp") + spk)
+        if d.speaker_embeddings:
+            out["data.speaker_embeddings"] = DataInput(d.speaker_embeddings)
+        return out
 
     def build_datasets(self, cfg: Any) -> tuple[StreamWindows, UtteranceSet | None]:
         """Training windows (normalised targets) and whole validation utterances (raw targets).

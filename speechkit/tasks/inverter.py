@@ -50,9 +50,10 @@ import yaml
 from torch import nn
 from torch.utils.data import Dataset
 
+from speechkit.data.fingerprint import DataInput
 from speechkit.models.inverter import CodebookInverter, InverterConfig, inverter_loss
 from speechkit.tasks.vqvae import load_features, speaker_table
-from speechkit.train.task import Task, batch_index_lists
+from speechkit.train.task import Task, batch_index_lists, checkpoint_input
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import FieldError
@@ -225,6 +226,19 @@ class InverterTask(Task):
             log.info("code embedding initialised from the codebook of %s (%s)", cfg.data.vqvae_dir,
                      "frozen" if cfg.data.freeze_codebook else "trainable")
         return model
+
+    def data_inputs(self, cfg: InverterTaskConfig) -> dict[str, DataInput]:
+        """``data.codes``, ``data.feats_dir`` (feats.scp, feats.yaml, utt2spk) and the checkpoint of
+        ``data.vqvae_dir`` whose codebook initialises the model."""
+        d = cfg.data
+        out = {}
+        if d.codes:
+            out["data.codes"] = DataInput(d.codes)
+        if d.feats_dir:
+            out["data.feats_dir"] = DataInput(d.feats_dir, ("feats.scp", "feats.yaml", "utt2spk"))
+        if d.vqvae_dir:
+            out["data.vqvae_dir"] = checkpoint_input(d.vqvae_dir)
+        return out
 
     def build_datasets(self, cfg: InverterTaskConfig) -> tuple[CodeSpecDataset, CodeSpecDataset | None]:
         d, m = cfg.data, cfg.model

@@ -76,9 +76,10 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from speechkit.data.fingerprint import DataInput
 from speechkit.nn.specaug import SpecAugment, SpecAugmentConfig
 from speechkit.models.rnnt import PRESETS, RNNT, RNNTConfig, language_batches, length_problem, parameter_counts
-from speechkit.train.task import Task
+from speechkit.train.task import Task, checkpoint_input
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.config import FieldError
 from speechkit.utils.cli import ConfigError
@@ -427,6 +428,23 @@ class RNNTTask(Task):
                     f" reduced to {cfg.init.language}" if cfg.init.language else "")
 
     # -- data ------------------------------------------------------------------------------
+    def data_inputs(self, cfg: RNNTTaskConfig) -> dict[str, DataInput]:
+        """``data.train_dir`` / ``data.valid_dir`` (feats.scp, feats.yaml, text, utt2lang; the train
+        dir's CMVN stats unless ``data.cmvn_stats`` names them), ``data.units_dir`` (every file),
+        ``data.cmvn_stats`` and the checkpoint of ``init.exp_dir``."""
+        d = cfg.data
+        tables = ("feats.scp", "feats.yaml", "text", "utt2lang")
+        cmvn = ("cmvn_global.ark", "cmvn.scp")
+        out = {"data.train_dir": DataInput(d.train_dir, tables + (() if d.cmvn_stats else cmvn))}
+        if d.valid_dir:
+            out["data.valid_dir"] = DataInput(d.valid_dir, tables)
+        out["data.units_dir"] = DataInput(d.units_dir, tree=True)
+        if d.cmvn_stats:
+            out["data.cmvn_stats"] = DataInput(d.cmvn_stats, cmvn if Path(d.cmvn_stats).is_dir() else None)
+        if cfg.init.exp_dir is not None:
+            out["init.exp_dir"] = checkpoint_input(cfg.init.exp_dir)
+        return out
+
     def build_datasets(self, cfg: RNNTTaskConfig) -> tuple[RNNTDataset, RNNTDataset | None]:
         """Training and validation :class:`RNNTDataset` (skips counted in :attr:`skipped` and logged).
 

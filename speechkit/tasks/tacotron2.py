@@ -54,6 +54,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from speechkit.data.fingerprint import DataInput
 from speechkit.models.tacotron2 import (
     Tacotron2,
     Tacotron2Config,
@@ -376,6 +377,16 @@ class Tacotron2Task(Task):
         self._loss = cfg.loss
         self._r = cfg.model.reduction_factor
         return model
+
+    def data_inputs(self, cfg: Tacotron2TaskConfig) -> dict[str, DataInput]:
+        """``data.train_dir`` / ``data.valid_dir`` (the phone file, feats.scp, feats.yaml; with speaker
+        conditioning utt2spk) and ``data.speaker_embeddings``."""
+        d = cfg.data
+        tables = (d.phone_file, "feats.scp", "feats.yaml") + (("utt2spk",) if d.speaker_embeddings else ())
+        out = {f"data.{k}": DataInput(getattr(d, k), tables) for k in ("train_dir", "valid_dir") if getattr(d, k)}
+        if d.speaker_embeddings:
+            out["data.speaker_embeddings"] = DataInput(d.speaker_embeddings)
+        return out
 
     def build_datasets(self, cfg: Tacotron2TaskConfig) -> tuple[PhoneMelSet, PhoneMelSet | None]:
         """Training and validation utterances (normalised targets); sets the model's target statistics.

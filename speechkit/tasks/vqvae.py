@@ -48,6 +48,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from speechkit.data.fingerprint import DataInput
 from speechkit.models.vqvae import VQVAE, VQVAEConfig
 from speechkit.nn.vector_quantizer import code_perplexity
 from speechkit.train.task import Task, batch_index_lists
@@ -240,6 +241,13 @@ class VQVAETask(Task):
         self.use_speakers = cfg.model.num_speakers > 0
         self.codebook_size = cfg.model.codebook_size
         return VQVAE(cfg.model)
+
+    def data_inputs(self, cfg: VQVAETaskConfig) -> dict[str, DataInput]:
+        """``data.train_dir`` / ``data.valid_dir``: feats.scp, feats.yaml, utt2spk (and the CMVN
+        stats unless ``data.cmvn`` is none)."""
+        d = cfg.data
+        tables = ("feats.scp", "feats.yaml", "utt2spk") + (("cmvn.scp", "cmvn_global.ark") if d.cmvn != "none" else ())
+        return {f"data.{k}": DataInput(getattr(d, k), tables) for k in ("train_dir", "valid_dir") if getattr(d, k)}
 
     def build_datasets(self, cfg: VQVAETaskConfig) -> tuple[FeatureDataset, FeatureDataset | None]:
         d, m = cfg.data, cfg.model

@@ -37,6 +37,7 @@ Rules that keep training reproducible and resumable:
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -44,9 +45,14 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch.utils.data import Dataset
 
+from speechkit.data.fingerprint import DataInput
 from speechkit.train.batching import bucket_batches, epoch_rng
+from speechkit.train.checkpoint import BEST, latest_checkpoint
 
-__all__ = ["Task", "batch_index_lists"]
+__all__ = ["Task", "batch_index_lists", "checkpoint_input", "KALDI_TABLES"]
+
+# The tables of a data dir that the default :meth:`Task.data_inputs` fingerprints.
+KALDI_TABLES = ("feats.scp", "feats.yaml", "cmvn.scp", "text", "utt2spk", "utt2lang", "segments", "labels.scp")
 
 
 class Task:
@@ -140,11 +146,43 @@ class Task:
             return {}
         return {k: v / weight for k, v in totals.items()}
 
+    def data_inputs(self, cfg: Any) -> dict[str, DataInput]:
+        """The data ``cfg`` names that training reads, by config key (e.g. ``data.train_dir``).
+
+        The trainer records their content fingerprint
+        (:func:`~speechkit.data.fingerprint.fingerprint_inputs`) in every checkpoint and refuses
+        to resume, or to call a finished run done, when it differs (naming the key, the path and
+        what changed). Override it to name exactly the files the task reads, so that a file it
+        does not read appearing in a data dir later (a ``cmvn.scp`` of a later stage) is no change.
+
+        Default: every non-empty string key ``data.<name>_dir`` of ``cfg`` as a data dir with the
+        :data:`KALDI_TABLES` (an absent one recorded as absent).
+        """
+        data = getattr(cfg, "data", None)
+        if data is None or not dataclasses.is_dataclass(data):
+            return {}
+        return {f"data.{f.name}": DataInput(str(getattr(data, f.name)), KALDI_TABLES)
+                for f in dataclasses.fields(data)
+                if f.name.endswith("_dir") and isinstance(getattr(data, f.name), str) and getattr(data, f.name)}
+
     def on_train_end(self, model: torch.nn.Module, cfg: Any, exp_dir: Path) -> None:
         """Hook called once when training completes (the best weights are loaded into ``model``).
 
         Use it for plots or exports under ``exp_dir``; the default does nothing.
         """
+
+
+def checkpoint_input(exp_dir: str) -> DataInput:
+    """The :class:`DataInput` of the checkpoint a task loads from the experiment dir ``exp_dir``
+    (``checkpoints/best.pt``, else the latest checkpoint; a missing one is recorded as absent)."""
+    ckpt_dir = Path(exp_dir) / "checkpoints"
+    path = ckpt_dir / BEST
+    if not path.is_file():
+        try:
+            path = latest_checkpoint(ckpt_dir) or path
+        except ValueError:  # a dangling latest.pt: the task's load names it
+            pass
+    return DataInput(str(path))
 
 
 def batch_index_lists(loader: Any) -> Sequence[Sequence[int]] | None:

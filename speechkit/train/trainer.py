@@ -19,6 +19,13 @@ exactly the weights of an uninterrupted run. This holds because
   in the epoch, running statistics, early-stopping state and the Python/NumPy/torch RNG states;
 - DataLoaders get their own generators, so creating one does not consume the global torch RNG.
 
+Data: every checkpoint (and best.pt) records the content fingerprint of the data the config
+names (:meth:`Task.data_inputs`, :mod:`speechkit.data.fingerprint`: table bytes and the arks they
+point to, not paths or times). A resumed run, or one that is already finished, whose data now differ
+is refused with an error naming the key, the path and what changed, as a changed config key is;
+a checkpoint written before fingerprints were recorded resumes with a warning that its data cannot
+be checked.
+
 Distributed training (see :mod:`speechkit.train.distributed`): under ``torchrun`` the trainer joins
 the process group, wraps the model in DistributedDataParallel and trains each rank on its slice
 of every global batch; only rank 0 writes files and logs. Checkpoints also hold every rank's RNG
@@ -53,9 +60,11 @@ from speechkit.train.distributed import (
     distributed_session,
     wrap_model,
 )
+from speechkit.data.fingerprint import diff_fingerprints, fingerprint_inputs
 from speechkit.train.checkpoint import (
     BEST,
     CHECKPOINT_FORMAT,
+    DATA_FINGERPRINT,
     CheckpointError,
     checkpoint_name,
     get_rng_state,
@@ -292,6 +301,7 @@ class Trainer:
         self.rank, self.world_size = 0, 1
         self.dist = DistInfo()
         self.metrics = MetricsLog(self.exp_dir / "metrics.jsonl")
+        self.data_fingerprint: dict = {}
 
     @property
     def is_main(self) -> bool:
@@ -312,8 +322,9 @@ class Trainer:
 
         Raises:
             ConfigError: config differs from the saved run in a non-trainer field (names it), a
-                frozen trainer field changed, ``best_metric`` not produced by the task, no CUDA
-                for ``device: cuda``.
+                frozen trainer field changed, the content of the data it names changed (names
+                the key, path and file; see :meth:`_check_data`), ``best_metric`` not produced by
+                the task, no CUDA for ``device: cuda``.
             CheckpointError: the latest checkpoint is truncated or corrupt (names the file).
             ExperimentBusyError: another process is training in ``exp_dir``.
         """
@@ -351,9 +362,11 @@ class Trainer:
         ckpt_path = self._find_resume_point()
         ckpt = None
         state = TrainState()
+        self.data_fingerprint = fingerprint_inputs(task.data_inputs(cfg))
         if ckpt_path is not None:
             ckpt = load_checkpoint(ckpt_path)
             self._check_resume(ckpt, ckpt_path)
+            self._check_data(ckpt, ckpt_path)
             state = TrainState.from_dict(ckpt["state"])
             reason = self._stop_reason(state)
             if reason is not None:
@@ -554,7 +567,8 @@ class Trainer:
                 save_checkpoint(self.best_path, {
                     "format": CHECKPOINT_FORMAT, "kind": "best", "task": self.task.name,
                     "config": to_dict(self.cfg), "model": _unwrap(model).state_dict(),
-                    "epoch": epoch, "step": state.step, "metric": tc.best_metric, "value": value})
+                    "epoch": epoch, "step": state.step, "metric": tc.best_metric, "value": value,
+                    DATA_FINGERPRINT: self.data_fingerprint})
         elif not partial:
             state.bad_epochs += 1
         if not partial:
@@ -596,6 +610,7 @@ class Trainer:
             "rng": rng,
             **({"world_size": self.world_size, "rng_ranks": rng_ranks} if rng_ranks else {}),
             "torch_version": str(torch.__version__),
+            DATA_FINGERPRINT: self.data_fingerprint,
         })
         set_latest(self.ckpt_dir, name)
         for p in prune_checkpoints(self.ckpt_dir, self.tc.keep_last):
@@ -696,6 +711,38 @@ class Trainer:
             else:
                 log.warning("resuming with %s changed: %s -> %s; the rest of the run will differ from one "
                             "trained with either value throughout", key, show(old), show(new))
+
+    def _check_data(self, ckpt: dict, path: Path) -> None:
+        """Refuse to resume (or to call the run finished) when the data it was trained on changed.
+
+        Compares the content fingerprint of the task's :meth:`~speechkit.train.Task.data_inputs`
+        saved in ``ckpt`` with that of the data the config names now (paths are not compared: a
+        moved data dir with the same content is the same data). A checkpoint without one (written
+        before fingerprints were recorded) resumes with a warning.
+
+        Raises:
+            ConfigError: the data of a key changed (names the key, its path and what changed).
+        """
+        saved = ckpt.get(DATA_FINGERPRINT)
+        if saved is None:
+            if self.data_fingerprint:
+                log.warning("%s: saved without a fingerprint of its data (an older checkpoint): cannot check that "
+                            "%s still hold the data it was trained on", path, ", ".join(self.data_fingerprint))
+            return
+        changes, unmatched = diff_fingerprints(saved, self.data_fingerprint)
+        if changes:
+            c = changes[0]
+            more = f" (and {len(changes) - 1} more: {', '.join(d.key for d in changes[1:4])})" if len(changes) > 1 else ""
+            raise ConfigError(f"key '{c.key}' ({c.path}): {c.what} since the run in {self.exp_dir} was trained "
+                              f"on it (saved in {path}){more}; to train on these data use a new --exp-dir, or "
+                              f"--resume false to start over (the old run is moved to {self.exp_dir}/prev-<time>)")
+        for key in unmatched:
+            if key in self.data_fingerprint:
+                log.warning("resuming: %s (%s) was not read by the saved run (a newer input); cannot check it",
+                            key, self.data_fingerprint[key]["path"])
+            else:
+                log.warning("resuming: the saved run also read %s (%s), which is not read any more", key,
+                            saved[key].get("path", ""))
 
 
 # ----------------------------------------------------------------------------------------------

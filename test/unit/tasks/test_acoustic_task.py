@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -267,3 +268,19 @@ def test_resume_mid_epoch_restarts_the_carried_state(tts_data, caplog):
     assert "resumes at window 3 of the epoch without the carried stream state" in caplog.text
     recs = [json.loads(line) for line in (exp / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in recs if r["kind"] == "epoch" and not r.get("partial")] == [1, 2]
+
+
+def test_finished_run_is_not_reused_for_another_split(tts_data):
+    """Issue 23 item 2: a re-split under the same data dir paths is not 'already finished'."""
+    root = tts_data["root"]
+    exp = root / "exp_split"
+    o = overrides(root, "musa_rnn", **{"trainer.max_epochs": 1})
+    Trainer(get_task("musa_rnn"), load_config(MusaRnnTask.Config, None, o), exp).fit()
+    best = (exp / "checkpoints" / "best.pt").read_bytes()
+    write_pair_dir(root / "train", 18, 7, tts_data["table"])  # another split: other and more utterances
+    with pytest.raises(ConfigError, match=rf"key 'data.train_dir' \({re.escape(str(root / 'train'))}\): its "
+                                          r"labels.scp changed \(16 -> 18 utterances\) since the run in .*exp_split"):
+        Trainer(get_task("musa_rnn"), load_config(MusaRnnTask.Config, None, o), exp).fit()
+    assert (exp / "checkpoints" / "best.pt").read_bytes() == best
+    assert set(get_task("salad").data_inputs(load_config(SaladTask.Config, None, overrides(root, "salad")))) == {
+        "data.train_dir", "data.valid_dir"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+from speechkit.data.fingerprint import DataInput
 from speechkit.tasks import get_task
 from speechkit.tasks.toy import ToyTask
 from speechkit.train import Trainer, TrainerConfig, load_model
@@ -260,6 +262,90 @@ def test_changed_model_config_is_an_error_naming_the_key(tmp_path):
     torch.save(ckpt, ckpt_path)
     fit(exp, "trainer.max_epochs=2")
     assert "model.dropout is not in the saved config" in (exp / "train.log").read_text()
+
+
+class DirToy(ToyTask):
+    """The toy task, declaring that it reads ``feats.scp`` and ``utt2spk`` of ``data_dir`` (data.train_dir)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__()
+        self.data_dir = data_dir
+
+    def data_inputs(self, cfg):
+        return {"data.train_dir": DataInput(str(self.data_dir), ("feats.scp", "utt2spk"))}
+
+
+def make_data_dir(d: Path, utts: int = 3, ark: Path | None = None) -> Path:
+    """A data dir whose feats.scp points (absolute paths) into ``ark`` (default ``d/data/feats.ark``)."""
+    ark = ark or d / "data" / "feats.ark"
+    ark.parent.mkdir(parents=True, exist_ok=True)
+    if not ark.exists():
+        ark.write_bytes(bytes(range(256)) * 4)
+    (d / "feats.scp").write_text("".join(f"u{i} {ark}:{10 * i}\n" for i in range(utts)))
+    (d / "utt2spk").write_text("".join(f"u{i} s\n" for i in range(utts)))
+    return d
+
+
+def test_changed_data_is_refused_naming_key_path_and_change(tmp_path):
+    data, exp = make_data_dir(tmp_path / "train"), tmp_path / "exp"
+    fit(exp, "trainer.max_epochs=1", task=DirToy(data))
+    ckpts = {p.name: p.stat().st_mtime_ns for p in (exp / "checkpoints").iterdir()}
+    # the same data: "already finished", nothing touched
+    fit(exp, "trainer.max_epochs=1", task=DirToy(data))
+    assert "training already finished" in (exp / "train.log").read_text()
+
+    # another split under the same path (issue 23 item 2): the finished run is not reused
+    make_data_dir(data, utts=4)
+    with pytest.raises(ConfigError, match=rf"^key 'data.train_dir' \({re.escape(str(data))}\): its feats.scp changed "
+                                          rf"\(3 -> 4 utterances\) since the run in {re.escape(str(exp))} was trained "
+                                          r"on it \(saved in .*ckpt-e0001.*\); to train on these data use a new "
+                                          r"--exp-dir, or --resume false"):
+        fit(exp, "trainer.max_epochs=1", task=DirToy(data))
+    # ... nor resumed
+    with pytest.raises(ConfigError, match="its feats.scp changed"):
+        fit(exp, "trainer.max_epochs=2", task=DirToy(data))
+    make_data_dir(data, utts=3)
+    (data / "utt2spk").write_text("u0 s\nu1 s\nu2 t\n")
+    with pytest.raises(ConfigError, match=r"its utt2spk changed \(other content, 3 utterances as before\)"):
+        fit(exp, "trainer.max_epochs=1", task=DirToy(data))
+    # same tables, other features in the ark they point to
+    make_data_dir(data, utts=3)
+    (data / "data" / "feats.ark").write_bytes(bytes(range(255, -1, -1)) * 4)
+    with pytest.raises(ConfigError, match="the data its feats.scp points to changed"):
+        fit(exp, "trainer.max_epochs=1", task=DirToy(data))
+    assert {p.name: p.stat().st_mtime_ns for p in (exp / "checkpoints").iterdir()} == ckpts
+
+
+def test_moved_data_dir_is_not_a_change(tmp_path):
+    data, exp = make_data_dir(tmp_path / "a" / "train"), tmp_path / "exp"
+    fit(exp, "trainer.max_epochs=1", task=DirToy(data))
+    # the dir and its ark moved elsewhere, feats.scp rewritten to the new (absolute) ark path
+    moved = tmp_path / "b" / "train"
+    moved.mkdir(parents=True)
+    (moved / "data").mkdir()
+    shutil.move(str(data / "data" / "feats.ark"), str(moved / "data" / "feats.ark"))
+    make_data_dir(moved)
+    shutil.rmtree(tmp_path / "a")
+    fit(exp, "trainer.max_epochs=2", task=DirToy(moved))
+    log = (exp / "train.log").read_text()
+    assert "resuming from" in log and "epoch 2 done" in log and "WARNING" not in log
+
+
+def test_checkpoint_without_data_fingerprint_resumes_with_a_warning(tmp_path):
+    data, exp = make_data_dir(tmp_path / "train"), tmp_path / "exp"
+    fit(exp, "trainer.max_epochs=1", task=DirToy(data))
+    ckpt_path = latest_checkpoint(exp / "checkpoints")
+    ckpt = torch.load(ckpt_path, weights_only=True)
+    assert ckpt["data_fingerprint"]["data.train_dir"]["files"]["utt2spk"]["keys"] == 3
+    del ckpt["data_fingerprint"]
+    torch.save(ckpt, ckpt_path)
+    make_data_dir(data, utts=4)
+    fit(exp, "trainer.max_epochs=2", task=DirToy(data))
+    assert re.search(r"saved without a fingerprint of its data .*: cannot check that data.train_dir still hold",
+                     (exp / "train.log").read_text())
+    # the new checkpoints record the data they were trained on
+    assert torch.load(latest_checkpoint(exp / "checkpoints"), weights_only=True)[
+        "data_fingerprint"]["data.train_dir"]["files"]["utt2spk"]["keys"] == 4
 
 
 def test_resume_false_starts_over_keeping_the_old_run(tmp_path):
