@@ -14,9 +14,11 @@ a_{l,i} = share of speaker i's syntheses verified as i. Then RA_l (eq. 1) and FG
 
 Writes EXP/eval/ (see speechkit.scoring.continual_eval): episode_<tt>.json (+ .npz, wav/),
 scores.json, confusion_matrix.png, embeddings_2d.png, accuracy_matrix.png; prints one line per
-episode and the final RA/FG. Episodes evaluated before are not evaluated again (resumable); an
-episode whose model changed is. Synthesized utterances too short for the encoder are skipped and
-counted.
+episode and the final RA/FG. Episodes evaluated before are not evaluated again (resumable) when
+none of their inputs changed: an episode whose model, test labels, --gt-train / --gt-test
+embeddings, encoder or options (--num-utts, --wavs-per-speaker, --extra-speakers) differ in
+content from those it was evaluated with is evaluated again (logged with what changed).
+Synthesized utterances too short for the encoder are skipped and counted.
 
 Example:
   speechkit-score-continual --test-dir dump/continual/test --gt-train exp/embed/train_world \\
@@ -24,7 +26,7 @@ Example:
 """
 from __future__ import annotations
 
-from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.cli import make_parser, nonnegative_int, positive_int, run_main, setup_logging
 from speechkit.utils.fileio import DataError
 
 PROG = "speechkit-score-continual"
@@ -39,12 +41,12 @@ def main(argv=None) -> int:
                    help="embed dir (embeddings.scp, utt2spk) of vocoded ground truth: verifier training")
     p.add_argument("--gt-test", "--gt_test", dest="gt_test", required=True,
                    help="embed dir of held-out vocoded ground truth: verifier accuracy, Figure 4")
-    p.add_argument("--num-utts", "--num_utts", dest="num_utts", type=int, default=5,
+    p.add_argument("--num-utts", "--num_utts", dest="num_utts", type=positive_int, default=5,
                    help="synthesized test sentences per seen speaker and episode (default: 5)")
     p.add_argument("--extra-speakers", "--extra_speakers", dest="extra_speakers", default=None, metavar="FILE",
                    help="speakers (one per line) always among the verifier's classes: the pre-training ones")
-    p.add_argument("--wavs-per-speaker", "--wavs_per_speaker", dest="wavs_per_speaker", type=int, default=1,
-                   help="synthesized wavs kept per seen speaker and episode (default: 1)")
+    p.add_argument("--wavs-per-speaker", "--wavs_per_speaker", dest="wavs_per_speaker", type=nonnegative_int,
+                   default=1, help="synthesized wavs kept per seen speaker and episode (default: 1)")
     p.add_argument("--no-plots", dest="plots", action="store_false", help="no PNGs")
     p.add_argument("--log-file", default=None, help="also append the log here")
     args = p.parse_args(argv)

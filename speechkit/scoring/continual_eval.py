@@ -21,14 +21,22 @@ After episode ``l`` of a ``speechkit-train-continual`` run (``EXP``), for ``l = 
 Files (``EVAL = EXP/eval``)::
 
     EVAL/episode_<tt>.json     verifier classes and held-out accuracy, a_{l,i} per seen speaker,
-                               each synthesized utterance's prediction (written last per episode:
-                               a finished episode is not re-evaluated unless its model changed)
+                               each synthesized utterance's prediction, and ``inputs``: a content
+                               digest of everything the result depends on (written last per episode)
     EVAL/episode_<tt>.npz      the synthesized utterances' embeddings (keys, speakers, embeddings)
     EVAL/wav/episode_<tt>/     the first synthesized utterance of every seen speaker
     EVAL/scores.json           order, accuracy matrix, RA/FG per episode, verifier accuracies
     EVAL/confusion_matrix.png  true vs verified speaker of the last episode's syntheses (Figure 4)
     EVAL/embeddings_2d.png     PCA map of ground-truth and synthesized embeddings, last episode (Figure 4)
     EVAL/accuracy_matrix.png   a_{l,i} as a heat map
+
+A finished episode's result is reused only when every input it was computed from has the same
+content (:mod:`speechkit.data.fingerprint`: bytes of the tables and of the arks they point to, not
+paths or times): the episode's model (episode.json, the checkpoint loaded, its feats.yaml and
+speakers, the speaker vectors its config names), the test dir's labels (or phones) and utt2spk,
+the ``gt_train`` / ``gt_test`` embeddings and utt2spk, the GE2E encoder's weights and the options
+(``num_utts``, ``wavs_per_speaker``, ``min_speech``, the verifier's classes and settings, the
+synthesis settings). Otherwise it is evaluated again, with a log line naming what changed.
 """
 from __future__ import annotations
 
@@ -43,6 +51,7 @@ from typing import Sequence
 import numpy as np
 
 from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.outputs import replace_dir
 
 __all__ = ["EvalConfig", "evaluate_continual", "GroundTruth"]
 
@@ -115,9 +124,55 @@ class GroundTruth:
         return self.x[keep], self.speakers[keep]
 
 
-def _episode_fingerprint(ep_dir: Path) -> str:
-    """What identifies an episode's result: its episode.json (written when the episode finished)."""
-    return hashlib.sha1((ep_dir / "episode.json").read_bytes()).hexdigest()[:16]
+def _episode_checkpoint(ep_dir: Path) -> Path | None:
+    """The checkpoint an episode's model is loaded from: best.pt, else the latest (None: none)."""
+    from speechkit.train.checkpoint import BEST, latest_checkpoint
+
+    best = ep_dir / "checkpoints" / BEST
+    return best if best.is_file() else latest_checkpoint(ep_dir / "checkpoints")
+
+
+def _model_digest(ep_dir: Path) -> str:
+    """Content digest of what an episode's syntheses depend on: its episode.json, the checkpoint
+    loaded, the model dir's feats.yaml and speakers, and the speaker vectors its config names."""
+    from speechkit.data.fingerprint import DataInput, content_digest, fingerprint_inputs
+    from speechkit.train.checkpoint import load_checkpoint
+
+    inputs = {"dir": DataInput(str(ep_dir), ("episode.json", "feats.yaml", "speakers"))}
+    ckpt = _episode_checkpoint(ep_dir)
+    if ckpt is not None:
+        inputs["checkpoint"] = DataInput(str(ckpt))
+        scp = (load_checkpoint(ckpt).get("config") or {}).get("data", {}).get("speaker_embeddings")
+        if scp:
+            inputs["speaker_embeddings"] = DataInput(str(scp))
+    return content_digest(fingerprint_inputs(inputs))
+
+
+def _encoder_digest() -> str | None:
+    """SHA-256 of the GE2E encoder's weights file (None when resemblyzer is not installed)."""
+    from speechkit.data.fingerprint import fingerprint_file
+    from speechkit.models.speaker_encoder import weights_path
+
+    try:
+        fp = fingerprint_file(weights_path())
+    except ImportError:
+        return None
+    return None if fp is None else fp["sha256"]
+
+
+def _eval_inputs(ep_dir: Path, model: str, test: str, gt_train: str, gt_test: str, encoder: str | None,
+                 cfg: "EvalConfig", classes: list[str]) -> dict[str, str | None]:
+    """The cache key of one episode's result: a digest per input it depends on, named for the log."""
+    from speechkit.scoring.speaker_verification import SpeakerVerifier
+
+    verifier = SpeakerVerifier()
+    options = {"num_utts": cfg.num_utts, "wavs_per_speaker": cfg.wavs_per_speaker, "min_speech": cfg.min_speech,
+               "classes": classes, "verifier": {k: getattr(verifier, k, None) for k in
+                                                ("C", "max_iter", "standardize", "balanced", "seed")},
+               "synthesis": {k: getattr(_Synthesizer, k, None) for k in ("max_frames_per_phone", "griffin_lim_iters")}}
+    return {f"the episode's model ({ep_dir})": model, "--test-dir": test, "--gt-train": gt_train,
+            "--gt-test": gt_test, "the speaker encoder's weights": encoder,
+            "the evaluation options": hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()}
 
 
 def _episodes(exp: Path) -> tuple[list[str], list[tuple[int, str, Path]]]:
@@ -167,10 +222,9 @@ def _test_utterances(test_dir: Path, speakers: Sequence[str], num_utts: int, sou
 def _synthesis_input(ep_dir: Path) -> str:
     """What an episode model synthesizes from: ``"phones"`` (the test dir's ``text``) for a
     tacotron2 checkpoint, ``"labels"`` (``labels.scp``) otherwise or when it has no checkpoint."""
-    from speechkit.train.checkpoint import BEST, latest_checkpoint, load_checkpoint
+    from speechkit.train.checkpoint import load_checkpoint
 
-    best = ep_dir / "checkpoints" / BEST
-    path = best if best.is_file() else latest_checkpoint(ep_dir / "checkpoints")
+    path = _episode_checkpoint(ep_dir)
     if path is None:
         return "labels"
     return "phones" if load_checkpoint(path).get("task") == "tacotron2" else "labels"
@@ -277,9 +331,12 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
         FileNotFoundError: missing inputs (named).
         DataError: a seen speaker without test labels or ground truth, a speaker the episode's
             model was never trained on (named).
+        ValueError: ``num_utts`` < 1, ``wavs_per_speaker`` or ``min_speech`` < 0.
     """
     import kaldiio
 
+    from speechkit.data.audio import write_wav
+    from speechkit.data.fingerprint import DataInput, content_digest, fingerprint_input
     from speechkit.models.speaker_encoder import SpeakerEncoder
     from speechkit.scoring.continual_plots import plot_confusion_matrix, plot_embeddings_2d
     from speechkit.scoring.speaker_verification import SpeakerVerifier, accuracy_matrix, continual_scores
@@ -287,12 +344,17 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
     cfg = cfg or EvalConfig()
     if cfg.num_utts < 1:
         raise ValueError(f"num_utts must be >= 1, got {cfg.num_utts}")
+    if cfg.wavs_per_speaker < 0:
+        raise ValueError(f"wavs_per_speaker must be >= 0, got {cfg.wavs_per_speaker}")
+    if not cfg.min_speech >= 0:
+        raise ValueError(f"min_speech must be >= 0, got {cfg.min_speech}")
     exp, test_dir = Path(exp_dir), Path(test_dir)
     out = exp / "eval"
     order, done = _episodes(exp)
     extra = [s for s in cfg.extra_speakers if s not in order]
     train_gt, test_gt = GroundTruth(gt_train), GroundTruth(gt_test)
-    if _synthesis_input(done[0][2]) == "phones":  # tacotron2: phones of the test dir's text
+    source = "text" if _synthesis_input(done[0][2]) == "phones" else "labels.scp"
+    if source == "text":  # tacotron2: phones of the test dir's text
         from speechkit.tasks.tacotron2 import read_phone_table
 
         test_utts = _test_utterances(test_dir, [s for _, s, _ in done], cfg.num_utts, source="text")
@@ -308,18 +370,26 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
             return np.asarray(labels[u], dtype=np.float32)
     encoder = None
     per_episode, verifier_acc, skipped_total = [], [], 0
+    digests = {name: content_digest(fingerprint_input(DataInput(str(d), tables))) for name, d, tables in (
+        ("test", test_dir, (source, "utt2spk")), ("gt_train", gt_train, ("embeddings.scp", "utt2spk")),
+        ("gt_test", gt_test, ("embeddings.scp", "utt2spk")))}
+    encoder_digest = _encoder_digest()
     for t, spk, ep_dir in done:
         seen = order[:t]
         res_path = out / f"episode_{t:02d}.json"
-        fp = _episode_fingerprint(ep_dir)
+        inputs = _eval_inputs(ep_dir, _model_digest(ep_dir), digests["test"], digests["gt_train"],
+                              digests["gt_test"], encoder_digest, cfg, extra + seen)
         if res_path.is_file():
             res = json.loads(res_path.read_text(encoding="utf-8"))
-            if res.get("fingerprint") == fp and res.get("num_utts") == cfg.num_utts and res.get("classes") == extra + seen:
+            saved = res.get("inputs")
+            if saved == inputs:
                 per_episode.append(res["accuracy"])
                 verifier_acc.append(res["verifier"]["held_out_accuracy"])
                 skipped_total += len(res["skipped"])
                 continue
-            log.info("%s: episode %d changed since it was evaluated: evaluating again", exp, t)
+            why = (", ".join(f"{k} changed" for k in inputs if saved.get(k) != inputs[k]) if isinstance(saved, dict)
+                   else "its result records no fingerprint of its inputs (an older version)")
+            log.info("%s: episode %d: evaluating again: %s since it was evaluated", exp, t, why)
         classes = extra + seen
         verifier = SpeakerVerifier().fit(*train_gt.select(classes, "ground-truth training"))
         x_ho, y_ho = test_gt.select(classes, "held-out ground-truth")
@@ -327,36 +397,34 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
         if encoder is None:
             encoder = SpeakerEncoder(min_speech=cfg.min_speech)
         synth = _Synthesizer(ep_dir)
-        wav_dir = out / "wav" / f"episode_{t:02d}"
         keys, spks, embs, skipped = [], [], [], []
-        for s in seen:
-            for j, u in enumerate(test_utts[s]):
-                wav = synth(synth_input(u), s)
-                if j < cfg.wavs_per_speaker:
-                    from speechkit.data.audio import write_wav
-
-                    wav_dir.mkdir(parents=True, exist_ok=True)
-                    write_wav(wav_dir / f"{s}__{u}.wav", wav, synth.sr)
-                e = encoder.embed_batch([wav], synth.sr, [u])[0]
-                if e is None:
-                    skipped.append(u)
-                    continue
-                keys.append(u)
-                spks.append(s)
-                embs.append(e)
-        if skipped:
-            log.warning("episode %d: %d synthesized utterances too short for the speaker encoder, skipped: %s",
-                        t, len(skipped), ", ".join(skipped[:5]))
-        emb = np.stack(embs) if embs else np.zeros((0, 256), np.float32)
-        pred = verifier.predict(emb) if len(emb) else np.array([], dtype=str)
-        acc = {}
-        for s in seen:
-            m = np.asarray(spks) == s
-            if not m.any():
-                raise DataError(f"episode {t}: every synthesized utterance of speaker '{s}' was too short "
-                                f"for the speaker encoder")
-            acc[s] = float(np.mean(pred[m] == s))
-        res = {"episode": t, "speaker": spk, "fingerprint": fp, "num_utts": cfg.num_utts, "classes": classes,
+        # the episode's wavs replace those of an earlier evaluation as a whole (a re-derivable cache)
+        with replace_dir(out / "wav" / f"episode_{t:02d}", backup=False) as wav_dir:
+            for s in seen:
+                for j, u in enumerate(test_utts[s]):
+                    wav = synth(synth_input(u), s)
+                    if j < cfg.wavs_per_speaker:
+                        write_wav(wav_dir / f"{s}__{u}.wav", wav, synth.sr)
+                    e = encoder.embed_batch([wav], synth.sr, [u])[0]
+                    if e is None:
+                        skipped.append(u)
+                        continue
+                    keys.append(u)
+                    spks.append(s)
+                    embs.append(e)
+            if skipped:
+                log.warning("episode %d: %d synthesized utterances too short for the speaker encoder, skipped: %s",
+                            t, len(skipped), ", ".join(skipped[:5]))
+            emb = np.stack(embs) if embs else np.zeros((0, 256), np.float32)
+            pred = verifier.predict(emb) if len(emb) else np.array([], dtype=str)
+            acc = {}
+            for s in seen:
+                m = np.asarray(spks) == s
+                if not m.any():
+                    raise DataError(f"episode {t}: every synthesized utterance of speaker '{s}' was too short "
+                                    f"for the speaker encoder")
+                acc[s] = float(np.mean(pred[m] == s))
+        res = {"episode": t, "speaker": spk, "inputs": inputs, "num_utts": cfg.num_utts, "classes": classes,
                "verifier": {"held_out_accuracy": ho_acc, "held_out_utterances": int(len(y_ho)),
                             "training_utterances": int(np.isin(train_gt.speakers, classes).sum())},
                "accuracy": acc, "skipped": skipped,

@@ -9,6 +9,7 @@ resemblyzer) runs in test/integration/test_vctk_continual.py.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import kaldiio
@@ -138,6 +139,60 @@ def test_finished_episodes_are_not_evaluated_again_unless_changed(run):
     (run / "exp" / "episode_02_c" / "episode.json").write_text(json.dumps({"episode": 2, "retrained": True}))
     _eval(run)
     assert FakeSynth.calls == 2 * (1 + 2 + 3) + 2 * 2
+
+
+def test_other_inputs_are_evaluated_again_same_content_reused(run, caplog):
+    """Issue 23 item 3: the cache key covers the content of every input, not the episode alone."""
+    first = _eval(run)
+    n = FakeSynth.calls
+    assert n == 2 * (1 + 2 + 3)
+    # the same content under another path: reused
+    import shutil
+    shutil.copytree(run / "gt_test", run / "gt_test_copy")
+    scp = run / "gt_test_copy" / "embeddings.scp"
+    scp.write_text(scp.read_text().replace(str(run / "gt_test") + "/", str(run / "gt_test_copy") + "/"))
+    shutil.rmtree(run / "gt_test")
+    cfg = ce.EvalConfig(num_utts=2, extra_speakers=EXTRA, plots=False)
+    ce.evaluate_continual(run / "exp", run / "test", run / "gt_train", run / "gt_test_copy", cfg)
+    assert FakeSynth.calls == n
+    # another held-out set (one of c's utterances labelled as a): every episode with c is evaluated again
+    other = run / "gt_test_other"
+    shutil.copytree(run / "gt_test_copy", other)
+    (other / "utt2spk").write_text((other / "utt2spk").read_text().replace("c_2_0 c", "c_2_0 a"))
+    with caplog.at_level("INFO"):
+        s = ce.evaluate_continual(run / "exp", run / "test", run / "gt_train", other, cfg)
+    assert FakeSynth.calls == 2 * n
+    assert "episode 1: evaluating again: --gt-test changed since it was evaluated" in caplog.text
+    assert s["verifier_accuracy"] != first["verifier_accuracy"] and s["verifier_accuracy"][0] == 1.0
+    # another verifier training set, other test labels, another --wavs-per-speaker: evaluated again
+    _write_embed_dir(run / "gt_train2", 4, 3)
+    ce.evaluate_continual(run / "exp", run / "test", run / "gt_train2", other, cfg)
+    assert FakeSynth.calls == 3 * n
+    kaldiio.save_ark(str(run / "test" / "labels.ark"), {f"{s}_t{i}": np.ones((5, 3), np.float32)
+                                                        for s in ORDER for i in range(3)},
+                     scp=str(run / "test" / "labels.scp"))
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        ce.evaluate_continual(run / "exp", run / "test", run / "gt_train2", other, cfg)
+    assert FakeSynth.calls == 4 * n and "--test-dir changed" in caplog.text
+    cfg2 = ce.EvalConfig(num_utts=2, extra_speakers=EXTRA, wavs_per_speaker=2, plots=False)
+    ce.evaluate_continual(run / "exp", run / "test", run / "gt_train2", other, cfg2)
+    assert FakeSynth.calls == 5 * n
+    assert len(list((run / "exp" / "eval" / "wav" / "episode_03").glob("*.wav"))) == 6
+    ce.evaluate_continual(run / "exp", run / "test", run / "gt_train2", other, cfg)  # back to 1 wav each
+    assert len(list((run / "exp" / "eval" / "wav" / "episode_03").glob("*.wav"))) == 3
+
+
+@pytest.mark.parametrize("option, value, message", [("--wavs-per-speaker", "-1", "must be >= 0, got -1"),
+                                                    ("--num-utts", "0", "must be >= 1, got 0")])
+def test_cli_rejects_out_of_range_counts_by_name(run, capsys, option, value, message):
+    with pytest.raises(SystemExit) as e:
+        main(["--test-dir", str(run / "test"), "--gt-train", str(run / "gt_train"), "--gt-test",
+              str(run / "gt_test"), option, value, str(run / "exp")])
+    assert e.value.code == 2 and re.search(rf"argument {option}(/\S+)?: {message}", capsys.readouterr().err)
+    assert not (run / "exp" / "eval").exists()
+    with pytest.raises(ValueError, match="wavs_per_speaker must be >= 0"):
+        _eval(run, wavs_per_speaker=-1)
 
 
 def test_unfinished_run_scores_the_finished_episodes(run):
