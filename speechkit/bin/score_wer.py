@@ -16,7 +16,12 @@ compute-wer's do on character tokens. With --utt2lang, a per-language table foll
 'wer%' so that Kaldi's utils/best_wer.sh only ever picks the overall line), with the word-weighted
 average (pooled errors / pooled reference words, equal to the overall WER) and the unweighted
 mean over languages. With --baseline-json (a JSON this tool wrote), the relative WER reduction
-WERR = 100 * (WER_base - WER) / WER_base, in %, overall and per language.
+WERR = 100 * (WER_base - WER) / WER_base, in %, overall and per language, only between runs
+scored on the same reference set (same utterance ids and reference words: the JSON records their
+fingerprint and count; another set is an error). As compute-wer marks a partial WER, a WERR with
+hypotheses missing on either side carries [PARTIAL n/N] (n of the N references have one) or
+[baseline PARTIAL n/N]; against a JSON of an older version without the fingerprint it carries
+[UNCHECKED: ...]. A WERR line without a bracket compares two complete runs on one reference set.
 
 --json writes every number (full precision) and, next to it (or into --trn-dir), sclite
 ref.trn / hyp.trn ('tok tok ... (uttid)' for the scored utterances; ref.char.trn/hyp.char.trn
@@ -39,8 +44,8 @@ import sys
 from pathlib import Path
 
 from speechkit.scoring.wer import (
-    MODES, kaldi_percent, load_baseline, nfc, read_transcripts, score, unknown_hyp_ids, werr, write_per_utt,
-    write_trn,
+    MODES, check_werr, kaldi_percent, load_baseline, nfc, read_transcripts, reference_fingerprint, score,
+    unknown_hyp_ids, werr, write_per_utt, write_trn,
 )
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_table
@@ -92,9 +97,11 @@ def _run(args) -> int:
     if total.num_words == 0:
         raise DataError(f"{args.ref}: the scored references have no {unit}s: error rate undefined")
 
+    check = check_werr(baseline, args.baseline_json, refs, len(scored.absent), args.ref) \
+        if baseline is not None else None
     lines = total.kaldi_lines()
     result = {"ref": str(args.ref), "hyp": str(args.hyp), "unit": unit, "mode": args.mode, **total.to_dict(),
-              "absent": scored.absent}
+              "absent": scored.absent, "ref_utterances": len(refs), "ref_fingerprint": reference_fingerprint(refs)}
     if unit == "char":
         result["cer"] = result["wer"]
     if scored.per_language is not None:
@@ -116,15 +123,17 @@ def _run(args) -> int:
         w = werr(baseline["wer"], total.wer)
         result["baseline"] = str(args.baseline_json)
         result["werr"] = w
+        result["werr_flags"] = check.flags  # [] = two complete runs on the same reference set
         lines.append(f"werr: {_fmt(w)} % relative to {args.baseline_json} "
-                     f"(wer% {baseline['wer']:.2f} -> {total.wer:.2f})")
+                     f"(wer% {baseline['wer']:.2f} -> {total.wer:.2f}){check.suffix()}")
         if scored.per_language is not None and isinstance(baseline.get("per_language"), dict):
             per = {}
             for lang, r in scored.per_language.items():
                 b = baseline["per_language"].get(lang, {})
                 per[lang] = werr(b.get("wer") if isinstance(b, dict) else None, r.wer)
             result["werr_per_language"] = per
-            lines.append("  werr% per language: " + ", ".join(f"{k} {_fmt(v)}" for k, v in per.items()))
+            lines.append("  werr% per language: " + ", ".join(f"{k} {_fmt(v)}" for k, v in per.items())
+                         + check.suffix())
     # the files first: nothing is printed as a result unless they are written
     trn_dir = Path(args.trn_dir) if args.trn_dir else Path(args.json).parent if args.json else None
     if trn_dir is not None:

@@ -290,3 +290,51 @@ def test_cli_reference_with_a_byte_order_mark(tmp_path, capsys):
     assert cap.out.splitlines()[:3] == ["%WER 25.00 [ 1 / 4, 0 ins, 0 del, 1 sub ]", "%SER 50.00 [ 1 / 2 ]",
                                         "Scored 2 sentences, 0 not present in hyp."]
     assert "byte-order mark" in cap.err and "not in the reference" not in cap.err
+
+
+def test_cli_werr_only_between_runs_on_one_reference_set(tmp_path, capsys):
+    """Issue 23: a WERR was printed for a partial run (2 of 4 utterances) against a full baseline, and
+    between different reference sets, with no warning."""
+    ref = tmp_path / "ref"
+    ref.write_text("u1 a b c\nu2 d e f\nu3 g h i\nu4 j k l\n", "utf-8")
+    (tmp_path / "base").write_text("u1 a b x\nu2 d e f\nu3 g x i\nu4 j k l\n", "utf-8")
+    base = tmp_path / "base.json"
+    assert main([str(ref), str(tmp_path / "base"), "--json", str(base)]) == 0
+    saved = json.loads(base.read_text("utf-8"))
+    assert saved["ref_utterances"] == 4 and saved["ref_fingerprint"].startswith("sha256:")
+    capsys.readouterr()
+
+    def werr_line(hyp_text: str, baseline=base, ref_file=ref, rc=0, out=None):
+        (tmp_path / "hyp").write_text(hyp_text, "utf-8")
+        argv = [str(ref_file), str(tmp_path / "hyp"), "--baseline-json", str(baseline)]
+        assert main(argv + (["--json", str(out)] if out else [])) == rc
+        cap = capsys.readouterr()
+        return next((line for line in cap.out.splitlines() if line.startswith("werr:")), None), cap.err
+
+    # complete against complete on the same references: a bare WERR
+    line, _ = werr_line("u1 a b c\nu2 d e f\nu3 g x i\nu4 j k l\n", out=tmp_path / "full.json")
+    assert line == f"werr: 50.00 % relative to {base} (wer% 16.67 -> 8.33)"
+    assert json.loads((tmp_path / "full.json").read_text("utf-8"))["werr_flags"] == []
+    # 2 of 4 hypotheses: never a bare WERR
+    line, _ = werr_line("u1 a b c\nu2 d e f\n", out=tmp_path / "part.json")
+    assert line.endswith("(wer% 16.67 -> 0.00) [PARTIAL 2/4]")
+    assert json.loads((tmp_path / "part.json").read_text("utf-8"))["werr_flags"] == ["PARTIAL 2/4"]
+    # ... nor against a partial baseline
+    line, _ = werr_line("u1 a b c\nu2 d e f\nu3 g x i\nu4 j k l\n", baseline=tmp_path / "part.json")
+    assert line.endswith("[baseline PARTIAL 2/4]")
+    # other reference sets (other ids; same ids, other text) are refused, nothing written or printed
+    for name, text in (("ref5", "u1 a b c\nu2 d e f\nu3 g h i\nu4 j k l\nu5 m\n"),
+                       ("ref_other", "u1 a b c\nu2 d e f\nu3 g h i\nu4 j k m\n")):
+        (tmp_path / name).write_text(text, "utf-8")
+        line, err = werr_line("u1 a b c\n", ref_file=tmp_path / name, rc=1, out=tmp_path / f"{name}.json")
+        assert line is None and f"{base}: scored on another reference set than {tmp_path / name}" in err
+        assert not (tmp_path / f"{name}.json").exists()
+    # spacing is not the reference text
+    (tmp_path / "ref_spaced").write_text("u1 a  b c\nu2 d e f\nu3 g h i\nu4 j k l\n", "utf-8")
+    line, _ = werr_line("u1 a b c\nu2 d e f\nu3 g x i\nu4 j k l\n", ref_file=tmp_path / "ref_spaced")
+    assert line.endswith("(wer% 16.67 -> 8.33)")
+    # a JSON of an older version (no fingerprint): said on the result line
+    old = {k: v for k, v in saved.items() if k not in ("ref_fingerprint", "ref_utterances")}
+    (tmp_path / "old.json").write_text(json.dumps(old), "utf-8")
+    line, _ = werr_line("u1 a b c\nu2 d e f\nu3 g x i\nu4 j k l\n", baseline=tmp_path / "old.json")
+    assert "(wer% 16.67 -> 8.33) [UNCHECKED: the baseline JSON records no reference fingerprint" in line
