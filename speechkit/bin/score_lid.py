@@ -8,24 +8,52 @@ recall, then, as the last line,
     LID accuracy: 97.50 % [ 390 / 400 ]
 
 Every reference utterance counts; one without a hypothesis is an error (column '<missing>',
-warned about). Errors (exit 1, naming the file): an empty HYP; a HYP utterance that is not in
-REF (file and line); a malformed line.
+warned about). An empty HYP (a system that attached no language to any utterance) therefore
+scores 0 %, with that warning, and exits 0. Errors (exit 1, naming the file): an empty REF; a HYP
+utterance that is not in REF (file and line); a malformed line; a --json/--plot that cannot be
+written, that is a directory, or that names an input or the other output (checked before
+anything is read or scored). The --json and --plot files are written before anything is printed.
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import sys
+from pathlib import Path
 
 from speechkit.scoring.lid import read_utt2lang, score_lid
 from speechkit.utils.cli import make_parser, run_main, setup_logging
-from speechkit.utils.fileio import DataError, atomic_write
+from speechkit.utils.fileio import DataError, WriteError, atomic_write, ensure_writable_dir
 
 logger = logging.getLogger("speechkit-score-lid")
 
 
+def _check_outputs(args) -> None:
+    """Refuse an output that cannot be written, is a directory, or is an input or the other output.
+
+    Raises:
+        WriteError: an output whose directory cannot be created or written, or that is a directory.
+        ValueError: an output that is REF, HYP or the other output (names both options).
+    """
+    seen = {"REF": os.path.realpath(args.ref), "HYP": os.path.realpath(args.hyp)}
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        for other, other_real in seen.items():
+            if real == other_real:
+                raise ValueError(f"{option} {path} is {other}: outputs never overwrite inputs or each other")
+        seen[option] = real
+        if Path(path).is_dir():
+            raise WriteError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        ensure_writable_dir(Path(path).parent)
+
+
 def _run(args) -> int:
     setup_logging()
+    _check_outputs(args)  # before any work, so that an unwritable output never follows a printed result
     ref = read_utt2lang(args.ref, "reference utt2lang")
     hyp = read_utt2lang(args.hyp, "hypothesis utt2lang", allow_empty=True)  # no language at all: 0 %
     for lineno, utt in enumerate(hyp, 1):
@@ -36,15 +64,16 @@ def _run(args) -> int:
         logger.warning("%d of %d reference utterances have no hypothesis in %s (counted as errors): %s%s",
                        len(res.missing), res.total, args.hyp, " ".join(res.missing[:10]),
                        " ..." if len(res.missing) > 10 else "")
-    print(res.table())
-    print(f"balanced accuracy (mean recall): {res.balanced_accuracy():.2f} %")
-    print(res.summary_line())
+    # the files first: nothing is printed as a result unless they are written
+    if args.plot:
+        res.plot(args.plot)
     if args.json:
         with atomic_write(args.json) as f:
             json.dump({"ref": str(args.ref), "hyp": str(args.hyp), **res.to_dict()}, f, indent=2, ensure_ascii=False)
             f.write("\n")
-    if args.plot:
-        res.plot(args.plot)
+    print(res.table())
+    print(f"balanced accuracy (mean recall): {res.balanced_accuracy():.2f} %")
+    print(res.summary_line())
     return 0
 
 

@@ -78,3 +78,55 @@ def test_cli_errors(tmp_path, capsys):
     (tmp_path / "hyp").write_text("u1 hi en\n", "utf-8")
     assert main([str(tmp_path / "ref"), str(tmp_path / "hyp")]) == 1
     assert f"{tmp_path / 'hyp'}:1: expected '<utt> <lang>'" in capsys.readouterr().err
+
+
+def test_help_says_what_an_empty_hypothesis_does(tmp_path, capsys):
+    """Issue 23 item 17b: the help listed 'an empty HYP' among the exit-1 errors, but an empty HYP (a
+    system that attached no language to any utterance, issue 11) scores 0 % and exits 0."""
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "an empty HYP;" not in help_text
+    assert "An empty HYP (a system that attached no language to any utterance) therefore scores 0 %" in help_text
+    assert "and exits 0" in help_text
+    (tmp_path / "ref").write_text("u1 hi\n", "utf-8")
+    (tmp_path / "hyp").write_text("", "utf-8")
+    assert main([str(tmp_path / "ref"), str(tmp_path / "hyp")]) == 0
+    (tmp_path / "ref").write_text("", "utf-8")   # an empty REF stays an error
+    assert main([str(tmp_path / "ref"), str(tmp_path / "hyp")]) == 1
+    assert "empty reference utt2lang file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--plot", "--json"])
+def test_unwritable_output_fails_before_anything_is_printed(tmp_path, capsys, option):
+    """Issue 23 item 17b: an unwritable --plot printed the accuracy, then failed."""
+    (tmp_path / "ref").write_text("u1 hi\nu2 ml\n", "utf-8")
+    (tmp_path / "hyp").write_text("u1 hi\nu2 hi\n", "utf-8")
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir").mkdir()
+    other = "--json" if option == "--plot" else "--plot"
+    for bad, msg in ((tmp_path / "file" / "out", f"cannot write {tmp_path / 'file'}: Not a directory"),
+                     (tmp_path / "dir", f"cannot write {tmp_path / 'dir'}: Is a directory")):
+        rc = main([str(tmp_path / "ref"), str(tmp_path / "hyp"), other, str(tmp_path / "ok" / "other"),
+                   option, str(bad)])
+        cap = capsys.readouterr()
+        assert rc == 1
+        assert cap.out == ""
+        assert cap.err.strip().splitlines()[-1] == f"speechkit-score-lid: error: {msg}"
+        assert not (tmp_path / "ok" / "other").exists()
+
+
+def test_output_that_is_an_input_is_refused(tmp_path, capsys):
+    (tmp_path / "ref").write_text("u1 hi\nu2 ml\n", "utf-8")
+    (tmp_path / "hyp").write_text("u1 hi\nu2 hi\n", "utf-8")
+    for argv, msg in ((["--json", str(tmp_path / "hyp")], f"--json {tmp_path / 'hyp'} is HYP"),
+                      (["--plot", str(tmp_path / "ref")], f"--plot {tmp_path / 'ref'} is REF"),
+                      (["--json", str(tmp_path / "x"), "--plot", str(tmp_path / "x")],
+                       f"--plot {tmp_path / 'x'} is --json")):
+        assert main([str(tmp_path / "ref"), str(tmp_path / "hyp"), *argv]) == 1
+        cap = capsys.readouterr()
+        assert cap.out == "" and msg in cap.err
+    assert (tmp_path / "hyp").read_text("utf-8") == "u1 hi\nu2 hi\n"
+    assert (tmp_path / "ref").read_text("utf-8") == "u1 hi\nu2 ml\n"
+    assert not (tmp_path / "x").exists()
