@@ -15,7 +15,8 @@ to 0/1 at 0.5. OUT_DIR gets:
   feats.yaml             the WORLD config of the training data (EXP/feats.yaml, else data.train_dir/feats.yaml)
   wav/<utt>.wav          with --num-wavs N: the first N utterances (C order) through world_synthesize
                          (16-bit PCM, scaled down only if it would clip), wav/wav.scp listing them
-  wav/<utt>.png          the spectrogram of each wav
+  wav/<utt>.png          the spectrogram of each wav (none for a wav shorter than its 25 ms analysis
+                         window: a warning names those utterances)
 
 A speaker-conditioned model (trained with data.speaker_embeddings; Hemati & Borth 2024, sec. 2.1)
 gets each label frame's speaker vector appended, from --speaker-embeddings (default: the scp the
@@ -23,9 +24,14 @@ model was trained with): with --speaker SPK every utterance in SPK's voice, else
 in its own speaker's voice (DATA_DIR/utt2spk). A speaker the model was never trained on
 (not in EXP/speakers) or without a vector in the scp is an error naming it; nothing is written.
 
-OUT_DIR is a feature dir for speechkit-score-mcd REF OUT_DIR. Every file is written atomically;
-a re-run rewrites them. An utterance whose labels have the wrong dimension or hold NaN/Inf is an
-error naming it.
+OUT_DIR is a feature dir for speechkit-score-mcd REF OUT_DIR. It is written as a whole: every file
+(the --nj vocoding jobs' wavs included) goes to a temporary directory that replaces OUT_DIR only when
+all are done, so a failed or killed run leaves the previous OUT_DIR complete and untouched, and a
+re-run leaves no file of an earlier one behind; the previous OUT_DIR is kept as OUT_DIR/.backup/N.
+OUT_DIR may not be, contain or lie inside DATA_DIR, the label arks, the checkpoint or the speaker
+vectors, nor be or contain EXP (EXP/synth/test is fine); an existing file as OUT_DIR is an error.
+Options and OUT_DIR are checked before any work. An utterance whose labels have the wrong dimension
+or hold NaN/Inf is an error naming it.
 
 Example:
   speechkit-tts-synthesize --model-dir exp/S/salad_small --num-wavs 3 data/S/test_labels exp/S/salad_small/synth_test
@@ -33,6 +39,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -42,6 +49,7 @@ import yaml
 
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
+from speechkit.utils.outputs import check_output_dir, replace_dir
 
 PROG = "speechkit-tts-synthesize"
 log = logging.getLogger(PROG)
@@ -151,21 +159,37 @@ def speaker_vectors_for(args, model_dir: Path, cfg, data_dir: Path, utts: list[s
     return [vectors[s] for s in speakers]
 
 
-def plot_spectrogram(path: Path, wav: np.ndarray, sr: int, title: str) -> None:
-    """Save the log-magnitude spectrogram (25 ms Hann windows, 5 ms hop, dB) of ``wav`` as a PNG, atomically."""
+def plot_spectrogram(path: Path, wav: np.ndarray, sr: int, title: str) -> bool:
+    """Save the log-magnitude spectrogram (25 ms Hann windows, 5 ms hop, dB) of ``wav`` as a PNG, atomically.
+
+    Returns:
+        ``False`` (nothing written) for a ``wav`` shorter than one 25 ms window, else ``True``.
+    """
     from scipy.signal import stft
 
     from speechkit.scoring.plots import plot_spectrograms
 
     nper, hop = int(0.025 * sr), int(0.005 * sr)
+    if len(wav) < nper:
+        return False
     _, _, z = stft(wav, fs=sr, window="hann", nperseg=nper, noverlap=nper - hop)
     plot_spectrograms(path, [(title, np.abs(z).T)], sr, hop)
+    return True
+
+
+def warn_unplotted(results, wanted, logger: logging.Logger = log) -> None:
+    """Warn (on ``logger``) naming the utterances of ``wanted`` whose spectrogram was not drawn (too
+    short); ``results`` are :func:`vocode`'s tuples."""
+    missing = [u for u, _, _, plotted in results if u in wanted and not plotted]
+    if missing:
+        logger.warning("no spectrogram PNG for %d utterance(s) shorter than the 25 ms analysis window: %s%s",
+                    len(missing), ", ".join(missing[:10]), " ..." if len(missing) > 10 else "")
 
 
 def vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str, plot: bool = True
-           ) -> tuple[str, str, float]:
-    """WORLD-synthesize one utterance to ``wav_dir/<utt>.wav`` (+ its spectrogram ``.png`` if ``plot``);
-    returns ``(utt, path, seconds)``.
+           ) -> tuple[str, str, float, bool]:
+    """WORLD-synthesize one utterance to ``wav_dir/<utt>.wav`` (+ its spectrogram ``.png`` if ``plot``
+    and the wav is at least one 25 ms window long); returns ``(utt, path, seconds, plotted)``.
 
     Raises:
         DataError: world_synthesize rejects the features (names the utterance).
@@ -183,16 +207,15 @@ def vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str, pl
         wav = wav * (0.99 / peak)
     path = Path(wav_dir) / f"{utt}.wav"
     write_wav(path, wav, sr)
-    if plot:
-        plot_spectrogram(path.with_suffix(".png"), wav, sr, title)
-    return utt, str(path.resolve()), len(wav) / sr
+    plotted = plot_spectrogram(path.with_suffix(".png"), wav, sr, title) if plot else False
+    return utt, str(path.resolve()), len(wav) / sr, plotted
 
 
 def _run(args) -> int:
     import kaldiio
     import torch
 
-    from speechkit.features.io import ark_scp_writer
+    from speechkit.features.io import ark_scp_writer, scp_files
     from speechkit.tasks.acoustic import feature_streams, predict_features, stream_layout
     from speechkit.train import load_model
 
@@ -202,6 +225,8 @@ def _run(args) -> int:
     if args.nj < 1:
         raise ValueError(f"--nj must be >= 1, got {args.nj}")
     model_dir, data_dir, out_dir = Path(args.model_dir), Path(args.data_dir), Path(args.out_dir)
+    check_output_dir(out_dir, inputs={"DATA_DIR": data_dir}, experiment_dirs={"--model-dir": model_dir},
+                     option="OUT_DIR")
     ckpt = resolve_checkpoint(model_dir, args.checkpoint)
     model, cfg = load_model(ckpt)
     if not hasattr(model, "infer") or not hasattr(model, "normalizer"):
@@ -226,53 +251,62 @@ def _run(args) -> int:
     loader = kaldiio.load_scp(str(scp))
     spk_vectors = speaker_vectors_for(args, model_dir, cfg, data_dir, utts)
     dim = cfg.model.input_dim - (len(spk_vectors[0]) if spk_vectors is not None else 0)
+    inputs = [("the checkpoint", ckpt)] + [(f"a label file of {scp}", f) for f in scp_files(scp)]
+    if spk_vectors is not None:
+        inputs.append(("the speaker vectors", args.speaker_embeddings or cfg.data.speaker_embeddings))
+    check_output_dir(out_dir, inputs=inputs, option="OUT_DIR")
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    final = Path(os.path.abspath(out_dir))  # where the files will be once the temporary dir is swapped in
     num_frames: dict[str, int] = {}
     to_vocode: list[tuple[str, np.ndarray]] = []
     t0 = time.time()
-    with torch.no_grad(), ark_scp_writer((out_dir / "feats.ark").resolve(), out_dir / "feats.scp") as write:
-        for i, utt in enumerate(utts):
-            try:
-                x = np.array(loader[utt], dtype=np.float32)
-            except Exception as e:  # kaldiio raises several types for a bad ark
-                raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
-            if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dim:
-                minus = " minus the speaker vector" if spk_vectors is not None else ""
-                raise DataError(f"{scp}: '{utt}': expected a (frames, {dim}) label matrix (the model's input_dim"
-                                f"{minus}), got shape {x.shape}")
-            if not np.isfinite(x).all():
-                raise DataError(f"{scp}: '{utt}': NaN or infinite label values")
-            y = predict_features(model, x, spk_vectors[i] if spk_vectors is not None else None, vuv)
-            write(utt, y)
-            num_frames[utt] = len(y)
-            if len(to_vocode) < args.num_wavs:
-                to_vocode.append((utt, y))
-    write_table(out_dir / "utt2num_frames", num_frames)
-    with atomic_write(out_dir / "frame_shift") as f:
-        f.write(f"{frame_shift:g}\n")
-    if conf is not None:
-        with atomic_write(out_dir / "feats.yaml") as f:
-            f.write(Path(conf_src).read_text(encoding="utf-8"))
-    log.info("predicted %d utterances (%d frames) with %s in %.1f s -> %s/feats.scp", len(utts),
-             sum(num_frames.values()), ckpt, time.time() - t0, out_dir)
+    with replace_dir(out_dir) as tmp:
+        with torch.no_grad(), ark_scp_writer(tmp / "feats.ark", tmp / "feats.scp", scp_ark=final / "feats.ark") as write:
+            for i, utt in enumerate(utts):
+                try:
+                    x = np.array(loader[utt], dtype=np.float32)
+                except Exception as e:  # kaldiio raises several types for a bad ark
+                    raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
+                if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dim:
+                    minus = " minus the speaker vector" if spk_vectors is not None else ""
+                    raise DataError(f"{scp}: '{utt}': expected a (frames, {dim}) label matrix (the model's input_dim"
+                                    f"{minus}), got shape {x.shape}")
+                if not np.isfinite(x).all():
+                    raise DataError(f"{scp}: '{utt}': NaN or infinite label values")
+                y = predict_features(model, x, spk_vectors[i] if spk_vectors is not None else None, vuv)
+                write(utt, y)
+                num_frames[utt] = len(y)
+                if len(to_vocode) < args.num_wavs:
+                    to_vocode.append((utt, y))
+        write_table(tmp / "utt2num_frames", num_frames)
+        with atomic_write(tmp / "frame_shift") as f:
+            f.write(f"{frame_shift:g}\n")
+        if conf is not None:
+            with atomic_write(tmp / "feats.yaml") as f:
+                f.write(Path(conf_src).read_text(encoding="utf-8"))
+        log.info("predicted %d utterances (%d frames) with %s in %.1f s", len(utts), sum(num_frames.values()), ckpt,
+                 time.time() - t0)
 
-    if to_vocode:
-        wav_dir = out_dir / "wav"
-        wav_dir.mkdir(parents=True, exist_ok=True)
-        name = cfg.__class__.__name__.replace("TaskConfig", "")
-        jobs = [(u, y, conf, str(wav_dir), f"{u}: {name} ({model_dir.name})") for u, y in to_vocode]
-        if args.nj > 1 and len(jobs) > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
+        if to_vocode:
+            # every job writes into the temporary dir; wav.scp names where the wavs will be
+            wav_dir = tmp / "wav"
+            wav_dir.mkdir(parents=True, exist_ok=True)
+            name = cfg.__class__.__name__.replace("TaskConfig", "")
+            jobs = [(u, y, conf, str(wav_dir), f"{u}: {name} ({model_dir.name})") for u, y in to_vocode]
+            if args.nj > 1 and len(jobs) > 1:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
 
-            with ProcessPoolExecutor(min(args.nj, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as ex:
-                results = list(ex.map(vocode, *zip(*jobs)))
-        else:
-            results = [vocode(*j) for j in jobs]
-        write_table(wav_dir / "wav.scp", {u: p for u, p, _ in results})
-        log.info("wrote %d wavs (%.1f s of audio) and spectrograms to %s", len(results),
-                 sum(s for _, _, s in results), wav_dir)
+                with ProcessPoolExecutor(min(args.nj, len(jobs)),
+                                         mp_context=multiprocessing.get_context("spawn")) as ex:
+                    results = list(ex.map(vocode, *zip(*jobs)))
+            else:
+                results = [vocode(*j) for j in jobs]
+            warn_unplotted(results, {u for u, _ in to_vocode})
+            write_table(wav_dir / "wav.scp", {u: str(final / "wav" / Path(p).name) for u, p, _, _ in results})
+            log.info("vocoded %d wavs (%.1f s of audio) with their spectrograms", len(results),
+                     sum(sec for _, _, sec, _ in results))
+    log.info("wrote %s (feats.scp%s)", out_dir, ", wav/" if to_vocode else "")
     return 0
 
 

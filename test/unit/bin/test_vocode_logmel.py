@@ -63,3 +63,79 @@ def test_bad_input(feats_dir, tmp_path):
     with pytest.raises(DataError, match="utterance 's1-u1'.*must be \\(frames, 20\\)"):
         vocode_feature_dir(d, tmp_path / "o2")
     assert main([str(d), str(tmp_path / "o3"), "--griffin-lim-iters", "0"]) == 1
+
+
+def _tree(d):
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_out_dir_onto_the_feature_dir_is_refused_before_any_work(feats_dir, capsys):
+    """Issue 23 item 5: `speechkit-vocode D D` vocoded everything, then failed on 'are the same
+    file', leaving wav/ in the feature dir."""
+    d, _, _ = feats_dir
+    before = _tree(d)
+    assert main([str(d), str(d)]) == 1
+    assert f"speechkit-vocode: error: OUT_DIR {d} is FEATS_DIR {d}" in capsys.readouterr().err
+    assert main([str(d), str(d / "world")]) == 1
+    assert f"OUT_DIR {d / 'world'} lies inside FEATS_DIR {d}" in capsys.readouterr().err
+    assert _tree(d) == before
+
+
+def test_a_rerun_replaces_the_output_whole(feats_dir, tmp_path):
+    """A re-run on fewer utterances leaves none of the earlier wavs in OUT_DIR (they are in
+    OUT_DIR/.backup/1), and wav.scp names the wavs where they are after the swap."""
+    d, _, _ = feats_dir
+    out = tmp_path / "out"
+    assert main([str(d), str(out), "--griffin-lim-iters", "2"]) == 0
+    first = _tree(out)
+    write_table(d / "feats.scp", {"s1-u1": read_table(d / "feats.scp")["s1-u1"]})
+    assert main([str(d), str(out), "--griffin-lim-iters", "2", "--nj", "2"]) == 0
+    assert sorted(p.name for p in (out / "wav").iterdir()) == ["s1-u1.wav"]
+    assert read_table(out / "wav.scp") == {"s1-u1": str(out / "wav" / "s1-u1.wav")}
+    assert _tree(out / ".backup" / "1") == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feats", "out"]
+
+
+def test_a_failing_rerun_leaves_the_previous_output(feats_dir, tmp_path, monkeypatch):
+    """A run that dies after its first wav (here an error; a kill -9 leaves the same) must not
+    leave the previous wav.scp next to a mixture of old and new wavs."""
+    import speechkit.bin.vocode as vocode_mod
+
+    d, _, _ = feats_dir
+    out = tmp_path / "out"
+    assert main([str(d), str(out), "--griffin-lim-iters", "2"]) == 0
+    before = _tree(out)
+    real, calls = vocode_mod.griffin_lim_vocode, []
+
+    def dies_on_the_second(*a, **k):
+        calls.append(a[0])
+        if len(calls) == 2:
+            raise DataError(f"utterance '{a[0]}': killed")
+        return real(*a, **k)
+
+    monkeypatch.setattr(vocode_mod, "griffin_lim_vocode", dies_on_the_second)
+    assert main([str(d), str(out), "--griffin-lim-iters", "5"]) == 1
+    assert _tree(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feats", "out"]
+
+
+def test_negative_spectrograms_is_rejected_by_name(feats_dir, tmp_path, capsys):
+    d, _, _ = feats_dir
+    assert main([str(d), str(tmp_path / "out"), "--spectrograms", "-1"]) == 1
+    assert "--spectrograms must be >= 0, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_utterance_too_short_for_a_spectrogram_gets_its_wav_and_a_warning(feats_dir, tmp_path, capsys):
+    """Issue 23 item 17: a wav shorter than the 25 ms window failed with 'noverlap must be less than
+    nperseg.' naming no utterance, wav/ half written. Its wav is still written; its PNG is skipped
+    with a warning naming it."""
+    d, mels, _ = feats_dir
+    with ark_scp_writer(d / "feats.ark", d / "feats.scp") as w:
+        w("s1-u1", mels["s1-u1"])
+        w("s2-u1", mels["s2-u1"][:2])  # 2 frames -> 128 samples < 400
+    out = tmp_path / "out"
+    assert main([str(d), str(out), "--spectrograms", "2", "--griffin-lim-iters", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "no spectrogram PNG for 1 utterance(s) shorter than the 25 ms analysis window: s2-u1" in err
+    assert sorted(p.name for p in (out / "wav").iterdir()) == ["s1-u1.png", "s1-u1.wav", "s2-u1.wav"]
