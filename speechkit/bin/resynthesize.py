@@ -19,7 +19,13 @@ inverter was trained on (INVERTER_DIR/frontend.yaml, else the feats.yaml of its 
 With --reference-dir the output has exactly the reference's number of frames (and so its
 duration); otherwise T' x upsample_ratio frames. --speaker picks the target voice of an inverter
 trained on several voices (a name from INVERTER_DIR/speakers); a one-voice inverter needs none.
-Every file is written atomically; a re-run rewrites them.
+
+DIR is written as a whole: the files go to a temporary directory that replaces DIR only when every
+utterance is done, so a failed or killed run leaves the previous DIR complete and untouched, and a
+re-run leaves no wav of an earlier one behind; the previous DIR is kept as DIR/.backup/N. DIR may
+not be, contain or lie inside --codes, --reference-dir (or its spectrogram arks), --utt-list or
+--stft-config, nor be or contain --inverter-dir (inside it is fine); an existing file as DIR is an
+error. Both are checked before any work.
 
 Example:
   speechkit-resynthesize --inverter-dir exp/zs/inverter --codes exp/zs/units/test/codes \\
@@ -28,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,6 +45,7 @@ import yaml
 from speechkit.scoring.plots import plot_spectrograms
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, read_lines, read_table, write_table
+from speechkit.utils.outputs import check_output_dir, replace_dir
 
 PROG = "speechkit-resynthesize"
 log = logging.getLogger(PROG)
@@ -48,7 +56,8 @@ def build_parser():
     p.add_argument("--inverter-dir", "--inverter_dir", dest="inverter_dir", required=True, metavar="DIR",
                    help="inverter experiment dir (checkpoints/best.pt, else the latest) or a checkpoint file")
     p.add_argument("--codes", required=True, metavar="FILE", help="'<utt> <code> ...' table")
-    p.add_argument("--out-dir", "--out_dir", dest="out_dir", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--out-dir", "--out_dir", dest="out_dir", required=True, metavar="DIR",
+                   help="output directory (replaced as a whole; the previous one kept as DIR/.backup/N)")
     p.add_argument("--speaker", default=None, metavar="S", help="target voice (a name in INVERTER_DIR/speakers)")
     p.add_argument("--reference-dir", "--reference_dir", dest="reference_dir", default=None, metavar="DATA_DIR",
                    help="data dir with the linear spectrograms of the same utterances (for the plots and the length)")
@@ -102,6 +111,13 @@ def _run(args) -> int:
     if args.max_utts < 0:
         raise ValueError(f"--max-utts must be >= 0, got {args.max_utts}")
     inverter_dir = Path(args.inverter_dir)
+    out_dir = Path(args.out_dir)
+    inputs = {"--codes": args.codes, "--reference-dir": args.reference_dir, "--utt-list": args.utt_list,
+              "--stft-config": args.stft_config}
+    if inverter_dir.is_dir():
+        check_output_dir(out_dir, inputs=inputs, experiment_dirs={"--inverter-dir": inverter_dir}, option="--out-dir")
+    else:
+        check_output_dir(out_dir, inputs={**inputs, "--inverter-dir": inverter_dir}, option="--out-dir")
     task = get_task("inverter")
     task.init_from_vqvae = False  # the trained weights hold the codebook already
     model, cfg = load_model(inverter_dir, task)
@@ -145,17 +161,21 @@ def _run(args) -> int:
     if args.reference_dir:
         from speechkit.features.io import FeatureReader
 
+        from speechkit.features.io import scp_files
+
         ref = FeatureReader(args.reference_dir)
         ref_conf = ref.conf
         if ref_conf is not None and (ref_conf.get("type") != "spectrogram" or ref_conf.get("log", False)):
             raise DataError(f"{args.reference_dir}/feats.yaml: --reference-dir needs linear magnitude spectrograms")
+        ref_scp = Path(args.reference_dir) / "feats.scp"
+        check_output_dir(out_dir, inputs=[(f"a spectrogram file of {ref_scp}", f) for f in scp_files(ref_scp)],
+                         option="--out-dir")
 
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    final = Path(os.path.abspath(out_dir))  # where the wavs will be once the temporary dir is swapped in
     wavs = {}
     t0 = time.time()
     seconds = 0.0
-    with torch.no_grad():
+    with torch.no_grad(), replace_dir(out_dir) as tmp:
         for utt in tqdm(utts, desc="resynthesizing", unit="utt", disable=None):
             c = torch.from_numpy(codes[utt])[None]
             lengths = torch.tensor([c.shape[1]])
@@ -176,9 +196,8 @@ def _run(args) -> int:
             peak = float(np.abs(wav).max()) if wav.size else 0.0
             if peak > 0.99:
                 wav = wav * (0.99 / peak)
-            path = out_dir / f"{utt}.wav"
-            write_wav(path, wav, sr)
-            wavs[utt] = str(path.resolve())
+            write_wav(tmp / f"{utt}.wav", wav, sr)
+            wavs[utt] = str(final / f"{utt}.wav")
             seconds += len(wav) / sr
             if args.png:
                 panels = []
@@ -186,8 +205,8 @@ def _run(args) -> int:
                     panels.append((f"{utt}: input", ref_mag))
                 voice = f" ({args.speaker})" if args.speaker else ""
                 panels.append((f"{utt}: resynthesized from {c.shape[1]} codes{voice}", mag.numpy()))
-                plot_spectrograms(out_dir / f"{utt}.png", panels, sr, stft["hop_length"])
-    write_table(out_dir / "wav.scp", wavs)
+                plot_spectrograms(tmp / f"{utt}.png", panels, sr, stft["hop_length"])
+        write_table(tmp / "wav.scp", wavs)
     log.info("wrote %d wavs (%.1f s of audio) to %s in %.1f s", len(wavs), seconds, out_dir, time.time() - t0)
     return 0
 

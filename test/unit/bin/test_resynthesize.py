@@ -112,3 +112,30 @@ def test_voices_and_errors(tmp_path, capsys, one_voice):
     bad.write_text("v1_u0 1 2 99\n")
     assert run(["--inverter-dir", one_voice["inv"], "--codes", bad, "--out-dir", tmp_path / "c"]) == 1
     assert "bad_codes:1: 'v1_u0': code 99 outside [0, 8)" in capsys.readouterr().err
+
+
+def test_rerun_replaces_the_output_whole_and_overlaps_are_refused(one_voice, tmp_path, capsys):
+    """Issue 23 (sweep): a re-run into an existing --out-dir left the earlier run's wavs beside the
+    new wav.scp; an --out-dir that is the --reference-dir or holds --codes was written into."""
+    base = ["--inverter-dir", one_voice["inv"], "--codes", one_voice["codes"], "--no-png", "--n-iter", 1]
+    out = tmp_path / "o"
+    assert run(base + ["--out-dir", out]) == 0
+    lst = tmp_path / "list"
+    lst.write_text("v1_u2\n")
+    assert run(base + ["--out-dir", out, "--utt-list", lst]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [".backup", "v1_u2.wav", "wav.scp"]
+    assert read_table(out / "wav.scp") == {"v1_u2": str(out / "v1_u2.wav")}
+    assert sorted(read_table(out / ".backup" / "1" / "wav.scp")) == ["v1_u0", "v1_u1", "v1_u2", "v1_u3"]
+    ref = one_voice["feats"]
+    before = sorted(p.name for p in ref.iterdir())
+    assert run(base + ["--out-dir", ref, "--reference-dir", ref]) == 1
+    assert f"--out-dir {ref} is --reference-dir {ref}" in capsys.readouterr().err
+    (tmp_path / "c").mkdir()
+    codes = tmp_path / "c" / "codes"
+    codes.write_bytes(one_voice["codes"].read_bytes())
+    assert run(["--inverter-dir", one_voice["inv"], "--codes", codes, "--out-dir", tmp_path / "c"]) == 1
+    assert f"--out-dir {tmp_path / 'c'} contains --codes {codes}" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "c").iterdir()] == ["codes"]
+    assert run(base + ["--out-dir", one_voice["inv"]]) == 1
+    assert f"--out-dir {one_voice['inv']} is --inverter-dir" in capsys.readouterr().err
+    assert sorted(p.name for p in ref.iterdir()) == before
