@@ -19,12 +19,19 @@ The report prints the triplet count and how many items needed the rule.
 
 --bootstrap N adds a 95 % percentile interval by resampling SPEAKERS with replacement (N resamples,
 --bootstrap-seed S): each speaker drawn m times counts m times as distinct speakers, never an across
-pair with itself; see speechkit.scoring.abx.bootstrap_interval.
+pair with itself; see speechkit.scoring.abx.bootstrap_interval. Across speakers, a resample that
+draws one speaker only has no pair and is left out: the interval line says how many of the N were
+used. Fewer than 40 usable resamples is an error naming --bootstrap (a 95 % percentile interval
+needs one replicate beyond each bound: 2 / (1 - 0.95) = 40); with two speakers about half are
+left out, and every usable one is the original pair, which the line says (the interval cannot vary).
 
 --paired-with REF_DIR (with --bootstrap N) also scores REF_DIR on the same items and prints the
 difference FEATURE_DIR - REF_DIR with a paired 95 % interval: both systems on each speaker resample,
 so that the speaker sampling they share cancels (speechkit.scoring.abx.paired_bootstrap_difference).
-An interval that excludes 0 is a gain or loss beyond speaker-sampling noise.
+An interval that excludes 0 is a gain or loss beyond speaker-sampling noise. No verdict is drawn
+from fewer than 40 usable resamples, nor when every usable resample is the same speakers (an error).
+
+--device: cpu, cuda or cuda:N; one that does not exist or cannot run here is an error naming it.
 
 The last line of stdout is the figure, e.g. 'ABX error (across speakers): 21.34 %'.
 
@@ -41,6 +48,7 @@ from speechkit.scoring.abx import (
     DEFAULT_TOLERANCE,
     DISTANCES,
     EMPTY_ITEM_RULES,
+    TooFewResamplesError,
     abx_error,
     bootstrap_interval,
     paired_bootstrap_difference,
@@ -51,6 +59,31 @@ from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import atomic_write
 
 PROG = "speechkit-score-abx"
+
+
+def check_device(name: str, option: str = "--device") -> str:
+    """``name`` if torch can run on it here (``cpu``, ``cuda``, ``cuda:N``).
+
+    Raises:
+        ValueError: not a device name, a device type other than cpu/cuda, CUDA asked for without a
+            CUDA device (a CPU-only torch, or no GPU), or ``cuda:N`` past the last GPU; names ``option``.
+    """
+    import torch
+
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(f"{option} {name}: not a torch device (cpu, cuda or cuda:N)") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"{option} {name}: the DTW runs on cpu or cuda[:N], not {dev.type}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA device is visible"
+            raise ValueError(f"{option} {name}: no CUDA device is available ({why}); use --device cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{option} {name}: there are {torch.cuda.device_count()} CUDA device(s) "
+                             f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    return name
 
 
 def main(argv=None) -> int:
@@ -102,6 +135,7 @@ def main(argv=None) -> int:
             raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
         if args.paired_with and not args.bootstrap:
             raise ValueError("--paired-with needs --bootstrap N (N > 0 resamples)")
+        check_device(args.device)
         items = read_item_file(args.item_file)
 
         def score(feature_dir: str):
@@ -113,10 +147,18 @@ def main(argv=None) -> int:
 
         res = score(args.feature_dir)
         paired = None
-        if args.paired_with:
-            ref = score(args.paired_with)
-            paired = paired_bootstrap_difference(res, ref, args.bootstrap, args.bootstrap_seed)
-        boot = bootstrap_interval(res, args.bootstrap, args.bootstrap_seed) if args.bootstrap else None
+        try:
+            if args.paired_with:
+                ref = score(args.paired_with)
+                try:
+                    paired = paired_bootstrap_difference(res, ref, args.bootstrap, args.bootstrap_seed)
+                except TooFewResamplesError:
+                    raise
+                except ValueError as e:
+                    raise ValueError(f"--paired-with {args.paired_with}: {e}") from None
+            boot = bootstrap_interval(res, args.bootstrap, args.bootstrap_seed) if args.bootstrap else None
+        except TooFewResamplesError as e:
+            raise ValueError(f"--bootstrap {args.bootstrap}: {e}") from None
         if args.json:
             out = res.to_dict()
             if boot is not None:

@@ -658,6 +658,8 @@ class BootstrapInterval:
     seed: int
     unit: str = "speaker"
     errors: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # (n_valid,) replicates
+    n_distinct: int = 0  # distinct speaker resamples among the n_valid (1: the interval cannot vary)
+    n_speakers: int = 0
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -665,13 +667,66 @@ class BootstrapInterval:
         return d
 
     def summary(self) -> str:
-        """E.g. ``95 % interval (bootstrap over speakers, 1000 resamples): [20.10, 22.45] %``."""
-        return (f"{100 * self.level:g} % interval (bootstrap over {self.unit}s, {self.n_resamples} resamples): "
-                f"[{self.low:.2f}, {self.high:.2f}] %")
+        """E.g. ``95 % interval (bootstrap over speakers, 1000 resamples): [20.10, 22.45] %``; with
+        replicates left out ``(..., 497 of 1000 resamples used, 503 drew a single speaker)``."""
+        return (f"{100 * self.level:g} % interval (bootstrap over {self.unit}s, "
+                f"{_resamples_used(self.n_valid, self.n_resamples)}): [{self.low:.2f}, {self.high:.2f}] %"
+                + _no_variation(self.n_distinct, self.n_speakers, self.unit))
+
+
+class TooFewResamplesError(ValueError):
+    """Too few usable bootstrap replicates for the interval asked for (see :func:`min_usable_resamples`).
+
+    Attributes: ``n_valid`` (usable), ``n_resamples`` (drawn), ``minimum``.
+    """
+
+    def __init__(self, message: str, n_valid: int, n_resamples: int, minimum: int):
+        super().__init__(message)
+        self.n_valid, self.n_resamples, self.minimum = n_valid, n_resamples, minimum
+
+
+def min_usable_resamples(level: float = 0.95) -> int:
+    """Fewest usable replicates for a percentile interval of coverage ``level``: ``2 / (1 - level)``
+    (40 for 95 %), so that each tail, ``(1 - level) / 2`` of the replicates, holds at least one
+    replicate. With fewer, the bounds are the most extreme replicates (the range of a handful of
+    draws), not percentiles."""
+    return math.ceil(round(2.0 / (1.0 - level), 6))
+
+
+def _resamples_used(n_valid: int, n_resamples: int) -> str:
+    if n_valid == n_resamples:
+        return f"{n_resamples} resamples"
+    return f"{n_valid} of {n_resamples} resamples used, {n_resamples - n_valid} drew a single speaker"
+
+
+def _no_variation(n_distinct: int, n_speakers: int, unit: str) -> str:
+    if n_distinct != 1:
+        return ""
+    return (f"; every usable resample is the original {n_speakers} {unit}s, so the interval cannot vary "
+            "(too few speakers to say anything)")
+
+
+def _usable(kind: str, valid: np.ndarray, n_resamples: int, level: float, min_usable: int | None) -> None:
+    """Raise :class:`TooFewResamplesError` when fewer than the minimum replicates are usable."""
+    minimum = min_usable_resamples(level) if min_usable is None else min_usable
+    if len(valid) < minimum:
+        dropped = n_resamples - len(valid)
+        raise TooFewResamplesError(
+            f"only {len(valid)} of {n_resamples} speaker resamples are usable"
+            + (f" ({dropped} drew a single speaker and were left out)" if dropped else "")
+            + f"; a {100 * level:g} % {kind} needs at least {minimum} (2 / (1 - level), so that each tail holds "
+            "a replicate): ask for more resamples" + (" (with few speakers many are left out)" if dropped else ""),
+            len(valid), n_resamples, minimum)
+
+
+def _distinct(draws: np.ndarray, valid: np.ndarray) -> int:
+    """How many different speaker multisets the usable rows of ``draws`` are."""
+    rows = np.sort(draws[valid], axis=1)
+    return len(np.unique(rows, axis=0)) if len(rows) else 0
 
 
 def bootstrap_interval(result: AbxResult, n_resamples: int = 1000, seed: int = 0,
-                       level: float = 0.95) -> BootstrapInterval:
+                       level: float = 0.95, min_usable: int | None = None) -> BootstrapInterval:
     """Speaker-level percentile bootstrap of the ABX error of ``result``.
 
     Speakers are the sampling unit (ABX items of one speaker are not independent; speakers are the
@@ -687,30 +742,38 @@ def bootstrap_interval(result: AbxResult, n_resamples: int = 1000, seed: int = 0
        weight -- the averaging of :func:`abx_error` (contexts, then speakers, then phone pairs).
     3. The interval is the ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles (numpy's linear
        interpolation) of the replicates. Replicates in which no phone pair kept a speaker key
-       (across, all draws one speaker) are left out and counted.
+       (across, all draws one speaker) are left out and counted: ``n_valid`` of ``n_resamples``
+       are used, and the summary says so. With two speakers across, every usable replicate is the
+       original pair (``n_distinct`` 1): the interval has no width, and the summary says it
+       cannot vary.
 
     Args:
         result: an :class:`AbxResult` of :func:`abx_error` (with its ``speaker_scores``).
         n_resamples: number of replicates (>= 1; 1000 is usual).
         seed: seed of the resampling.
         level: coverage in ``(0, 1)``.
+        min_usable: fewest usable replicates (default :func:`min_usable_resamples`, 40 for 95 %).
 
     Raises:
         ValueError: bad arguments, a result without speaker scores, or no valid replicate.
+        TooFewResamplesError: fewer than ``min_usable`` usable replicates (says how many, and why).
     """
     _check_bootstrap_args(n_resamples, level)
     speakers = _result_speakers(result)
     draws = np.random.default_rng(seed).integers(0, len(speakers), size=(n_resamples, len(speakers)))
     errors = _replicate_errors(result, speakers, draws)
-    valid = errors[np.isfinite(errors)]
+    ok = np.isfinite(errors)
+    valid = errors[ok]
     if not len(valid):
         raise ValueError("no bootstrap replicate kept a phone pair (too few speakers to resample)")
     if len(valid) < n_resamples:
         logger.warning("%d of %d bootstrap replicates drew a single speaker and are left out",
                        n_resamples - len(valid), n_resamples)
+    _usable("interval", valid, n_resamples, level, min_usable)
     low, high = np.percentile(valid, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return BootstrapInterval(low=float(low), high=float(high), level=level, std=float(valid.std()),
-                             n_resamples=n_resamples, n_valid=len(valid), seed=seed, errors=valid)
+                             n_resamples=n_resamples, n_valid=len(valid), seed=seed, errors=valid,
+                             n_distinct=_distinct(draws, ok), n_speakers=len(speakers))
 
 
 @dataclass
@@ -729,6 +792,8 @@ class PairedDifference:
     seed: int
     unit: str = "speaker"
     differences: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # (n_valid,) replicates
+    n_distinct: int = 0  # distinct speaker resamples among the n_valid
+    n_speakers: int = 0
 
     @property
     def significant(self) -> bool:
@@ -745,11 +810,12 @@ class PairedDifference:
         """E.g. ``difference -1.63 points, 95 % paired interval (bootstrap over speakers, 1000 resamples):
         [-2.71, -0.52]``."""
         return (f"difference {self.difference:+.2f} points, {100 * self.level:g} % paired interval (bootstrap over "
-                f"{self.unit}s, {self.n_resamples} resamples): [{self.low:+.2f}, {self.high:+.2f}]")
+                f"{self.unit}s, {_resamples_used(self.n_valid, self.n_resamples)}): "
+                f"[{self.low:+.2f}, {self.high:+.2f}]")
 
 
 def paired_bootstrap_difference(result: AbxResult, reference: AbxResult, n_resamples: int = 1000, seed: int = 0,
-                                level: float = 0.95) -> PairedDifference:
+                                level: float = 0.95, min_usable: int | None = None) -> PairedDifference:
     """Paired speaker-level bootstrap of ``result.error - reference.error``.
 
     Both results must be scored on the same triplets (the same item file, mode and empty-item rule):
@@ -766,10 +832,14 @@ def paired_bootstrap_difference(result: AbxResult, reference: AbxResult, n_resam
         n_resamples: number of replicates (>= 1; 1000 is usual).
         seed: seed of the resampling.
         level: coverage in ``(0, 1)``.
+        min_usable: fewest usable replicates (default :func:`min_usable_resamples`, 40 for 95 %).
 
     Raises:
         ValueError: bad arguments, results without speaker scores, results that are not on the same
-            triplets (mode, speakers, phone pairs or triplet count differ), or no valid replicate.
+            triplets (mode, speakers, phone pairs or triplet count differ), no valid replicate, or
+            usable replicates that are all the same speakers (two speakers across: every one is
+            the original pair, so the interval has no width and no verdict can be drawn from it).
+        TooFewResamplesError: fewer than ``min_usable`` usable replicates (says how many, and why).
     """
     _check_bootstrap_args(n_resamples, level)
     for what, r in (("result", result), ("reference", reference)):
@@ -785,13 +855,23 @@ def paired_bootstrap_difference(result: AbxResult, reference: AbxResult, n_resam
                          "with one --empty-items rule")
     draws = np.random.default_rng(seed).integers(0, len(speakers), size=(n_resamples, len(speakers)))
     diff = _replicate_errors(result, speakers, draws) - _replicate_errors(reference, speakers, draws)
-    valid = diff[np.isfinite(diff)]
+    ok = np.isfinite(diff)
+    valid = diff[ok]
     if not len(valid):
         raise ValueError("no bootstrap replicate kept a phone pair (too few speakers to resample)")
+    if len(valid) < n_resamples:
+        logger.warning("%d of %d bootstrap replicates drew a single speaker and are left out",
+                       n_resamples - len(valid), n_resamples)
+    _usable("paired interval", valid, n_resamples, level, min_usable)
+    n_distinct = _distinct(draws, ok)
+    if n_distinct == 1:
+        raise ValueError(f"every usable speaker resample is the original {len(speakers)} speakers, so a paired "
+                         "interval cannot vary: no verdict on speaker-sampling noise can be drawn (too few speakers)")
     low, high = np.percentile(valid, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return PairedDifference(difference=float(result.error - reference.error), low=float(low), high=float(high),
                             level=level, std=float(valid.std()), share_better=float(np.mean(valid < 0)),
-                            n_resamples=n_resamples, n_valid=len(valid), seed=seed, differences=valid)
+                            n_resamples=n_resamples, n_valid=len(valid), seed=seed, differences=valid,
+                            n_distinct=n_distinct, n_speakers=len(speakers))
 
 
 def _check_bootstrap_args(n_resamples: int, level: float) -> None:

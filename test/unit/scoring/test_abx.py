@@ -14,11 +14,13 @@ import torch
 from speechkit.bin import make_abx_items as make_items_cli
 from speechkit.bin import score_abx as score_abx_cli
 from speechkit.scoring.abx import (
+    TooFewResamplesError,
     abx_error,
     batched_dtw,
     bootstrap_interval,
     dtw_distance,
     frame_distance,
+    min_usable_resamples,
     paired_bootstrap_difference,
     select_frames,
 )
@@ -315,7 +317,7 @@ def _resampled_items(items, speakers, draw):
 def test_bootstrap_matches_a_brute_force_speaker_resample(mode):
     feats, items = synthetic(11, n_spk=4, dur=0.5)
     res = abx_error(feats, items, mode=mode)
-    boot = bootstrap_interval(res, n_resamples=6, seed=7)
+    boot = bootstrap_interval(res, n_resamples=6, seed=7, min_usable=1)
     speakers = sorted({it.speaker for it in items})
     draws = np.random.default_rng(7).integers(0, len(speakers), size=(6, len(speakers)))  # the documented draws
     brute = []
@@ -350,7 +352,7 @@ def test_paired_difference_matches_a_brute_force_speaker_resample(mode):
     feats, items = synthetic(11, n_spk=4, dur=0.5)
     other = {f: m + np.random.default_rng(3).normal(scale=0.8, size=m.shape) for f, m in feats.items()}
     res, res_ref = abx_error(other, items, mode=mode), abx_error(feats, items, mode=mode)
-    paired = paired_bootstrap_difference(res, res_ref, n_resamples=6, seed=7)
+    paired = paired_bootstrap_difference(res, res_ref, n_resamples=6, seed=7, min_usable=1)
     speakers = sorted({it.speaker for it in items})
     draws = np.random.default_rng(7).integers(0, len(speakers), size=(6, len(speakers)))  # the documented draws
     brute = []
@@ -370,7 +372,7 @@ def test_paired_difference_matches_a_brute_force_speaker_resample(mode):
     assert paired.low == pytest.approx(np.percentile(brute, 2.5)) and paired.high == pytest.approx(np.percentile(brute, 97.5))
     assert paired.share_better == pytest.approx(np.mean(np.asarray(brute) < 0))
     # the unpaired replicates of each system are the same draws: their difference is the paired one
-    a, b = bootstrap_interval(res, 6, seed=7), bootstrap_interval(res_ref, 6, seed=7)
+    a, b = (bootstrap_interval(r, 6, seed=7, min_usable=1) for r in (res, res_ref))
     np.testing.assert_allclose(a.errors - b.errors, paired.differences, atol=1e-9)
 
 
@@ -585,3 +587,68 @@ def test_cli_help_documents_options(capsys):
     for opt in ("--distance", "--across", "--within", "--frame-shift", "--json", "--no-normalize", "--bootstrap",
                 "--bootstrap-seed", "--empty-items", "--paired-with"):
         assert opt in out
+
+
+# ------------------------------------------------------------------------------ issue 23: resamples used
+def test_bootstrap_reports_the_resamples_used_and_refuses_too_few():
+    """Two speakers across: a resample drawing one speaker twice has no pair and is left out. The interval
+    said '5 resamples' when it came from 2, and the paired test drew a verdict from them."""
+    assert min_usable_resamples(0.95) == 40 and min_usable_resamples(0.9) == 20
+    feats, items = synthetic(7, n_spk=2, dur=0.3)
+    res = abx_error(feats, items)
+    with pytest.raises(TooFewResamplesError, match=r"only 2 of 5 speaker resamples are usable \(3 drew a single "
+                                                    r"speaker and were left out\); a 95 % interval needs at least 40"):
+        bootstrap_interval(res, 5, seed=0)
+    boot = bootstrap_interval(res, 200, seed=0)
+    assert boot.n_valid < 200 and boot.n_distinct == 1 and boot.high == boot.low == pytest.approx(res.error)
+    assert f"speakers, {boot.n_valid} of 200 resamples used, {200 - boot.n_valid} drew a single speaker)" in boot.summary()
+    assert "every usable resample is the original 2 speakers, so the interval cannot vary" in boot.summary()
+    # no verdict on speaker-sampling noise from two speakers, whatever the number of resamples
+    other = {f: m + np.random.default_rng(3).normal(scale=0.8, size=m.shape) for f, m in feats.items()}
+    with pytest.raises(TooFewResamplesError, match="only 2 of 5"):
+        paired_bootstrap_difference(abx_error(other, items), res, 5, seed=0)
+    with pytest.raises(ValueError, match="original 2 speakers, so a paired interval cannot vary: no verdict"):
+        paired_bootstrap_difference(abx_error(other, items), res, 200, seed=0)
+    # none left out, but still too few for the percentiles
+    many = abx_error(*synthetic(5, n_spk=5, dur=0.6))
+    with pytest.raises(TooFewResamplesError, match=r"only 10 of 10 speaker resamples are usable; a 95 % interval"):
+        bootstrap_interval(many, 10)
+
+
+def test_cli_bootstrap_too_few_resamples_and_device_errors(tmp_path, capsys):
+    feats, items = synthetic(7, n_spk=2, dur=0.3)
+    _write_txt_dir(tmp_path / "feats", feats)
+    _write_txt_dir(tmp_path / "noisy", {f: m + 0.5 for f, m in feats.items()})
+    item = tmp_path / "abx.item"
+    write_item_file(item, [(i.file, str(i.onset), str(i.offset), i.phone, *i.context, i.speaker) for i in items])
+    base = [str(tmp_path / "feats"), str(item)]
+    for extra in ([], ["--paired-with", str(tmp_path / "noisy")]):
+        assert score_abx_cli.main(base + ["--bootstrap", "5", "--json", str(tmp_path / "o.json"), *extra]) == 1
+        cap = capsys.readouterr()
+        assert "speechkit-score-abx: error: --bootstrap 5: only 2 of 5 speaker resamples are usable" in cap.err
+        assert "ABX error" not in cap.out and not (tmp_path / "o.json").exists()
+    assert score_abx_cli.main(base + ["--bootstrap", "200", "--paired-with", str(tmp_path / "noisy")]) == 1
+    assert "--paired-with " + str(tmp_path / "noisy") + ": every usable speaker resample is the original 2 speakers" \
+        in capsys.readouterr().err
+    assert score_abx_cli.main(base + ["--bootstrap", "200"]) == 0  # the interval line says what it is
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("95 % interval"))
+    assert " of 200 resamples used, " in line and "cannot vary" in line
+
+
+def test_cli_device_errors_are_one_line_naming_the_option(tmp_path, capsys):
+    """--device cuda on a CPU-only torch was 'AssertionError: Torch not compiled with CUDA enabled', --device
+    bogus a RuntimeError traceback."""
+    feats, items = synthetic(7, n_spk=2, dur=0.3)
+    _write_txt_dir(tmp_path / "feats", feats)
+    item = tmp_path / "abx.item"
+    write_item_file(item, [(i.file, str(i.onset), str(i.offset), i.phone, *i.context, i.speaker) for i in items])
+    base = [str(tmp_path / "feats"), str(item)]
+    bad = [("bogus", "--device bogus: not a torch device"), ("mps", "--device mps: the DTW runs on cpu or cuda")]
+    if not torch.cuda.is_available():
+        bad.append(("cuda", "--device cuda: no CUDA device is available"))
+    else:
+        bad.append(("cuda:99", "--device cuda:99: there are"))
+    for dev, msg in bad:
+        assert score_abx_cli.main(base + ["--device", dev]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"speechkit-score-abx: error: {msg}") and "Traceback" not in err
