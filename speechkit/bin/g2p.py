@@ -10,8 +10,10 @@ holds espeak-ng's phones (stress marks removed; no silence tokens), plus
 
 The language of each utterance is its `utt2lang` entry (ISO codes: en -> espeak voice en-us; hi ta
 gu ml ... as they are), else --lang. Syllables are derived (maximal onset with sonority
-sequencing; see speechkit/text/g2p.py). An utterance with no phones is left out and reported; a
-language espeak-ng lacks is an error naming utt2lang's line.
+sequencing; see speechkit/text/g2p.py). An utterance with no phones is left out and reported, and
+so is a text line whose id is not in utt2spk (counted, the first ids named, as Kaldi's
+fix_data_dir.sh reports what it drops); a language espeak-ng lacks is an error naming utt2lang's
+line. OUT_DIR may not be, contain or lie inside DATA_DIR.
 
 Example:
   speechkit-g2p data/sp01/train data/sp01/train_phn
@@ -46,7 +48,8 @@ def main(argv=None) -> int:
         res = g2p_data_dir(args.data_dir, args.out_dir, lang=args.lang, nj=args.nj)
         langs = ", ".join(f"{k} {v}" for k, v in sorted(res.languages.items()))
         print(f"{PROG}: {res.num_out} of {res.num_in} utterances ({langs}), {res.num_phones} phones "
-              f"-> {args.out_dir}" + (f"; {len(res.empty)} left out without phones" if res.empty else ""))
+              f"-> {args.out_dir}" + (f"; {len(res.empty)} left out without phones" if res.empty else "")
+              + (f"; {len(res.no_speaker)} text line(s) not in utt2spk left out" if res.no_speaker else ""))
         return 0
 
     return run_main(PROG, body)

@@ -60,7 +60,7 @@ import logging
 import os
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -350,13 +350,15 @@ def read_phone_info(path: str | os.PathLike) -> dict[str, tuple[int, list[tuple[
 # ---------------------------------------------------------------------------------------- data dirs
 @dataclass
 class G2PResult:
-    """What :func:`g2p_data_dir` did: utterance counts and the empty ones skipped."""
+    """What :func:`g2p_data_dir` did: utterance counts, the empty ones skipped (no text line or no
+    phones) and the ``text`` lines dropped because their id is not in ``utt2spk``."""
 
     num_in: int
     num_out: int
     num_phones: int
     empty: list[str]
     languages: dict[str, int]
+    no_speaker: list[str] = field(default_factory=list)
 
 
 def _line_of(path: Path, key: str) -> int | None:
@@ -373,7 +375,9 @@ def g2p_data_dir(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, lan
     ``out_dir`` gets every table of ``data_dir`` (plus ``frame_shift``, ``feats.yaml`` and a
     filtered ``spk2gender``), with ``text`` replaced by the phone tokens, and ``phone_info`` and
     ``text.words`` (the original ``text``) next to it. Utterances whose G2P output is empty are
-    left out, counted and reported.
+    left out, counted and reported; so are ``text`` lines whose id is not in ``utt2spk`` (a
+    warning with their count and the first ids, as Kaldi's ``fix_data_dir.sh`` reports what it
+    drops).
 
     Args:
         data_dir: source data dir with ``text`` and ``utt2lang`` (else ``lang`` is used).
@@ -382,19 +386,24 @@ def g2p_data_dir(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, lan
         nj: parallel espeak processes.
 
     Raises:
-        ValueError: ``out_dir`` is ``data_dir``.
+        OutputOverlapError (a ValueError): ``out_dir`` is, contains or lies inside ``data_dir``;
+            WriteError: ``out_dir`` is an existing file.
         FileNotFoundError: no ``text``.
         DataError: a language espeak-ng lacks (names ``utt2lang``'s line), no language for an
             utterance, or nothing left to write.
     """
     from speechkit.data.datadir import DataDir, _copy_extras, subset
+    from speechkit.utils.outputs import check_output_dir
 
     data_dir, out_dir = Path(data_dir), Path(out_dir)
-    if out_dir.resolve() == data_dir.resolve():
-        raise ValueError(f"{out_dir}: OUT_DIR must differ from DATA_DIR")
+    check_output_dir(out_dir, inputs={"DATA_DIR": data_dir}, option="OUT_DIR")
     d = DataDir.load(data_dir)
     if d.text is None:
         raise FileNotFoundError(f"{data_dir}/text: missing (G2P needs the word transcripts)")
+    no_speaker = [u for u in d.text if u not in d.utt2spk]
+    if no_speaker:
+        logger.warning("%s/text: %d line(s) whose utterance is not in %s/utt2spk are left out (first: %s)",
+                       data_dir, len(no_speaker), data_dir, ", ".join(no_speaker[:5]))
     voices: dict[str, str] = {}  # language -> voice
     by_voice: dict[str, list[str]] = {}
     langs: dict[str, int] = {}
@@ -443,4 +452,4 @@ def g2p_data_dir(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, lan
     write_phone_info(out_dir / "phone_info", {u: prons[u] for u in keep})
     write_table(out_dir / "text.words", words)
     return G2PResult(num_in=len(d), num_out=len(keep), num_phones=sum(len(prons[u]) for u in keep),
-                     empty=empty + missing_text, languages=langs)
+                     empty=empty + missing_text, languages=langs, no_speaker=no_speaker)

@@ -190,7 +190,7 @@ def test_g2p_language_errors(tmp_path):
         g2p_data_dir(nolang, tmp_path / "out")
     g2p_data_dir(nolang, tmp_path / "out", lang="en-gb")
     assert read_table(tmp_path / "out" / "text")["spk_a"].split()[0] == "h"
-    with pytest.raises(ValueError, match="must differ"):
+    with pytest.raises(ValueError, match=f"OUT_DIR {nolang} is DATA_DIR {nolang}"):
         g2p_data_dir(nolang, nolang, lang="en")
 
 
@@ -204,3 +204,26 @@ def test_cli(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "speechkit-g2p: error:" in err and "utt2lang:1" in err and "'zz'" in err
     assert not (tmp_path / "out2").exists()
+
+
+@needs_espeak
+def test_text_lines_not_in_utt2spk_are_counted_and_named(tmp_path, caplog, capsys):
+    """Issue 23: text lines whose id is not in utt2spk were dropped without a message."""
+    src = word_dir(tmp_path / "src", {"spk_a": "hello", "spk_b": "world"}, {"spk_a": "en", "spk_b": "en"})
+    write_table(src / "text", {"spk_a": "hello", "spk_b": "world", "other_1": "banana", "other_2": "apple"})
+    res = g2p_data_dir(src, tmp_path / "out")
+    assert res.no_speaker == ["other_1", "other_2"] and res.num_out == 2
+    assert f"{src}/text: 2 line(s) whose utterance is not in {src}/utt2spk are left out (first: other_1, " \
+           "other_2)" in caplog.text
+    assert validate(tmp_path / "out", no_feats=True) == []
+    assert main([str(src), str(tmp_path / "out2")]) == 0
+    assert "; 2 text line(s) not in utt2spk left out" in capsys.readouterr().out
+
+
+def test_out_dir_never_overlaps_the_data_dir(tmp_path, capsys):
+    src = word_dir(tmp_path / "src", {"spk_a": "hello"}, {"spk_a": "en"})
+    before = sorted(p.name for p in src.iterdir())
+    for out, why in ((src / "phn", "lies inside"), (tmp_path, "contains")):
+        assert main([str(src), str(out)]) == 1
+        assert f"speechkit-g2p: error: OUT_DIR {out} {why} DATA_DIR {src}" in capsys.readouterr().err
+    assert sorted(p.name for p in src.iterdir()) == before
