@@ -27,7 +27,8 @@ Rules (an unknown key or a wrong type is never silently ignored):
   (``shuffle: yes`` is ``True``).
 
 Overrides are ``dotted.key=value`` strings; the value is parsed by YAML (``a.b=3`` is an int,
-``a.b=[1,2]`` a list, ``a.b=null`` None, ``a.b='3'`` the string ``"3"``).
+``a.b=[1,2]`` a list, ``a.b=null`` None, ``a.b='3'`` the string ``"3"``); an empty value (``a.b=``,
+``--a.b ''``) is ``None`` for an optional field and ``""`` for a ``str`` field, an error otherwise.
 
 Example::
 
@@ -248,19 +249,25 @@ def apply_overrides(schema: type, data: Mapping, overrides: Iterable[str]) -> di
     Each override is checked on its own (key exists in ``schema``, value has the field's type), so
     errors say ``command line`` rather than blaming the file.
 
+    An empty value (``--data.valid_dir ''`` in a shell) is the field's "nothing": ``None`` for an
+    optional field, the empty string for a ``str`` field (``valid_dir: str = ""`` = no validation
+    set); for any other type it is an error that says the value is empty.
+
     Raises:
         ConfigError: malformed override, unknown key (with suggestion) or wrong type.
     """
     out = _deepcopy_mapping(data)
-    pending = [parse_override(text) for text in overrides]
+    pending = [(*parse_override(text), not text.split("=", 1)[1].strip()) for text in overrides]
     while pending:
-        key, value = pending.pop(0)
+        key, value, empty = pending.pop(0)
         tp = _resolve_key_type(schema, key)
         section = _section_type(tp)
         if section is not None and isinstance(value, Mapping) and value:
             # 'model={a: 1, b: 2}' updates keys of the section like 'model.a=1 model.b=2'.
-            pending[:0] = [(f"{key}.{k}", v) for k, v in value.items()]
+            pending[:0] = [(f"{key}.{k}", v, False) for k, v in value.items()]
             continue
+        if empty:
+            value = _empty_value(tp, key)
         value = _convert(tp, value, key, "command line", schema)
         if dataclasses.is_dataclass(value):
             value = to_dict(value)
@@ -586,6 +593,16 @@ def _convert(tp: Any, value: Any, key: str, source: str, root: type) -> Any:
             return value
         raise bad()
     return value
+
+
+def _empty_value(tp: Any, key: str) -> Any:
+    """What an empty command-line value means for a field of type ``tp`` (see :func:`apply_overrides`)."""
+    args = get_args(tp) if _is_union(tp) else (tp,)
+    if tp is Any or type(None) in args:
+        return None
+    if str in args or (get_origin(tp) is Literal and "" in get_args(tp)):
+        return ""
+    raise ConfigError(f"command line: key '{key}': empty value; expected {_type_name(tp)}")
 
 
 def _section_type(tp: Any) -> type | None:

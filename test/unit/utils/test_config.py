@@ -301,3 +301,45 @@ def test_config_diff():
     assert config_diff(a, a) == []
     assert config_diff({"x": 1}, {"x": 1.0}) == []
     assert config_diff({"x": 1}, {"x": True}) == [("x", 1, True)]
+
+
+@dataclass
+class _EmptyCfg:
+    """Fields of every kind, for empty command-line values.
+
+    Attributes:
+        valid_dir: '' = none.
+        opt_dir: null = none.
+        path: a path.
+        n: a number.
+        opt_n: a number or none.
+        mode: a choice.
+    """
+
+    valid_dir: str = "v"
+    opt_dir: Optional[str] = "o"
+    path: Path = Path("p")
+    n: int = 1
+    opt_n: Optional[int] = 2
+    mode: Literal["a", "b"] = "a"
+
+
+def test_empty_command_line_value_is_the_fields_nothing():
+    """Issue 23 item 18: '--data.valid_dir ''' was refused as 'got null' although '' means no
+    validation set; an empty value is '' for a str field, None for an optional one, and for any
+    other type an error that says the value is empty (not 'got null')."""
+    cfg = load_config(_EmptyCfg, None, ["valid_dir=", "opt_dir=  ", "opt_n="])
+    assert (cfg.valid_dir, cfg.opt_dir, cfg.opt_n) == ("", None, None)
+    for key, expected in (("n", "expected int"), ("path", "expected Path"), ("mode", "expected one of 'a', 'b'")):
+        with pytest.raises(ConfigError, match=rf"^command line: key '{key}': empty value; {expected}"):
+            load_config(_EmptyCfg, None, [f"{key}="])
+    # an explicit null stays null (and is refused where null is not allowed)
+    with pytest.raises(ConfigError, match="key 'valid_dir': expected str, got null"):
+        load_config(_EmptyCfg, None, ["valid_dir=null"])
+    assert load_config(_EmptyCfg, None, ["valid_dir=''"]).valid_dir == ""
+
+
+def test_speechkit_train_takes_an_empty_valid_dir(capsys):
+    from speechkit.bin import train
+    assert train.main(["salad", "--print-config", "--data.valid_dir", ""]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["data"]["valid_dir"] == ""
