@@ -50,7 +50,10 @@ Files (``EXP = exp_dir``)::
 
 Resume: re-running continues where a kill stopped it -- finished episodes (with episode.json)
 are skipped, an unfinished one resumes from its latest checkpoint (the trainer's bitwise-exact
-resume). Evaluation (synthesis, the speaker verifier, RA/FG) is the recipe's: it runs
+resume). Both only for the same data: an episode whose train/valid dirs, speaker vectors, initial
+weights (theta_init's or the previous episode's) or, for EWC's episode 1, ``pretrain_dir`` differ
+in content from those its checkpoint records (:meth:`Trainer.fit`'s data fingerprint) is an
+error naming the key and what changed. Evaluation (synthesis, the speaker verifier, RA/FG) is the recipe's: it runs
 ``speechkit-tts-synthesize --model-dir EXP/episode_<tt>_<spk> --speaker SPK`` for each seen
 speaker, or passes ``after_episode`` to :func:`run_continual`.
 """
@@ -69,14 +72,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from speechkit.data.fingerprint import DataInput, fingerprint_inputs
 from speechkit.tasks.acoustic import (
     AcousticTask, MusaRnnTask, SaladTask, SpeakerTable, StreamWindows, UtteranceSet, append_speaker,
     feature_streams, load_pairs, predict_features, read_speaker_vectors, read_speakers, utterance_speakers, write_speakers,
 )
 from speechkit.tasks.tacotron2 import Tacotron2Task
-from speechkit.train.checkpoint import BEST, latest_checkpoint, load_checkpoint, save_checkpoint
+from speechkit.train.checkpoint import BEST, DATA_FINGERPRINT, latest_checkpoint, load_checkpoint, save_checkpoint
 from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer
-from speechkit.train.trainer import Trainer, TrainerConfig
+from speechkit.train.trainer import Trainer, TrainerConfig, check_data_fingerprint
 from speechkit.utils.config import ConfigError, FieldError, from_dict
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 
@@ -308,8 +312,17 @@ class _EpisodeMixin:
     vectors: dict[str, np.ndarray]
     init_checkpoint: Path
     ewc: EWC | None = None
+    #: inputs of the episode beside the config's data and the initial weights (EWC's pretrain_dir)
+    extra_inputs: dict[str, DataInput] = {}
     #: name of the task's own loss in the logged stats when EWC adds its penalty
     task_loss_stat = "mse"
+
+    def data_inputs(self, cfg: Any) -> dict[str, DataInput]:
+        """The task's data (the continual speakers' train/valid dirs, the speaker vectors), the
+        initial weights (:attr:`init_checkpoint`: theta_init's or the previous episode's) and
+        :attr:`extra_inputs`."""
+        return {**super().data_inputs(cfg),  # type: ignore[misc]
+                "init_checkpoint": DataInput(str(self.init_checkpoint)), **self.extra_inputs}
 
     def build_model(self, cfg: Any) -> nn.Module:
         model = super().build_model(cfg)  # type: ignore[misc]
@@ -518,14 +531,24 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
     for t in range(1, plan.num_episodes + 1):
         spk = plan.speaker(t)
         ep_dir = exp / episode_dir_name(t, spk)
-        if (ep_dir / DONE).is_file():
-            records.append(json.loads((ep_dir / DONE).read_text(encoding="utf-8")))
-            log.info("episode %d (%s): already done, skipped", t, spk)
-            prev_ckpt, prev_dir = _episode_weights(ep_dir), ep_dir
-            continue
-        ep_dir.mkdir(parents=True, exist_ok=True)
         task = episode_task(task_name)
         task.vectors, task.init_checkpoint = vectors, prev_ckpt
+        if plan.uses_ewc and t == 1 and cfg.pretrain_dir:  # episode 1's Fisher is of theta_init's data
+            pre_cfg = copy.deepcopy(ep_cfg)
+            pre_cfg.data.train_dir = str(cfg.pretrain_dir)
+            task.extra_inputs = {"pretrain_dir": task.data_inputs(pre_cfg)["data.train_dir"]}
+        if (ep_dir / DONE).is_file():
+            # a finished episode is reused only for the data (and initial weights) it was trained on
+            weights = _episode_weights(ep_dir)
+            check_data_fingerprint(load_checkpoint(weights).get(DATA_FINGERPRINT),
+                                   fingerprint_inputs(task.data_inputs(ep_cfg)), ep_dir, weights,
+                                   remedy=f"episode {t} ({spk}) of this continual run was trained on other data: "
+                                          f"use a new exp dir for these data")
+            records.append(json.loads((ep_dir / DONE).read_text(encoding="utf-8")))
+            log.info("episode %d (%s): already done, skipped", t, spk)
+            prev_ckpt, prev_dir = weights, ep_dir
+            continue
+        ep_dir.mkdir(parents=True, exist_ok=True)
 
         # replay buffer of episodes 1..t-1
         buffer = None

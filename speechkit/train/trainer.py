@@ -83,7 +83,7 @@ from speechkit.train.task import Task
 from speechkit.utils.config import ConfigError, FieldError, config_diff, dump_config, from_dict, to_dict
 
 __all__ = ["TrainerConfig", "Trainer", "TrainState", "ExperimentBusyError", "load_model", "resolve_device",
-           "seed_everything", "move_to_device", "build_optimizer"]
+           "seed_everything", "move_to_device", "build_optimizer", "check_data_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -723,29 +723,50 @@ class Trainer:
         Raises:
             ConfigError: the data of a key changed (names the key, its path and what changed).
         """
-        saved = ckpt.get(DATA_FINGERPRINT)
-        if saved is None:
-            if self.data_fingerprint:
-                log.warning("%s: saved without a fingerprint of its data (an older checkpoint): cannot check that "
-                            "%s still hold the data it was trained on", path, ", ".join(self.data_fingerprint))
-            return
-        changes, unmatched = diff_fingerprints(saved, self.data_fingerprint)
-        if changes:
-            c = changes[0]
-            more = f" (and {len(changes) - 1} more: {', '.join(d.key for d in changes[1:4])})" if len(changes) > 1 else ""
-            raise ConfigError(f"key '{c.key}' ({c.path}): {c.what} since the run in {self.exp_dir} was trained "
-                              f"on it (saved in {path}){more}; to train on these data use a new --exp-dir, or "
-                              f"--resume false to start over (the old run is moved to {self.exp_dir}/prev-<time>)")
-        for key in unmatched:
-            if key in self.data_fingerprint:
-                log.warning("resuming: %s (%s) was not read by the saved run (a newer input); cannot check it",
-                            key, self.data_fingerprint[key]["path"])
-            else:
-                log.warning("resuming: the saved run also read %s (%s), which is not read any more", key,
-                            saved[key].get("path", ""))
+        check_data_fingerprint(ckpt.get(DATA_FINGERPRINT), self.data_fingerprint, self.exp_dir, path)
 
 
 # ----------------------------------------------------------------------------------------------
+
+
+def check_data_fingerprint(saved: dict | None, current: dict, exp_dir: str | os.PathLike,
+                           saved_in: str | os.PathLike, remedy: str | None = None) -> None:
+    """Refuse a run whose data changed since ``exp_dir`` was trained on them (see :meth:`Trainer.fit`).
+
+    Args:
+        saved: the fingerprint recorded in the checkpoint ``saved_in`` (``None``: an older
+            checkpoint without one; warned, not checked).
+        current: :func:`~speechkit.data.fingerprint.fingerprint_inputs` of the task's
+            :meth:`~speechkit.train.Task.data_inputs` now.
+        exp_dir: the experiment dir (named in the message).
+        saved_in: the checkpoint file (named in the message).
+        remedy: what the message tells the user to do (default: a new --exp-dir or --resume false).
+
+    Raises:
+        ConfigError: the content of an input changed (names the key, its path now and what
+            changed); keys read by only one of the two runs are warned about.
+    """
+    exp_dir = Path(exp_dir)
+    if saved is None:
+        if current:
+            log.warning("%s: saved without a fingerprint of its data (an older checkpoint): cannot check that "
+                        "%s still hold the data it was trained on", saved_in, ", ".join(current))
+        return
+    changes, unmatched = diff_fingerprints(saved, current)
+    if changes:
+        c = changes[0]
+        more = f" (and {len(changes) - 1} more: {', '.join(d.key for d in changes[1:4])})" if len(changes) > 1 else ""
+        remedy = remedy or (f"to train on these data use a new --exp-dir, or --resume false to start over (the old "
+                            f"run is moved to {exp_dir}/prev-<time>)")
+        raise ConfigError(f"key '{c.key}' ({c.path}): {c.what} since the run in {exp_dir} was trained "
+                          f"on it (saved in {saved_in}){more}; {remedy}")
+    for key in unmatched:
+        if key in current:
+            log.warning("resuming: %s (%s) was not read by the saved run (a newer input); cannot check it",
+                        key, current[key]["path"])
+        else:
+            log.warning("resuming: the saved run also read %s (%s), which is not read any more", key,
+                        saved[key].get("path", ""))
 
 
 def seed_everything(seed: int) -> None:

@@ -17,7 +17,7 @@ from speechkit.train import Trainer, load_model
 from speechkit.train import continual_driver as cd
 from speechkit.train.checkpoint import load_checkpoint
 from speechkit.train.continual import EpisodePlan, PlanMismatchError
-from speechkit.utils.config import load_config
+from speechkit.utils.config import ConfigError, load_config
 
 _spec = importlib.util.spec_from_file_location(
     "tts_speaker_helpers", Path(__file__).parents[1] / "tasks" / "tts_speaker_helpers.py")
@@ -229,6 +229,26 @@ def test_plan_mismatch_is_an_error(setup, tmp_path, capsys):
         cd.run_continual(config(root, "er", **{"trainer.max_epochs": 1}), tmp_path / "exp")
     with pytest.raises(PlanMismatchError, match=r"order: saved \[.*\], requested \['c[123]', 'c[123]'\]"):
         cd.run_continual(config(root, "sa", speakers="[c1,c3]", **{"trainer.max_epochs": 1}), tmp_path / "exp")
+
+
+def test_finished_episodes_are_not_reused_for_other_data(setup, tmp_path):
+    """Issue 23 audit: a finished episode (episode.json) was skipped whatever its data now hold."""
+    root = setup
+    table = H.phone_table()
+    train = tmp_path / "train"
+    H.write_speaker_dir(train, CONTINUAL, seed=3, table=table)
+    one_epoch = {"trainer.max_epochs": 1, "train_dir": train}
+    cd.run_continual(config(root, "sa", **one_epoch), tmp_path / "exp")
+    ep1 = tmp_path / "exp" / cd.episode_dir_name(1, order_of(root)[0])
+    done = (ep1 / "episode.json").read_bytes()
+    cd.run_continual(config(root, "sa", **one_epoch), tmp_path / "exp")  # same data: every episode skipped
+    H.write_speaker_dir(train, CONTINUAL, seed=5, table=table)  # other utterances under the same path
+    with pytest.raises(ConfigError, match=rf"key 'data.train_dir' \({train}\): its labels.scp changed \(other "
+                                          rf"content, 12 utterances as before\) since the run in {ep1} was trained "
+                                          r"on it .*; episode 1 "
+                                          r"\(c\d\) of this continual run was trained on other data"):
+        cd.run_continual(config(root, "sa", **one_epoch), tmp_path / "exp")
+    assert (ep1 / "episode.json").read_bytes() == done
 
 
 def _cli_args(root: Path, exp: Path, *extra: str) -> list[str]:
