@@ -16,7 +16,9 @@ SRC has none.
 --3way SRC DEST: SRC plus its 0.9 and 1.1 copies (3x the data); SRC keeps its ids, or gets sp1.0-
 with --always-include-prefix.
 
-The result passes speechkit-validate-data-dir --no-feats. Needs sox on PATH to read the audio.
+The result passes speechkit-validate-data-dir --no-feats: a SRC whose speaker ids are not prefixes
+of its utterance ids is an error naming utt2spk's line, and the result is validated before it is
+written. DEST may not be, contain or lie inside SRC. Needs sox on PATH to read the audio.
 
 Example:
   utils/perturb_data_dir_speed_3way.sh data/train data/train_sp
@@ -37,12 +39,15 @@ def main(argv=None) -> int:
     parser.add_argument("--3way", dest="three_way", action="store_true",
                         help="SRC plus its 0.9 and 1.1 speed copies, combined")
     parser.add_argument("--always-include-prefix", "--always_include_prefix", dest="always_include_prefix",
-                        choices=("true", "false"), default="false", nargs="?", const="true",
-                        help="--3way: give the source's ids the prefix sp1.0- too (default: %(default)s)")
+                        choices=("true", "false"), default=None, nargs="?", const="true",
+                        help="--3way only: give the source's ids the prefix sp1.0- too (default: false)")
     args = parser.parse_args(argv)
 
     def body() -> None:
         setup_logging()
+        if args.always_include_prefix is not None and not args.three_way:
+            raise ValueError("--always-include-prefix applies to --3way only (a single FACTOR always prefixes "
+                             "its ids with sp<FACTOR>-)")
         if args.three_way:
             if len(args.args) != 2:
                 raise ValueError(f"--3way takes SRC DEST, got {len(args.args)} argument(s)")

@@ -20,6 +20,12 @@ unperturbed audio and are not carried: compute them on the perturbed dir.
 
 ``utt2dur`` is required as in Kaldi; when the source has none it is computed from the audio
 headers (segments: their spans) first.
+
+The result passes :func:`~speechkit.data.datadir.validate` (``speechkit-validate-data-dir
+--no-feats``): a source whose speaker ids are not prefixes of its utterance ids (which the
+prefixed copies could not fix) is refused up front, naming ``utt2spk``'s line, and the result is
+validated before anything is written. The destination may not be, contain or lie inside the source
+(:func:`~speechkit.utils.outputs.check_output_dir`).
 """
 from __future__ import annotations
 
@@ -29,8 +35,9 @@ import shlex
 from pathlib import Path
 
 from speechkit.data.audio import is_command, probe_audio
-from speechkit.data.datadir import DataDir, Segment, combine, fmt_seconds
+from speechkit.data.datadir import DataDir, Segment, combine, fmt_seconds, validate
 from speechkit.utils.fileio import DataError, read_table, write_table
+from speechkit.utils.outputs import check_output_dir
 
 __all__ = ["speed_prefix", "perturb_speed", "perturb_data_dir_speed", "perturb_data_dir_speed_3way",
            "compute_utt2dur"]
@@ -137,6 +144,12 @@ def perturb_speed(d: DataDir, factor: float, utt2uniq: dict[str, str] | None = N
 def _load(src: str | os.PathLike) -> tuple[DataDir, dict[str, str] | None, dict[str, str] | None]:
     src = Path(src)
     d = DataDir.load(src)
+    for lineno, (utt, spk) in enumerate(d.utt2spk.items(), 1):
+        if not utt.startswith(spk):
+            raise DataError(f"{src}/utt2spk:{lineno}: speaker id '{spk}' is not a prefix of utterance id '{utt}', "
+                            "so the perturbed dir would not validate (Kaldi sorts utt2spk by utterance and by "
+                            "speaker alike); give the utterances their speaker as a prefix first (e.g. "
+                            "utils/copy_data_dir.sh --utt-prefix), or run utils/fix_data_dir.sh on SRC")
     utt2uniq = read_table(src / "utt2uniq") if (src / "utt2uniq").is_file() else None
     reco2dur = read_table(src / "reco2dur") if (src / "reco2dur").is_file() else None
     return d, utt2uniq, reco2dur
@@ -145,6 +158,11 @@ def _load(src: str | os.PathLike) -> tuple[DataDir, dict[str, str] | None, dict[
 def _write(out: DataDir, dest: str | os.PathLike, utt2uniq: dict[str, str],
            reco2dur: dict[str, float] | None) -> None:
     dest = Path(dest)
+    out.path = dest  # for the messages
+    problems = validate(out, no_feats=True, no_text=out.text is None)
+    if problems:
+        raise DataError(f"{dest}: the perturbed dir would not validate ({len(problems)} problem(s), first: "
+                        f"{problems[0]}); nothing written (check SRC with speechkit-validate-data-dir --no-feats)")
     out.write(dest)
     write_table(dest / "utt2uniq", utt2uniq)
     if reco2dur is not None:
@@ -154,8 +172,7 @@ def _write(out: DataDir, dest: str | os.PathLike, utt2uniq: dict[str, str],
 
 
 def _check_dest(src: str | os.PathLike, dest: str | os.PathLike) -> None:
-    if Path(dest).resolve() == Path(src).resolve():
-        raise ValueError(f"{dest}: destination is the source directory")
+    check_output_dir(dest, inputs={"SRC": src}, option="DEST")
 
 
 def _scaled_reco2dur(reco2dur: dict[str, str] | None, factor: float, prefix: str, src: Path) -> dict[str, float]:
@@ -172,7 +189,10 @@ def perturb_data_dir_speed(factor: float, src: str | os.PathLike, dest: str | os
     """Kaldi's ``utils/data/perturb_data_dir_speed.sh FACTOR SRC DEST``: write the perturbed dir.
 
     Raises:
-        ValueError: bad factor, ``dest`` is ``src``; DataError: as :func:`perturb_speed`.
+        ValueError: bad factor; OutputOverlapError (a ValueError): ``dest`` is, contains or lies
+            inside ``src``; DataError: as :func:`perturb_speed`, a source speaker id that is not a
+            prefix of its utterance ids (names ``utt2spk``'s line), a result that would not validate
+            (nothing written).
     """
     _check_dest(src, dest)
     d, utt2uniq, reco2dur = _load(src)
@@ -197,7 +217,8 @@ def perturb_data_dir_speed_3way(src: str | os.PathLike, dest: str | os.PathLike,
     Features of the source are not carried (they would cover only a third of the dir).
 
     Raises:
-        ValueError: ``dest`` is ``src``; DataError: as :func:`perturb_speed`.
+        OutputOverlapError (a ValueError): ``dest`` is, contains or lies inside ``src``; DataError:
+            as :func:`perturb_data_dir_speed`.
     """
     _check_dest(src, dest)
     d, utt2uniq, reco2dur = _load(src)

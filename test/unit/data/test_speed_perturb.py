@@ -135,9 +135,42 @@ def test_errors_exit_1_with_a_clear_message(src, tmp_path, capsys):
     assert cli.main(["fast", str(src), str(tmp_path / "x")]) == 1
     assert "FACTOR must be a number" in capsys.readouterr().err
     assert cli.main(["0.9", str(src), str(src)]) == 1
-    assert "destination is the source" in capsys.readouterr().err
+    assert f"DEST {src} is SRC {src}" in capsys.readouterr().err
     assert cli.main(["0.9", str(tmp_path / "nowhere"), str(tmp_path / "y")]) == 1
     assert "no such data directory" in capsys.readouterr().err
     (src / "wav.scp").unlink()
     assert cli.main(["0.9", str(src), str(tmp_path / "z")]) == 1
     assert "no wav.scp" in capsys.readouterr().err
+
+
+def test_source_that_cannot_give_a_valid_dir_is_refused_before_writing(src, tmp_path, capsys):
+    """Issue 23: a source whose speaker ids are not utterance prefixes was accepted and gave a dir that
+    speechkit-validate-data-dir rejects, although the help says the result validates."""
+    (src / "utt2spk").write_text("a-u1 a\na-u2 a\nb-u1 zed\n")
+    (src / "spk2utt").write_text("a a-u1 a-u2\nzed b-u1\n")
+    (src / "spk2gender").write_text("a f\nzed m\n")
+    for argv in (["0.9", str(src), str(tmp_path / "sp")], ["--3way", str(src), str(tmp_path / "sp")]):
+        assert cli.main(argv) == 1
+        err = capsys.readouterr().err
+        assert f"{src}/utt2spk:3: speaker id 'zed' is not a prefix of utterance id 'b-u1'" in err
+        assert not (tmp_path / "sp").exists()
+    # any other problem the result would have is caught before anything is written
+    (src / "utt2spk").write_text("a-u1 a\na-u2 a\nb-u1 b\n")
+    (src / "spk2utt").write_text("a a-u1 a-u2\nb b-u1\n")
+    (src / "spk2gender").write_text("a f\nb x\n")
+    assert cli.main(["0.9", str(src), str(tmp_path / "sp")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'sp'}: the perturbed dir would not validate" in err and "spk2gender" in err
+    assert not (tmp_path / "sp").exists()
+
+
+def test_options_and_destinations_refused_by_name(src, tmp_path, capsys):
+    for opt in (["--always-include-prefix"], ["--always-include-prefix", "true"], ["--always_include_prefix=false"]):
+        assert cli.main(["0.9", str(src), str(tmp_path / "sp"), *opt]) == 1
+        assert "--always-include-prefix applies to --3way only" in capsys.readouterr().err
+        assert not (tmp_path / "sp").exists()
+    before = sorted(p.name for p in src.iterdir())
+    for dest, why in ((src / "sp", "lies inside"), (tmp_path, "contains")):
+        assert cli.main(["--3way", str(src), str(dest)]) == 1
+        assert f"DEST {dest} {why} SRC {src}" in capsys.readouterr().err
+    assert sorted(p.name for p in src.iterdir()) == before
