@@ -38,6 +38,7 @@ directories ``.backup/1``, ``.backup/2``, ... (:func:`backup_files`), never over
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -1079,8 +1080,9 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
     Parts are contiguous in sorted order and deterministic. By speaker (default) every speaker is
     in one part and parts are balanced in utterances (Kaldi's ``split_scp.pl --utt2spk``); with
     ``by_speaker=False`` (``--per-utt``) parts differ by at most one utterance. An existing split
-    dir is reused when all its files are newer than the source files (as Kaldi does); otherwise it
-    is rebuilt in a temporary directory and swapped in. A :class:`DataDir` without a ``path`` is
+    dir is reused when it was made from the same content of the source tables (a SHA-256 of their
+    bytes in ``split{n}[utt]/.source``; Kaldi compares times, which a source restored with ``cp -p``
+    defeats); otherwise it is rebuilt in a temporary directory and swapped in. A :class:`DataDir` without a ``path`` is
     split in memory only.
 
     Raises:
@@ -1118,6 +1120,7 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
     if _split_is_fresh(top, n, _split_sources(src)):
         logger.info("%s: up to date, reusing it", top)
         return [DataDir.load(top / str(j)) for j in range(1, n + 1)]
+    stamp = _split_stamp(_split_sources(src))  # of the tables as they are before the parts are cut
     tmp = Path(tempfile.mkdtemp(prefix=f".{top.name}.tmp-", dir=src))
     try:
         out = []
@@ -1126,6 +1129,7 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
             sub.write(tmp / str(j))
             _copy_extras(src, tmp / str(j))
             out.append(sub)
+        (tmp / SPLIT_STAMP).write_text(stamp + "\n", encoding="utf-8")
         old = None
         if top.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{top.name}.old-", dir=src))
@@ -1145,23 +1149,35 @@ def _split_sources(src: Path) -> list[Path]:
     return [src / f for f in (*TABLES, "spk2utt", PHONE_ALIGNMENTS, *EXTRA_FILES) if (src / f).is_file()]
 
 
+SPLIT_STAMP = ".source"
+
+
+def _split_stamp(sources: list[Path]) -> str:
+    """SHA-256 over the names and bytes of the source tables a split is made from."""
+    h = hashlib.sha256()
+    for f in sorted(sources, key=lambda p: p.name):
+        data = f.read_bytes()
+        h.update(f"{f.name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
 def _split_is_fresh(top: Path, n: int, sources: list[Path]) -> bool:
-    if not top.is_dir():
+    """Whether ``top`` holds the ``n`` parts made from the current *content* of ``sources`` (its
+    :data:`SPLIT_STAMP`; times are not trusted: a source restored with ``cp -p`` or moved back from
+    ``.backup`` keeps older times than a split made from other content)."""
+    stamp = top / SPLIT_STAMP
+    if not stamp.is_file() or stamp.read_text(encoding="utf-8").strip() != _split_stamp(sources):
         return False
-    newest_src = max(f.stat().st_mtime_ns for f in sources)
-    oldest = None
     for j in range(1, n + 1):
         part = top / str(j)
         if not (part / "utt2spk").is_file():
             return False
-        for f in part.iterdir():
-            t = f.stat().st_mtime_ns
-            oldest = t if oldest is None else min(oldest, t)
         # a part holds exactly the tables (and extra files) the source has
         if {f.name for f in sources} != {f.name for f in part.iterdir()
                                          if f.name in (*TABLES, "spk2utt", PHONE_ALIGNMENTS, *EXTRA_FILES)}:
             return False
-    return oldest is not None and oldest > newest_src
+    return True
 
 
 def combine(dirs) -> DataDir:

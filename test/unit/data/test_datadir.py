@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -451,6 +452,24 @@ def test_split_is_reused_only_when_newer(ddir):
     assert "spkA_u00" not in DataDir.load(ddir / "split2" / "1").utt2spk
     assert sum(len(p) for p in parts) == 9
     assert sorted(p.name for p in ddir.iterdir() if p.name.startswith(".split")) == []
+
+
+def test_split_is_rebuilt_for_other_content_with_older_times(ddir, tmp_path):
+    """Issue 23 audit: a source restored with its old times (cp -p, mv from .backup) is new content."""
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    for f in ddir.iterdir():
+        if f.is_file():
+            shutil.copy2(f, keep / f.name)           # the data dir as it was, times included
+    d = DataDir.load(ddir)
+    del d.utt2spk["spkA_u00"], d.text["spkA_u00"], d.wav_scp["spkA_u00"], d.utt2dur["spkA_u00"]
+    d.write()
+    assert sum(len(p) for p in split(ddir, 2)) == 9
+    for f in keep.iterdir():                         # restore the older version, older times and all
+        os.replace(f, ddir / f.name)
+    parts = split(ddir, 2)
+    assert sum(len(p) for p in parts) == 10
+    assert "spkA_u00" in DataDir.load(ddir / "split2" / "1").utt2spk
 
 
 def test_split_in_memory():
