@@ -16,9 +16,15 @@ xvector.scp / spk_xvector.scp; kaldiio.load_scp gives 1-D arrays):
   OUT_DIR/skipped                   '<utt> <speech-seconds>' for each utterance with less than
                                     --min-speech seconds of speech after trimming (empty if none)
 
-Skipped utterances are counted and reported (warning with the first ids); a speaker all of whose
-utterances were skipped gets no speaker vector (warning naming it). Unreadable audio is an error
-naming the utterance. spk_embeddings.scp is written last, so its presence means the run finished.
+Skipped utterances are counted and reported (warning with the first ids, after OUT_DIR/skipped is
+written); a speaker all of whose utterances were skipped gets no speaker vector (warning naming
+it); when every utterance is skipped that is an error naming the first ones, and nothing is
+written. Unreadable audio is an error naming the utterance.
+
+OUT_DIR is written as a whole: the files go to a temporary directory that replaces OUT_DIR only when
+all are written, so a failed or killed run leaves the previous OUT_DIR complete and untouched; the
+previous OUT_DIR is kept as OUT_DIR/.backup/N. OUT_DIR may not be, contain or lie inside DATA_DIR;
+an existing file as OUT_DIR is an error. Both, and the options, are checked before any work.
 --nj N embeds N contiguous parts of the utterance list in N worker processes (one CPU thread each);
 the output does not depend on N.
 
@@ -36,6 +42,7 @@ import numpy as np
 
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, write_table
+from speechkit.utils.outputs import check_output_dir, replace_dir
 
 PROG = "speechkit-embed-speakers"
 logger = logging.getLogger(PROG)
@@ -126,20 +133,36 @@ def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: floa
     return embs, skipped
 
 
+def _nothing_embedded(skipped: dict[str, float], out: Path) -> DataError:
+    from speechkit.data.datadir import c_sorted
+
+    first = c_sorted(skipped)[:5]
+    return DataError(f"no utterance could be embedded ({len(skipped)} too short): {', '.join(first)}"
+                     f"{' ...' if len(skipped) > len(first) else ''} have less speech than --min-speech; nothing "
+                     f"written to {out}")
+
+
 def write_embeddings(out_dir: str | os.PathLike, embeddings: dict[str, np.ndarray], skipped: dict[str, float],
-                     utt2spk: dict[str, str], renormalize: bool = True) -> dict[str, np.ndarray]:
-    """Write the files listed in the module docstring and return the speaker vectors.
+                     utt2spk: dict[str, str], renormalize: bool = True,
+                     final_dir: str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+    """Write the files listed in the module docstring into ``out_dir`` and return the speaker vectors.
+
+    Args:
+        final_dir: where ``out_dir`` will be once it is moved into place (a temporary dir of
+            :func:`speechkit.utils.outputs.replace_dir`): the scps name the arks there. Default
+            ``out_dir``.
 
     Raises:
-        DataError: nothing to write (every utterance skipped).
+        DataError: nothing to write (every utterance skipped; names the first).
     """
     from speechkit.data.datadir import c_sorted
     from speechkit.features.io import ark_scp_writer
     from speechkit.models.speaker_encoder import mean_embedding
 
     out = Path(out_dir).resolve()
+    final = Path(final_dir).resolve() if final_dir is not None else out
     if not embeddings:
-        raise DataError(f"no utterance could be embedded ({len(skipped)} too short); nothing written to {out}")
+        raise _nothing_embedded(skipped, final)
     by_spk: dict[str, list[str]] = {}
     for utt in c_sorted(embeddings):
         by_spk.setdefault(utt2spk[utt], []).append(utt)
@@ -150,10 +173,11 @@ def write_embeddings(out_dir: str | os.PathLike, embeddings: dict[str, np.ndarra
             f.write(f"{utt} {skipped[utt]:.3f}\n")
     write_table(out / "num_utts", {spk: len(us) for spk, us in by_spk.items()})
     write_table(out / "utt2spk", {utt: utt2spk[utt] for utt in embeddings})
-    with ark_scp_writer(out / "embeddings.ark", out / "embeddings.scp") as w:
+    with ark_scp_writer(out / "embeddings.ark", out / "embeddings.scp", scp_ark=final / "embeddings.ark") as w:
         for utt in c_sorted(embeddings):
             w(utt, np.asarray(embeddings[utt], dtype=np.float32))
-    with ark_scp_writer(out / "spk_embeddings.ark", out / "spk_embeddings.scp") as w:
+    with ark_scp_writer(out / "spk_embeddings.ark", out / "spk_embeddings.scp",
+                        scp_ark=final / "spk_embeddings.ark") as w:
         for spk in c_sorted(spk_vecs):
             w(spk, spk_vecs[spk])
     return spk_vecs
@@ -162,7 +186,8 @@ def write_embeddings(out_dir: str | os.PathLike, embeddings: dict[str, np.ndarra
 def main(argv=None) -> int:
     parser = make_parser(__doc__, prog=PROG)
     parser.add_argument("data_dir", metavar="DATA_DIR", help="Kaldi data dir (wav.scp, utt2spk)")
-    parser.add_argument("out_dir", metavar="OUT_DIR", help="where the embeddings go")
+    parser.add_argument("out_dir", metavar="OUT_DIR",
+                        help="where the embeddings go (replaced as a whole; the previous one kept as OUT_DIR/.backup/N)")
     parser.add_argument("--nj", type=int, default=1, help="worker processes (default: 1)")
     parser.add_argument("--min-speech", type=float, default=None, metavar="S",
                         help="minimum seconds of speech after VAD trimming (default: 0.5)")
@@ -177,15 +202,24 @@ def main(argv=None) -> int:
         from speechkit.data.datadir import DataDir, c_sorted
 
         setup_logging(args.log_file)
+        if args.nj < 1:
+            raise ValueError(f"--nj must be >= 1, got {args.nj}")
+        if args.min_speech is not None and args.min_speech < 0:
+            raise ValueError(f"--min-speech must be >= 0 seconds, got {args.min_speech}")
+        out = Path(args.out_dir)
+        check_output_dir(out, inputs={"DATA_DIR": args.data_dir}, option="OUT_DIR")
         d = DataDir.load(args.data_dir)
         embs, skipped = embed_data_dir(args.data_dir, nj=args.nj, min_speech=args.min_speech,
                                        trim_silence=args.trim_silence)
+        if not embs:  # the error names them (no OUT_DIR/skipped is written to point at)
+            raise _nothing_embedded(skipped, out)
+        with replace_dir(out) as tmp:
+            spk_vecs = write_embeddings(tmp, embs, skipped, d.utt2spk, renormalize=args.renormalize, final_dir=out)
         if skipped:
             first = c_sorted(skipped)[:5]
             logger.warning("skipped %d of %d utterances with too little speech for the speaker encoder "
-                           "(listed in %s): %s%s", len(skipped), len(d), Path(args.out_dir) / "skipped",
+                           "(listed in %s): %s%s", len(skipped), len(d), out / "skipped",
                            ", ".join(first), " ..." if len(skipped) > len(first) else "")
-        spk_vecs = write_embeddings(args.out_dir, embs, skipped, d.utt2spk, renormalize=args.renormalize)
         lost = [s for s in d.spk2utt if s not in spk_vecs]
         if lost:
             logger.warning("%d speakers have no usable utterance and no speaker vector: %s", len(lost),

@@ -77,3 +77,50 @@ def test_everything_skipped_writes_nothing(data_dir, tmp_path, capsys):
     assert "no utterance could be embedded (5 too short)" in capsys.readouterr().err
     assert not (out / "embeddings.scp").exists()
     assert main([str(tmp_path / "nowhere"), str(out)]) == 1
+
+
+def test_everything_skipped_names_them_and_points_at_no_file(data_dir, tmp_path, capsys):
+    """Issue 23 item 18: the warning pointed at OUT_DIR/skipped, which was never written when no
+    utterance could be embedded. Now the error names the utterances and no file is mentioned."""
+    out = tmp_path / "emb"
+    assert main([str(data_dir), str(out), "--min-speech", "100"]) == 1
+    err = capsys.readouterr().err
+    assert "(5 too short): spkA_0, spkA_1, spkB_0, spkB_1, spkB_silent have less speech than --min-speech" in err
+    assert str(out / "skipped") not in err and not out.exists()
+
+
+def _fake_embeddings(monkeypatch, utts):
+    import speechkit.bin.embed_speakers as mod
+
+    vecs = {u: np.eye(256, dtype=np.float32)[i] for i, u in enumerate(utts)}
+    monkeypatch.setattr(mod, "embed_data_dir", lambda *a, **k: (dict(vecs), {"spkB_silent": 0.0}))
+
+
+def test_a_rerun_replaces_the_output_whole(data_dir, tmp_path, monkeypatch):
+    """The scps name the arks where they are after the swap; the previous output is kept whole;
+    the skipped file the warning names exists."""
+    _fake_embeddings(monkeypatch, ["spkA_0", "spkA_1", "spkB_0", "spkB_1"])
+    out = tmp_path / "emb"
+    assert main([str(data_dir), str(out)]) == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / "stale").write_text("x\n")
+    assert main([str(data_dir), str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted([".backup", *first])
+    assert (out / "embeddings.scp").read_text().startswith(f"spkA_0 {out / 'embeddings.ark'}:")
+    assert sorted(load_embeddings(out / "spk_embeddings.scp")) == ["spkA", "spkB"]
+    assert (out / "skipped").read_text() == "spkB_silent 0.000\n"
+    assert {p.name: p.read_bytes() for p in (out / ".backup" / "1").iterdir()} == {**first, "stale": b"x\n"}
+
+
+def test_out_dir_overlapping_the_data_dir_and_bad_options_are_refused(data_dir, tmp_path, capsys):
+    before = sorted(p.name for p in data_dir.iterdir())
+    assert main([str(data_dir), str(data_dir)]) == 1
+    assert f"OUT_DIR {data_dir} is DATA_DIR {data_dir}" in capsys.readouterr().err
+    assert main([str(data_dir), str(data_dir / "emb")]) == 1
+    assert "lies inside DATA_DIR" in capsys.readouterr().err
+    assert sorted(p.name for p in data_dir.iterdir()) == before
+    assert main([str(data_dir), str(tmp_path / "e"), "--min-speech", "-1"]) == 1
+    assert "--min-speech must be >= 0 seconds, got -1.0" in capsys.readouterr().err
+    assert main([str(data_dir), str(tmp_path / "e"), "--nj", "0"]) == 1
+    assert "--nj must be >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()
