@@ -227,7 +227,7 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
       resumed run cannot change (any key outside ``trainer.``, and ``trainer.seed``, ``optimizer``,
       ``best_metric``, ``best_mode``; ``max_epochs``, ``lr``, ``keep_last``... may differ); for
       checkpoints that record the content fingerprint of their training data
-      (``data_fingerprint``), different data;
+      (:data:`DATA_FINGERPRINT`), different data;
     - the same weights twice: the same file, two files with the same bytes, or two checkpoints
       after the same update step (``best.pt`` is a copy of the weights of the epoch checkpoint at
       its step).
@@ -263,7 +263,7 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
             raise CheckpointError(f"{path}: holds no update step (key 'step'), so it cannot be ordered among the "
                                   "checkpoints averaged")
         loaded.append((path, {"task": state.get("task"), "config": state.get("config"), "model": model,
-                              "epoch": epoch, "step": step, "data_fingerprint": state.get("data_fingerprint")}))
+                              "epoch": epoch, "step": step, "data_fingerprint": state.get(DATA_FINGERPRINT)}))
         del state
     path0, first = loaded[0]
     for path, ck in loaded[1:]:
@@ -318,7 +318,7 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
            "model": averaged, "epoch": newest["epoch"], "step": newest["step"],
            "averaged_from": [p.name for p, _ in loaded]}
     if newest["data_fingerprint"] is not None:
-        out["data_fingerprint"] = newest["data_fingerprint"]
+        out[DATA_FINGERPRINT] = newest["data_fingerprint"]
     return out
 
 

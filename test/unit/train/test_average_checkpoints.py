@@ -141,7 +141,8 @@ def test_inputs_are_ordered_by_step_whatever_the_argument_order(tmp_path):
 
 
 def test_checkpoints_trained_on_different_data_are_refused(tmp_path):
-    fp = pytest.importorskip("speechkit.data.fingerprint")
+    from speechkit.data import fingerprint as fp
+
     for name, spk in (("d1", "s1"), ("d2", "s2")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "utt2spk").write_text(f"{spk}_u1 {spk}\n")
