@@ -6,6 +6,10 @@ utt2spk/spk2utt/cmvn.scp/spk2gender. feats.scp keeps pointing at the source's ar
 validator accepts renamed ids there); frame_shift, feats.yaml, cmvn_global.ark are copied. Give the same
 prefix to both so that speaker ids stay prefixes of utterance ids.
 
+DEST may not be, contain or lie inside SRC. An existing DEST is replaced as a whole (written to a
+temporary directory swapped in at the end; the previous DEST is kept as DEST/.backup/N), so no
+file of an earlier DEST stays beside the new tables.
+
 Example:
   speechkit-copy-data-dir --utt-prefix sp1.1- --spk-prefix sp1.1- data/train data/train_sp
 """

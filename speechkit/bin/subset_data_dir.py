@@ -8,7 +8,9 @@ Exactly one selection:
   N                N utterances drawn at random (reproducible with --seed, default 777)
 
 wav.scp, segments, cmvn.scp, spk2gender and phone_alignments are pruned to what the subset uses;
-frame_shift, feats.yaml and cmvn_global.ark are copied. Both this form and Kaldi's are accepted:
+frame_shift, feats.yaml and cmvn_global.ark are copied. DEST may not be, contain or lie inside SRC
+or the list file; an existing DEST is replaced as a whole (the previous one kept as DEST/.backup/N).
+Both this form and Kaldi's are accepted:
   speechkit-subset-data-dir --first 100 data/train data/train_100
   speechkit-subset-data-dir --first data/train 100 data/train_100
   speechkit-subset-data-dir data/train 500 data/train_500      (random, Kaldi order)

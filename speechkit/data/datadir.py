@@ -48,6 +48,7 @@ from typing import NamedTuple
 from speechkit.utils.fileio import (
     DataError, atomic_write, ensure_writable_dir, read_lines, read_table, write_table,
 )
+from speechkit.utils.outputs import check_output_dir, replace_dir
 
 logger = logging.getLogger(__name__)
 
@@ -982,10 +983,13 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
     per line) in ``utt_list``; all utterances of the speakers in ``spk_list``; ``num`` utterances
     drawn at random with ``seed`` (the same seed gives the same subset). ``phone_alignments`` and
     ``spk2gender`` are filtered along (:func:`subset`); ``frame_shift``, ``feats.yaml`` and
-    ``cmvn_global.ark`` are copied.
+    ``cmvn_global.ark`` are copied. ``dest`` is written as a whole
+    (:func:`~speechkit.utils.outputs.replace_dir`: a failed or killed run leaves an earlier ``dest``
+    as it was; the earlier one is kept as ``dest/.backup/N``).
 
     Raises:
         ValueError: not exactly one mode, or N < 1.
+        OutputOverlapError: ``dest`` is, contains or lies inside ``src`` or the list file.
         DataError: N larger than the number of utterances, or an empty result.
     """
     import random
@@ -995,8 +999,8 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
                             ("num", num)) if v is not None]
     if len(modes) != 1:
         raise ValueError(f"choose exactly one of --first, --last, --utt-list, --spk-list, N (got {modes or 'none'})")
-    if d.path is not None and Path(dest).resolve() == Path(d.path).resolve():
-        raise ValueError(f"{dest}: destination is the source directory")
+    check_output_dir(dest, inputs=[("the source", d.path), ("--utt-list", utt_list), ("--spk-list", spk_list)],
+                     option="destination")
     utts = d.utts
     n = first if first is not None else last if last is not None else num
     if n is not None:
@@ -1022,8 +1026,10 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
         if not chosen:
             raise DataError(f"{spk_list}: none of its {len(spks)} speakers is in {d.path}")
     out = subset(d, chosen)
-    out.write(dest)
-    _copy_extras(d.path, Path(dest))
+    with replace_dir(dest) as tmp:
+        out.write(tmp)
+        _copy_extras(d.path, tmp)
+    out.path = Path(dest)
     logger.info("%s: %d utterances of %s", dest, len(out), d.path)
     return out
 
@@ -1276,25 +1282,28 @@ def _whole_segments(x: DataDir, name: str) -> dict[str, Segment]:
 def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
     """Combine the data dirs ``srcs`` into ``dest`` (see :func:`combine`) and write it.
 
-    ``frame_shift``/``feats.yaml`` are copied when every source has the same one.
+    ``frame_shift``/``feats.yaml`` are copied when every source has the same one. ``dest`` is
+    written as a whole (:func:`~speechkit.utils.outputs.replace_dir`; an earlier one is kept as
+    ``dest/.backup/N``).
 
     Raises:
-        ValueError: ``dest`` is one of the sources.
+        OutputOverlapError: ``dest`` is, contains or lies inside one of the sources.
         DataError: as :func:`combine`.
     """
     dest = Path(dest)
     srcs = [Path(s) for s in srcs]
-    if any(dest.resolve() == s.resolve() for s in srcs):
-        raise ValueError(f"{dest}: destination is also a source")
+    check_output_dir(dest, inputs=[("source", s) for s in srcs], option="destination")
     out = combine(srcs)
-    out.write(dest)
-    for name in EXTRA_FILES:
-        contents = {(s / name).read_bytes() if (s / name).is_file() else None for s in srcs}
-        if len(contents) == 1 and None not in contents:
-            with atomic_write(dest / name, "wb") as f:
-                f.write(contents.pop())
-        elif contents != {None}:
-            logger.warning("combine: the sources' %s files differ or are missing; not copying it", name)
+    with replace_dir(dest) as tmp:
+        out.write(tmp)
+        for name in EXTRA_FILES:
+            contents = {(s / name).read_bytes() if (s / name).is_file() else None for s in srcs}
+            if len(contents) == 1 and None not in contents:
+                with atomic_write(tmp / name, "wb") as f:
+                    f.write(contents.pop())
+            elif contents != {None}:
+                logger.warning("combine: the sources' %s files differ or are missing; not copying it", name)
+    out.path = dest
     logger.info("%s: combined %d utterances from %d dirs", dest, len(out), len(srcs))
     return out
 
@@ -1307,14 +1316,14 @@ def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix
     ``wav.scp`` when there is no ``segments``; recording ids are kept otherwise); speaker ids
     become ``spk_prefix + spk + spk_suffix`` in ``utt2spk``, ``cmvn.scp`` and ``spk2gender``.
     ``phone_alignments`` and ``frame_shift``/``feats.yaml``/``cmvn_global.ark`` are carried along.
-    Use the same prefix for both to keep speaker ids prefixes of utterance ids.
+    Use the same prefix for both to keep speaker ids prefixes of utterance ids. ``dest`` is written
+    as a whole (:func:`~speechkit.utils.outputs.replace_dir`; an earlier one is kept as ``dest/.backup/N``).
 
     Raises:
-        ValueError: ``dest`` is ``src``.
+        OutputOverlapError: ``dest`` is, contains or lies inside ``src``.
     """
+    check_output_dir(dest, inputs={"the source": src}, option="destination")
     d = DataDir.load(src)
-    if Path(dest).resolve() == Path(src).resolve():
-        raise ValueError(f"{dest}: destination is the source directory")
     if utt_prefix != spk_prefix:
         logger.warning("copy_data_dir: --utt-prefix %r differs from --spk-prefix %r; speaker ids may no "
                        "longer be prefixes of utterance ids", utt_prefix, spk_prefix)
@@ -1337,6 +1346,8 @@ def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix
         out.wav_scp = dict(d.wav_scp) if d.segments is not None else {mu(k): v for k, v in d.wav_scp.items()}
     if d.cmvn_scp is not None:
         out.cmvn_scp = {ms(k): v for k, v in d.cmvn_scp.items()}
-    out.write(dest)
-    _copy_extras(d.path, Path(dest))
+    with replace_dir(dest) as tmp:
+        out.write(tmp)
+        _copy_extras(d.path, tmp)
+    out.path = Path(dest)
     return out

@@ -1,0 +1,73 @@
+"""Issue 23, outputs never overlap inputs: the data-dir tools (copy, subset, combine) refuse a
+destination that is, contains or lies inside a source, and replace an existing one as a whole."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from speechkit.bin import combine_data_dirs as combine_cli
+from speechkit.bin import copy_data_dir as copy_cli
+from speechkit.bin import subset_data_dir as subset_cli
+from speechkit.data.datadir import DataDir
+
+
+def _dir(path: Path, spk: str, n: int = 3) -> Path:
+    utts = [f"{spk}_u{i}" for i in range(n)]
+    DataDir(wav_scp={u: f"/corpus/{u}.wav" for u in utts}, utt2spk={u: spk for u in utts},
+            text={u: "a b" for u in utts}).write(path)
+    return path
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def src(tmp_path) -> Path:
+    return _dir(tmp_path / "data" / "train", "spkA")
+
+
+@pytest.mark.parametrize("tool", ["copy", "subset", "combine"])
+@pytest.mark.parametrize("dest, why", [("data/train", "is"), ("data/train/sub", "lies inside"), ("data", "contains")])
+def test_a_destination_overlapping_the_source_is_refused_and_nothing_written(src, tmp_path, capsys, tool, dest, why):
+    """copy and combine wrote their tables into data/ (or data/train/sub) beside or inside the
+    source; now every overlap is an error naming both, and nothing is written."""
+    before = _tree(tmp_path)
+    out = tmp_path / dest
+    argv = {"copy": (copy_cli, [str(src), str(out)]), "subset": (subset_cli, ["--first", "2", str(src), str(out)]),
+            "combine": (combine_cli, [str(out), str(src)])}
+    cli, args = argv[tool]
+    assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert f"destination {out} {why} " in err and str(src) in err
+    assert _tree(tmp_path) == before
+
+
+def test_subset_destination_holding_its_list_is_refused(src, tmp_path, capsys):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "utts").write_text("spkA_u1\n")
+    assert subset_cli.main(["--utt-list", str(tmp_path / "sub" / "utts"), str(src), str(tmp_path / "sub")]) == 1
+    assert "contains --utt-list" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["utts"]
+
+
+@pytest.mark.parametrize("tool", ["copy", "subset", "combine"])
+def test_an_existing_destination_is_replaced_whole_and_kept(src, tmp_path, tool):
+    """A file an earlier run (or a recipe) put in the destination, such as labels.scp of other
+    utterances, no longer stays beside the new tables: the previous destination is in .backup/1."""
+    other = _dir(tmp_path / "other", "spkB")
+    out = tmp_path / "out"
+    _dir(out, "spkC")
+    (out / "labels.scp").write_text("spkC_u0 x.ark:1\n")
+    before = _tree(out)
+    if tool == "copy":
+        assert copy_cli.main([str(src), str(out)]) == 0
+    elif tool == "subset":
+        assert subset_cli.main(["--first", "2", str(src), str(out)]) == 0
+    else:
+        assert combine_cli.main([str(out), str(src), str(other)]) == 0
+    assert not (out / "labels.scp").exists()
+    assert set(DataDir.load(out).utt2spk.values()) == ({"spkA", "spkB"} if tool == "combine" else {"spkA"})
+    assert _tree(out / ".backup" / "1") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "other", "out"]
