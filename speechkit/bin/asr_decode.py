@@ -500,7 +500,8 @@ def merge_parts(args) -> dict:
     decode_stats.json; return the stats.
 
     Raises:
-        DataError: a part is missing or stale (names it); no utterance decoded.
+        DataError: a part is missing or stale (names it); a part holding a non-finite score (names
+            it and the utterance); no utterance decoded.
     """
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)
     ckpt = _checkpoint_path(args)
@@ -513,7 +514,16 @@ def merge_parts(args) -> dict:
             raise DataError(f"{out_dir}/parts: part {job} of {args.nj} is missing or was decoded with other inputs "
                             f"(see {out_dir}/log/decode.{job}.log); nothing merged")
         with open(_part_paths(out_dir, job)[0], encoding="utf-8") as f:
-            records.extend(json.loads(line) for line in f if line.strip())
+            part = [json.loads(line) for line in f if line.strip()]
+        for r in part:
+            if "skipped" not in r:
+                try:
+                    _finite_record(r, ckpt)
+                except DataError:
+                    raise DataError(f"{_part_paths(out_dir, job)[0]}: utterance '{r['utt']}' has a non-finite score "
+                                    "(decoded by an older speechkit from features with a NaN?); decode it again "
+                                    "with --force") from None
+        records.extend(part)
     records.sort(key=lambda r: r["utt"].encode("utf-8"))
     done = [r for r in records if "skipped" not in r]
     if not done:

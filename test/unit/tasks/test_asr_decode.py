@@ -213,6 +213,16 @@ def test_non_finite_features_strict_json_and_overlapping_outputs(lid_exp, capsys
     for p in [root / "exp/lid/decode_dev/results.jsonl", *sorted((root / "exp/lid/decode_dev/parts").iterdir())]:
         for line in p.read_text().splitlines():
             _strict_json(line)
+    # a part decoded by an older version with a NaN score is not merged into results.jsonl
+    part = root / "exp/lid/decode_dev/parts/results.1.jsonl"
+    recs = [json.loads(line) for line in part.read_text().splitlines()]
+    next(r for r in recs if "scores" in r)["scores"]["aa"] = float("nan")
+    part.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--switch-off-tau", "0", "--switch-off-threshold", "inf",
+                 "data/dev", "exp/lid/decode_dev"]) == 1
+    err = capsys.readouterr().err
+    assert "exp/lid/decode_dev/parts/results.1.jsonl: utterance 's9_" in err and "has a non-finite score" in err
+    _strict_json((root / "exp/lid/decode_dev/results.jsonl").read_text().splitlines()[0])
     # OUT_DIR never is, contains or lies inside an input; the inputs are untouched
     before = sorted(p.name for p in (root / "data/dev").iterdir())
     for out, why in (("data/dev", "is DATA_DIR"), ("data/dev/decode", "lies inside DATA_DIR"), ("data", "contains"),
