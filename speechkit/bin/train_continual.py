@@ -23,7 +23,12 @@ its latest checkpoint. A resumed run with another speaker order, strategy or set
 naming both.
 
 Every key (flat keys such as --strategy, --buffer-size, and --trainer.<key>) is a config
-override, '-' and '_' alike, values parsed as YAML; see them all with --print-config.
+override, '-' and '_' alike, values parsed as YAML; see them all with --print-config. A
+strategy's own option given on the command line for another strategy is an error naming it
+(--buffer-size: er | er_kd | er_br; --replicate: er_br; --ewc-lambda, --ewc-mode: ewc); a --config
+file may hold them for every strategy (one file for all runs). Out-of-range values (a negative
+--buffer-size or --seed, --replicate < 1, --ewc-lambda < 0 or not finite) are errors naming the
+key; so are er* without --buffer-size >= 1 and ewc without --ewc-lambda > 0.
 """
 from __future__ import annotations
 
@@ -60,10 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace, overrides: list[str]) -> int:
+    from speechkit.train.continual import check_strategy_options
     from speechkit.train.continual_driver import ContinualConfig, run_continual
     from speechkit.utils.config import format_config, load_config
 
     cfg = load_config(ContinualConfig, args.config, overrides)
+    check_strategy_options(cfg.strategy, [o.split("=", 1)[0] for o in overrides])
     if args.print_config:
         sys.stdout.write(f"# {PROG}: resolved config\n")
         sys.stdout.write(format_config(cfg))

@@ -38,16 +38,39 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
+from speechkit.utils.cli import ConfigError
 from speechkit.utils.fileio import DataError, atomic_write
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["STRATEGIES", "fisher_diagonal", "EWC", "ReplayBuffer", "mix_with_buffer", "EpisodePlan",
-           "PlanMismatchError"]
+__all__ = ["STRATEGIES", "STRATEGY_OPTIONS", "check_strategy_options", "fisher_diagonal", "EWC", "ReplayBuffer",
+           "mix_with_buffer", "EpisodePlan", "PlanMismatchError"]
 
 #: Strategy names (Hemati & Borth 2024, Tables 3-4).
 STRATEGIES = ("jt", "sa", "ewc", "er", "er_kd", "er_br")
 _REPLAY = ("er", "er_kd", "er_br")
+#: The settings only some strategies read (``speechkit-train-continual`` keys -> those strategies).
+STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "buffer_size": _REPLAY, "replicate": ("er_br",), "ewc_lambda": ("ewc",), "ewc_mode": ("ewc",)}
+
+
+def check_strategy_options(strategy: str, given: Iterable[str]) -> None:
+    """Refuse a setting given for a strategy that does not read it (``--buffer-size 3`` with ``sa``
+    would be accepted, ignored and recorded as 0 in plan.json).
+
+    Args:
+        strategy: one of :data:`STRATEGIES`.
+        given: the keys set explicitly (the command line's overrides; ``-`` and ``_`` alike). A
+            config file may hold every strategy's settings (one file for all runs) and is not checked.
+
+    Raises:
+        ConfigError: the first such key, as its option, with the strategies that use it.
+    """
+    for key in given:
+        users = STRATEGY_OPTIONS.get(key.replace("-", "_"))
+        if users is not None and strategy not in users:
+            raise ConfigError(f"command line: --{key.replace('_', '-')} applies to --strategy "
+                              f"{' | '.join(users)} only, not {strategy}: remove it")
 
 LossFn = Callable[[torch.nn.Module, Any], Any]
 
@@ -395,8 +418,10 @@ class EpisodePlan:
             raise ValueError(f"replicate (K) must be >= 1, got {self.replicate}")
         if self.replicate > 1 and self.strategy != "er_br":
             raise ValueError(f"replicate K={self.replicate} only applies to er_br, not '{self.strategy}'")
-        if self.strategy == "ewc" and self.ewc_lambda <= 0:
-            raise ValueError(f"strategy 'ewc' needs ewc_lambda > 0, got {self.ewc_lambda}")
+        if self.strategy == "ewc" and not 0 < self.ewc_lambda < float("inf"):
+            raise ValueError(f"strategy 'ewc' needs a finite ewc_lambda > 0, got {self.ewc_lambda}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
         self.order = [str(s) for s in self.order]
 
     @classmethod

@@ -121,7 +121,7 @@ class ContinualConfig:
         seed: speaker order, replay selection and shuffling.
         buffer_size: N_B, utterances per past speaker in the replay buffer (er, er_kd, er_br).
         replicate: K, copies of each buffer item (er_br; 1 otherwise).
-        ewc_lambda: EWC's lambda (ewc).
+        ewc_lambda: EWC's lambda (ewc: finite, > 0).
         ewc_mode: online (one running Fisher sum, latest anchor) | per_episode (one penalty per
             past episode); see speechkit.train.continual.EWC.
         num_streams: stateful streams per batch (0 = theta_init's data.num_streams; salad/musa_rnn).
@@ -150,8 +150,10 @@ class ContinualConfig:
                 raise FieldError(key, f"must be >= 0, got {getattr(self, key)}")
         if self.replicate < 1:
             raise FieldError("replicate", f"must be >= 1, got {self.replicate}")
-        if self.ewc_lambda < 0:
-            raise FieldError("ewc_lambda", f"must be >= 0, got {self.ewc_lambda}")
+        if not 0 <= self.ewc_lambda < float("inf"):
+            raise FieldError("ewc_lambda", f"must be a finite number >= 0, got {self.ewc_lambda}")
+        if self.seed < 0:
+            raise FieldError("seed", f"must be >= 0, got {self.seed}")
 
 
 def episode_dir_name(t: int, speaker: str) -> str:
