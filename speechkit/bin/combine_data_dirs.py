@@ -3,8 +3,8 @@
 The union of the sources: an utterance id in two sources is an error (naming both). Optional
 files (text, utt2lang, utt2dur, feats.scp, utt2num_frames, cmvn.scp, spk2gender,
 phone_alignments) are kept only if every source has them (a warning says which are not); sources without segments get whole-recording segments when others have them.
-DEST may not be, contain or lie inside a SRC; an existing DEST is replaced as a whole (the previous
-one kept as DEST/.backup/N).
+DEST may not be, contain or lie inside a SRC; an existing DEST gets the new tables (stale tables
+removed, other files kept).
 
 Example:
   speechkit-combine-data-dirs data/train_all data/train_a data/train_b

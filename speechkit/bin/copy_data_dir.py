@@ -6,9 +6,8 @@ utt2spk/spk2utt/cmvn.scp/spk2gender. feats.scp keeps pointing at the source's ar
 validator accepts renamed ids there); frame_shift, feats.yaml, cmvn_global.ark are copied. Give the same
 prefix to both so that speaker ids stay prefixes of utterance ids.
 
-DEST may not be, contain or lie inside SRC. An existing DEST is replaced as a whole (written to a
-temporary directory swapped in at the end; the previous DEST is kept as DEST/.backup/N), so no
-file of an earlier DEST stays beside the new tables.
+DEST may not be, contain or lie inside SRC. An existing DEST gets the new tables (stale tables
+removed); files other tools added there (features, logs) stay, as with Kaldi's copy_data_dir.sh.
 
 Example:
   speechkit-copy-data-dir --utt-prefix sp1.1- --spk-prefix sp1.1- data/train data/train_sp

@@ -9,7 +9,7 @@ Exactly one selection:
 
 wav.scp, segments, cmvn.scp, spk2gender and phone_alignments are pruned to what the subset uses;
 frame_shift, feats.yaml and cmvn_global.ark are copied. DEST may not be, contain or lie inside SRC
-or the list file; an existing DEST is replaced as a whole (the previous one kept as DEST/.backup/N).
+or the list file; an existing DEST gets the new tables (stale tables removed, other files kept).
 Both this form and Kaldi's are accepted:
   speechkit-subset-data-dir --first 100 data/train data/train_100
   speechkit-subset-data-dir --first data/train 100 data/train_100

@@ -48,7 +48,7 @@ from typing import NamedTuple
 from speechkit.utils.fileio import (
     DataError, atomic_write, ensure_writable_dir, read_lines, read_table, write_table,
 )
-from speechkit.utils.outputs import check_output_dir, replace_dir
+from speechkit.utils.outputs import check_output_dir
 
 logger = logging.getLogger(__name__)
 
@@ -983,9 +983,8 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
     per line) in ``utt_list``; all utterances of the speakers in ``spk_list``; ``num`` utterances
     drawn at random with ``seed`` (the same seed gives the same subset). ``phone_alignments`` and
     ``spk2gender`` are filtered along (:func:`subset`); ``frame_shift``, ``feats.yaml`` and
-    ``cmvn_global.ark`` are copied. ``dest`` is written as a whole
-    (:func:`~speechkit.utils.outputs.replace_dir`: a failed or killed run leaves an earlier ``dest``
-    as it was; the earlier one is kept as ``dest/.backup/N``).
+    ``cmvn_global.ark`` are copied. An existing ``dest`` gets the new tables (stale ones removed,
+    :meth:`DataDir.write`); files other tools added there (features, logs) stay, as with Kaldi.
 
     Raises:
         ValueError: not exactly one mode, or N < 1.
@@ -1026,10 +1025,8 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
         if not chosen:
             raise DataError(f"{spk_list}: none of its {len(spks)} speakers is in {d.path}")
     out = subset(d, chosen)
-    with replace_dir(dest) as tmp:
-        out.write(tmp)
-        _copy_extras(d.path, tmp)
-    out.path = Path(dest)
+    out.write(dest)
+    _copy_extras(d.path, Path(dest))
     logger.info("%s: %d utterances of %s", dest, len(out), d.path)
     return out
 
@@ -1282,9 +1279,7 @@ def _whole_segments(x: DataDir, name: str) -> dict[str, Segment]:
 def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
     """Combine the data dirs ``srcs`` into ``dest`` (see :func:`combine`) and write it.
 
-    ``frame_shift``/``feats.yaml`` are copied when every source has the same one. ``dest`` is
-    written as a whole (:func:`~speechkit.utils.outputs.replace_dir`; an earlier one is kept as
-    ``dest/.backup/N``).
+    ``frame_shift``/``feats.yaml`` are copied when every source has the same one.
 
     Raises:
         OutputOverlapError: ``dest`` is, contains or lies inside one of the sources.
@@ -1294,16 +1289,14 @@ def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
     srcs = [Path(s) for s in srcs]
     check_output_dir(dest, inputs=[("source", s) for s in srcs], option="destination")
     out = combine(srcs)
-    with replace_dir(dest) as tmp:
-        out.write(tmp)
-        for name in EXTRA_FILES:
-            contents = {(s / name).read_bytes() if (s / name).is_file() else None for s in srcs}
-            if len(contents) == 1 and None not in contents:
-                with atomic_write(tmp / name, "wb") as f:
-                    f.write(contents.pop())
-            elif contents != {None}:
-                logger.warning("combine: the sources' %s files differ or are missing; not copying it", name)
-    out.path = dest
+    out.write(dest)
+    for name in EXTRA_FILES:
+        contents = {(s / name).read_bytes() if (s / name).is_file() else None for s in srcs}
+        if len(contents) == 1 and None not in contents:
+            with atomic_write(dest / name, "wb") as f:
+                f.write(contents.pop())
+        elif contents != {None}:
+            logger.warning("combine: the sources' %s files differ or are missing; not copying it", name)
     logger.info("%s: combined %d utterances from %d dirs", dest, len(out), len(srcs))
     return out
 
@@ -1316,8 +1309,7 @@ def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix
     ``wav.scp`` when there is no ``segments``; recording ids are kept otherwise); speaker ids
     become ``spk_prefix + spk + spk_suffix`` in ``utt2spk``, ``cmvn.scp`` and ``spk2gender``.
     ``phone_alignments`` and ``frame_shift``/``feats.yaml``/``cmvn_global.ark`` are carried along.
-    Use the same prefix for both to keep speaker ids prefixes of utterance ids. ``dest`` is written
-    as a whole (:func:`~speechkit.utils.outputs.replace_dir`; an earlier one is kept as ``dest/.backup/N``).
+    Use the same prefix for both to keep speaker ids prefixes of utterance ids.
 
     Raises:
         OutputOverlapError: ``dest`` is, contains or lies inside ``src``.
@@ -1346,8 +1338,6 @@ def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix
         out.wav_scp = dict(d.wav_scp) if d.segments is not None else {mu(k): v for k, v in d.wav_scp.items()}
     if d.cmvn_scp is not None:
         out.cmvn_scp = {ms(k): v for k, v in d.cmvn_scp.items()}
-    with replace_dir(dest) as tmp:
-        out.write(tmp)
-        _copy_extras(d.path, tmp)
-    out.path = Path(dest)
+    out.write(dest)
+    _copy_extras(d.path, Path(dest))
     return out
