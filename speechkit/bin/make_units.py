@@ -20,6 +20,10 @@ map to <unk>, are logged per language). Transcripts that are empty or have no in
 character are counted and reported as skips, never a crash. A language in a utt2lang that is not
 among the known languages (--languages, or those of DATA_DIR) is an error naming file and line.
 Nothing is written unless every input has been read and checked.
+
+OUT_DIR is written as a whole (a temporary directory swapped in when every file is written, so no
+file of an earlier layout or inventory stays beside the new one); the previous OUT_DIR is kept as
+OUT_DIR/.backup/N. OUT_DIR may not be, contain or lie inside DATA_DIR or a --check dir.
 """
 from __future__ import annotations
 
@@ -29,11 +33,12 @@ import sys
 from pathlib import Path
 
 from speechkit.text.units import (
-    BPE_MODEL, LANGUAGES_TXT, UNIT_TYPES, UNITS_TXT, MultilingualUnits, UnitInventory, UnkStats,
+    UNIT_TYPES, MultilingualUnits, UnitInventory, UnkStats,
     check_language_id, encode_transcripts,
 )
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.outputs import check_output_dir, replace_dir
 
 logger = logging.getLogger("speechkit-make-units")
 
@@ -112,6 +117,8 @@ def _run(args) -> int:
         if not args.per_language:
             raise ConfigError("--languages needs --per-language")
 
+    check_output_dir(out_dir, inputs=[("DATA_DIR", data_dir)] + [("--check", d) for d in args.check],
+                     option="OUT_DIR")
     # Read and check every input before building or writing anything.
     text, utt2lang = read_text_and_langs(data_dir, args.per_language, known)
     if not text:
@@ -144,21 +151,12 @@ def _run(args) -> int:
     report["train"] = encode_report(text, units, utt2lang, str(data_dir))
     report["check"] = {str(d): encode_report(t, units, u2l, str(d)) for d, t, u2l in checks}
 
-    # Write: every file atomically; stale files of the other layout are removed so that
-    # load_units() cannot pick up an old inventory.
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if isinstance(units, MultilingualUnits):
-        units.save(out_dir)
-        for stale in (UNITS_TXT, BPE_MODEL):
-            if (out_dir / stale).exists():
-                (out_dir / stale).unlink()
-    else:
-        units.save(out_dir)
-        if (out_dir / LANGUAGES_TXT).exists():
-            (out_dir / LANGUAGES_TXT).unlink()
-    with atomic_write(out_dir / "report.json") as f:
-        json.dump(report, f, indent=2, ensure_ascii=False)
-        f.write("\n")
+    # Write as a whole, so that load_units() cannot pick up a file of an old inventory or layout.
+    with replace_dir(out_dir) as tmp:
+        units.save(tmp)
+        with atomic_write(tmp / "report.json") as f:
+            json.dump(report, f, indent=2, ensure_ascii=False)
+            f.write("\n")
     logger.info("wrote %s", out_dir)
     return 0
 

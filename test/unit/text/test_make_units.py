@@ -82,6 +82,23 @@ def test_rerun_switches_layout_cleanly(tmp_path):
     assert main([str(train), str(out), "--unit", "char", "--per-language"]) == 0
     assert main([str(train), str(out), "--unit", "char"]) == 0
     assert isinstance(load_units(out), UnitInventory)  # the stale languages.txt is gone
+    # the whole earlier inventory (its per-language dirs too) is in .backup/1, none of it beside the new one
+    assert sorted(p.name for p in out.iterdir()) == [".backup", "report.json", "units.txt"]
+    assert isinstance(load_units(out / ".backup" / "1"), MultilingualUnits)
+
+
+def test_out_dir_overlapping_an_input_is_refused(tmp_path, capsys):
+    """Issue 23 sweep: OUT_DIR = DATA_DIR wrote units.txt and report.json into the data dir."""
+    train = _write_dir(tmp_path / "train", TRAIN)
+    dev = _write_dir(tmp_path / "dev", {"hi_c": ("hi", "भोपाल")})
+    for out, msg in [(train, f"OUT_DIR {train} is DATA_DIR {train}"),
+                     (dev / "lang", f"OUT_DIR {dev / 'lang'} lies inside --check {dev}"),
+                     (tmp_path, "contains DATA_DIR")]:
+        assert main([str(train), str(out), "--unit", "char", "--check", str(dev)]) == 1
+        assert msg in capsys.readouterr().err
+    assert sorted(p.name for p in train.iterdir()) == ["text", "utt2lang"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev", "train"]
+    assert sorted(p.name for p in dev.iterdir()) == ["text", "utt2lang"]
 
 
 def test_unknown_language_in_check_dir_names_file_and_line(tmp_path, capsys):
