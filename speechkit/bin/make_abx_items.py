@@ -10,7 +10,8 @@ edge. The speaker comes from --utt2spk, else from the utterance id before its fi
 (speechkit's corpus preparers name utterances <speaker>_<rest>).
 
 Output header: '#file onset offset #phone prev-phone next-phone speaker'; the times are copied
-unchanged from the alignments.
+unchanged from the alignments. OUT_ITEM is written atomically and may not be the alignments file or
+the utt2spk it reads (checked before any work).
 
 Example:
   speechkit-make-abx-items data/test data/test/abx.item --min-duration 0.02
@@ -18,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -54,6 +56,11 @@ def main(argv=None) -> int:
             src = src / "phone_alignments"
         if args.min_duration < 0:
             raise ValueError(f"--min-duration must be >= 0, got {args.min_duration}")
+        out = os.path.realpath(args.out_item)
+        for label, f in (("the alignments", src), ("utt2spk", utt2spk_path)):
+            if f is not None and os.path.realpath(f) == out:
+                raise ValueError(f"OUT_ITEM {args.out_item} is {label} {f}: outputs never overlap inputs "
+                                 "(writing it would replace what is read); choose another file")
         alignments = read_phone_alignments(src)
         utt2spk = read_table(utt2spk_path) if utt2spk_path else None
         exclude = [p for p in args.exclude_phones.split(",") if p]
