@@ -51,6 +51,7 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from speechkit.data.fingerprint import diff_fingerprints, fingerprint_inputs
 from speechkit.train.batching import derive_seed, shard_batches, slice_batch
 from speechkit.train.distributed import (
     DistInfo,
@@ -60,7 +61,6 @@ from speechkit.train.distributed import (
     distributed_session,
     wrap_model,
 )
-from speechkit.data.fingerprint import diff_fingerprints, fingerprint_inputs
 from speechkit.train.checkpoint import (
     BEST,
     CHECKPOINT_FORMAT,

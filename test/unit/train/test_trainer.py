@@ -348,6 +348,23 @@ def test_checkpoint_without_data_fingerprint_resumes_with_a_warning(tmp_path):
         "data_fingerprint"]["data.train_dir"]["files"]["utt2spk"]["keys"] == 4
 
 
+def test_default_data_inputs_are_the_configs_data_dirs():
+    from speechkit.train.task import KALDI_TABLES, Task
+
+    @dataclasses.dataclass
+    class Data:
+        train_dir: str = "dump/train"
+        valid_dir: str = ""
+        window: int = 3
+
+    @dataclasses.dataclass
+    class Cfg:
+        data: Data = dataclasses.field(default_factory=Data)
+
+    assert Task().data_inputs(Cfg()) == {"data.train_dir": DataInput("dump/train", KALDI_TABLES)}
+    assert ToyTask().data_inputs(toy_cfg()) == {}
+
+
 def test_resume_false_starts_over_keeping_the_old_run(tmp_path):
     exp = tmp_path / "exp"
     fit(exp, "trainer.max_epochs=1")
