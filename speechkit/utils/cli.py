@@ -62,20 +62,37 @@ def nonnegative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
-def nonnegative_float(text: str) -> float:
-    """``type=`` for argparse: a finite float >= 0.
-
-    Raises:
-        argparse.ArgumentTypeError: not a number, NaN/inf, or < 0 (``argument --OPT: must be >= 0, got -1.0``).
-    """
+def _finite_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """``type=`` for argparse: a finite float >= 0.
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, NaN/inf, or < 0 (``argument --OPT: must be >= 0, got -1.0``).
+    """
+    value = _finite_float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """``type=`` for argparse: a finite float > 0.
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, NaN/inf, or <= 0 (``argument --OPT: must be > 0, got 0.0``).
+    """
+    value = _finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
     return value
 
 

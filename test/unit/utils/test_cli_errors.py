@@ -107,18 +107,22 @@ def test_bounded_argparse_types_name_the_option(capsys):
     """positive_int / nonnegative_int / nonnegative_float: argparse exits 2 naming the option and the value."""
     import argparse
 
-    from speechkit.utils.cli import nonnegative_float, nonnegative_int, positive_int
+    from speechkit.utils.cli import nonnegative_float, nonnegative_int, positive_float, positive_int
     parser = argparse.ArgumentParser(prog="speechkit-x")
     parser.add_argument("--nj", type=positive_int, default=1)
     parser.add_argument("--keep", type=nonnegative_int, default=0)
     parser.add_argument("--weight", type=nonnegative_float, default=0.0)
-    args = parser.parse_args(["--nj", "2", "--keep", "0", "--weight", "0.5"])
-    assert (args.nj, args.keep, args.weight) == (2, 0, 0.5)
+    parser.add_argument("--shift", type=positive_float, default=0.01)
+    args = parser.parse_args(["--nj", "2", "--keep", "0", "--weight", "0", "--shift", "0.005"])
+    assert (args.nj, args.keep, args.weight, args.shift) == (2, 0, 0.0, 0.005)
     for argv, msg in ((["--nj", "0"], "argument --nj: must be >= 1, got 0"),
                       (["--nj", "x"], "argument --nj: expected an integer, got 'x'"),
                       (["--keep", "-1"], "argument --keep: must be >= 0, got -1"),
                       (["--weight", "-0.5"], "argument --weight: must be >= 0, got -0.5"),
-                      (["--weight", "nan"], "argument --weight: must be a finite number, got 'nan'")):
+                      (["--weight", "nan"], "argument --weight: must be a finite number, got 'nan'"),
+                      (["--shift", "0"], "argument --shift: must be > 0, got 0.0"),
+                      (["--shift", "inf"], "argument --shift: must be a finite number, got 'inf'"),
+                      (["--shift", "x"], "argument --shift: expected a number, got 'x'")):
         with pytest.raises(SystemExit) as e:
             parser.parse_args(argv)
         assert e.value.code == 2
