@@ -12,7 +12,8 @@ then a summary line 'skipped K of N recordings: ...') and skipped. Text is Unico
 punctuation removed, whitespace collapsed and Latin letters lowercased (--keep-punctuation: as
 written). --sample-rate HZ turns wav.scp entries of another native rate into
 'sox -R FILE -t wav -r HZ -b 16 -c 1 - |' pipes (repeatable: -R). Phone alignments, where present, are in
-OUT_DIR/phone_alignments: '<utt> <start-s> <end-s> <phone>'.
+OUT_DIR/phone_alignments: '<utt> <start-s> <end-s> <phone>'. OUT_DIR may not be, contain or lie
+inside CORPUS_DIR (checked before any work).
 
 Examples:
   speechkit-prepare-corpus timit ../shared/data/timit_sample data/timit
@@ -27,6 +28,7 @@ import sys
 
 from speechkit.data.corpora import CORPORA, Corpus, Option
 from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.outputs import check_output_dir
 
 PROG = "speechkit-prepare-corpus"
 
@@ -97,11 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging(args.log_file)
     corpus = CORPORA[args.corpus]
     options = {opt.name: getattr(args, opt.name) for opt in corpus.options}
 
     def body() -> int:
+        setup_logging(args.log_file)
+        check_output_dir(args.out_dir, inputs={"CORPUS_DIR": args.corpus_dir}, option="OUT_DIR")
         d = corpus.prepare(args.corpus_dir, args.out_dir, sample_rate=args.sample_rate,
                            keep_punctuation=args.keep_punctuation, **options)
         print(f"{PROG}: {args.corpus}: wrote {args.out_dir} ({len(d)} utterances, "

@@ -4,7 +4,9 @@ The dev and test parts are drawn at random from --seed (same seed and data -> sa
 By default utterances are split (round(F * N) each); with --by-speaker whole speakers are
 assigned, so the parts are speaker-disjoint and hold about the requested fractions of the
 utterances. phone_alignments and spk2gender are subset along with the utterances and
-speakers. An empty part is an error (nothing is written then).
+speakers. An empty part is an error (nothing is written then). No part may be, contain or lie
+inside DATA (OUT itself may hold it: data/all -> data/{train,dev,test}); an existing part gets the
+new tables (stale ones removed).
 
 Example:
   speechkit-split-corpus data/mini data/mini_split --dev 0.1 --test 0.1 --by-speaker --seed 0
@@ -29,9 +31,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--log-file", default=None, help="also append the log to this file")
     args = parser.parse_args(argv)
-    setup_logging(args.log_file)
 
     def body() -> int:
+        setup_logging(args.log_file)
         parts = write_split(args.data_dir, args.out_dir, args.dev, args.test, by_speaker=args.by_speaker,
                             seed=args.seed)
         summary = ", ".join(f"{name} {len(d)} utts / {len(d.spk2utt)} spks" for name, d in parts.items())

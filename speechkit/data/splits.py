@@ -25,6 +25,7 @@ from pathlib import Path
 from speechkit.data.corpora._common import PHONE_ALIGNMENTS, SPK2GENDER, read_phone_alignments
 from speechkit.data.datadir import TABLES, DataDir, c_sorted, subset
 from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table, write_table
+from speechkit.utils.outputs import check_output_dir
 
 logger = logging.getLogger(__name__)
 
@@ -127,13 +128,15 @@ def write_split(data_dir: str | os.PathLike, out_dir: str | os.PathLike, dev: fl
 
     Raises:
         FileNotFoundError: ``data_dir`` is not a data directory.
-        ValueError: bad fractions, or ``out_dir`` is ``data_dir``.
+        ValueError: bad fractions.
+        OutputOverlapError: a part ``out_dir/{train,dev,test}`` is, contains or lies inside
+            ``data_dir`` (``out_dir`` itself may hold it: ``data/all`` -> ``data/{train,dev,test}``).
         DataError: a part would be empty, or a malformed side file (file and line named).
     """
     src = Path(data_dir)
     out = Path(out_dir)
-    if out.resolve() == src.resolve() or any(out.resolve() / p == src.resolve() for p in PARTS):
-        raise ValueError(f"{out}: output must not be (or contain) the source data directory")
+    for name in PARTS:
+        check_output_dir(out / name, inputs={"the source DATA": src}, option=f"the {name} part")
     d = DataDir.load(src)
     parts = split_corpus(d, dev, test, by_speaker=by_speaker, seed=seed)
     # side files, checked before anything is written

@@ -93,3 +93,20 @@ def test_cli(tmp_path, capsys):
     assert main([str(src), str(tmp_path / "bad"), "--dev", "0.05", "--test", "0.25", "--by-speaker"]) == 1
     assert "dev part would be empty" in capsys.readouterr().err and not (tmp_path / "bad").exists()
     assert main([str(src), str(src), "--dev", "0.1", "--test", "0.1"]) == 1
+
+
+def test_parts_overlapping_the_source_are_refused_beside_it_allowed(tmp_path, capsys):
+    """Issue 23 sweep: OUT inside DATA (data/all/split) wrote the parts into the source dir; only
+    OUT = DATA and a part = DATA were refused. OUT may hold DATA (data/all -> data/train ...)."""
+    src = tmp_path / "data" / "all"
+    make_dir(src, sizes=(10, 10, 10, 10))
+    before = sorted(p.name for p in src.iterdir())
+    for out, msg in [(src / "split", f"the train part {src / 'split' / 'train'} lies inside the source DATA {src}"),
+                     (src, "lies inside the source DATA")]:
+        assert main([str(src), str(out), "--dev", "0.25", "--test", "0.25"]) == 1
+        assert msg in capsys.readouterr().err
+    assert sorted(p.name for p in src.iterdir()) == before
+    assert main([str(src), str(tmp_path / "data"), "--dev", "0.25", "--test", "0.25"]) == 0
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["all", "dev", "test", "train"]
+    assert main([str(tmp_path / "data" / "train"), str(tmp_path / "data"), "--dev", "0.25", "--test", "0.25"]) == 1
+    assert f"the train part {tmp_path / 'data' / 'train'} is the source DATA" in capsys.readouterr().err

@@ -57,3 +57,13 @@ def test_mini_via_cli_reuses_a_complete_corpus(mini_corpus, mini_params, tmp_pat
     assert marker.stat().st_mtime_ns == stamp                     # nothing re-synthesized
     assert len(DataDir.load(tmp_path / "d")) == 80
     assert main(args[:3] + ["--seed", "99"]) == 1                  # other parameters: an error, not a silent redo
+
+
+def test_out_dir_overlapping_the_corpus_is_refused(tmp_path, capsys):
+    """Issue 23 sweep: OUT_DIR inside (or equal to) CORPUS_DIR wrote the data dir into the corpus."""
+    corpus = tmp_path / "fsdd"
+    (corpus / "recordings").mkdir(parents=True)
+    for out, why in [(corpus, "is"), (corpus / "data", "lies inside"), (tmp_path, "contains")]:
+        assert main(["fsdd", str(corpus), str(out)]) == 1
+        assert f"OUT_DIR {out} {why} CORPUS_DIR {corpus}" in capsys.readouterr().err
+    assert [p.name for p in corpus.iterdir()] == ["recordings"]
