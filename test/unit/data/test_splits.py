@@ -110,3 +110,10 @@ def test_parts_overlapping_the_source_are_refused_beside_it_allowed(tmp_path, ca
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["all", "dev", "test", "train"]
     assert main([str(tmp_path / "data" / "train"), str(tmp_path / "data"), "--dev", "0.25", "--test", "0.25"]) == 1
     assert f"the train part {tmp_path / 'data' / 'train'} is the source DATA" in capsys.readouterr().err
+
+
+def test_an_unwritable_log_file_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    assert main([str(tmp_path / "nope"), str(tmp_path / "out"), "--dev", "0.1", "--test", "0.1",
+                 "--log-file", str(tmp_path / "afile" / "x.log")]) == 1
+    assert f"speechkit-split-corpus: error: cannot write {tmp_path / 'afile'}: Not a directory" in capsys.readouterr().err
