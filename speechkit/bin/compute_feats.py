@@ -45,7 +45,7 @@ from pathlib import Path
 
 import yaml
 
-from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.cli import ConfigError, make_parser, positive_float, positive_int, run_main, setup_logging
 from speechkit.utils.jobs import describe_failures, run_local_jobs
 
 PROG = "speechkit-compute-feats"
@@ -85,17 +85,18 @@ def build_parser():
     p.add_argument("--config", required=True, metavar="YAML", help="frontend config (conf/mfcc.yaml, ...)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (value parsed as YAML); repeatable")
-    p.add_argument("--nj", type=int, default=1, help="number of parts (default: 1)")
+    p.add_argument("--nj", type=positive_int, default=1, help="number of parts (default: 1)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--job", type=int, metavar="J", help="compute part J (1..N) only")
+    g.add_argument("--job", type=positive_int, metavar="J", help="compute part J (1..N) only")
     g.add_argument("--merge-only", action="store_true", help="only merge the N finished parts into DATA_DIR")
     p.add_argument("--compress", type=str2bool, default=False, metavar="BOOL",
                    help="write Kaldi-compressed matrices (lossy, about half the size; default: false)")
-    p.add_argument("--max-jobs", type=int, default=None, metavar="M",
+    p.add_argument("--max-jobs", type=positive_int, default=None, metavar="M",
                    help="without --job: run at most M parts at once (default: min(N, CPU count))")
-    p.add_argument("--batch-seconds", type=float, default=60.0, metavar="S",
+    p.add_argument("--batch-seconds", type=positive_float, default=60.0, metavar="S",
                    help="seconds of audio per batched frontend call (default: 60)")
-    p.add_argument("--num-threads", type=int, default=1, metavar="T", help="torch threads per job (default: 1)")
+    p.add_argument("--num-threads", type=positive_int, default=1, metavar="T",
+                   help="torch threads per job (default: 1)")
     p.add_argument("--force", action="store_true", help="recompute parts even if they are current")
     p.add_argument("--skip-bad", action="store_true",
                    help="skip utterances whose audio fails (counted, logged, listed in LOG_DIR/bad_utts and "
@@ -176,8 +177,6 @@ def _body(args) -> int:
     from speechkit.features.extract import compute_part, effective_nj, merge_parts
     from speechkit.utils.fileio import ensure_writable_dir
 
-    if args.nj < 1:
-        raise ValueError(f"--nj must be >= 1, got {args.nj}")
     if args.job is not None and not 1 <= args.job <= args.nj:
         raise ValueError(f"--job must be in 1..{args.nj}, got {args.job}")
     args.log_dir = args.log_dir or os.path.join(args.data_dir, "log")

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from speechkit.scoring.abx_items import BOUNDARY, DEFAULT_EXCLUDE_PHONES, make_abx_items, read_phone_alignments, write_item_file
-from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.cli import make_parser, nonnegative_float, run_main, setup_logging
 from speechkit.utils.fileio import read_table
 
 PROG = "speechkit-make-abx-items"
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
                              "else the utterance id before its first '_')")
     parser.add_argument("--exclude-phones", default=",".join(DEFAULT_EXCLUDE_PHONES), metavar="LIST",
                         help="comma-separated labels that get no item (default: %(default)s; '' for none)")
-    parser.add_argument("--min-duration", type=float, default=0.0, metavar="S",
+    parser.add_argument("--min-duration", type=nonnegative_float, default=0.0, metavar="S",
                         help="skip phones shorter than this many seconds (default: %(default)s)")
     parser.add_argument("--boundary-context", default=BOUNDARY, metavar="LABEL",
                         help="context label at an utterance edge (default: %(default)s)")
@@ -54,8 +54,6 @@ def main(argv=None) -> int:
             if utt2spk_path is None and (src / "utt2spk").is_file():
                 utt2spk_path = src / "utt2spk"
             src = src / "phone_alignments"
-        if args.min_duration < 0:
-            raise ValueError(f"--min-duration must be >= 0, got {args.min_duration}")
         out = os.path.realpath(args.out_item)
         for label, f in (("the alignments", src), ("utt2spk", utt2spk_path)):
             if f is not None and os.path.realpath(f) == out:

@@ -23,7 +23,7 @@ import sys
 
 from speechkit.scoring.bitrate import bitrate, read_durations, read_file_list
 from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
-from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.cli import make_parser, positive_float, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write
 
 PROG = "speechkit-score-bitrate"
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
                              "every one must exist in FEATURE_DIR")
     parser.add_argument("--durations", metavar="F", default=None,
                         help="'<utt> <seconds>' table (e.g. utt2dur) giving D")
-    parser.add_argument("--frame-shift", type=float, default=None, metavar="S",
+    parser.add_argument("--frame-shift", type=positive_float, default=None, metavar="S",
                         help="seconds per frame, used for D without durations "
                              "(default: FEATURE_DIR/frame_shift if present, else 0.01)")
     parser.add_argument("--json", metavar="OUT", default=None, help="also write the result as JSON")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 
 from speechkit.data.datadir import validate
-from speechkit.utils.cli import make_parser, run_main
+from speechkit.utils.cli import make_parser, positive_int, run_main
 
 PROG = "speechkit-validate-data-dir"
 
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     parser.add_argument("--check-audio", action="store_true",
                         help="also open every wav.scp entry (runs commands): reports missing, empty, "
                              "truncated and non-audio files and segments past the end of the audio")
-    parser.add_argument("--sample-rate", type=int, default=None, metavar="HZ",
+    parser.add_argument("--sample-rate", type=positive_int, default=None, metavar="HZ",
                         help="with --check-audio: the sample rate every recording must have")
     args = parser.parse_args(argv)
     if args.sample_rate is not None and not args.check_audio:
