@@ -29,7 +29,8 @@ one analysis frame (any frontend) fails the job with an error naming the utteran
 LOG_DIR/bad_utts (with the reason) and removes them from DATA_DIR (files backed up first). Ids of
 wav.scp/text that are not in utt2spk get no features and are named in a warning. N is capped at
 the number of utterances (a note says so); --job J beyond it has nothing to do and exits 0.
-Defaults: LOG_DIR = DATA_DIR/log, FEAT_DIR = DATA_DIR/data.
+Defaults: LOG_DIR = DATA_DIR/log, FEAT_DIR = DATA_DIR/data. FEAT_DIR and LOG_DIR may lie inside
+DATA_DIR but may not be or contain it (checked before any work).
 
 Example:
   speechkit-compute-feats --config conf/mfcc.yaml --nj 4 data/train exp/make_mfcc/train mfcc
@@ -47,6 +48,7 @@ import yaml
 
 from speechkit.utils.cli import ConfigError, make_parser, positive_float, positive_int, run_main, setup_logging
 from speechkit.utils.jobs import describe_failures, run_local_jobs
+from speechkit.utils.outputs import check_output_dir
 
 PROG = "speechkit-compute-feats"
 logger = logging.getLogger(PROG)
@@ -181,6 +183,8 @@ def _body(args) -> int:
         raise ValueError(f"--job must be in 1..{args.nj}, got {args.job}")
     args.log_dir = args.log_dir or os.path.join(args.data_dir, "log")
     args.feat_dir = args.feat_dir or os.path.join(args.data_dir, "data")
+    for option, d in (("FEAT_DIR", args.feat_dir), ("LOG_DIR", args.log_dir)):
+        check_output_dir(d, experiment_dirs={"DATA_DIR": args.data_dir}, option=option)
     torch.set_num_threads(args.num_threads)
     frontend = _frontend(args)
     # every output is known to be writable before any work is done

@@ -279,3 +279,16 @@ def test_more_jobs_than_utterances(tmp_path, make_data):
     _run_all(data, fe, tmp_path / "f", nj=4)
     assert sorted(_load(data)) == DataDir.load(data).utts
     assert PartPaths.of(tmp_path / "f", "logmel", data_tag(data), 4).ark.stat().st_size == 0
+
+
+def test_feat_and_log_dir_may_lie_inside_the_data_dir_but_not_be_or_contain_it(tmp_path, data_dir, repo_root, capsys):
+    """Issue 23 sweep: FEAT_DIR = DATA_DIR put the arks and part manifests among the data dir's
+    tables, FEAT_DIR = the data dir's parent spread them beside the data dirs."""
+    conf = str(repo_root / "conf" / "logmel.yaml")
+    before = sorted(p.name for p in data_dir.iterdir())
+    for args, msg in [([str(data_dir), str(tmp_path / "log"), str(data_dir)], f"FEAT_DIR {data_dir} is DATA_DIR"),
+                      ([str(data_dir), str(tmp_path / "log"), str(data_dir.parent)], "contains DATA_DIR"),
+                      ([str(data_dir), str(data_dir)], f"LOG_DIR {data_dir} is DATA_DIR")]:
+        assert compute_feats.main(["--config", conf, *args]) == 1
+        assert msg in capsys.readouterr().err
+    assert sorted(p.name for p in data_dir.iterdir()) == before
