@@ -160,8 +160,8 @@ def _encoder_digest() -> str | None:
     return None if fp is None else fp["sha256"]
 
 
-def _eval_inputs(ep_dir: Path, model: str, test: str, gt_train: str, gt_test: str, encoder: str | None,
-                 cfg: "EvalConfig", classes: list[str]) -> dict[str, str | None]:
+def _eval_inputs(model: str, test: str, gt_train: str, gt_test: str, encoder: str | None, cfg: "EvalConfig",
+                 classes: list[str]) -> dict[str, str | None]:
     """The cache key of one episode's result: a digest per input it depends on, named for the log."""
     from speechkit.scoring.speaker_verification import SpeakerVerifier
 
@@ -170,7 +170,7 @@ def _eval_inputs(ep_dir: Path, model: str, test: str, gt_train: str, gt_test: st
                "classes": classes, "verifier": {k: getattr(verifier, k, None) for k in
                                                 ("C", "max_iter", "standardize", "balanced", "seed")},
                "synthesis": {k: getattr(_Synthesizer, k, None) for k in ("max_frames_per_phone", "griffin_lim_iters")}}
-    return {f"the episode's model ({ep_dir})": model, "--test-dir": test, "--gt-train": gt_train,
+    return {"the episode's model": model, "--test-dir": test, "--gt-train": gt_train,
             "--gt-test": gt_test, "the speaker encoder's weights": encoder,
             "the evaluation options": hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()}
 
@@ -377,8 +377,8 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
     for t, spk, ep_dir in done:
         seen = order[:t]
         res_path = out / f"episode_{t:02d}.json"
-        inputs = _eval_inputs(ep_dir, _model_digest(ep_dir), digests["test"], digests["gt_train"],
-                              digests["gt_test"], encoder_digest, cfg, extra + seen)
+        inputs = _eval_inputs(_model_digest(ep_dir), digests["test"], digests["gt_train"], digests["gt_test"],
+                              encoder_digest, cfg, extra + seen)
         if res_path.is_file():
             res = json.loads(res_path.read_text(encoding="utf-8"))
             saved = res.get("inputs")

@@ -155,6 +155,10 @@ def test_other_inputs_are_evaluated_again_same_content_reused(run, caplog):
     cfg = ce.EvalConfig(num_utts=2, extra_speakers=EXTRA, plots=False)
     ce.evaluate_continual(run / "exp", run / "test", run / "gt_train", run / "gt_test_copy", cfg)
     assert FakeSynth.calls == n
+    shutil.move(str(run / "exp"), str(run / "moved_exp"))  # the run itself moved
+    ce.evaluate_continual(run / "moved_exp", run / "test", run / "gt_train", run / "gt_test_copy", cfg)
+    shutil.move(str(run / "moved_exp"), str(run / "exp"))
+    assert FakeSynth.calls == n
     # another held-out set (one of c's utterances labelled as a): every episode with c is evaluated again
     other = run / "gt_test_other"
     shutil.copytree(run / "gt_test_copy", other)
