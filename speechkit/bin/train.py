@@ -11,7 +11,9 @@ Re-running the same command resumes from the latest checkpoint (bitwise the same
 uninterrupted run on CPU) or, when the run already finished, says so and exits 0. A config that
 differs from the saved run outside the trainer section is an error; trainer settings such as
 trainer.max_epochs may be raised to continue. --resume false starts over (the earlier run is
-moved to EXP/prev-<time>/).
+moved to EXP/prev-<time>/). EXP may not be, contain or lie inside a data dir or file the config's
+data section names (data.train_dir, data.valid_dir, data.codes, ...), nor be or contain the
+experiment dir of data.vqvae_dir; this is checked before any work.
 
 Overrides are dotted config keys, '-' and '_' alike, values parsed as YAML:
   --trainer.max_epochs 20   --trainer.lr=1e-3   --model.hidden-dim 64   --trainer.betas [0.9,0.98]
@@ -38,6 +40,7 @@ import sys
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.cli import split_overrides as cli_split_overrides
 from speechkit.utils.fileio import ensure_writable_dir
+from speechkit.utils.outputs import check_output_dir
 
 PROG = "speechkit-train"
 # Our own options (everything else starting with -- is a config override).
@@ -146,6 +149,33 @@ def launch_torchrun(nproc: int, worker_argv: list[str]) -> int:
             signal.signal(s, h)
 
 
+#: data-section keys that name a file (keys ending in _dir name a directory); an experiment dir read from.
+_DATA_FILE_KEYS = ("codes", "speaker_embeddings", "cmvn_stats")
+_DATA_EXPERIMENT_KEYS = ("vqvae_dir",)
+
+
+def data_paths(cfg) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The paths a config's ``data`` section names, as ``(inputs, experiment_dirs)`` of
+    :func:`speechkit.utils.outputs.check_output_dir`: every non-empty string under a key ending in
+    ``_dir`` or in :data:`_DATA_FILE_KEYS` (labelled ``data.<key>``); ``vqvae_dir`` is an
+    experiment dir (an exp dir inside it is allowed)."""
+    import dataclasses
+
+    data = getattr(cfg, "data", None)
+    if data is None or not dataclasses.is_dataclass(data):
+        return [], []
+    inputs, experiments = [], []
+    for f in dataclasses.fields(data):
+        value = getattr(data, f.name)
+        if not isinstance(value, str) or not value:
+            continue
+        if f.name in _DATA_EXPERIMENT_KEYS:
+            experiments.append((f"data.{f.name}", value))
+        elif f.name.endswith("_dir") or f.name in _DATA_FILE_KEYS:
+            inputs.append((f"data.{f.name}", value))
+    return inputs, experiments
+
+
 def _run(args: argparse.Namespace, overrides: list[str], argv: list[str]) -> int:
     from speechkit.tasks import get_task
     from speechkit.train.distributed import launched_by_torchrun
@@ -163,6 +193,8 @@ def _run(args: argparse.Namespace, overrides: list[str], argv: list[str]) -> int
         return 0
     if not args.exp_dir:
         raise ConfigError("--exp-dir is required (where config, logs and checkpoints go)")
+    inputs, experiments = data_paths(cfg)
+    check_output_dir(args.exp_dir, inputs=inputs, experiment_dirs=experiments, option="--exp-dir")
     ensure_writable_dir(args.exp_dir)  # a file, or an unwritable folder: one line, before any work
     rank = int(os.environ.get("RANK", "0") or 0)
     setup_logging(None, verbose=args.verbose)

@@ -1,0 +1,26 @@
+"""speechkit-train: the experiment dir never overlaps the data the config names (issue 23 sweep)."""
+from __future__ import annotations
+
+from speechkit.bin.train import main
+
+
+def test_exp_dir_overlapping_a_data_dir_of_the_config_is_refused_before_any_work(tmp_path, capsys):
+    """--exp-dir = data.train_dir wrote config.yaml, train.log and checkpoints/ into the data dir
+    (and --resume false would have moved the data dir's files to prev-<time>/)."""
+    train = tmp_path / "dump" / "train"
+    train.mkdir(parents=True)
+    (train / "feats.scp").write_text("u1 x.ark:1\n")
+    for exp, why in [(train, "is"), (tmp_path / "dump", "contains"), (train / "exp", "lies inside")]:
+        assert main(["vqvae", "--exp-dir", str(exp), "--data.train_dir", str(train)]) == 1
+        assert f"speechkit-train: error: --exp-dir {exp} {why} data.train_dir {train}" in capsys.readouterr().err
+    assert [p.name for p in train.iterdir()] == ["feats.scp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump"]
+
+
+def test_exp_dir_and_the_vqvae_dir_of_an_inverter(tmp_path, capsys):
+    vq = tmp_path / "vq"
+    vq.mkdir()
+    assert main(["inverter", "--exp-dir", str(vq), "--data.vqvae_dir", str(vq), "--data.codes", str(tmp_path / "c"),
+                 "--data.feats_dir", str(tmp_path / "f")]) == 1
+    assert f"--exp-dir {vq} is data.vqvae_dir {vq}" in capsys.readouterr().err
+    assert list(vq.iterdir()) == []
