@@ -27,7 +27,7 @@ import argparse
 import sys
 
 from speechkit.data.corpora import CORPORA, Corpus, Option
-from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.cli import make_parser, positive_int, run_main, setup_logging
 from speechkit.utils.outputs import check_output_dir
 
 PROG = "speechkit-prepare-corpus"
@@ -62,7 +62,7 @@ def _add_corpus_parser(sub, corpus: Corpus) -> None:
     p.add_argument("corpus_dir", metavar="CORPUS_DIR", help="the corpus root" +
                    (" (synthesized there first unless complete)" if corpus.name == "mini" else ""))
     p.add_argument("out_dir", metavar="OUT_DIR", help="the data directory to write")
-    p.add_argument("--sample-rate", type=int, default=None, metavar="HZ",
+    p.add_argument("--sample-rate", type=positive_int, default=None, metavar="HZ",
                    help="resample through a sox pipe in wav.scp when the native rate differs (default: native)")
     p.add_argument("--keep-punctuation", action="store_true", help="keep the transcripts' punctuation and case")
     p.add_argument("--log-file", default=None, help="also append the log to this file")

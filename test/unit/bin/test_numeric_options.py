@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from speechkit.bin import compute_feats, make_abx_items, score_bitrate, train, validate_data_dir
+from speechkit.bin import compute_feats, make_abx_items, prepare_corpus, score_bitrate, train, validate_data_dir
 
 
 def _refused(capsys, main, argv, message):
@@ -65,3 +65,12 @@ def test_train_process_counts(tmp_path, capsys):
         assert train.main([*argv, "salad", "--exp-dir", str(tmp_path / "exp")]) == 1
         assert capsys.readouterr().err.strip().splitlines()[-1] == f"speechkit-train: error: {message}"
     assert not (tmp_path / "exp").exists()
+
+
+def test_prepare_corpus_sample_rate(tmp_path, capsys):
+    """Was refused only after the mini corpus had been synthesized into CORPUS_DIR."""
+    (tmp_path / "corpus").mkdir()
+    _refused(capsys, prepare_corpus.main,
+             ["mini", str(tmp_path / "corpus"), str(tmp_path / "out"), "--sample-rate", "0"],
+             "argument --sample-rate: must be >= 1, got 0")
+    assert list((tmp_path / "corpus").iterdir()) == [] and not (tmp_path / "out").exists()
