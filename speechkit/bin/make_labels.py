@@ -125,10 +125,10 @@ def make_labels(data_dir, alignments, out_dir, frontend_dir, *, fit: bool = Fals
     data_dir, out_dir, frontend_dir = Path(data_dir), Path(out_dir), Path(frontend_dir)
     if overwrite and not fit:
         raise ValueError("--overwrite applies to --fit only (it re-fits an existing front end)")
-    inputs = {"DATA_DIR": data_dir, "ALIGNMENTS": Path(alignments)}
-    check_output_dir(out_dir, inputs={**inputs, "--frontend-dir": frontend_dir}, option="OUT_DIR")
+    read = {"DATA_DIR": data_dir, "ALIGNMENTS": Path(alignments)}
+    check_output_dir(out_dir, inputs={**read, "--frontend-dir": frontend_dir}, option="OUT_DIR")
     if fit:
-        check_output_dir(frontend_dir, inputs=inputs, option="--frontend-dir")
+        check_output_dir(frontend_dir, inputs=read, option="--frontend-dir")
     d = DataDir.load(data_dir)
     for name, table in (("text", d.text), ("utt2num_frames", d.utt2num_frames)):
         if table is None:
@@ -164,6 +164,7 @@ def make_labels(data_dir, alignments, out_dir, frontend_dir, *, fit: bool = Fals
     if not inputs:
         raise DataError(f"{data_dir}: no utterance has both an alignment in {alignments} and a frame count; "
                         "nothing written")
+    refit = False
     if fit:
         record = fit_record(data_dir, Path(alignments), shift, len(inputs), {p for x in inputs for p in x.phones})
         fe, status = None, "fitted"
@@ -186,10 +187,7 @@ def make_labels(data_dir, alignments, out_dir, frontend_dir, *, fit: bool = Fals
         if fe is None:
             fe = LabelFrontend.fit(inputs, frame_shift=shift)
             fe.fitted_on = record
-            with replace_dir(frontend_dir) as tmp:
-                fe.save(tmp)
-            logger.info("%s the label front end on %d utterances: %d phones, dim %d -> %s", status, len(inputs),
-                        len(fe.phones), fe.dim, frontend_dir)
+            refit = True
     else:
         fe, status = LabelFrontend.load(frontend_dir), "loaded"
         if fe.frame_shift is not None and abs(fe.frame_shift - shift) > 1e-9:
@@ -205,6 +203,11 @@ def make_labels(data_dir, alignments, out_dir, frontend_dir, *, fit: bool = Fals
                 frames += len(m)
         with atomic_write(tmp / "label_dim") as f:
             f.write(f"{fe.dim}\n")
+        if refit:  # only once every label is computed: a bad utterance leaves the previous front end
+            with replace_dir(frontend_dir) as fe_tmp:
+                fe.save(fe_tmp)
+            logger.info("%s the label front end on %d utterances: %d phones, dim %d -> %s", status, len(inputs),
+                        len(fe.phones), fe.dim, frontend_dir)
     return {"utterances": len(inputs), "frames": frames, "dim": fe.dim,
             "skipped": sum(len(v) for v in skipped.values()), "frontend": status}
 

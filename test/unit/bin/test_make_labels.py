@@ -233,3 +233,22 @@ def test_outputs_overlapping_the_inputs_are_refused(dirs, tmp_path, capsys):
                  str(tmp_path / "ali")]) == 1
     assert f"OUT_DIR {tmp_path / 'ali'} contains ALIGNMENTS" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "ali").iterdir()] == ["phone_alignments"]
+
+
+def test_a_refit_that_fails_on_an_utterance_keeps_the_front_end(dirs, tmp_path, capsys):
+    """--overwrite replaces the front end only once every label has been computed."""
+    root, train, _ = dirs
+    ali = root / "train" / "phone_alignments"
+    fe = tmp_path / "frontend"
+    assert main(["--fit", "--frontend-dir", str(fe), str(train), str(ali), str(tmp_path / "l1")]) == 0
+    fitted = _files(fe)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in train.iterdir():
+        if f.is_file():
+            (bad / f.name).write_bytes(f.read_bytes())
+    frames = read_table(train / "utt2num_frames")
+    write_table(bad / "utt2num_frames", {**frames, "spk_b": int(frames["spk_b"]) + 5})
+    assert main(["--fit", "--overwrite", "--frontend-dir", str(fe), str(bad), str(ali), str(tmp_path / "l2")]) == 1
+    assert "utterance 'spk_b'" in capsys.readouterr().err
+    assert _files(fe) == fitted and not (tmp_path / "l2").exists()
