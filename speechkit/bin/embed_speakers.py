@@ -187,7 +187,8 @@ def main(argv=None) -> int:
     parser = make_parser(__doc__, prog=PROG)
     parser.add_argument("data_dir", metavar="DATA_DIR", help="Kaldi data dir (wav.scp, utt2spk)")
     parser.add_argument("out_dir", metavar="OUT_DIR",
-                        help="where the embeddings go (replaced as a whole; the previous one kept as OUT_DIR/.backup/N)")
+                        help="where the embeddings go (replaced as a whole; the previous one kept as "
+                             "OUT_DIR/.backup/N)")
     parser.add_argument("--nj", type=int, default=1, help="worker processes (default: 1)")
     parser.add_argument("--min-speech", type=float, default=None, metavar="S",
                         help="minimum seconds of speech after VAD trimming (default: 0.5)")

@@ -261,7 +261,8 @@ def _run(args) -> int:
     to_vocode: list[tuple[str, np.ndarray]] = []
     t0 = time.time()
     with replace_dir(out_dir) as tmp:
-        with torch.no_grad(), ark_scp_writer(tmp / "feats.ark", tmp / "feats.scp", scp_ark=final / "feats.ark") as write:
+        with torch.no_grad(), ark_scp_writer(tmp / "feats.ark", tmp / "feats.scp",
+                                             scp_ark=final / "feats.ark") as write:
             for i, utt in enumerate(utts):
                 try:
                     x = np.array(loader[utt], dtype=np.float32)

@@ -229,8 +229,8 @@ def test_outputs_overlapping_the_inputs_are_refused(dirs, tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
     (tmp_path / "ali").mkdir()
     (tmp_path / "ali" / "phone_alignments").write_bytes(ali.read_bytes())
-    assert main(["--fit", "--frontend-dir", str(tmp_path / "fe"), str(train), str(tmp_path / "ali" / "phone_alignments"),
-                 str(tmp_path / "ali")]) == 1
+    assert main(["--fit", "--frontend-dir", str(tmp_path / "fe"), str(train),
+                 str(tmp_path / "ali" / "phone_alignments"), str(tmp_path / "ali")]) == 1
     assert f"OUT_DIR {tmp_path / 'ali'} contains ALIGNMENTS" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "ali").iterdir()] == ["phone_alignments"]
 

@@ -116,4 +116,5 @@ def test_an_unwritable_log_file_is_a_one_line_error(tmp_path, capsys):
     (tmp_path / "afile").write_text("")
     assert main([str(tmp_path / "nope"), str(tmp_path / "out"), "--dev", "0.1", "--test", "0.1",
                  "--log-file", str(tmp_path / "afile" / "x.log")]) == 1
-    assert f"speechkit-split-corpus: error: cannot write {tmp_path / 'afile'}: Not a directory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"speechkit-split-corpus: error: cannot write {tmp_path / 'afile'}: Not a directory" in err

@@ -72,4 +72,5 @@ def test_out_dir_overlapping_the_corpus_is_refused(tmp_path, capsys):
 def test_an_unwritable_log_file_is_a_one_line_error(tmp_path, capsys):
     (tmp_path / "afile").write_text("")
     assert main(["fsdd", str(tmp_path / "c"), str(tmp_path / "out"), "--log-file", str(tmp_path / "afile" / "x")]) == 1
-    assert f"speechkit-prepare-corpus: error: cannot write {tmp_path / 'afile'}: Not a directory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"speechkit-prepare-corpus: error: cannot write {tmp_path / 'afile'}: Not a directory" in err
