@@ -258,6 +258,14 @@ def _run(args) -> int:
         raise ValueError(f"--hop must be >= 1 input frame, got {args.hop} (leave it out for half a window)")
     if args.hop is not None and args.window == 0:
         raise ValueError(f"--hop {args.hop}: only with windows (--window 0 encodes whole utterances)")
+    phases = None  # 'all': the model's stride, known once it is loaded
+    if args.phases != "all":
+        try:
+            phases = int(args.phases)
+        except ValueError:
+            raise ValueError(f"--phases: expected a number or 'all', got {args.phases!r}") from None
+        if phases < 1:
+            raise ValueError(f"--phases must be >= 1 (or 'all'), got {phases}")
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)
     model_path = Path(args.model_dir)
     if model_path.is_dir():
@@ -289,17 +297,15 @@ def _run(args) -> int:
     if args.window % stride or args.hop % stride:
         raise ValueError(f"--window {args.window} / --hop {args.hop}: must be multiples of the model's stride "
                          f"{stride}")
-    if args.phases == "all":
+    if phases is None:
         phases = stride
-    else:
-        try:
-            phases = int(args.phases)
-        except ValueError:
-            raise ValueError(f"--phases: expected a number or 'all', got {args.phases!r}") from None
     if phases != 1 and not args.aux:
         raise ValueError(f"--phases {args.phases}: only with --aux (the continuous z); codes stay at the model's "
                          f"stride (their bitrate would grow {phases}-fold)")
-    phase_offsets(stride, phases)  # a divisor of the stride, else ValueError
+    try:
+        phase_offsets(stride, phases)  # a divisor of the stride
+    except ValueError as e:
+        raise ValueError(f"--phases {args.phases}: {e}") from None
     if not args.aux and args.unit_format == "codebook":
         rows = codebook_rows(model.quantizer.codebook)
         if len(set(rows)) < len(rows):

@@ -295,6 +295,8 @@ def test_a_rerun_replaces_the_output_whole_and_keeps_the_previous_one(setup, tmp
     (["--window", 0, "--hop", 4], "--hop 4: only with windows"),
     (["--nj", 0], "--nj must be >= 1, got 0"),
     (["--batch-frames", 0], "--batch-frames must be >= 1, got 0"),
+    (["--aux", "--phases", 0], "--phases must be >= 1 (or 'all'), got 0"),
+    (["--aux", "--phases", 3], "--phases 3: phases must divide the model's stride 4, got 3"),
 ])
 def test_out_of_range_options_are_rejected_by_name(setup, tmp_path, capsys, opts, msg):
     """Issue 23 item 18: --hop 0 was taken as 'the default hop'."""
