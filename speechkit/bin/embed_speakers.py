@@ -22,8 +22,9 @@ it); when every utterance is skipped that is an error naming the first ones, and
 written. Unreadable audio is an error naming the utterance.
 
 OUT_DIR is written as a whole: the files go to a temporary directory that replaces OUT_DIR only when
-all are written, so a failed or killed run leaves the previous OUT_DIR complete and untouched; the
-previous OUT_DIR is kept as OUT_DIR/.backup/N. OUT_DIR may not be, contain or lie inside DATA_DIR;
+all are written, so a failed or killed run leaves the previous OUT_DIR complete and untouched. The
+previous OUT_DIR is deleted, not backed up (embeddings are derived data that the same inputs give
+again; the vctk recipe re-runs this at every stage 5). OUT_DIR may not be, contain or lie inside DATA_DIR;
 an existing file as OUT_DIR is an error. Both, and the options, are checked before any work.
 --nj N embeds N contiguous parts of the utterance list in N worker processes (one CPU thread each);
 the output does not depend on N.
@@ -187,8 +188,7 @@ def main(argv=None) -> int:
     parser = make_parser(__doc__, prog=PROG)
     parser.add_argument("data_dir", metavar="DATA_DIR", help="Kaldi data dir (wav.scp, utt2spk)")
     parser.add_argument("out_dir", metavar="OUT_DIR",
-                        help="where the embeddings go (replaced as a whole; the previous one kept as "
-                             "OUT_DIR/.backup/N)")
+                        help="where the embeddings go (replaced as a whole; derived data: no backup)")
     parser.add_argument("--nj", type=int, default=1, help="worker processes (default: 1)")
     parser.add_argument("--min-speech", type=float, default=None, metavar="S",
                         help="minimum seconds of speech after VAD trimming (default: 0.5)")
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
                                        trim_silence=args.trim_silence)
         if not embs:  # the error names them (no OUT_DIR/skipped is written to point at)
             raise _nothing_embedded(skipped, out)
-        with replace_dir(out) as tmp:
+        with replace_dir(out, backup=False) as tmp:
             spk_vecs = write_embeddings(tmp, embs, skipped, d.utt2spk, renormalize=args.renormalize, final_dir=out)
         if skipped:
             first = c_sorted(skipped)[:5]

@@ -25,8 +25,9 @@ synthesized is an error naming it.
 
 OUT_DIR is written as a whole: every file (the --nj jobs' wavs included) goes to a temporary
 directory that replaces OUT_DIR only when all are done, so a failed or killed run leaves the
-previous OUT_DIR complete and untouched, and a re-run leaves no wav of an earlier one behind; the
-previous OUT_DIR is kept as OUT_DIR/.backup/N. OUT_DIR may not be, contain or lie inside FEATS_DIR
+previous OUT_DIR complete and untouched, and a re-run leaves no wav of an earlier one behind. The
+previous OUT_DIR is deleted, not backed up: copy synthesis is derived data that a re-run of the same
+inputs gives again (the vctk recipe re-runs it at every stage 5), and backups of it would pile up. OUT_DIR may not be, contain or lie inside FEATS_DIR
 or the feature arks it reads; an existing file as OUT_DIR is an error. Both, and the options, are
 checked before any work.
 
@@ -156,7 +157,7 @@ def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike,
     parts = [utts[i::nj] for i in range(nj)]
     t0 = time.time()
     final_wav_dir = Path(os.path.abspath(out)) / "wav"  # where the wavs will be once the temporary dir is swapped in
-    with replace_dir(out) as tmp:
+    with replace_dir(out, backup=False) as tmp:
         wav_dir = tmp / "wav"  # every job writes here
         wav_dir.mkdir()
         if nj > 1:
@@ -192,8 +193,7 @@ def main(argv=None) -> int:
     parser = make_parser(__doc__, prog=PROG)
     parser.add_argument("feats_dir", metavar="FEATS_DIR", help="dir with feats.scp and feats.yaml (WORLD or logmel)")
     parser.add_argument("out_dir", metavar="OUT_DIR",
-                        help="data dir to write (wav.scp + wav/); replaced as a whole, the previous one kept as "
-                             "OUT_DIR/.backup/N")
+                        help="data dir to write (wav.scp + wav/); replaced as a whole (derived data: no backup)")
     parser.add_argument("--nj", type=int, default=1, help="worker processes (default: 1)")
     parser.add_argument("--spectrograms", type=int, default=0, metavar="N",
                         help="spectrogram PNGs of the first N utterances, N >= 0 (default: 0)")

@@ -97,19 +97,18 @@ def _fake_embeddings(monkeypatch, utts):
 
 
 def test_a_rerun_replaces_the_output_whole(data_dir, tmp_path, monkeypatch):
-    """The scps name the arks where they are after the swap; the previous output is kept whole;
-    the skipped file the warning names exists."""
+    """The scps name the arks where they are after the swap; nothing of the previous output is
+    left (derived data: no backup); the skipped file the warning names exists."""
     _fake_embeddings(monkeypatch, ["spkA_0", "spkA_1", "spkB_0", "spkB_1"])
     out = tmp_path / "emb"
     assert main([str(data_dir), str(out)]) == 0
     first = {p.name: p.read_bytes() for p in out.iterdir()}
     (out / "stale").write_text("x\n")
     assert main([str(data_dir), str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == sorted([".backup", *first])
+    assert sorted(p.name for p in out.iterdir()) == sorted(first)
     assert (out / "embeddings.scp").read_text().startswith(f"spkA_0 {out / 'embeddings.ark'}:")
     assert sorted(load_embeddings(out / "spk_embeddings.scp")) == ["spkA", "spkB"]
     assert (out / "skipped").read_text() == "spkB_silent 0.000\n"
-    assert {p.name: p.read_bytes() for p in (out / ".backup" / "1").iterdir()} == {**first, "stale": b"x\n"}
 
 
 def test_out_dir_overlapping_the_data_dir_and_bad_options_are_refused(data_dir, tmp_path, capsys):
