@@ -41,6 +41,8 @@ CLIS = {
     "speechkit-train-continual": "train_continual",
     "speechkit-vocode": "vocode",
     "speechkit-score-continual": "score_continual",
+    # results pages (every recipe's RESULTS.md)
+    "speechkit-record-run": "record_run",
 }
 
 setup(

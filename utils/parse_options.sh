@@ -24,9 +24,12 @@
 # those a --config file assigns ('name=value' lines), then the --options. A script can so tell an
 # option given from its default whatever the value (utils/stage_setup.sh, utils/recipe_common.sh).
 #
+# $cmdline_args is the whole command line as typed ($0 and every argument, shell-quoted), for the
+# results pages (utils/recipe_common.sh's record_run).
+#
 # Not options (an error like an unknown option): names with an upper-case letter (the environment:
 # PATH, HOME, LC_ALL, MAIN_ROOT, OMP_NUM_THREADS, ...), names starting with '_', and the scripts'
-# own bookkeeping: help_message, cmdline_options, setup_keys, default_*, and cmd.sh's job commands
+# own bookkeeping: help_message, cmdline_options, cmdline_args, setup_keys, default_*, and cmd.sh's job commands
 # (train_cmd, decode_cmd, cuda_cmd, cmd_backend: choose them in cmd.sh).
 
 __po_die() {
@@ -39,6 +42,8 @@ __po_given() {
 }
 
 cmdline_options=
+cmdline_args=$(printf '%q ' "$0" "$@")
+cmdline_args=${cmdline_args% }
 
 # Pass 1: config files (so that explicit options win whatever their order).
 __po_i=1
@@ -116,7 +121,7 @@ while [ $# -gt 0 ]; do
     __po_die "unknown option $__po_opt"
   fi
   case "$__po_name" in
-    help_message|cmdline_options|setup_keys|default_*|train_cmd|decode_cmd|cuda_cmd|cmd_backend)
+    help_message|cmdline_options|cmdline_args|setup_keys|default_*|train_cmd|decode_cmd|cuda_cmd|cmd_backend)
       __po_die "unknown option $__po_opt (an internal variable of $0, not an option)" ;;
   esac
   __po_old=${!__po_name}

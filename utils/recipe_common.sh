@@ -8,6 +8,7 @@
 #   option_given corpus && ...
 #
 #   die MESSAGE...      prints "$0: MESSAGE" on stderr, exits 1.
+#   record_run FILE     appends this run (command line, environment, config hashes) to FILE (runs.jsonl).
 #   option_given NAME   true if --NAME was given on the command line (or assigned in a --config
 #                       file), whatever its value: the default given explicitly counts.
 #   check_stages LAST   --stage and --stop_stage are whole numbers, --stage in 0..LAST,
@@ -29,4 +30,15 @@ check_stages() {
   [ "$stop_stage" -le "$last" ] || [ "$stop_stage" -ge 100 ] ||
     die "--stop_stage $stop_stage: no such stage (this recipe's stages are 0..$last; 100 or more: to the end)"
   [ "$stop_stage" -ge "$stage" ] || die "--stop_stage $stop_stage is before --stage $stage: no stage would run"
+}
+
+# record_run FILE [CONFIG...]: append this invocation (the command line as typed, the environment:
+# date, git commit, Python, torch, CPU/GPU, threads; the SHA-256 of every *.yaml under the CONFIG
+# paths, default conf/) to FILE, a runs.jsonl that local/make_results.py turns into RESULTS.md's
+# environment, commands and configs sections (speechkit-record-run, speechkit.utils.provenance).
+record_run() {
+  local file=$1
+  shift
+  [ $# -gt 0 ] || set -- conf
+  speechkit-record-run --out "$file" --cmdline "${cmdline_args:-$0}" --configs "$@"
 }

@@ -1,0 +1,228 @@
+"""Where a result came from: the environment, the command line and the config files of a recipe run.
+
+ESPnet's RESULTS.md convention: every results page starts with the environment the numbers were
+measured in (date, git commit, Python, torch, CPU/GPU, threads), the exact ``./run.sh`` command
+lines and the hashes of the config files. A recipe records one JSON line per ``run.sh`` invocation
+(:func:`record_run`, called through ``speechkit-record-run`` by ``utils/recipe_common.sh``'s
+``record_run``), and its ``local/make_results.py`` copies those records next to its score files and
+renders them (:func:`markdown_header`).
+
+A record (one line of ``runs.jsonl``)::
+
+    {"date": "2026-11-26T16:20:03Z", "cmdline": "./run.sh --stage 3", "cwd": "egs/indic_multilingual",
+     "git_commit": "eef4fc0...", "git_dirty": false, "python": "3.11.7", "torch": "2.13.0+cpu",
+     "platform": "Linux-...", "cpu": "AMD EPYC ...", "cpu_count": 2, "gpu": null,
+     "threads": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+     "configs": {"conf/train_mini.yaml": "3f2a..."}}
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from speechkit.utils.fileio import DataError, ensure_writable_dir
+
+#: Environment variables that set thread counts (recorded as they were).
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def repo_root() -> Path:
+    """The source tree this ``speechkit`` package was imported from (the git work tree, if any)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def git_state(root: str | os.PathLike | None = None) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the git work tree at ``root`` (default :func:`repo_root`).
+
+    ``dirty`` is true when a tracked file differs from the commit (untracked files do not count).
+    ``(None, None)`` without git or outside a work tree.
+    """
+    root = str(root or repo_root())
+    try:
+        commit = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=20)
+        if commit.returncode != 0:
+            return None, None
+        status = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    return commit.stdout.strip(), bool(status.stdout.strip()) if status.returncode == 0 else None
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere), or None."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def gpu_name() -> str | None:
+    """The first CUDA device's name when torch sees one, else None."""
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return f"{torch.cuda.get_device_name(0)} (x{torch.cuda.device_count()})"
+    except Exception:  # a broken CUDA install must not stop a results page
+        return None
+    return None
+
+
+def environment() -> dict:
+    """The environment a run measures in: date (UTC), git commit and dirty flag, Python, torch,
+    platform, CPU model and logical cores, GPU, thread variables (see the module docstring)."""
+    commit, dirty = git_state()
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_commit": commit, "git_dirty": dirty,
+        "python": platform.python_version(), "torch": torch_version, "platform": platform.platform(),
+        "cpu": cpu_model(), "cpu_count": os.cpu_count(), "gpu": gpu_name(),
+        "threads": {k: os.environ[k] for k in THREAD_VARS if k in os.environ},
+    }
+
+
+def file_sha256(path: str | os.PathLike, length: int = 12) -> str:
+    """The first ``length`` hex digits of the SHA-256 of a file's bytes.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:length]
+
+
+def config_hashes(paths: Iterable[str | os.PathLike], base: str | os.PathLike | None = None) -> dict[str, str]:
+    """``{path: sha256 prefix}`` of the YAML files among ``paths`` (directories: every ``*.yaml`` below),
+    paths written relative to ``base`` when under it, sorted.
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+    """
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(p.rglob("*.yaml")))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise FileNotFoundError(2, "no such file or directory", str(p))
+    out = {}
+    for f in files:
+        name = os.path.relpath(f, base) if base is not None else str(f)
+        out[name] = file_sha256(f)
+    return dict(sorted(out.items()))
+
+
+def record_run(out: str | os.PathLike, cmdline: str, configs: Sequence[str | os.PathLike] = (),
+               cwd: str | os.PathLike | None = None) -> dict:
+    """Append one record (the environment, ``cmdline``, the working directory relative to the
+    source tree, the hashes of ``configs``) to the JSON-lines file ``out`` and return it.
+
+    Raises:
+        WriteError: ``out``'s directory cannot be created or written.
+        FileNotFoundError: a config path that does not exist.
+    """
+    cwd = Path(cwd or os.getcwd()).resolve()
+    try:
+        where = str(cwd.relative_to(repo_root()))
+    except ValueError:
+        where = str(cwd)
+    rec = {**environment(), "cmdline": cmdline, "cwd": where, "configs": config_hashes(configs, base=cwd)}
+    out = Path(out)
+    ensure_writable_dir(out.parent)
+    with open(out, "a", encoding="utf-8") as f:  # one short line per run: appends do not interleave
+        f.write(json.dumps(rec, sort_keys=False, allow_nan=False) + "\n")
+    return rec
+
+
+def read_runs(path: str | os.PathLike) -> list[dict]:
+    """The records of a ``runs.jsonl`` file, in order ([] if it does not exist).
+
+    Raises:
+        DataError: a line that is not a JSON object (names file and line).
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    runs = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise DataError(f"{path}:{i}: not JSON ({e})") from None
+        if not isinstance(rec, dict):
+            raise DataError(f"{path}:{i}: not a JSON object")
+        runs.append(rec)
+    return runs
+
+
+def _short(commit: str | None, dirty: bool | None) -> str:
+    if not commit:
+        return "unknown (no git)"
+    return commit[:10] + (" + uncommitted changes" if dirty else "")
+
+
+def markdown_header(runs: Sequence[Mapping], regenerate: str | None = None) -> str:
+    """The provenance part of a RESULTS.md: environment(s), commands, config hashes.
+
+    Args:
+        runs: records as :func:`record_run` writes them, oldest first.
+        regenerate: the command that regenerates the page (printed first), if any.
+
+    Returns:
+        Markdown (ends with a blank line). Records with the same environment (machine, versions,
+        commit) are grouped; every command line is listed with its date and commit; config hashes
+        are those of the last record that lists the file.
+    """
+    lines: list[str] = []
+    if regenerate:
+        lines += [f"Regenerate this page from the tracked score files: `{regenerate}`", ""]
+    if not runs:
+        return "\n".join(lines + ["No run records (`runs.jsonl`): environment and commands unknown.", ""])
+    lines += ["## Environment", ""]
+    lines += ["| date (UTC) | git commit | Python | torch | CPU (logical cores) | GPU | threads |",
+              "|---|---|---|---|---|---|---|"]
+    seen = set()
+    for r in runs:
+        key = (r.get("git_commit"), r.get("git_dirty"), r.get("python"), r.get("torch"), r.get("cpu"),
+               r.get("cpu_count"), r.get("gpu"), json.dumps(r.get("threads", {}), sort_keys=True))
+        if key in seen:
+            continue
+        seen.add(key)
+        threads = ", ".join(f"{k}={v}" for k, v in (r.get("threads") or {}).items()) or "-"
+        lines.append(f"| {r.get('date', '?')} | {_short(r.get('git_commit'), r.get('git_dirty'))} | "
+                     f"{r.get('python', '?')} | {r.get('torch', '?')} | {r.get('cpu') or '?'} "
+                     f"({r.get('cpu_count', '?')}) | {r.get('gpu') or 'none'} | {threads} |")
+    lines += ["", "## Commands", "", "In the order they ran (each in the recipe directory):", "", "```"]
+    for r in runs:
+        lines.append(f"# {r.get('date', '?')}  {_short(r.get('git_commit'), r.get('git_dirty'))}")
+        lines.append(r.get("cmdline", "?"))
+    lines += ["```", ""]
+    configs: dict[str, str] = {}
+    for r in runs:
+        configs.update(r.get("configs") or {})
+    if configs:
+        lines += ["## Configs (SHA-256, first 12 hex digits, as last run)", "", "| file | sha256 |", "|---|---|"]
+        lines += [f"| `{k}` | `{v}` |" for k, v in sorted(configs.items())]
+        lines.append("")
+    return "\n".join(lines) + "\n"
