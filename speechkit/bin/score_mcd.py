@@ -17,9 +17,20 @@ All figures are pooled over all scored frames of all utterances; the JSON also h
 per-utterance MCDs. With --mask-silence, frames whose time t * frame_shift lies inside a silence
 phone of the alignments are left out (not zeroed as in musa_tts, which counts them as perfect).
 
+--convention authors scores as the SALAD authors' evaluation code (santi-pdp/musa_tts,
+eval_aco_epoch) does, for numbers to set beside the paper's:
+  MCD (dB)      over all mcep_dim columns, c0 included
+  F0 RMSE (Hz)  over every frame of the exp(lf0) contours (the reference's is interpolated)
+  silence       with --mask-silence, silent frames are zeroed: kept in every denominator as
+                perfect frames (distance 0, F0 error 0, voicing agreeing)
+The default, --convention speechkit, is the list above.
+
 The last line of stdout is the result, e.g.
   MCD 5.43 dB (with c0 6.10)  F0 RMSE 14.56 Hz  V/UV 94.5 %
---per-utt writes '<utt> <frames> <mcd_db> <mcd_with_c0_db> <f0_rmse_hz|nan> <vuv_%>' lines.
+or, with --convention authors,
+  MCD 6.10 dB  F0 RMSE 20.31 Hz  V/UV 95.2 %  (authors' convention: c0 included, F0 over all frames, silence zeroed)
+--per-utt writes '<utt> <frames> <mcd_db> <mcd_with_c0_db> <f0_rmse_hz|nan> <vuv_%>' lines (mcd_db,
+f0_rmse_hz and vuv_% under --convention).
 
 Example:
   speechkit-score-mcd data/M1/test_phones exp/salad_big/synth/test \\
@@ -36,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
-from speechkit.scoring.mcd import DEFAULT_FRAME_SHIFT, read_world_layout, score_world
+from speechkit.scoring.mcd import CONVENTIONS, DEFAULT_FRAME_SHIFT, read_world_layout, score_world
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write
 
@@ -109,6 +120,10 @@ def main(argv=None) -> int:
                              "inside silence phones")
     parser.add_argument("--silence-phones", metavar="P,...", default="sil",
                         help="comma-separated silence labels of ALIGNMENTS (default: %(default)s)")
+    parser.add_argument("--convention", choices=CONVENTIONS, default="speechkit",
+                        help="speechkit: c0 left out, F0 over frames voiced in both, silence left out; "
+                             "authors: as musa_tts (c0 included, F0 over every frame, silence zeroed) "
+                             "(default: %(default)s)")
     parser.add_argument("--json", metavar="OUT", default=None,
                         help="write every figure, the counts and per-utterance scores as JSON")
     parser.add_argument("--per-utt", metavar="OUT", default=None, help="write a per-utterance score table")
@@ -138,7 +153,8 @@ def main(argv=None) -> int:
                                 f"{fs_hyp:g} s in {hyp_meta / 'frame_shift'}")
             frame_shift = fs_ref if fs_ref is not None else fs_hyp if fs_hyp is not None else DEFAULT_FRAME_SHIFT
         res = score_world(_Lazy(ref), _Lazy(hyp), ref_lay, alignments=alignments, frame_shift=frame_shift,
-                          silence_phones=sil or ("sil",), names=(str(args.ref), str(args.hyp)))
+                          silence_phones=sil or ("sil",), names=(str(args.ref), str(args.hyp)),
+                          convention=args.convention)
         if args.json:
             out = {"ref": str(args.ref), "hyp": str(args.hyp), "layout_source": ref_src,
                    "mask_silence": args.mask_silence, **res.to_dict()}
@@ -150,12 +166,19 @@ def main(argv=None) -> int:
                 for u in res.utts:
                     f.write(f"{u.utt} {u.n_frames} {u.mcd_db:.4f} {u.mcd_with_c0_db:.4f} "
                             f"{u.f0_rmse_hz:.4f} {u.vuv_accuracy:.2f}\n")
-        masked = f", {res.n_masked} frames in silence phones left out" if args.mask_silence else ""
+        authors = args.convention == "authors"
+        masked = (f", {res.n_masked} frames in silence phones {'zeroed' if authors else 'left out'}"
+                  if args.mask_silence else "")
         print(f"utterances: {len(res.utts)}, frames scored: {res.n_frames}{masked} ({ref_lay.describe()})")
-        print(f"mean of per-utterance MCD: {res.mcd_db_utt_mean:.2f} dB (with c0 {res.mcd_with_c0_db_utt_mean:.2f}); "
-              "figures below pooled over all frames")
-        print(f"F0 RMSE over {res.n_voiced_both} frames voiced in both "
-              f"({len(res.utts_no_voiced_both)} utterances with none)")
+        if authors:
+            print(f"mean of per-utterance MCD: {res.mcd_db_utt_mean:.2f} dB (c0 included); "
+                  "figures below pooled over all frames")
+            print(f"F0 RMSE over all {res.n_frames + res.n_masked} frames")
+        else:
+            print(f"mean of per-utterance MCD: {res.mcd_db_utt_mean:.2f} dB (with c0 "
+                  f"{res.mcd_with_c0_db_utt_mean:.2f}); figures below pooled over all frames")
+            print(f"F0 RMSE over {res.n_voiced_both} frames voiced in both "
+                  f"({len(res.utts_no_voiced_both)} utterances with none)")
         print(res.summary())
         return 0
 

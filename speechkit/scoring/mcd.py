@@ -27,6 +27,19 @@ frames of both sides as identical (distance 0, same voicing), i.e. counts them a
 lowers the MCD by the share of silence; the figures here are therefore not directly comparable
 to those of a zeroing implementation.
 
+Conventions (``convention``, :data:`CONVENTIONS`): the measures above are ``"speechkit"`` (the
+default). ``"authors"`` computes the figures as the SALAD authors' evaluation does (musa_tts's
+``eval_aco_epoch``), so that numbers can be set beside the paper's:
+
+* MCD over **all** ``mcep_dim`` columns (c0 included);
+* F0 RMSE over **every** scored frame of the ``exp(lf0)`` contours as stored (the interpolated
+  contour of the reference, the predicted one of the hypothesis), whatever the voicing;
+* with silence masking, silent frames are **zeroed**, not left out: they stay in every
+  denominator with distance 0, F0 error 0 and agreeing voicing;
+* V/UV accuracy as above (the decisions ``vuv > 0.5``), silent frames counted as agreeing.
+
+Both conventions pool over frames; ``mcd_with_c0_db`` is c0 included with silence left out in both.
+
 Library use (e.g. validation in a training task)::
 
     from speechkit.scoring.mcd import mcd_db, score_world
@@ -50,8 +63,8 @@ from speechkit.utils.fileio import DataError
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "MCD_CONSTANT", "DEFAULT_FRAME_SHIFT", "WorldLayout", "UttScore", "WorldScores",
-    "frame_mcd_db", "mcd_db", "voiced_f0_hz", "silence_keep_mask", "score_utterance", "score_world",
+    "MCD_CONSTANT", "DEFAULT_FRAME_SHIFT", "CONVENTIONS", "CONVENTION_DEFINITIONS", "WorldLayout", "UttScore", "WorldScores",
+    "check_convention", "frame_mcd_db", "mcd_db", "voiced_f0_hz", "silence_keep_mask", "score_utterance", "score_world",
     "read_world_layout",
 ]
 
@@ -60,6 +73,29 @@ MCD_CONSTANT = 10.0 * math.sqrt(2.0) / math.log(10.0)
 
 #: Frame shift (s) of the WORLD features when a directory has no ``frame_shift`` file.
 DEFAULT_FRAME_SHIFT = 0.005
+
+#: Scoring conventions (see the module doc): speechkit's (the default) and the SALAD authors'.
+CONVENTIONS = ("speechkit", "authors")
+
+#: One line per convention: what its MCD, F0 RMSE and silence handling are (written into score JSONs).
+CONVENTION_DEFINITIONS = {
+    "speechkit": "MCD over mcep[1:] (c0 left out); F0 RMSE over frames voiced in both; "
+                 "silence frames left out",
+    "authors": "MCD over all mcep columns (c0 included); F0 RMSE over every frame of the exp(lf0) contours "
+               "(interpolated reference); silence frames zeroed (kept in the denominators as perfect), "
+               "as santi-pdp/musa_tts eval_aco_epoch",
+}
+
+
+def check_convention(convention: str) -> str:
+    """``convention`` if it is one of :data:`CONVENTIONS`.
+
+    Raises:
+        ValueError: another value (names the known ones).
+    """
+    if convention not in CONVENTIONS:
+        raise ValueError(f"unknown scoring convention {convention!r} (known: {', '.join(CONVENTIONS)})")
+    return convention
 
 
 # ----------------------------------------------------------------------------- layout
@@ -243,7 +279,11 @@ class UttScore:
         utt: id. n_frames: frames scored (after masking). n_masked: frames left out as silence.
         mcd_sum / mcd_c0_sum: sums of per-frame MCD in dB without / with c0.
         f0_sq_sum: sum of squared F0 errors (Hz^2) over the ``n_voiced_both`` frames voiced in both.
+        f0_all_sq_sum: sum of squared F0 errors (Hz^2) of the ``exp(lf0)`` contours over every
+            scored frame, whatever the voicing (the ``"authors"`` convention).
         n_vuv_correct: frames whose voicing decisions agree.
+        convention: which figures the properties give (:data:`CONVENTIONS`; see the module doc):
+            ``"authors"`` counts the ``n_masked`` silent frames as zeroed (distance 0, agreeing).
     """
 
     utt: str
@@ -254,9 +294,20 @@ class UttScore:
     f0_sq_sum: float = 0.0
     n_voiced_both: int = 0
     n_vuv_correct: int = 0
+    f0_all_sq_sum: float = 0.0
+    convention: str = "speechkit"
+
+    @property
+    def _authors(self) -> bool:
+        return self.convention == "authors"
 
     @property
     def mcd_db(self) -> float:
+        """MCD in dB: speechkit: c0 left out, over the scored frames; authors: c0 included, over
+        the scored and the zeroed silent frames."""
+        if self._authors:
+            n = self.n_frames + self.n_masked
+            return self.mcd_c0_sum / n if n else math.nan
         return self.mcd_sum / self.n_frames if self.n_frames else math.nan
 
     @property
@@ -265,10 +316,18 @@ class UttScore:
 
     @property
     def f0_rmse_hz(self) -> float:
+        """F0 RMSE in Hz: speechkit: over frames voiced in both; authors: over every frame."""
+        if self._authors:
+            n = self.n_frames + self.n_masked
+            return math.sqrt(self.f0_all_sq_sum / n) if n else math.nan
         return math.sqrt(self.f0_sq_sum / self.n_voiced_both) if self.n_voiced_both else math.nan
 
     @property
     def vuv_accuracy(self) -> float:
+        """Percent of agreeing voicing decisions (authors: zeroed silent frames agree)."""
+        if self._authors:
+            n = self.n_frames + self.n_masked
+            return 100.0 * (self.n_vuv_correct + self.n_masked) / n if n else math.nan
         return 100.0 * self.n_vuv_correct / self.n_frames if self.n_frames else math.nan
 
     def to_dict(self) -> dict:
@@ -285,7 +344,7 @@ def _num(x: float) -> float | None:
 
 def score_utterance(ref: np.ndarray, hyp: np.ndarray, conf: "WorldLayout | Mapping | object | None" = None,
                     keep: np.ndarray | None = None, utt: str = "<utt>",
-                    names: tuple[str, str] = ("REF", "HYP")) -> UttScore:
+                    names: tuple[str, str] = ("REF", "HYP"), convention: str = "speechkit") -> UttScore:
     """Statistics of one frame-aligned pair of WORLD matrices.
 
     Args:
@@ -293,10 +352,14 @@ def score_utterance(ref: np.ndarray, hyp: np.ndarray, conf: "WorldLayout | Mappi
         conf: the layout (see :meth:`WorldLayout.from_conf`); None = 40 mcep at 16 kHz.
         keep: optional ``(T,)`` bool, False = frame left out (see :func:`silence_keep_mask`).
         utt, names: for messages.
+        convention: which figures the result's properties give (:data:`CONVENTIONS`); the
+            statistics of both are collected either way.
 
     Raises:
         DataError: wrong dimension, different frame counts, or NaN/Inf (names the utterance).
+        ValueError: an unknown ``convention``.
     """
+    check_convention(convention)
     lay = WorldLayout.from_conf(conf)
     r = np.asarray(ref, dtype=np.float64)
     h = np.asarray(hyp, dtype=np.float64)
@@ -322,10 +385,12 @@ def score_utterance(ref: np.ndarray, hyp: np.ndarray, conf: "WorldLayout | Mappi
     d0 = frame_mcd_db(r[:, lay.mcep], h[:, lay.mcep], include_c0=True)
     vr, vh = r[:, lay.vuv] > 0.5, h[:, lay.vuv] > 0.5
     both = vr & vh
-    f0_err = np.exp(r[both, lay.lf0]) - np.exp(h[both, lay.lf0])
+    f0_all_err = np.exp(r[:, lay.lf0]) - np.exp(h[:, lay.lf0])
+    f0_err = f0_all_err[both]
     return UttScore(utt=utt, n_frames=int(r.shape[0]), n_masked=n_masked, mcd_sum=float(d.sum()),
                     mcd_c0_sum=float(d0.sum()), f0_sq_sum=float(f0_err @ f0_err),
-                    n_voiced_both=int(both.sum()), n_vuv_correct=int((vr == vh).sum()))
+                    n_voiced_both=int(both.sum()), n_vuv_correct=int((vr == vh).sum()),
+                    f0_all_sq_sum=float(f0_all_err @ f0_all_err), convention=convention)
 
 
 @dataclass
@@ -335,11 +400,15 @@ class WorldScores:
     Attributes:
         layout: the feature layout.
         utts: per-utterance statistics, in scoring order.
-        mcd_db / mcd_with_c0_db: pooled MCD (dB) without / with c0; mcd_db_utt_mean /
-            mcd_with_c0_db_utt_mean: the mean of per-utterance MCDs (utterances with >= 1 scored frame).
-        f0_rmse_hz: pooled over frames voiced in both (nan when there is none).
-        vuv_accuracy: percent of scored frames with agreeing voicing.
-        n_frames / n_masked / n_voiced_both: totals.
+        convention: ``"speechkit"`` or ``"authors"`` (:data:`CONVENTIONS`): which figures
+            ``mcd_db``, ``f0_rmse_hz``, ``vuv_accuracy`` and ``mcd_db_utt_mean`` give (module doc).
+        mcd_db / mcd_with_c0_db: pooled MCD (dB) under the convention (speechkit: c0 left out;
+            authors: c0 included, silent frames zeroed) / with c0 and silence left out (both
+            conventions); mcd_db_utt_mean / mcd_with_c0_db_utt_mean: the mean of per-utterance MCDs.
+        f0_rmse_hz: speechkit: pooled over frames voiced in both (nan when there is none);
+            authors: over every frame, silent ones zeroed.
+        vuv_accuracy: percent of frames with agreeing voicing (authors: zeroed silent ones agree).
+        n_frames / n_masked / n_voiced_both: totals (n_frames: frames scored, silence left out).
         utts_no_voiced_both: utterances with no frame voiced in both (no F0 contribution).
         ignored_hyp: HYP utterances absent from REF (not scored).
     """
@@ -349,9 +418,14 @@ class WorldScores:
     ignored_hyp: list[str] = field(default_factory=list)
     frame_shift: float | None = None
     silence_phones: list[str] | None = None
+    convention: str = "speechkit"
 
     def _sum(self, attr: str) -> float:
         return sum(getattr(u, attr) for u in self.utts)
+
+    @property
+    def _authors(self) -> bool:
+        return self.convention == "authors"
 
     @property
     def n_frames(self) -> int:
@@ -367,6 +441,9 @@ class WorldScores:
 
     @property
     def mcd_db(self) -> float:
+        if self._authors:
+            n = self.n_frames + self.n_masked
+            return self._sum("mcd_c0_sum") / n if n else math.nan
         return self._sum("mcd_sum") / self.n_frames if self.n_frames else math.nan
 
     @property
@@ -375,7 +452,7 @@ class WorldScores:
 
     @property
     def mcd_db_utt_mean(self) -> float:
-        v = [u.mcd_db for u in self.utts if u.n_frames]
+        v = [u.mcd_db for u in self.utts if u.n_frames or (self._authors and u.n_masked)]
         return float(np.mean(v)) if v else math.nan
 
     @property
@@ -385,11 +462,17 @@ class WorldScores:
 
     @property
     def f0_rmse_hz(self) -> float:
+        if self._authors:
+            n = self.n_frames + self.n_masked
+            return math.sqrt(self._sum("f0_all_sq_sum") / n) if n else math.nan
         n = self.n_voiced_both
         return math.sqrt(self._sum("f0_sq_sum") / n) if n else math.nan
 
     @property
     def vuv_accuracy(self) -> float:
+        if self._authors:
+            n = self.n_frames + self.n_masked
+            return 100.0 * (self._sum("n_vuv_correct") + self.n_masked) / n if n else math.nan
         return 100.0 * self._sum("n_vuv_correct") / self.n_frames if self.n_frames else math.nan
 
     @property
@@ -397,13 +480,18 @@ class WorldScores:
         return [u.utt for u in self.utts if u.n_voiced_both == 0]
 
     def summary(self) -> str:
-        """``MCD 5.43 dB (with c0 6.10)  F0 RMSE 14.56 Hz  V/UV 94.5 %``."""
+        """``MCD 5.43 dB (with c0 6.10)  F0 RMSE 14.56 Hz  V/UV 94.5 %``; under the authors'
+        convention ``MCD 6.10 dB  F0 RMSE 20.31 Hz  V/UV 95.2 %  (authors' convention: ...)``."""
+        if self._authors:
+            return (f"MCD {self.mcd_db:.2f} dB  F0 RMSE {self.f0_rmse_hz:.2f} Hz  V/UV {self.vuv_accuracy:.1f} %  "
+                    "(authors' convention: c0 included, F0 over all frames, silence zeroed)")
         return (f"MCD {self.mcd_db:.2f} dB (with c0 {self.mcd_with_c0_db:.2f})  "
                 f"F0 RMSE {self.f0_rmse_hz:.2f} Hz  V/UV {self.vuv_accuracy:.1f} %")
 
     def to_dict(self, per_utt: bool = True) -> dict:
         """Every figure (NaN written as null), the counts and, if ``per_utt``, each utterance's."""
         out = {
+            "convention": self.convention, "convention_definition": CONVENTION_DEFINITIONS[self.convention],
             "mcd_db": _num(self.mcd_db), "mcd_with_c0_db": _num(self.mcd_with_c0_db),
             "mcd_db_utt_mean": _num(self.mcd_db_utt_mean),
             "mcd_with_c0_db_utt_mean": _num(self.mcd_with_c0_db_utt_mean),
@@ -431,7 +519,7 @@ def score_world(ref: Mapping[str, np.ndarray], hyp: Mapping[str, np.ndarray],
                 conf: "WorldLayout | Mapping | object | None" = None, *,
                 alignments: Mapping[str, Sequence[tuple[float, float, str]]] | None = None,
                 frame_shift: float = DEFAULT_FRAME_SHIFT, silence_phones: Iterable[str] = ("sil",),
-                names: tuple[str, str] = ("REF", "HYP")) -> WorldScores:
+                names: tuple[str, str] = ("REF", "HYP"), convention: str = "speechkit") -> WorldScores:
     """Score every utterance of ``ref`` against ``hyp`` (MCD, F0 RMSE, V/UV; see the module doc).
 
     Args:
@@ -442,6 +530,9 @@ def score_world(ref: Mapping[str, np.ndarray], hyp: Mapping[str, np.ndarray],
             ``silence_phones`` are left out (see :func:`silence_keep_mask`).
         frame_shift: seconds per frame, for the alignments.
         names: how ``ref`` / ``hyp`` are named in messages (e.g. their paths).
+        convention: ``"speechkit"`` (default: c0 left out, F0 over frames voiced in both, silence
+            left out) or ``"authors"`` (musa_tts: c0 included, F0 over every frame, silence
+            zeroed); see the module doc.
 
     Returns:
         :class:`WorldScores`.
@@ -450,7 +541,9 @@ def score_world(ref: Mapping[str, np.ndarray], hyp: Mapping[str, np.ndarray],
         DataError: ``ref`` is empty; utterances of ``ref`` missing in ``hyp`` (or in
             ``alignments``), naming the first and the count; no frame left to score; and the
             errors of :func:`score_utterance` / :func:`silence_keep_mask`.
+        ValueError: an unknown ``convention``.
     """
+    check_convention(convention)
     lay = WorldLayout.from_conf(conf)
     sil = list(dict.fromkeys(silence_phones))
     utts = list(ref.keys())
@@ -476,19 +569,19 @@ def score_world(ref: Mapping[str, np.ndarray], hyp: Mapping[str, np.ndarray],
         keep = None
         if alignments is not None:
             keep = silence_keep_mask(alignments[utt], int(np.shape(r)[0]), frame_shift, sil, utt=utt)
-        scores.append(score_utterance(r, h, lay, keep=keep, utt=utt, names=names))
+        scores.append(score_utterance(r, h, lay, keep=keep, utt=utt, names=names, convention=convention))
     res = WorldScores(layout=lay, utts=scores, ignored_hyp=extra,
                       frame_shift=frame_shift if alignments is not None else None,
-                      silence_phones=sil if alignments is not None else None)
+                      silence_phones=sil if alignments is not None else None, convention=convention)
     if res.n_frames == 0:
         raise DataError(f"{names[0]}: no frame left to score ({res.n_masked} frames, all inside "
                         f"silence phones {sil})")
     if alignments is not None and res.n_masked == 0:
         logger.warning("no frame fell inside the silence phones %s: check --silence-phones", sil)
     novoiced = res.utts_no_voiced_both
-    if res.n_voiced_both == 0:
+    if res.n_voiced_both == 0 and convention == "speechkit":
         logger.warning("no frame is voiced in both %s and %s: F0 RMSE is nan", names[0], names[1])
-    elif novoiced:
+    elif novoiced and convention == "speechkit":
         logger.warning("%d utterances have no frame voiced in both and add nothing to F0 RMSE: %s",
                        len(novoiced), _first(novoiced))
     return res

@@ -97,6 +97,31 @@ def test_mask_silence(dirs, tmp_path, capsys):
     assert res["mcd_db"] == pytest.approx(expect.mcd_db, rel=1e-12)
 
 
+def test_convention_authors(dirs, tmp_path, capsys):
+    ref_dir, hyp_dir, ref, hyp = dirs
+    ali = tmp_path / "phone_alignments"
+    ali.write_text("".join(f"{u} 0.0 0.05 sil\n{u} 0.05 {len(m) * 0.005:.3f} a\n" for u, m in ref.items()))
+    js, per = tmp_path / "a.json", tmp_path / "a.per_utt"
+    rc, out, err = run(capsys, ref_dir, hyp_dir, "--mask-silence", ali, "--convention", "authors", "--json", js,
+                       "--per-utt", per)
+    assert rc == 0, err
+    align = {u: [(0.0, 0.05, "sil"), (0.05, len(m) * 0.005, "a")] for u, m in ref.items()}
+    expect = score_world(ref, hyp, LAY, alignments=align, convention="authors")
+    assert out.strip().splitlines()[-1] == expect.summary() and "authors' convention" in expect.summary()
+    assert "30 frames in silence phones zeroed" in out
+    res = json.loads(js.read_text())
+    assert res["convention"] == "authors" and res["n_masked"] == 30
+    assert res["mcd_db"] == pytest.approx(expect.mcd_db, rel=1e-12)
+    assert res["f0_rmse_hz"] == pytest.approx(expect.f0_rmse_hz, rel=1e-12)
+    assert res["vuv_accuracy"] == pytest.approx(expect.vuv_accuracy, rel=1e-12)
+    assert float(per.read_text().split()[2]) == pytest.approx(expect.utts[0].mcd_db, abs=1e-4)
+    ours = score_world(ref, hyp, LAY, alignments=align)
+    assert res["mcd_db"] != pytest.approx(ours.mcd_db)     # another figure than the default's
+    with pytest.raises(SystemExit) as e:
+        run(capsys, ref_dir, hyp_dir, "--convention", "paper")
+    assert e.value.code == 2 and "invalid choice: 'paper'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("case, message", [
     ("frames", r"spk_01: 45 frames in .*ref but 44 in .*hyp"),
     ("missing", r"no prediction for 'spk_00' \(2 of the 3 utterances"),

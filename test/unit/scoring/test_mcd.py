@@ -144,6 +144,43 @@ def test_masking_leaves_frames_out_not_zeroes_them():
                     silence_phones=("sil", "sp", "a", "b"))
 
 
+def test_conventions_by_hand():
+    """Four frames worked by hand: frame 0 is silence; speechkit leaves it out, the authors zero it."""
+    ref = world(np.zeros((4, 4)), [100, 100, 200, 150], [0, 1, 1, 0])
+    hyp = world([[1, 2, 2, 0],      # silence: c0..c3 distance 3, F0 error 200 Hz, both unvoiced
+                 [4, 0, 3, 0],      # distance 3 without c0, 5 with c0; voiced in both, F0 error 10 Hz
+                 [12, 3, 4, 0],     # 5 without c0, 13 with c0; voiced in REF only, F0 error 30 Hz
+                 [0, 0, 0, 0]],     # identical cepstra; unvoiced in both, F0 error 30 Hz
+                [300, 110, 170, 180], [0, 1, 0, 0])
+    ali = {"u": [(0.0, 0.005, "sil"), (0.005, 0.02, "a")]}   # 5 ms frames at 0, 5, 10, 15 ms
+    k = MCD_CONSTANT
+    ours = score_world({"u": ref}, {"u": hyp}, LAY, alignments=ali, frame_shift=0.005)
+    assert (ours.convention, ours.n_frames, ours.n_masked) == ("speechkit", 3, 1)
+    assert ours.mcd_db == pytest.approx(k * (3 + 5 + 0) / 3, rel=1e-12)           # 8.19 dB
+    assert ours.mcd_with_c0_db == pytest.approx(k * (5 + 13 + 0) / 3, rel=1e-12)   # 36.85 dB
+    assert ours.f0_rmse_hz == pytest.approx(10.0, rel=1e-12)                        # frame 1 only
+    assert ours.vuv_accuracy == pytest.approx(200 / 3, rel=1e-12)                   # frames 1 and 3 agree
+    auth = score_world({"u": ref}, {"u": hyp}, LAY, alignments=ali, frame_shift=0.005, convention="authors")
+    assert auth.convention == "authors" and (auth.n_frames, auth.n_masked) == (3, 1)
+    assert auth.mcd_db == pytest.approx(k * (0 + 5 + 13 + 0) / 4, rel=1e-12)       # 27.64 dB: c0 in, 4 frames
+    assert auth.mcd_with_c0_db == pytest.approx(ours.mcd_with_c0_db, rel=1e-12)
+    assert auth.f0_rmse_hz == pytest.approx(math.sqrt((0 + 10 ** 2 + 30 ** 2 + 30 ** 2) / 4), rel=1e-12)  # 21.79
+    assert auth.vuv_accuracy == pytest.approx(75.0, rel=1e-12)                       # silence counts as agreeing
+    assert auth.utts[0].mcd_db == pytest.approx(auth.mcd_db, rel=1e-12) == auth.mcd_db_utt_mean
+    assert auth.summary() == (f"MCD {k * 4.5:.2f} dB  F0 RMSE 21.79 Hz  V/UV 75.0 %  (authors' convention: "
+                              "c0 included, F0 over all frames, silence zeroed)")
+    d = auth.to_dict()
+    assert d["convention"] == "authors" and "zeroed" in d["convention_definition"]
+    assert d["mcd_db"] == auth.mcd_db and ours.to_dict()["convention"] == "speechkit"
+    # without masking the silent frame is scored like the others
+    plain = score_world({"u": ref}, {"u": hyp}, LAY, convention="authors")
+    assert plain.mcd_db == pytest.approx(k * (3 + 5 + 13 + 0) / 4, rel=1e-12)
+    assert plain.f0_rmse_hz == pytest.approx(math.sqrt((200 ** 2 + 10 ** 2 + 30 ** 2 + 30 ** 2) / 4), rel=1e-12)
+    assert plain.vuv_accuracy == pytest.approx(75.0)
+    with pytest.raises(ValueError, match="unknown scoring convention 'paper' \\(known: speechkit, authors\\)"):
+        score_world({"u": ref}, {"u": hyp}, LAY, convention="paper")
+
+
 def test_no_voiced_frame_in_both(caplog):
     mcep = np.zeros((3, 4))
     ref = {"a": world(mcep, [100] * 3, [1, 1, 0]), "b": world(mcep, [100] * 3, [1, 1, 1])}
