@@ -1,4 +1,4 @@
-"""Continual speaker adaptation of a speaker-conditioned TTS acoustic model (Hemati & Borth 2024, Algorithm 1).
+"""Continual speaker adaptation of a speaker-conditioned TTS acoustic model (Hemati & Borth 2021, Algorithm 1).
 
   speechkit-train-continual [--config CONF.yaml] --exp-dir EXP [--print-config] [--KEY VALUE ...]
 
@@ -8,11 +8,16 @@
 
 Adapts the model of --init-dir (speechkit-train salad | musa_rnn | tacotron2 trained with
 data.speaker_embeddings) to the continual speakers of --train-dir, one per episode, in an order
-drawn from --seed, with --strategy jt | sa | ewc | er | er_kd | er_br (joint training, sequential
-adaptation, EWC with --ewc-lambda, experience replay with --buffer-size N_B, ER with the model's
-own outputs as buffer targets, ER with buffer items replicated --replicate K times). Each episode
-trains a fresh optimiser from the previous episode's best weights, with early stopping on the new
-speaker's validation utterances of --valid-dir. Train/valid dirs hold labels.scp, feats.scp,
+drawn from --seed, with --strategy jt | jt_cumulative | sa | ewc | er | er_kd | er_br (joint
+training as the paper defines it, cumulative joint fine-tuning, sequential adaptation, EWC with
+--ewc-lambda, experience replay with --buffer-size N_B, ER with the model's own outputs as buffer
+targets, ER with buffer items replicated --replicate K times). Each episode trains a fresh
+optimiser from the previous episode's best weights, with early stopping on the new speaker's
+validation utterances of --valid-dir; jt instead trains every episode from theta_init on all the
+continual speakers seen so far, early-stopped on all their validation utterances (the paper's
+joint training, one model per episode boundary); jt_cumulative trains on all seen speakers from the
+previous episode's weights, early-stopped on the new speaker (what jt meant in runs whose plan.json
+has no "version": they resume as jt_cumulative). Train/valid dirs hold labels.scp, feats.scp,
 utt2spk (+ feats.yaml) of all continual speakers.
 
 Writes EXP/plan.json, EXP/episode_<tt>_<spk>/ (a speechkit-train experiment dir: use it as
@@ -58,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the resolved config as commented YAML and exit")
     p.add_argument("--log-file", "--log_file", dest="log_file", default=None, help="also append the log here")
     p.add_argument("--verbose", action="store_true", help="debug logging")
-    p.epilog = ("config overrides: --strategy jt|sa|ewc|er|er_kd|er_br --seed N --buffer-size N_B --replicate K "
+    p.epilog = ("config overrides: --strategy jt|jt_cumulative|sa|ewc|er|er_kd|er_br --seed N --buffer-size N_B "
+                "--replicate K "
                 "--ewc-lambda L --init-dir EXP --train-dir D --valid-dir D --speaker-embeddings SCP "
                 "--speakers [a,b] --pretrain-dir D --trainer.<key> VALUE (see --print-config)")
     return p

@@ -1,10 +1,16 @@
 """Continual-learning strategies for speaker adaptation, model-agnostic (any ``torch.nn.Module`` and loss).
 
-Hemati & Borth (2024), "Continual Speaker Adaptation for Text-to-Speech Synthesis", section 3 and
+Hemati & Borth (Interspeech 2021), "Continual Speaker Adaptation for Text-to-Speech Synthesis", section 3 and
 Algorithm 1: after pre-training, one new speaker per *episode*, in a seeded random order. The
 strategies (names as in the paper's tables):
 
-``jt``      joint training: every speaker seen so far (upper bound);
+``jt``      joint training (the paper's eq. 3, upper bound): at episode ``t``, a model trained from
+            ``theta_init`` on every continual speaker seen so far, early-stopped on all their
+            validation data -- one training per episode boundary, independent of the earlier episodes;
+``jt_cumulative``  every speaker seen so far too, but fine-tuned from the *previous* episode's weights
+            and early-stopped on the new speaker's validation data only, as the other strategies
+            (what this module called ``jt`` before plan.json had a ``version``: such plans load as
+            ``jt_cumulative``);
 ``sa``      sequential adaptation: only the new speaker (lower bound);
 ``ewc``     SA plus the elastic weight consolidation penalty (:class:`EWC`, eq. 5);
 ``er``      experience replay: the new speaker's data plus N_B buffered utterances of every past
@@ -44,10 +50,15 @@ from speechkit.utils.fileio import DataError, atomic_write
 logger = logging.getLogger(__name__)
 
 __all__ = ["STRATEGIES", "STRATEGY_OPTIONS", "check_strategy_options", "fisher_diagonal", "EWC", "ReplayBuffer",
-           "mix_with_buffer", "EpisodePlan", "PlanMismatchError"]
+           "mix_with_buffer", "EpisodePlan", "PlanMismatchError", "PLAN_VERSION"]
 
-#: Strategy names (Hemati & Borth 2024, Tables 3-4).
-STRATEGIES = ("jt", "sa", "ewc", "er", "er_kd", "er_br")
+#: Strategy names (Hemati & Borth 2021: the strategy comparison and Table 3; ``jt_cumulative`` is this
+#: toolkit's own variant).
+STRATEGIES = ("jt", "jt_cumulative", "sa", "ewc", "er", "er_kd", "er_br")
+_JOINT = ("jt", "jt_cumulative")
+#: plan.json's format: 2 = ``jt`` is the paper's joint training from theta_init (1, no ``version`` key:
+#: ``jt`` was the cumulative variant, now ``jt_cumulative``).
+PLAN_VERSION = 2
 _REPLAY = ("er", "er_kd", "er_br")
 #: The settings only some strategies read (``speechkit-train-continual`` keys -> those strategies).
 STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -90,7 +101,7 @@ def _named_trainable(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
 
 # ============================================================================================ EWC
 def fisher_diagonal(model: torch.nn.Module, loss_fn: LossFn, batches: Iterable[Any]) -> dict[str, torch.Tensor]:
-    """Diagonal empirical Fisher information (Hemati & Borth 2024, eq. 5; Kirkpatrick et al. 2017).
+    """Diagonal empirical Fisher information (Hemati & Borth 2021, eq. 5; Kirkpatrick et al. 2017).
 
     .. math::  F_i = \\frac{1}{B} \\sum_{b=1}^{B} \\Big( \\frac{\\partial \\mathcal{L}_b}{\\partial \\theta_i} \\Big)^2
 
@@ -137,7 +148,7 @@ def fisher_diagonal(model: torch.nn.Module, loss_fn: LossFn, batches: Iterable[A
 
 
 class EWC:
-    """Elastic weight consolidation across episodes (Kirkpatrick et al., PNAS 2017; Hemati & Borth 2024, sec. 3).
+    """Elastic weight consolidation across episodes (Kirkpatrick et al., PNAS 2017; Hemati & Borth 2021, sec. 3).
 
     Penalty added to the new episode's loss:
 
@@ -257,7 +268,7 @@ def _speaker_rng(seed: int, speaker: str) -> np.random.Generator:
 
 
 class ReplayBuffer:
-    """Experience-replay memory: ``N_B`` utterances per past speaker (Hemati & Borth 2024, sec. 3).
+    """Experience-replay memory: ``N_B`` utterances per past speaker (Hemati & Borth 2021, sec. 3).
 
     Items are whatever the recipe's dataset uses (an utterance id, or a dict of text/labels and
     target features); keys are utterance ids. The selection of a speaker's utterances depends
@@ -395,6 +406,8 @@ class EpisodePlan:
         replicate: ``K`` for ER-BR (1 otherwise).
         ewc_lambda: EWC's ``lambda`` (0 unless ``ewc``).
         extra: free-form metadata saved with the plan (not compared on resume).
+        version: the plan format (:data:`PLAN_VERSION`; :meth:`from_dict` reads a plan without
+            one as version 1, whose ``jt`` is ``jt_cumulative``).
     """
 
     strategy: str
@@ -404,6 +417,7 @@ class EpisodePlan:
     replicate: int = 1
     ewc_lambda: float = 0.0
     extra: dict = field(default_factory=dict)
+    version: int = PLAN_VERSION
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -445,6 +459,11 @@ class EpisodePlan:
         return self.strategy == "ewc"
 
     @property
+    def restarts(self) -> bool:
+        """``jt``: every episode trains from theta_init (not from the previous episode's weights)."""
+        return self.strategy == "jt"
+
+    @property
     def distills(self) -> bool:
         """ER-KD: the buffer keeps the model's own outputs as targets."""
         return self.strategy == "er_kd"
@@ -464,8 +483,13 @@ class EpisodePlan:
         return self.order[:t]
 
     def training_speakers(self, t: int) -> list[str]:
-        """Whose *own* data episode ``t`` trains on: all seen (jt) or only the new speaker (others;
-        the ER strategies add the buffer of the earlier ones, see :meth:`training_set`)."""
+        """Whose *own* data episode ``t`` trains on: all seen (``jt``, ``jt_cumulative``) or only the
+        new speaker (others; the ER strategies add the buffer of the earlier ones, see :meth:`training_set`)."""
+        return self.seen(t) if self.strategy in _JOINT else [self.speaker(t)]
+
+    def validation_speakers(self, t: int) -> list[str]:
+        """Whose validation data early-stops episode ``t``: every speaker it trains on (``jt``: all
+        seen), else the new speaker only (``jt_cumulative`` included)."""
         return self.seen(t) if self.strategy == "jt" else [self.speaker(t)]
 
     def check_trained(self, speaker: str, t: int) -> None:
@@ -478,7 +502,7 @@ class EpisodePlan:
                      buffer: ReplayBuffer | None = None) -> list[tuple[str, Any]]:
         """The ``(key, item)`` training list of episode ``t``.
 
-        ``jt``: every item of ``seen(t)``; ``sa``/``ewc``: the new speaker's; ``er``/``er_kd``/
+        ``jt``/``jt_cumulative``: every item of ``seen(t)``; ``sa``/``ewc``: the new speaker's; ``er``/``er_kd``/
         ``er_br``: the new speaker's plus ``buffer.items(replicate)``, shuffled by
         :func:`mix_with_buffer` with ``(seed, t)``. Non-replay lists are in speaker then key order
         (the trainer shuffles batches itself).
@@ -512,7 +536,19 @@ class EpisodePlan:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "EpisodePlan":
-        return cls(**dict(d))
+        """The plan of :meth:`to_dict`'s dict. A dict without ``version`` is a version-1 plan, whose
+        ``jt`` was the cumulative variant: it is read as ``jt_cumulative``.
+
+        Raises:
+            ValueError: a version newer than :data:`PLAN_VERSION`, or invalid settings.
+        """
+        d = dict(d)
+        version = int(d.pop("version", 1))
+        if version > PLAN_VERSION:
+            raise ValueError(f"plan version {version} is newer than this speechkit's {PLAN_VERSION}")
+        if version == 1 and d.get("strategy") == "jt":
+            d["strategy"] = "jt_cumulative"
+        return cls(**d, version=PLAN_VERSION)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the plan as JSON, atomically."""
@@ -547,8 +583,14 @@ class EpisodePlan:
                  for name in ("strategy", "order", "seed", "buffer_size", "replicate", "ewc_lambda")
                  if getattr(saved, name) != getattr(self, name)]
         if diffs:
+            note = ""
+            if saved.strategy == "jt_cumulative" and self.strategy == "jt":
+                note = (" (a plan written before plan.json had a 'version' and saying 'jt' is the cumulative "
+                        "variant, now --strategy jt_cumulative; --strategy jt trains every episode from "
+                        "theta_init)")
             raise PlanMismatchError(f"cannot resume: the run in {where} differs from the requested one ("
-                                    + "; ".join(diffs) + "); use a new experiment directory or the saved settings")
+                                    + "; ".join(diffs) + f"){note}; use a new experiment directory or the saved "
+                                    f"settings")
 
     @classmethod
     def resume_or_save(cls, requested: "EpisodePlan", path: str | os.PathLike) -> "EpisodePlan":

@@ -1,22 +1,26 @@
 """Continual speaker adaptation of a speaker-conditioned acoustic model, one speaker per episode.
 
-Hemati & Borth (2024), "Continual Speaker Adaptation for Text-to-Speech Synthesis", Algorithm 1:
+Hemati & Borth (2021), "Continual Speaker Adaptation for Text-to-Speech Synthesis", Algorithm 1:
 a model pre-trained on some speakers (``theta_init``: an experiment dir of ``speechkit-train salad``,
 ``musa_rnn`` or ``tacotron2`` trained with ``data.speaker_embeddings``) is adapted to the continual speakers one per episode, in
 an order drawn from ``seed`` (:class:`~speechkit.train.continual.EpisodePlan`), with one of the
-strategies of :mod:`speechkit.train.continual` (``jt sa ewc er er_kd er_br``). Episode ``t``:
+strategies of :mod:`speechkit.train.continual` (``jt jt_cumulative sa ewc er er_kd er_br``). Episode ``t``:
 
-1. starts from the best weights of episode ``t-1`` (``theta_init`` for ``t = 1``);
+1. starts from the best weights of episode ``t-1`` (``theta_init`` for ``t = 1``); ``jt`` (the
+   paper's joint training, eq. 3) from ``theta_init`` at every episode: its episode ``t`` is the
+   model trained jointly on the continual speakers seen up to ``t``, evaluated at that episode
+   boundary like the others;
 2. ``ewc``: computes the diagonal Fisher (eq. 5) on the *previous* episode's training data at
    those weights (episode 1: on ``pretrain_dir`` if given, else no penalty) and adds
    ``(lambda/2) sum_i F_i (theta_i - theta*_i)^2`` to every training loss;
 3. trains a *fresh* :class:`~speechkit.train.Trainer` (new optimiser and schedule: the optimiser
-   state is reset at every episode) on the episode's data -- ``jt``: every speaker seen so far;
-   ``sa``/``ewc``: the new speaker; ``er``: the new speaker + ``N_B`` buffered utterances of every
+   state is reset at every episode) on the episode's data -- ``jt``, ``jt_cumulative``: every
+   speaker seen so far; ``sa``/``ewc``: the new speaker; ``er``: the new speaker + ``N_B`` buffered
+   utterances of every
    earlier speaker, shuffled together; ``er_kd``: the same with the buffer's targets the features
    the model produced at the end of that speaker's episode; ``er_br``: buffer items replicated
    ``K`` times -- with early stopping on the validation loss of the new speaker's utterances of
-   ``valid_dir`` (``trainer.best_metric = valid/loss``);
+   ``valid_dir`` (``trainer.best_metric = valid/loss``; ``jt``: of every seen speaker's utterances);
 4. then puts ``N_B`` of the new speaker's training utterances into the replay buffer (ER
    strategies; ER-KD with the best weights' outputs as targets).
 
@@ -104,7 +108,8 @@ class ContinualConfig:
 
     Attributes:
         trainer: each episode's training loop (a fresh optimiser per episode); early stopping on
-            trainer.best_metric (valid/loss: the new speaker's validation utterances).
+            trainer.best_metric (valid/loss: the new speaker's validation utterances; jt: every seen
+            speaker's).
         init_dir: the pre-trained model theta_init: an exp dir of speechkit-train salad | musa_rnn |
             tacotron2 trained with data.speaker_embeddings.
         train_dir: dir with labels.scp (tacotron2: the phone file, e.g. text), feats.scp, utt2spk
@@ -117,7 +122,9 @@ class ContinualConfig:
             drawn from seed.
         pretrain_dir: optional dir with theta_init's training data (as train_dir):
             EWC's Fisher at episode 1; without it episode 1 of ewc trains without a penalty.
-        strategy: jt | sa | ewc | er | er_kd | er_br (Hemati & Borth 2024, Tables 3-4).
+        strategy: jt | jt_cumulative | sa | ewc | er | er_kd | er_br (Hemati & Borth 2021; jt: the
+            paper's joint training from theta_init at every episode; jt_cumulative: all seen
+            speakers, fine-tuned from the previous episode, early-stopped on the new speaker).
         seed: speaker order, replay selection and shuffling.
         buffer_size: N_B, utterances per past speaker in the replay buffer (er, er_kd, er_br).
         replicate: K, copies of each buffer item (er_br; 1 otherwise).
@@ -135,7 +142,7 @@ class ContinualConfig:
     speaker_embeddings: str = ""
     speakers: list[str] = field(default_factory=list)
     pretrain_dir: str = ""
-    strategy: Literal["jt", "sa", "ewc", "er", "er_kd", "er_br"] = "sa"
+    strategy: Literal["jt", "jt_cumulative", "sa", "ewc", "er", "er_kd", "er_br"] = "sa"
     seed: int = 0
     buffer_size: int = 0
     replicate: int = 1
@@ -268,7 +275,7 @@ def _phone_mel_items(task: Any, cfg: Any, data: EpisodeData, vectors: dict[str, 
 def teacher_forced_mels(task: Any, model: nn.Module, cfg: Any, data: EpisodeData, vectors: dict[str, np.ndarray],
                         seed: int = 0) -> list[np.ndarray]:
     """Tacotron 2's teacher-forced ``mel_after`` of each utterance of ``data``, denormalised: the ER-KD
-    targets of a tacotron2 buffer (Hemati & Borth 2024, sec. 3: "the acoustic features the model
+    targets of a tacotron2 buffer (Hemati & Borth 2021, sec. 3: "the acoustic features the model
     produced").
 
     Args:
@@ -446,7 +453,10 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
 
     Returns:
         One record per episode (``episode.json``): ``episode``, ``speaker``, ``strategy``,
-        ``model_dir``, ``seen_speakers``, ``training_speakers``, ``buffer_speakers``,
+        ``model_dir``, ``initial_weights`` (what the episode started from: ``theta_init`` for
+        episode 1 and every ``jt`` episode, else the previous episode's dir name), ``seen_speakers``,
+        ``training_speakers``,
+        ``valid_speakers``, ``buffer_speakers``,
         ``utterances`` (``new``, ``own`` = utterances of the training speakers, ``buffer`` = buffer
         items incl. replicas, ``total``), ``buffer_size`` (unique buffered utterances),
         ``valid_utterances``, ``epochs``, ``steps``, ``best_epoch``, ``best_valid_loss`` (of
@@ -534,7 +544,7 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
         spk = plan.speaker(t)
         ep_dir = exp / episode_dir_name(t, spk)
         task = episode_task(task_name)
-        task.vectors, task.init_checkpoint = vectors, prev_ckpt
+        task.vectors, task.init_checkpoint = vectors, init_ckpt if plan.restarts else prev_ckpt
         if plan.uses_ewc and t == 1 and cfg.pretrain_dir:  # episode 1's Fisher is of theta_init's data
             pre_cfg = copy.deepcopy(ep_cfg)
             pre_cfg.data.train_dir = str(cfg.pretrain_dir)
@@ -570,10 +580,11 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
         for key, item in plan.training_set(t, spk2items, buffer):
             feats = torch.as_tensor(item["feats"]).numpy() if isinstance(item, dict) else train.feats[key]
             episode.add(key, train.labels[key], feats, train.utt2spk[key])
-        task.episode, task.valid = episode, valid.data([spk], "validation")
+        task.episode, task.valid = episode, valid.data(plan.validation_speakers(t), "validation")
         n_buffer = len(buffer.items(plan.replicate)) if buffer is not None else 0
-        log.info("episode %d/%d (%s, %s): %d utterances (%d buffered incl. replicas), %d validation",
-                 t, plan.num_episodes, spk, plan.strategy, len(episode), n_buffer, len(task.valid))
+        log.info("episode %d/%d (%s, %s): %d utterances (%d buffered incl. replicas), %d validation; from %s",
+                 t, plan.num_episodes, spk, plan.strategy, len(episode), n_buffer, len(task.valid),
+                 task.init_checkpoint)
 
         seen = _c_sorted(set(pretrain_speakers) | set(plan.seen(t)))
         task.trained_speakers = seen
@@ -668,7 +679,10 @@ def _episode_record(t: int, spk: str, plan: EpisodePlan, ep_dir: Path, best_path
     state = load_checkpoint(latest)["state"] if latest is not None else {}
     own = sum(1 for k, s in zip(episode.keys, episode.speakers) if s in plan.training_speakers(t))
     return {"episode": t, "speaker": spk, "strategy": plan.strategy, "model_dir": str(ep_dir),
+            "initial_weights": ("theta_init" if plan.restarts or t == 1
+                                else episode_dir_name(t - 1, plan.speaker(t - 1))),
             "seen_speakers": plan.seen(t), "training_speakers": plan.training_speakers(t),
+            "valid_speakers": plan.validation_speakers(t),
             "buffer_speakers": plan.order[:t - 1] if buffer is not None else [],
             "utterances": {"new": sum(1 for s in episode.speakers if s == spk), "own": own, "buffer": n_buffer,
                            "total": len(episode)},

@@ -1,6 +1,7 @@
 """Continual-learning strategies: EWC (Fisher, penalty), replay buffer (ER / ER-KD / ER-BR), episode plan."""
 from __future__ import annotations
 
+import json
 import logging
 
 import numpy as np
@@ -199,8 +200,17 @@ def test_plan_order_from_seed():
 
 def test_training_sets_per_strategy():
     order = ["s2", "s3", "s1"]
-    jt = EpisodePlan("jt", order, seed=0)
-    assert [k for k, _ in jt.training_set(2, SPK2ITEMS)] == sorted(SPK2ITEMS["s2"]) + sorted(SPK2ITEMS["s3"])
+    for s in ("jt", "jt_cumulative"):
+        jt = EpisodePlan(s, order, seed=0)
+        assert [k for k, _ in jt.training_set(2, SPK2ITEMS)] == sorted(SPK2ITEMS["s2"]) + sorted(SPK2ITEMS["s3"])
+        assert jt.training_speakers(3) == order
+    # the paper's jt: from theta_init, early-stopped on every seen speaker; the cumulative variant as
+    # every other strategy: from the previous episode, early-stopped on the new speaker
+    paper = EpisodePlan("jt", order, 0)
+    assert paper.restarts and paper.validation_speakers(2) == ["s2", "s3"]
+    for s in ("jt_cumulative", "sa", "er"):
+        plan = EpisodePlan(s, order, 0, buffer_size=1 if s == "er" else 0)
+        assert not plan.restarts and plan.validation_speakers(2) == ["s3"]
     for s in ("sa", "ewc"):
         plan = EpisodePlan(s, order, seed=0, ewc_lambda=1.0 if s == "ewc" else 0.0)
         assert [k for k, _ in plan.training_set(3, SPK2ITEMS)] == sorted(SPK2ITEMS["s1"])
@@ -223,7 +233,7 @@ def test_training_sets_per_strategy():
 
 
 def test_plan_validation_and_check_trained():
-    assert set(STRATEGIES) == {"jt", "sa", "ewc", "er", "er_kd", "er_br"}
+    assert set(STRATEGIES) == {"jt", "jt_cumulative", "sa", "ewc", "er", "er_kd", "er_br"}
     with pytest.raises(ValueError, match="unknown continual strategy 'foo'"):
         EpisodePlan("foo", ["a"], 0)
     with pytest.raises(ValueError, match="needs buffer_size >= 1"):
@@ -250,6 +260,19 @@ def test_resume_check_names_both(tmp_path):
     msg = str(e.value)
     assert "strategy: saved 'er', requested 'sa'" in msg
     assert f"order: saved {req.order!r}, requested {other.order!r}" in msg and str(path) in msg
+    # version 1 (no "version" key): its jt was the cumulative variant
+    old = {k: v for k, v in EpisodePlan("jt", ["s1", "s2"], seed=1).to_dict().items() if k != "version"}
+    path.write_text(json.dumps(old))
+    assert EpisodePlan.load(path).strategy == "jt_cumulative"
+    assert EpisodePlan.load(path).version == EpisodePlan("sa", ["a"], 0).version == 2
+    with pytest.raises(PlanMismatchError,
+                       match="saved 'jt_cumulative', requested 'jt'.*now --strategy jt_cumulative"):
+        EpisodePlan.resume_or_save(EpisodePlan("jt", ["s1", "s2"], seed=1), path)
+    path.write_text(json.dumps({**old, "strategy": "sa"}))
+    assert EpisodePlan.load(path).strategy == "sa"
+    path.write_text(json.dumps({**old, "version": 3}))
+    with pytest.raises(Exception, match="plan version 3 is newer"):
+        EpisodePlan.load(path)
     path.write_text("{\"strategy\": 1}")
     with pytest.raises(Exception, match="not a valid episode plan"):
         EpisodePlan.load(path)

@@ -79,7 +79,7 @@ def order_of(root: Path, seed: int = 3) -> list[str]:
     return EpisodePlan.create(CONTINUAL, "sa", seed).order
 
 
-@pytest.mark.parametrize("strategy", ["jt", "sa", "er", "er_br"])
+@pytest.mark.parametrize("strategy", ["jt", "jt_cumulative", "sa", "er", "er_br"])
 def test_episode_data_per_strategy(setup, tmp_path, spy, strategy):
     root = setup
     order = order_of(root)
@@ -87,13 +87,16 @@ def test_episode_data_per_strategy(setup, tmp_path, spy, strategy):
     assert [r["speaker"] for r in recs] == order and len(spy) == 3
     for t, (rec, ep) in enumerate(zip(recs, spy), start=1):
         new = order[t - 1]
-        assert ep["valid"] == [f"{new}-v00"]  # early stopping on the new speaker only
+        # early stopping: jt (the paper's joint training) on every speaker it trains on, the others
+        # (jt_cumulative included) on the new speaker only
+        valid = order[:t] if strategy == "jt" else [new]
+        assert ep["valid"] == [f"{s}-v00" for s in valid] and rec["valid_speakers"] == valid
         assert rec["utterances"]["new"] == CONTINUAL[new]
-        own = order[:t] if strategy == "jt" else [new]
+        own = order[:t] if strategy in ("jt", "jt_cumulative") else [new]
         own_keys = sorted(k for k, s in zip(ep["keys"], ep["speakers"]) if s in own)
         assert own_keys == sorted(f"{s}-u{i:02d}" for s in own for i in range(CONTINUAL[s]))
         buffered = [k for k, s in zip(ep["keys"], ep["speakers"]) if s not in own]
-        if strategy in ("jt", "sa"):
+        if strategy in ("jt", "jt_cumulative", "sa"):
             assert buffered == [] and rec["utterances"]["buffer"] == 0
             if strategy == "sa":
                 assert ep["keys"] == sorted(ep["keys"])  # no shuffling without a buffer
@@ -106,15 +109,69 @@ def test_episode_data_per_strategy(setup, tmp_path, spy, strategy):
         assert rec["utterances"]["buffer"] == 2 * k * (t - 1) and rec["buffer_size"] == 2 * (t - 1)
         assert rec["utterances"]["total"] == CONTINUAL[new] + 2 * k * (t - 1)
         assert rec["buffer_speakers"] == order[:t - 1]
-    # each episode starts from the previous episode's best weights, a fresh trainer in its own dir
-    assert spy[0]["init"] == root / "init" / "checkpoints" / "best.pt"
+    # each episode starts from the previous episode's best weights, a fresh trainer in its own dir;
+    # jt's every episode from theta_init
+    theta_init = root / "init" / "checkpoints" / "best.pt"
+    assert spy[0]["init"] == theta_init
     for t in (2, 3):
         prev = tmp_path / "exp" / cd.episode_dir_name(t - 1, order[t - 2])
-        assert spy[t - 1]["init"] == prev / "checkpoints" / "best.pt"
+        assert spy[t - 1]["init"] == (theta_init if strategy == "jt" else prev / "checkpoints" / "best.pt")
+        assert recs[t - 1]["initial_weights"] == ("theta_init" if strategy == "jt" else prev.name)
+    assert recs[0]["initial_weights"] == "theta_init"
     last = tmp_path / "exp" / cd.episode_dir_name(3, order[2])
     assert read_speakers(last / "speakers") == ["c1", "c2", "c3", "p1", "p2"]
     lines = (tmp_path / "exp" / "episodes.jsonl").read_text().splitlines()
     assert [json.loads(x)["episode"] for x in lines] == [1, 2, 3]
+
+
+def test_jt_is_one_training_from_theta_init_per_episode(setup, tmp_path):
+    """The paper's JT at episode t = theta_init trained on the speakers seen up to t: its episode 1 is
+    bitwise the cumulative variant's (same data, weights and early stopping), its episode 2 is not,
+    and a jt run on the first two speakers only gives its episode 2 again (episodes are independent)."""
+    root = setup
+    order = order_of(root)
+    one = {"trainer.max_epochs": 1}
+    cd.run_continual(config(root, "jt", **one), tmp_path / "jt")
+    cd.run_continual(config(root, "jt_cumulative", **one), tmp_path / "cum")
+
+    def weights(run, t, spk):
+        return load_checkpoint(tmp_path / run / cd.episode_dir_name(t, spk) / "checkpoints" / "best.pt")["model"]
+
+    a, b = weights("jt", 1, order[0]), weights("cum", 1, order[0])
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    a, b = weights("jt", 2, order[1]), weights("cum", 2, order[1])
+    assert not all(torch.equal(a[k], b[k]) for k in a)
+    # the same two speakers as the first run's first two episodes, in the same order
+    spk2 = next(s for s in range(100) if EpisodePlan.create(order[:2], "jt", s).order == order[:2])
+    cd.run_continual(config(root, "jt", seed=spk2, speakers=f"[{','.join(order[:2])}]", **one), tmp_path / "jt2")
+    a, b = weights("jt", 2, order[1]), weights("jt2", 2, order[1])
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_plans_without_version_resume_as_jt_cumulative(setup, tmp_path, capsys):
+    """A run saved before plan.json had a version, with strategy 'jt', was the cumulative variant: it
+    resumes as jt_cumulative (its finished episodes reused), and --strategy jt on it is an error saying so."""
+    root = setup
+    order = order_of(root)
+    one = {"trainer.max_epochs": 1}
+    cd.run_continual(config(root, "jt_cumulative", **one), tmp_path / "old")
+    plan = json.loads((tmp_path / "old" / "plan.json").read_text())
+    assert plan["version"] == 2 and plan["strategy"] == "jt_cumulative"
+    del plan["version"]
+    plan["strategy"] = "jt"
+    (tmp_path / "old" / "plan.json").write_text(json.dumps(plan))
+    def stamps():
+        return [(tmp_path / "old" / cd.episode_dir_name(t, s) / "episode.json").stat().st_mtime_ns
+                for t, s in enumerate(order, 1)]
+
+    done = stamps()
+    finished = []
+    cd.run_continual(config(root, "jt_cumulative", **one), tmp_path / "old",
+                     after_episode=lambda t, d: finished.append(t))
+    assert finished == [] and stamps() == done
+    with pytest.raises(PlanMismatchError, match=r"strategy: saved 'jt_cumulative', requested 'jt'\).*"
+                                                r"--strategy jt trains every episode from theta_init"):
+        cd.run_continual(config(root, "jt", **one), tmp_path / "old")
 
 
 def test_er_kd_targets_are_the_models_outputs(setup, tmp_path, spy):
@@ -260,7 +317,7 @@ def test_cli(setup, tmp_path, capsys):
     root = setup
     with pytest.raises(SystemExit) as e:
         main(["--help"])
-    assert e.value.code == 0 and "--strategy jt|sa|ewc|er|er_kd|er_br" in capsys.readouterr().out
+    assert e.value.code == 0 and "--strategy jt|jt_cumulative|sa|ewc|er|er_kd|er_br" in capsys.readouterr().out
     assert main(["--print-config", "--strategy", "er", "--buffer-size", "3"]) == 0
     out = capsys.readouterr().out
     assert "strategy: er" in out and "buffer_size: 3" in out

@@ -21,6 +21,7 @@ def _last_error(err: str) -> str:
 @pytest.mark.parametrize("strategy, option, value, users", [
     ("sa", "--buffer-size", "3", "er | er_kd | er_br"),
     ("jt", "--buffer-size", "0", "er | er_kd | er_br"),  # explicit, even at the default
+    ("jt_cumulative", "--replicate", "1", "er_br"),
     ("ewc", "--buffer_size", "2", "er | er_kd | er_br"),
     ("er", "--replicate", "3", "er_br"),
     ("er_kd", "--replicate", "1", "er_br"),
@@ -45,7 +46,7 @@ def test_option_of_another_strategy_is_an_error(tmp_path, capsys, strategy, opti
 
 
 def test_each_strategy_takes_its_own_options_and_a_shared_config_file(tmp_path, capsys):
-    own = {"jt": [], "sa": [], "ewc": ["--ewc-lambda", "10", "--ewc-mode", "per_episode"],
+    own = {"jt": [], "jt_cumulative": [], "sa": [], "ewc": ["--ewc-lambda", "10", "--ewc-mode", "per_episode"],
            "er": ["--buffer-size", "2"], "er_kd": ["--buffer-size", "2"],
            "er_br": ["--buffer-size", "1", "--replicate", "10"]}
     assert set(own) == set(STRATEGIES)
