@@ -3,7 +3,7 @@
   speechkit-score-continual --test-dir DIR --gt-train EMB_DIR --gt-test EMB_DIR
                             [--num-utts 5] [--extra-speakers FILE] [--wavs-per-speaker 1] [--no-plots] EXP
 
-Hemati & Borth (2024), sections 2.3 and 4. For every finished episode l of EXP (a
+Hemati & Borth (2021), sections 2.3 and 4. For every finished episode l of EXP (a
 speechkit-train-continual exp dir): retrains the linear speaker verifier on the vocoded
 ground-truth embeddings (--gt-train: a speechkit-embed-speakers out dir of `speechkit-vocode`d
 training audio) of the speakers seen so far (+ the --extra-speakers, one per line: the

@@ -1,4 +1,4 @@
-"""Per-episode evaluation of a continual speaker-adaptation run (Hemati & Borth 2024, sections 2.3, 4).
+"""Per-episode evaluation of a continual speaker-adaptation run (Hemati & Borth 2021, sections 2.3, 4).
 
 After episode ``l`` of a ``speechkit-train-continual`` run (``EXP``), for ``l = 1..L``:
 
