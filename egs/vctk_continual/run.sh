@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # egs/vctk_continual: continual speaker adaptation of a multi-speaker TTS model, judged by a speaker
 # verifier on synthesized speech.
-#   Hemati, Borth, "Continual Speaker Adaptation for Text-to-Speech Synthesis" (2024; no public code).
+#   Hemati, Borth, "Continual Speaker Adaptation for Text-to-Speech Synthesis" (Interspeech 2021; no
+#   public code).
 # Base TTS (--tts_model): the duration-informed MUSA-RNN (default) or SALAD decoder of egs/tcstar_salad,
 # conditioned on a GE2E speaker vector, WORLD features and synthesis; or the paper's Tacotron 2 (phones
 # -> log-mel with attention, Griffin-Lim; for a GPU, see README.md). Why the default is not SALAD:
-# README.md, "The framework". Strategies: joint training (jt, upper bound), sequential adaptation (sa, lower bound),
-# EWC, experience replay (er), ER with the model's own outputs as targets (er_kd), ER with buffer
-# replication (er_br).
+# README.md, "Deviations". Strategies: joint training as the paper defines it (jt, upper bound: at
+# every episode, theta_init trained on all continual speakers seen so far), the cumulative variant
+# (jt_cumulative: all seen speakers, fine-tuned from the previous episode), sequential adaptation
+# (sa, lower bound), EWC, experience replay (er), ER with the model's own outputs as targets (er_kd),
+# ER with buffer replication (er_br).
 #
 #   ./run.sh                                  # embedded default: 8 espeak-ng voices of 'mini' (4 + 4)
 #   ./run.sh --db_root ../../../shared/data   # real speech: msc_malayalam (9 continual crowd speakers)
 #   ./run.sh --corpus vctk --db_root /data/VCTK-Corpus-0.92 [--ljspeech_root /data/LJSpeech-1.1]
 #   ./run.sh --stage 7 --strategies "er"      # later stages reuse what stage 0 prepared
+#   python local/make_results.py --render RESULTS.md --results results   # the page, from results/ only
 #
 # Stages (each safe to re-run: finished work is kept, training and scoring resume):
 #   0  data      data/{all,train,dev,test}, data/{pretrain,continual}_speakers, data/.setup
@@ -24,16 +28,18 @@
 #   4  labels    frame-level label vectors (front end fitted on train): dump/{pretrain,continual}/<set>;
 #                tacotron2: phones + log-mel, dump/phn_mel/{pretrain,continual}/<set>
 #   5  speakers  GE2E embeddings (resemblyzer, frozen): speaker vectors = mean of each speaker's
-#                training utterances (exp/embed/train/spk_embeddings.scp); the verifier's data =
-#                the vocoded ground truth of the verifier's speakers (WORLD copy synthesis:
+#                training utterances (exp/embed/train/spk_embeddings.scp); the verifier's speakers =
+#                the continual ones + --verifier_pretrain pre-training ones (data/verifier_speakers);
+#                its data = the vocoded ground truth of the verifier's speakers (WORLD copy synthesis:
 #                exp/embed/{train,test}_world; tacotron2: Griffin-Lim from log-mel, exp/embed/{train,test}_gl);
 #                the verifier's held-out accuracy: exp/embed/verifier.txt (tacotron2: verifier_gl.txt)
 #   6  pretrain  theta_init: --tts_model on the pre-training split (exp/<tts_model>/pretrain)
 #   7  continual each run (strategy, speaker order): speechkit-train-continual, then
 #                speechkit-score-continual after every episode: exp/<tts_model>/continual/<run>/order<seed>/{episode_*,eval}
-#   8  results   exp/<tts_model>/RESULTS.md (RA/FG per strategy and episode, mean and spread over orders;
-#                ER buffer sizes; ER-BR vs ER) + exp/<tts_model>/figures/*.png (Figure 3, confusion
-#                matrices, Figure 4)
+#   8  results   the score files of this setup copied into <results_dir>/<results_name>/ (tracked:
+#                results/mini/, results/msc/), then RESULTS.md rendered from <results_dir> only (RA/FG
+#                per strategy and episode, mean and spread over orders; ER buffer sizes, the paper's
+#                Table 3; paired comparisons) with its figures in <results_dir>/<name>/figures/
 set -euo pipefail
 
 # ------------------------------------------------------------------------------------- options
@@ -48,7 +54,7 @@ corpus=              # mini | msc | vctk; default: mini without --db_root, else 
 db_root=             # corpus location (default for mini: db/mini, synthesized there; a new folder with
                      # --corpus mini: --corpus mini --db_root db/mymini)
 ljspeech_root=       # vctk: LJSpeech as the pre-training split's single-speaker set (as the paper)
-num_continual=       # continual speakers (mini: the last 4 of 8 voices; vctk: 10 drawn from --seed)
+num_continual=       # continual speakers (mini: the last 4 of 8 voices; vctk: 20 drawn from --seed, as the paper)
 continual_speakers=  # vctk: the continual speakers by name, comma-separated (e.g. p225,p226), instead of drawing them
 mini_speakers=8      # mini: espeak-ng voices (1-8)
 mini_sentences=60    # mini: sentences per voice
@@ -56,8 +62,11 @@ seed=1               # data split seed
 num_test=5           # test utterances per speaker (the paper synthesizes 5 per seen speaker)
 num_dev=3            # dev utterances per speaker (each episode's early stopping)
 tts_model=musa_rnn   # base TTS: musa_rnn | salad | tacotron2 (conf/pretrain_<tts_model>.yaml); README: why not salad
-strategies="jt sa ewc er er_kd er_br"   # the runs of Table 3 / Figure 3
-er_buffer_sizes=auto # Table 4: extra ER runs with these N_B ('' = none; auto: "1 2 5 10", mini: none, see README)
+strategies="jt jt_cumulative sa ewc er er_kd er_br"   # the runs of the strategy comparison / Figure 3
+er_buffer_sizes=auto # the paper's Table 3: extra ER runs with these N_B ('' = none; auto: "1 2 5 10", mini: none)
+verifier_pretrain=auto  # stage 5: pre-training speakers among the verifier's classes beside the continual ones:
+                     # all (every one with >= 10 training utterances), or N (the N of them with the most);
+                     # auto: all for mini and msc (4 each), 0 for vctk (<= 20 classes, as the paper)
 buffer_size=5        # N_B of er / er_kd in the strategy comparison
 br_buffer_size=1     # er_br: N_B ...
 br_replicate=10      # ... and K (the paper's ER-BR setting: buffer 1, K = 10)
@@ -70,9 +79,13 @@ pretrain_args=       # extra speechkit-train overrides for the pre-training
 datadir=data
 dumpdir=dump
 expdir=exp
+results_dir=results  # stage 8: the tracked results, <results_dir>/<results_name>/ (score JSONs, runs.jsonl), and the
+                     # page made from every run there, RESULTS.md beside <results_dir> (local/make_results.py)
+results_name=        # default: the corpus (mini, msc, vctk), <corpus>_<tts_model> for another base TTS
 
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|vctk] [--strategies '...']
-       [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--continual_args '...'] [--nj N] ...
+       [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--continual_args '...'] [--nj N]
+       [--results_dir DIR] [--results_name NAME] ...
 (see the header of $0 for every option)"
 setup_keys="corpus db_root ljspeech_root num_continual continual_speakers mini_speakers mini_sentences seed num_test num_dev world_config align_args"
 . ./path.sh
@@ -109,7 +122,7 @@ else
   case "$corpus" in
     mini) db_root=${db_root:-db/mini}; num_continual=${num_continual:-4} ;;
     msc) [ -n "$db_root" ] || die "--corpus msc needs --db_root" ;;
-    vctk) [ -n "$db_root" ] || die "--corpus vctk needs --db_root"; num_continual=${num_continual:-10} ;;
+    vctk) [ -n "$db_root" ] || die "--corpus vctk needs --db_root"; num_continual=${num_continual:-20} ;;
     *) die "unknown --corpus '$corpus' (mini, msc, vctk)" ;;
   esac
   [ -z "$ljspeech_root" ] || [ "$corpus" = vctk ] || die "--ljspeech_root is for --corpus vctk"
@@ -120,6 +133,47 @@ else
   mkdir -p "$db_root" "$datadir"
   db_root=$(cd "$db_root" && pwd)
 fi
+
+case "$tts_model" in   # what the base TTS reads, and the vocoder of its syntheses (and of the verifier's data)
+  salad|musa_rnn) vocoder=world; in_dump=$dumpdir; verifier_txt=$expdir/embed/verifier.txt ;;
+  tacotron2) vocoder=gl; in_dump=$dumpdir/phn_mel; verifier_txt=$expdir/embed/verifier_gl.txt ;;
+  *) die "--tts_model: unknown '$tts_model' (musa_rnn, salad, tacotron2)" ;;
+esac
+case "$verifier_pretrain" in
+  auto) [ "$corpus" = vctk ] && verifier_pretrain=0 || verifier_pretrain=all ;;
+  all) ;;
+  *) [[ "$verifier_pretrain" =~ ^[0-9]+$ ]] || die "--verifier_pretrain $verifier_pretrain: all, auto or a number" ;;
+esac
+# The embedded corpus's CPU budget (README): 6 epochs per episode, no buffer-size sweep unless asked
+if [ "$corpus" = mini ]; then
+  continual_epochs=${continual_epochs:-6}
+  [ "$er_buffer_sizes" = auto ] && er_buffer_sizes=""
+fi
+[ "$er_buffer_sizes" = auto ] && er_buffer_sizes="1 2 5 10"
+# run names: jt, jt_cumulative, sa, ewc (ewc_l<lambda>), er_b<N_B>, er_kd_b<N_B>, er_br_b<N_B>_k<K>; the ER
+# buffer sweep adds er_b<N>
+runs=""
+for s in $strategies; do
+  case "$s" in
+    jt|jt_cumulative|sa) runs="$runs $s" ;;
+    ewc) runs="$runs ewc${ewc_lambda:+_l$ewc_lambda}" ;;
+    er) runs="$runs er_b$buffer_size" ;;
+    er_kd) runs="$runs er_kd_b$buffer_size" ;;
+    er_br) runs="$runs er_br_b${br_buffer_size}_k$br_replicate" ;;
+    *) die "--strategies: unknown strategy '$s' (jt jt_cumulative sa ewc er er_kd er_br)" ;;
+  esac
+done
+for b in $er_buffer_sizes; do
+  case " $runs " in *" er_b$b "*) ;; *) runs="$runs er_b$b" ;; esac
+done
+if [ -z "$results_name" ]; then
+  results_name=$corpus
+  [ "$tts_model" = musa_rnn ] || results_name=${corpus}_$tts_model
+fi
+case "$results_name" in */*|.|..|"") die "--results_name $results_name: a name, not a path" ;; esac
+# this invocation (command line, environment, config hashes) on record: stage 8 copies it into
+# $results_dir/$results_name/runs.jsonl, the header of RESULTS.md
+record_run "$expdir/runs.jsonl"
 
 # ------------------------------------------------------------------------------------ stage 0
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
@@ -147,11 +201,6 @@ for f in pretrain_speakers continual_speakers; do
   [ -s "$datadir/$f" ] || die "$datadir/$f: missing or empty: run stage 0"
 done
 sets="train dev test"
-case "$tts_model" in   # what the base TTS reads, and the vocoder of its syntheses (and of the verifier's data)
-  salad|musa_rnn) vocoder=world; in_dump=$dumpdir; verifier_txt=$expdir/embed/verifier.txt ;;
-  tacotron2) vocoder=gl; in_dump=$dumpdir/phn_mel; verifier_txt=$expdir/embed/verifier_gl.txt ;;
-  *) die "--tts_model: unknown '$tts_model' (musa_rnn, salad, tacotron2)" ;;
-esac
 
 # ------------------------------------------------------------------------------------ stage 1
 if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
@@ -239,15 +288,24 @@ elif [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
 fi
 
 # ------------------------------------------------------------------------------------ stage 5
-# The verifier's speakers: the continual ones and the pre-training speakers with at least 10
-# training utterances (their classes keep episode 1 from being a one-class problem).
+# The verifier's speakers: the continual ones and --verifier_pretrain of the pre-training speakers
+# with at least 10 training utterances (all: their classes keep episode 1 from being a one-class
+# problem; 0, vctk's default: the paper's <= 20 classes, episode 1 then scores 100 % by construction).
 verifier_speakers=$datadir/verifier_speakers
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   log 5 "speaker embeddings (GE2E): speaker vectors of every speaker from its raw training audio"
   speechkit-embed-speakers --nj "$nj" "$datadir/train" "$expdir/embed/train"
-  awk 'NR == FNR {keep[$1]; next} ($1 in keep) && NF - 1 >= 10 {print $1}' "$datadir/pretrain_speakers" \
-    "$datadir/train/spk2utt" > "$datadir/verifier_extra_speakers"
-  sort -u "$datadir/verifier_extra_speakers" "$datadir/continual_speakers" > "$verifier_speakers"
+  # the pre-training speakers with >= 10 training utterances, most utterances first (ties: C order)
+  awk 'NR == FNR {keep[$1]; next} ($1 in keep) && NF - 1 >= 10 {print NF - 1, $1}' "$datadir/pretrain_speakers" \
+    "$datadir/train/spk2utt" | LC_ALL=C sort -k1,1nr -k2,2 | awk '{print $2}' > "$datadir/verifier_extra_speakers.all"
+  if [ "$verifier_pretrain" = all ]; then
+    LC_ALL=C sort "$datadir/verifier_extra_speakers.all" > "$datadir/verifier_extra_speakers"
+  else
+    head -n "$verifier_pretrain" "$datadir/verifier_extra_speakers.all" | LC_ALL=C sort > "$datadir/verifier_extra_speakers"
+  fi
+  rm "$datadir/verifier_extra_speakers.all"
+  log 5 "the verifier's classes: the continual speakers seen so far + $(wc -l < "$datadir/verifier_extra_speakers") pre-training speakers (--verifier_pretrain $verifier_pretrain)"
+  LC_ALL=C sort -u "$datadir/verifier_extra_speakers" "$datadir/continual_speakers" > "$verifier_speakers"
   for x in train test; do
     log 5 "the verifier's data: $vocoder copy synthesis of the $x utterances of $(wc -l < "$verifier_speakers") speakers"
     rm -rf "$datadir/${x}_verifier"
@@ -276,30 +334,9 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
 fi
 
 # ------------------------------------------------------------------------------------ stage 7
-# The embedded corpus's CPU budget (README): 6 epochs per episode, no buffer-size sweep unless asked
-if [ "$corpus" = mini ]; then
-  continual_epochs=${continual_epochs:-6}
-  [ "$er_buffer_sizes" = auto ] && er_buffer_sizes=""
-fi
-[ "$er_buffer_sizes" = auto ] && er_buffer_sizes="1 2 5 10"
-# run names: jt, sa, ewc (ewc_l<lambda>), er_b<N_B>, er_kd_b<N_B>, er_br_b<N_B>_k<K>; the ER buffer sweep adds er_b<N>
-runs=""
-for s in $strategies; do
-  case "$s" in
-    jt|sa) runs="$runs $s" ;;
-    ewc) runs="$runs ewc${ewc_lambda:+_l$ewc_lambda}" ;;
-    er) runs="$runs er_b$buffer_size" ;;
-    er_kd) runs="$runs er_kd_b$buffer_size" ;;
-    er_br) runs="$runs er_br_b${br_buffer_size}_k$br_replicate" ;;
-    *) die "--strategies: unknown strategy '$s' (jt sa ewc er er_kd er_br)" ;;
-  esac
-done
-for b in $er_buffer_sizes; do
-  case " $runs " in *" er_b$b "*) ;; *) runs="$runs er_b$b" ;; esac
-done
 run_opts() {  # the speechkit-train-continual options of a run name
   case "$1" in
-    jt|sa) echo "--strategy $1" ;;
+    jt|jt_cumulative|sa) echo "--strategy $1" ;;
     ewc) echo "--strategy ewc" ;;
     ewc_l*) echo "--strategy ewc --ewc-lambda ${1#ewc_l}" ;;
     er_kd_b*) echo "--strategy er_kd --buffer-size ${1#er_kd_b}" ;;
@@ -318,11 +355,14 @@ continual_one() {  # RUN ORDER: train every episode, then score each with the ve
       ${continual_epochs:+--trainer.max_epochs "$continual_epochs"} $continual_args &&
   $train_cmd "$e/log/score.log" \
     speechkit-score-continual --test-dir "$in_dump/continual/test" --gt-train "$expdir/embed/train_$vocoder" \
-      --gt-test "$expdir/embed/test_$vocoder" --extra-speakers "$datadir/verifier_extra_speakers" "$e" &&
+      --gt-test "$expdir/embed/test_$vocoder" ${extra_opt[@]+"${extra_opt[@]}"} "$e" &&
   log 7 "$run order $order: $(grep -h 'final RA' "$e/log/score.log" | tail -n 1 | sed 's/^.*: final/final/')"
 }
 if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
   [ -f "$mexp/pretrain/checkpoints/best.pt" ] || die "$mexp/pretrain: no trained model: run stage 6"
+  [ -f "$datadir/verifier_extra_speakers" ] || die "$datadir/verifier_extra_speakers: missing: run stage 5"
+  extra_opt=()   # none (--verifier_pretrain 0): the verifier's classes are the continual speakers seen so far
+  [ -s "$datadir/verifier_extra_speakers" ] && extra_opt=(--extra-speakers "$datadir/verifier_extra_speakers")
   log 7 "continual runs of $tts_model:$runs; speaker orders: $orders; $train_jobs at a time (logs: $mexp/continual/<run>/order<seed>/log/)"
   running=0 failed=0
   for run in $runs; do
@@ -338,9 +378,11 @@ fi
 
 # ------------------------------------------------------------------------------------ stage 8
 if [ "$stage" -le 8 ] && [ "$stop_stage" -ge 8 ]; then
-  log 8 "results: $mexp/RESULTS.md, $mexp/figures/"
-  python local/make_results.py --runs "$runs" --orders "$orders" --corpus "$corpus" --tts-model "$tts_model" \
-    --buffer-size "$buffer_size" --er-buffer-sizes "$er_buffer_sizes" --verifier "$verifier_txt" \
-    "$datadir" "$mexp"
+  # the score files of every scored run of $mexp/continual (all its orders) copied into
+  # $results_dir/$results_name/, then the page rendered from $results_dir only
+  python local/make_results.py --collect "$results_dir/$results_name" --datadir "$datadir" --expdir "$expdir" \
+    --tts-model "$tts_model" --corpus "$corpus" --buffer-size "$buffer_size" --verifier "$verifier_txt"
+  python local/make_results.py --render "$(dirname "$results_dir")/RESULTS.md" --results "$results_dir"
+  log 8 "wrote $results_dir/$results_name/ and $(dirname "$results_dir")/RESULTS.md"
 fi
 log end "done"
