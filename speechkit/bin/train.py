@@ -194,7 +194,8 @@ def _run(args: argparse.Namespace, overrides: list[str], argv: list[str]) -> int
     if not args.exp_dir:
         raise ConfigError("--exp-dir is required (where config, logs and checkpoints go)")
     inputs, experiments = data_paths(cfg)
-    check_output_dir(args.exp_dir, inputs=inputs, experiment_dirs=experiments, option="--exp-dir")
+    # the exp dir is written file by file, never replaced: it may hold inputs (the inverter's codes)
+    check_output_dir(args.exp_dir, inputs=inputs, experiment_dirs=experiments, option="--exp-dir", contains_ok=True)
     ensure_writable_dir(args.exp_dir)  # a file, or an unwritable folder: one line, before any work
     rank = int(os.environ.get("RANK", "0") or 0)
     setup_logging(None, verbose=args.verbose)

@@ -59,7 +59,7 @@ def _within(inner: Path, outer: Path) -> bool:
 
 
 def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_dirs: Named | None = None,
-                     option: str = "output dir") -> Path:
+                     option: str = "output dir", contains_ok: bool = False) -> Path:
     """Refuse an output directory that would overwrite or mix with what the tool reads.
 
     Paths are compared after resolving symlinks and ``..``, so ``data/train/../train`` is
@@ -74,6 +74,9 @@ def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_d
             may not be or contain one, but may lie inside one (``exp/vq/units/test``); list the files
             it reads from there (checkpoint, config) under ``inputs`` too.
         option: how the output is named in messages (``OUT_DIR``, ``--out-dir``).
+        contains_ok: an output written file by file and never replaced as a whole (a training exp
+            dir) may contain inputs (a recipe may keep the codes an inverter trains on in its exp
+            dir); it still may not be one or lie inside one.
 
     Returns:
         ``Path(out)``.
@@ -92,7 +95,7 @@ def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_d
         real_in = _real(p)
         if real_out == real_in:
             why = "is"
-        elif real_out in real_in.parents:
+        elif real_out in real_in.parents and not contains_ok:
             why = "contains"
         elif not inside_ok and real_in in real_out.parents:
             why = "lies inside"

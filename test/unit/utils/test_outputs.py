@@ -157,3 +157,16 @@ def test_permissions_of_the_swapped_dir_follow_the_umask(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert (out.stat().st_mode & 0o777) == (0o777 & ~mask)
+
+
+def test_contains_ok_allows_inputs_inside_an_incremental_output(layout):
+    """A training exp dir (written file by file, never replaced) may hold an input; it still may
+    not be one or lie inside one."""
+    codes = layout / "exp" / "inv" / "codes"
+    codes.parent.mkdir(parents=True)
+    codes.write_text("u1 1\n")
+    assert check_output_dir(layout / "exp" / "inv", inputs={"data.codes": codes}, contains_ok=True) == layout / "exp/inv"
+    with pytest.raises(OutputOverlapError, match="contains data.codes"):
+        check_output_dir(layout / "exp" / "inv", inputs={"data.codes": codes})
+    with pytest.raises(OutputOverlapError, match="lies inside DATA_DIR"):
+        check_output_dir(layout / "data/train/exp", inputs={"DATA_DIR": layout / "data/train"}, contains_ok=True)
