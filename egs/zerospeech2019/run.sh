@@ -76,12 +76,16 @@ speed_perturb=       # stage 0: add 0.9 / 1.1 speed copies of the unit set (util
                      # default false, --corpus local: true
 abx_bootstrap=1000   # stage 6: resamples of the test speakers for the 95 % interval of the no-context across ABX (0 = none)
 kmeans_k=0           # stage 6: also score k-means units of the input features (K clusters, at the code rate); 0 = no
+results_dir=results  # stage 6: the tracked results, <results_dir>/<results_name>/ (score JSONs, runs.jsonl), and the
+                     # page made from every run there, RESULTS.md beside <results_dir> (local/make_results.py --render)
+results_name=        # default: the corpus (mini, local, zerospeech2019) for its default configuration, else <corpus>_<tag>
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019] [--db_root DIR]
        [--nj N] [--num_threads N] [--ngpu N] [--nproc N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
        [--vqvae_args '--key value ...'] [--inverter_args '...'] [--voice SPK] [--num_resynth N] [--aux_units true|false] [--aux_phases N|all]
-       [--unit_format codebook|onehot] [--speed_perturb true|false] [--kmeans_k K]
+       [--unit_format codebook|onehot] [--speed_perturb true|false] [--kmeans_k K] [--results_dir DIR] [--results_name NAME]
        [--datadir DIR] [--dumpdir DIR] [--expdir DIR] [--mini_speakers N] [--mini_sentences N]
-Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize, 6 score + RESULTS.md"
+Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize,
+        6 score, paired comparisons, results/<name>/ + RESULTS.md"
 
 setup_keys="corpus db_root mini_speakers mini_sentences speed_perturb"
 . ./path.sh
@@ -129,13 +133,29 @@ if [ "$stage" -eq 0 ] && [ -n "$db_root" ]; then   # the options are valid: the 
   mkdir -p "$db_root"
   db_root=$(cd "$db_root" && pwd)
 fi
-if [ -z "$tag" ]; then
-  tag=$(basename "$train_config" .yaml)
-  tag=${tag#train_}
+# default_tag CONFIG: the name of an experiment trained with CONFIG (and --feats_type, --speed_perturb)
+default_tag() {
+  local t
+  t=$(basename "$1" .yaml)
+  t=${t#train_}
   # another feature type is another experiment (its input dimension differs): say it in the tag
-  case "$tag" in *"$feats_type"*) ;; *) [ "$feats_type" = mfcc ] || tag=${tag}_$feats_type ;; esac
-  [ "$speed_perturb" = false ] || tag=${tag}_sp
+  case "$t" in *"$feats_type"*) ;; *) [ "$feats_type" = mfcc ] || t=${t}_$feats_type ;; esac
+  [ "$speed_perturb" = false ] || t=${t}_sp
+  echo "$t"
+}
+[ -n "$tag" ] || tag=$(default_tag "$train_config")
+# the tracked results of this run: results/<corpus> for the corpus's default experiment, else results/<corpus>_<tag>
+if [ -z "$results_name" ]; then
+  results_name=$corpus
+  corpus_default=conf/train_vqvae.yaml
+  [ "$corpus" != local ] || corpus_default=conf/tuning/train_vqvae_tr_k128_jitter.yaml
+  [ "$tag" = "$(default_tag "$corpus_default")" ] || results_name=${corpus}_$tag
 fi
+case "$results_name" in */*|.|..) die "--results_name $results_name: a name, not a path" ;; esac
+# every invocation on record (command line as typed, environment, config hashes): stage 6 copies it
+# into $results_dir/$results_name/runs.jsonl, the header of RESULTS.md
+record_run "$expdir/$tag/runs.jsonl" "$train_config" "$inverter_config" "conf/$feats_type.yaml" conf/mfcc.yaml \
+  conf/spectrogram.yaml
 train_set=train
 [ "$speed_perturb" = false ] || train_set=train_sp
 feat_conf=conf/$feats_type.yaml
@@ -379,7 +399,7 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   if [ "$aux_units" = true ]; then
     score "$units_dir/test_aux" "$expdir/$tag/scores_aux"
   fi
-  # Baselines (once per test set): MFCC as the challenge's baseline, and the VQ-VAE's actual input.
+  # References (once per test set): MFCC+deltas, and the VQ-VAE's actual input (per-speaker CMVN).
   if [ ! -f "$expdir/baseline_mfcc/scores/bitrate.json" ] || \
      [ "$dumpdir/mfcc/test/feats.scp" -nt "$expdir/baseline_mfcc/scores/bitrate.json" ]; then
     log 6 "baseline: MFCC+deltas"
@@ -401,6 +421,32 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
       score "$ref/units/test" "$ref/scores"
     fi
   fi
+  # Paired comparisons on the same speaker resamples (local/compare_abx.py): the codes against MFCC, the
+  # continuous z against the VQ-VAE's CMVN'd input (with two test speakers every usable resample is the
+  # original pair, so there is no interval to draw: skipped)
+  comparisons=()
+  refs=(--reference baseline_mfcc --reference "baseline_${feats_type}_cmvn")
+  if [ "$abx_bootstrap" -gt 0 ] && [ -f "$score_dir/abx_nocontext_across.json" ]; then
+    if [ "$(wc -l < "$datadir/test/spk2utt")" -ge 3 ]; then
+      comparisons=("$tag=baseline_mfcc")
+      [ "$aux_units" = false ] || comparisons+=("$tag (z)=baseline_${feats_type}_cmvn")
+      log 6 "paired comparisons: ${comparisons[*]}"
+      python local/compare_abx.py --expdir "$expdir" --bootstrap "$abx_bootstrap" \
+        --out "$expdir/$tag/comparisons.md" "${comparisons[@]}" > "$expdir/$tag/comparisons.log" 2>&1 \
+        || { echo "$0: stage 6: local/compare_abx.py failed, see $expdir/$tag/comparisons.log" >&2; exit 1; }
+    else
+      log 6 "paired comparisons skipped: $(wc -l < "$datadir/test/spk2utt") test speakers" \
+        "(a paired interval needs 3 or more)"
+      rm -f "$expdir/$tag/comparisons.md" "$expdir/$tag/comparisons.json"
+    fi
+  fi
+  [ "$kmeans_k" -eq 0 ] || refs+=(--reference "kmeans_${feats_type}_k${kmeans_k}_s${stride}")
+  # every experiment of $expdir in one untracked report (exp/RESULTS.md, with the plot and the wav links) ...
   python local/make_results.py --expdir "$expdir" --datadir "$datadir" --corpus "$corpus" --out "$expdir/RESULTS.md"
   log 6 "wrote $expdir/RESULTS.md"
+  # ... and this run's score files copied into $results_dir/$results_name/, the page rendered from $results_dir only
+  python local/make_results.py --collect "$results_dir/$results_name" --expdir "$expdir" --datadir "$datadir" \
+    --corpus "$corpus" --tag "$tag" "${refs[@]}"
+  python local/make_results.py --render "$(dirname "$results_dir")/RESULTS.md" --results "$results_dir"
+  log 6 "wrote $results_dir/$results_name/ and $(dirname "$results_dir")/RESULTS.md"
 fi

@@ -5,6 +5,7 @@ Everything the recipe writes goes to a temporary directory (--db_root, --datadir
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -29,7 +30,8 @@ def run_recipe(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
            "--dumpdir", str(tmp / "dump"), "--expdir", str(tmp / "exp"), "--mini_speakers", "4",
            "--mini_sentences", "16",
            "--train_config", "conf/train_vqvae_tiny.yaml", "--inverter_config", "conf/train_inverter_tiny.yaml",
-           "--tag", TAG, "--num_threads", "1", "--nj", "2", "--num_resynth", "3", "--kmeans_k", "8", *extra]
+           "--tag", TAG, "--num_threads", "1", "--nj", "2", "--num_resynth", "3", "--kmeans_k", "8",
+           "--results_dir", str(tmp / "results"), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"run.sh failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
@@ -102,6 +104,27 @@ def test_results_report_abx_and_bitrate(recipe):
     assert (tmp / "exp" / "abx_bitrate.png").stat().st_size > 5000
     links = re.findall(r"\]\(([^)]+\.wav)\)", text)
     assert len(links) == 3 and all((tmp / "exp" / link).is_file() for link in links)
+
+
+def test_tracked_results_and_page(recipe):
+    """Stage 6 copies this run's score files into --results_dir/<name>/ (mini with a non-default tag:
+    mini_<tag>) with runs.jsonl, and renders RESULTS.md beside --results_dir from it; two test speakers:
+    no paired comparison (no interval to draw), said on the page."""
+    tmp, _ = recipe
+    run = tmp / "results" / f"mini_{TAG}"
+    runs = [json.loads(line) for line in (run / "runs.jsonl").read_text().splitlines()]
+    assert runs and runs[0]["cmdline"].startswith("./run.sh --corpus mini") and "--aux_units true" in runs[0]["cmdline"]
+    assert "conf/train_vqvae_tiny.yaml" in runs[0]["configs"] and runs[0]["git_commit"]
+    for system in (TAG, "baseline_mfcc", "baseline_mfcc_cmvn", "kmeans_mfcc_k8_s4"):
+        j = json.loads((run / system / "scores" / "abx_nocontext_across.json").read_text())
+        assert "by_phone_pair" not in j and j["bootstrap"]["n_valid"] >= 40
+    assert (run / TAG / "scores_aux" / "bitrate.json").is_file() and not (run / TAG / "comparisons.json").exists()
+    assert sum(p.stat().st_size for p in run.rglob("*") if p.is_file()) < 100_000
+    page = (tmp / "RESULTS.md").read_text()
+    assert f"## mini_{TAG}" in page and "### Commands" in page and "None: 2 test speakers" in page
+    lab = (tmp / "exp" / "RESULTS.md").read_text()  # the same numbers as the report over exp/
+    row = next(line for line in lab.splitlines() if f"| {TAG} |" in line)
+    assert row in page
 
 
 def test_aux_units_every_input_frame(recipe):
