@@ -11,14 +11,16 @@
 #   ./run.sh --stage 3 --variants multisoftmax --restart true   # a changed config: the old run moves aside
 #
 # Stages (each safe to re-run: finished work is kept, training resumes from its last checkpoint):
-#   0  data      Kaldi data dirs data/<setup>/{train,dev,test} with utt2lang, speaker-disjoint; the
-#                language ids checked; data/.setup records the setup for the later stages
+#   0  data      Kaldi data dirs data/<setup>/{train,dev,test} with utt2lang (mini: dev and test are
+#                the training voices saying unseen sentences, test_unseen_voice a voice never heard;
+#                real: speaker-disjoint); the language ids checked; data/.setup records the setup
 #   1  features  80-dim log-mel every 10 ms (conf/logmel.yaml), global CMVN stats of train
 #                (--speed_perturb true: of train_sp, train with its 0.9/1.1 speed copies)
 #   2  units     per-language graphemes (+ B- word-begin prefix) and their union (speechkit-make-units)
-#   3  train     the systems of --variants, one at a time (speechkit-train rnnt)
-#   4  decode    oracle-language decoding; LID-free decoding for the LID systems and the early
-#                switch-off sweeps for multisoftmax_lid (--switch_off_grid) (speechkit-asr-decode)
+#   3  train     the systems of --variants, --train_jobs at a time (speechkit-train rnnt)
+#   4  decode    each system's blank penalty (chosen on dev when --blank_penalties has several);
+#                oracle-language decoding of every test set; LID-free decoding for the LID systems and
+#                the early switch-off sweeps for multisoftmax_lid (--switch_off_grid) (speechkit-asr-decode)
 #   5  score     WER and CER per language and averaged, WERR vs the monolingual models, LID accuracy
 #   6  results   the results tables: printed and written to exp/<setup>/rnnt_<unit>/RESULTS.md
 #
@@ -73,16 +75,24 @@ switch_off_thresholds="2 5 10 20"    # recipe grid: s_th values (nats below the 
 paper_switch_off_taus="inf 1000 100 30 10"   # paper grid (Table 7): tau in ms (inf = no switch-off)
 paper_switch_off_thresholds="inf 0.5 0.2"    # paper grid: s_th on the running average LID posterior
                                              # (inf = no switch-off); a pair with an inf is the plain LID-free row
-test_sets="test"       # data sets decoded and scored
-speed_perturb=false    # true: train on data/<setup>/train_sp = train + its speed 0.9 and 1.1 copies
-                       # (Kaldi's 3-way speed perturbation, utils/perturb_data_dir_speed_3way.sh; stage 1)
-mini_num_speakers=6    # mini corpus: speakers (one for dev, one for test, the rest train)
-mini_sentences=20      # mini corpus: sentences per speaker and language
+test_sets=             # data sets decoded and scored; default: mini "test test_unseen_voice", else "test"
+speed_perturb=         # true: train on data/<setup>/train_sp = train + its speed 0.9 and 1.1 copies
+                       # (Kaldi's 3-way speed perturbation, utils/perturb_data_dir_speed_3way.sh; stage 1);
+                       # default: true with --db_root, false for mini
+blank_penalties=       # blank penalty in nats (speechkit-asr-decode --blank-penalty); with several values,
+                       # each system's penalty is the one of lowest CER on dev (stage 4 decodes dev with
+                       # each; <system>/blank_penalty records the choice); default: mini "0",
+                       # with --db_root "0 1 1.5 2"
+train_jobs=2           # trainings run at once in stage 3 (each with one thread; the fine-tuned systems
+                       # start when their base model is trained)
+mini_num_speakers=6    # mini corpus: voices; the last one is never heard in training (test_unseen_voice)
+mini_sentences=150     # mini corpus: sentences per voice and language
 mini_languages=en,hi,ta,gu
-
+mini_test_utts=30      # mini corpus: utterances per language in test and in test_unseen_voice
+mini_dev_utts=15       # mini corpus: utterances per language in dev
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--variants \"...\"] [--unit char_wb|char|bpe] [--nj N] ...
 (see the header of $0 for every option)"
-setup_keys="setup db_root local_prep mini_num_speakers mini_sentences mini_languages"
+setup_keys="setup db_root local_prep mini_num_speakers mini_sentences mini_languages mini_test_utts mini_dev_utts"
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh || exit 1
@@ -115,6 +125,16 @@ if [ -z "$train_config" ]; then
   if [ "$setup" = mini ]; then train_config=conf/train_mini.yaml; else train_config=conf/train_real.yaml; fi
 fi
 data=$datadir/$setup
+if [ "$setup" = mini ]; then
+  test_sets=${test_sets:-test test_unseen_voice}; speed_perturb=${speed_perturb:-false}; blank_penalties=${blank_penalties:-0}
+else
+  test_sets=${test_sets:-test}; speed_perturb=${speed_perturb:-true}; blank_penalties=${blank_penalties:-0 1 1.5 2}
+fi
+for p in $blank_penalties; do
+  [[ "$p" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--blank_penalties: '$p' is not a number of nats >= 0"
+done
+[ -n "${blank_penalties// /}" ] || die "--blank_penalties: empty (give one value, or several to choose on dev)"
+[[ "$train_jobs" =~ ^[1-9][0-9]*$ ]] || die "--train_jobs must be a whole number >= 1, got '$train_jobs'"
 case "$speed_perturb" in
   true) train_set=train_sp ;;
   false) train_set=train ;;
@@ -161,7 +181,7 @@ log "setup $setup: data $data, units $lang, experiments $exp, config $train_conf
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
   log "stage 0: data preparation"
   if [ "$setup" = mini ]; then
-    params="mini $mini_num_speakers $mini_sentences $mini_languages"
+    params="mini $mini_num_speakers $mini_sentences $mini_languages $mini_test_utts $mini_dev_utts"
   else
     params="$setup $db_root${local_prep:+ $local_prep}"
   fi
@@ -171,8 +191,10 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
     rm -f "$data/.prepared"
     mkdir -p "$data"
     if [ "$setup" = mini ]; then
+      # one corpus folder per corpus parameters (the synthesizer refuses to change a corpus in place)
       local/prepare_mini.sh --num-speakers "$mini_num_speakers" --sentences "$mini_sentences" \
-        --languages "$mini_languages" db/mini "$data"
+        --languages "$mini_languages" --test-utts "$mini_test_utts" --dev-utts "$mini_dev_utts" \
+        "db/mini_${mini_num_speakers}x${mini_sentences}_${mini_languages//,/_}" "$data"
     else
       # shellcheck disable=SC2086  # --local_prep may carry options: "local/prepare_mucs.sh --languages hi,mr"
       ${local_prep:-local/prepare_real.sh} "$db_root" "$data"
@@ -191,8 +213,10 @@ fi
 if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   log "stage 1: log-mel features and CMVN stats"
   if [ "$speed_perturb" = true ]; then
-    # ids sp0.9-* / sp1.1-* (speakers too); a sox pipe per copy in wav.scp, redone only when missing
-    [ -f "$data/train_sp/wav.scp" ] || utils/perturb_data_dir_speed_3way.sh "$data/train" "$data/train_sp"
+    # ids sp0.9-* / sp1.1-* (speakers too); a sox pipe per copy in wav.scp; rewritten from data/train at
+    # every run (seconds), so a re-prepared train set never keeps an old train_sp (its features are
+    # recomputed only where the pipes changed)
+    utils/perturb_data_dir_speed_3way.sh "$data/train" "$data/train_sp"
   fi
   for x in $train_set dev $test_sets; do
     utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/logmel.yaml \
@@ -220,44 +244,61 @@ if [ "$stop_stage" -ge 3 ]; then
 fi
 
 # ------------------------------------------------------------------------------------- stage 3
-if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
-  log "stage 3: training: $(systems | tr '\n' ' ')"
-  for sys in $(systems); do
-    opts="--data.train_dir $data/$train_set --data.valid_dir $data/dev --data.units_dir $lang"
-    case "$sys" in
-      mono_*) opts="$opts --model.variant multisoftmax --data.languages [${sys#mono_}]" ;;
-      ft_onehot_*)   # the one-hot model cut to one language (speechkit.models.rnnt.to_monolingual)
-        [ -f "$exp/onehot/checkpoints/best.pt" ] || die "$sys: fine-tuning starts from $exp/onehot, which is not trained (add onehot to --variants)"
-        opts="$opts --model.variant multisoftmax --data.languages [${sys#ft_onehot_}] --init.exp_dir $exp/onehot"
-        opts="$opts --init.language ${sys#ft_onehot_}" ;;
-      ft_*)
-        [ -f "$exp/multisoftmax/checkpoints/best.pt" ] || {
-          echo "$0: $sys: fine-tuning starts from $exp/multisoftmax, which is not trained (add multisoftmax to --variants)" >&2
-          exit 1; }
-        opts="$opts --model.variant multisoftmax --data.languages [${sys#ft_}] --init.exp_dir $exp/multisoftmax"
-        opts="$opts --init.language ${sys#ft_}" ;;
-      *) opts="$opts --model.variant $sys" ;;
-    esac
-    extra=$train_opts
-    if [[ "$sys" == ft_* ]]; then extra="$train_opts $finetune_opts"; fi
-    if [ "$avg" -gt 0 ]; then extra="--trainer.keep_last $avg $extra"; fi   # the epochs stage 4 averages
-    resume=true
-    if [ "$restart" = true ]; then
-      resume=false
-      if [ -d "$exp/$sys" ]; then
-        n=1
-        while [ -e "$exp/$sys.backup/$n" ]; do n=$((n + 1)); done
-        mkdir -p "$exp/$sys.backup"
-        mv "$exp/$sys" "$exp/$sys.backup/$n"
-        log "--restart true: moved the previous $exp/$sys to $exp/$sys.backup/$n"
-      fi
+# train_one SYSTEM: one speechkit-train run through $train_cmd (or $cuda_cmd with --ngpu)
+train_one() {
+  local sys=$1 opts extra resume=true n train_run
+  opts="--data.train_dir $data/$train_set --data.valid_dir $data/dev --data.units_dir $lang"
+  case "$sys" in
+    mono_*) opts="$opts --model.variant multisoftmax --data.languages [${sys#mono_}]" ;;
+    ft_onehot_*)   # the one-hot model cut to one language (speechkit.models.rnnt.to_monolingual)
+      opts="$opts --model.variant multisoftmax --data.languages [${sys#ft_onehot_}] --init.exp_dir $exp/onehot"
+      opts="$opts --init.language ${sys#ft_onehot_}" ;;
+    ft_*)
+      opts="$opts --model.variant multisoftmax --data.languages [${sys#ft_}] --init.exp_dir $exp/multisoftmax"
+      opts="$opts --init.language ${sys#ft_}" ;;
+    *) opts="$opts --model.variant $sys" ;;
+  esac
+  extra=$train_opts
+  if [[ "$sys" == ft_* ]]; then extra="$train_opts $finetune_opts"; fi
+  if [ "$avg" -gt 0 ]; then extra="--trainer.keep_last $avg $extra"; fi   # the epochs stage 4 averages
+  if [ "$restart" = true ]; then
+    resume=false
+    if [ -d "$exp/$sys" ]; then
+      n=1
+      while [ -e "$exp/$sys.backup/$n" ]; do n=$((n + 1)); done
+      mkdir -p "$exp/$sys.backup"
+      mv "$exp/$sys" "$exp/$sys.backup/$n"
+      log "--restart true: moved the previous $exp/$sys to $exp/$sys.backup/$n"
     fi
-    log "training $exp/$sys (log: $exp/$sys/train.log)"
-    # shellcheck disable=SC2086
-    train_run="$train_cmd --num-threads $nproc"
-    [ "${ngpu:-0}" -gt 0 ] && train_run="$cuda_cmd --gpu $ngpu"
-    ${train_run} "$exp/$sys/log/train.log" \
-      speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" rnnt --config "$train_config" --exp-dir "$exp/$sys" --resume "$resume" $opts $extra
+  fi
+  log "training $exp/$sys (log: $exp/$sys/train.log)"
+  train_run="$train_cmd --num-threads $nproc"
+  [ "${ngpu:-0}" -gt 0 ] && train_run="$cuda_cmd --gpu $ngpu"
+  # shellcheck disable=SC2086  # $train_run / $opts / $extra hold several words
+  ${train_run} "$exp/$sys/log/train.log" \
+    speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" rnnt --config "$train_config" --exp-dir "$exp/$sys" --resume "$resume" $opts $extra
+}
+
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
+  log "stage 3: training, $train_jobs at a time: $(systems | tr '\n' ' ')"
+  # the fine-tuned systems start from multisoftmax / onehot: they wait for those (here or trained before)
+  if has_variant finetune && ! has_variant multisoftmax && [ ! -f "$exp/multisoftmax/checkpoints/best.pt" ]; then
+    die "finetune: fine-tuning starts from $exp/multisoftmax, which is not trained (add multisoftmax to --variants)"
+  fi
+  if has_variant finetune_onehot && ! has_variant onehot && [ ! -f "$exp/onehot/checkpoints/best.pt" ]; then
+    die "finetune_onehot: fine-tuning starts from $exp/onehot, which is not trained (add onehot to --variants)"
+  fi
+  failed=0
+  for wave in base finetuned; do
+    running=0
+    for sys in $(systems); do
+      case "$sys" in ft_*) [ "$wave" = finetuned ] || continue ;; *) [ "$wave" = base ] || continue ;; esac
+      if [ "$running" -ge "$train_jobs" ]; then wait -n || failed=$((failed + 1)); running=$((running - 1)); fi
+      train_one "$sys" &
+      running=$((running + 1))
+    done
+    while [ "$running" -gt 0 ]; do wait -n || failed=$((failed + 1)); running=$((running - 1)); done
+    [ "$failed" -eq 0 ] || die "$failed training run(s) failed: see $exp/<system>/log/train.log"
   done
 fi
 
@@ -269,15 +310,37 @@ decode() {
   # shellcheck disable=SC2086
   ${decode_cmd} JOB=1:"$nj" "$dir/log/decode.JOB.log" \
     speechkit-asr-decode --model-dir "$model" --nj "$nj" --job JOB --search "$search" --beam "$beam" \
-      --chunk-frames "$chunk_frames" $decode_ckpt $decode_opts "$@" "$data/$set" "$dir"
+      --chunk-frames "$chunk_frames" $decode_ckpt $bp_opt $decode_opts "$@" "$data/$set" "$dir"
   # shellcheck disable=SC2086
   speechkit-asr-decode --model-dir "$model" --nj "$nj" --merge-only --search "$search" --beam "$beam" \
-    --chunk-frames "$chunk_frames" $decode_ckpt $decode_opts "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
+    --chunk-frames "$chunk_frames" $decode_ckpt $bp_opt $decode_opts "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
+}
+
+# The blank penalty of system $1 -> $exp/$1/blank_penalty: the one value of --blank_penalties, or the
+# value of lowest CER on dev among them (each decoded into $exp/$1/decode_dev_bp<P>; the dev CERs in
+# $exp/$1/blank_penalty.json). Sets $bp_opt for the decodes that follow.
+choose_blank_penalty() {
+  local sys=$1 p mode=--oracle-lid dirs=()
+  [ "$sys" = vanilla ] && mode=
+  bp_opt=
+  read -ra bps <<< "$blank_penalties"
+  if [ "${#bps[@]}" -eq 1 ]; then
+    local/pick_blank_penalty.py --given "${bps[0]}" "$exp/$sys"
+  else
+    for p in "${bps[@]}"; do
+      # shellcheck disable=SC2086
+      decode "$exp/$sys" dev "$exp/$sys/decode_dev_bp$p" $mode --blank-penalty "$p"
+      dirs+=("$p=$exp/$sys/decode_dev_bp$p")
+    done
+    local/pick_blank_penalty.py --ref "$data/dev/text" "$exp/$sys" "${dirs[@]}"
+  fi
+  bp_opt="--blank-penalty $(cat "$exp/$sys/blank_penalty")"
 }
 
 # ------------------------------------------------------------------------------------- stage 4
+bp_opt=
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
-  log "stage 4: decoding ($search search, chunks of $chunk_frames frames)"
+  log "stage 4: decoding ($search search, chunks of $chunk_frames frames; blank penalty: $blank_penalties, chosen on dev if several)"
   for sys in $(systems); do
     [ -f "$exp/$sys/checkpoints/best.pt" ] || { echo "$0: $exp/$sys is not trained (stage 3)" >&2; exit 1; }
     decode_ckpt=
@@ -285,6 +348,8 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
       speechkit-average-checkpoints --last "$avg" "$exp/$sys"
       decode_ckpt="--checkpoint avg$avg.pt"
     fi
+    choose_blank_penalty "$sys"
+    log "$sys: $bp_opt"
     for t in $test_sets; do
       case "$sys" in
         vanilla) decode "$exp/$sys" "$t" "$exp/$sys/decode_$t" ;;
@@ -363,7 +428,9 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
     if has_variant finetune_onehot; then gather ft_onehot "$t"; score "$exp/ft_onehot/decode_${t}_oracle" "$t"; fi
     for sys in onehot multisoftmax multisoftmax_lsp multisoftmax_lid multisoftmax_lsp_lid; do
       has_variant "$sys" || continue
-      for dir in "$exp/$sys/decode_${t}"_*; do
+      # decode_<set>_oracle and decode_<set>_lidfree*, not the decodes of another set whose name
+      # starts with this one's (decode_test_unseen_voice_* for test)
+      for dir in "$exp/$sys/decode_${t}_oracle" "$exp/$sys/decode_${t}_lidfree"*; do
         if [ -f "$dir/text" ]; then score "$dir" "$t"; fi
       done
     done

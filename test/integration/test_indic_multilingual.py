@@ -1,5 +1,6 @@
-"""egs/indic_multilingual: every stage of run.sh on a tiny mini corpus (2 languages, 3 speakers),
-in a temporary working directory (nothing is written into the repository's egs/)."""
+"""egs/indic_multilingual: every stage of run.sh on a tiny mini corpus (2 languages, 3 voices: two
+for training, one unseen), in a temporary working directory (nothing is written into the
+repository's egs/)."""
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ def recipe_run(tmp_path_factory):
         (work / name).symlink_to(RECIPE / name)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", OMP_NUM_THREADS="1")
     argv = ["./run.sh", "--nj", "2", "--mini_num_speakers", "3", "--mini_sentences", "6",
-            "--mini_languages", "en,hi", "--switch_off_taus", "0 4", "--switch_off_thresholds", "3",
+            "--mini_languages", "en,hi", "--mini_test_utts", "2", "--mini_dev_utts", "2", "--switch_off_taus", "0 4", "--switch_off_thresholds", "3",
             "--paper_switch_off_taus", "inf 100", "--paper_switch_off_thresholds", "inf 0.5",
             "--train_opts", "--trainer.max_epochs 2", "--finetune_opts", "--trainer.max_epochs 1"]
     proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
@@ -38,8 +39,18 @@ def recipe_run(tmp_path_factory):
 def test_every_stage_writes_its_outputs(recipe_run):
     work, proc, _ = recipe_run
     data, exp = work / "data/mini", work / "exp/mini/rnnt_char_wb"
-    test_utts = [line.split()[0] for line in (data / "test/text").read_text().splitlines()]
-    assert len(test_utts) == 12  # 1 test speaker x 2 languages x 6 sentences
+    def table(part, name):
+        return dict(line.split(maxsplit=1) for line in (data / part / name).read_text().splitlines())
+
+    test_utts = list(table("test", "text"))
+    n = len(test_utts)
+    assert n >= 4  # at least 2 per language (whole sentences are dealt)
+    # test: the training voices saying sentences never trained on; test_unseen_voice: the third voice
+    train_spk, train_text = set(table("train", "utt2spk").values()), set(table("train", "text").values())
+    assert set(table("test", "utt2spk").values()) <= train_spk and not set(table("test", "text").values()) & train_text
+    assert set(table("test_unseen_voice", "utt2spk").values()) == {"sp03"} and "sp03" not in train_spk
+    assert not set(table("test_unseen_voice", "text").values()) & train_text
+    assert sorted(set(table("test_unseen_voice", "utt2lang").values())) == ["en", "hi"]
     assert (data / "train/feats.scp").is_file() and (data / "train/cmvn_global.ark").is_file()
     assert not (data / "train/cmvn.scp").exists()  # Kaldi: cmvn.scp keys are the speakers
     assert (data / "lang_char_wb/languages.txt").read_text().split() == ["en", "0", "hi", "1"]
@@ -62,17 +73,28 @@ def test_every_stage_writes_its_outputs(recipe_run):
             m = WER_LINE.match(lines[0])
             assert m, (d, lines[0])
             assert int(m.group(2)) == int(m.group(4)) + int(m.group(5)) + int(m.group(6))
-            assert lines[2] == "Scored 12 sentences, 0 not present in hyp."
+            assert lines[2] == f"Scored {n} sentences, 0 not present in hyp."
         assert json.loads((d / "scoring/wer.json").read_text())["per_language"].keys() == {"en", "hi"}
     for d in lidfree + [exp / "vanilla/decode_test"]:
         last = (d / "scoring/lid.txt").read_text().splitlines()[-1]
-        assert re.match(r"^LID accuracy: \d+\.\d\d % \[ \d+ / 12 \]$", last), last
+        assert re.match(rf"^LID accuracy: \d+\.\d\d % \[ \d+ / {n} \]$", last), last
     for d in lidfree:
         st = json.loads((d / "decode_stats.json").read_text())
-        assert 1.0 <= st["t_avg"] <= 2.0 and st["rtf"] > 0 and st["num_decoded"] == 12
+        assert 1.0 <= st["t_avg"] <= 2.0 and st["rtf"] > 0 and st["num_decoded"] == n
     assert json.loads((lidfree[0] / "decode_stats.json").read_text())["t_avg"] == 2.0
+    unseen = table("test_unseen_voice", "text")
+    for d in [exp / "vanilla/decode_test_unseen_voice", exp / "mono/decode_test_unseen_voice_oracle",
+              exp / "multisoftmax/decode_test_unseen_voice_oracle", exp / "multisoftmax_lid/decode_test_unseen_voice_lidfree"]:
+        assert list(table_of(d / "text")) == list(unseen), d
+        assert (d / "scoring/cer.txt").read_text().splitlines()[2] == f"Scored {len(unseen)} sentences, 0 not present in hyp."
+    for s in systems:  # one blank penalty, given (mini: --blank_penalties 0), recorded per system
+        assert json.loads((exp / s / "blank_penalty.json").read_text()) == {"blank_penalty": 0.0, "chosen_on": None}
     ft = json.loads((exp / "ft_hi/model_info.json").read_text())
     assert ft["languages"] == ["hi"] and ft["variant"] == "multisoftmax"
+
+
+def table_of(path):
+    return dict((line.split(maxsplit=1) + [""])[:2] for line in Path(path).read_text().splitlines())
 
 
 def test_results_table_printed_and_written(recipe_run):

@@ -31,9 +31,10 @@ RECIPES = {
                                  "continual_speakers": "", "mini_speakers": "8", "mini_sentences": "30", "seed": "1",
                                  "num_test": "5", "num_dev": "3", "world_config": "conf/world.yaml",
                                  "align_args": ""}},
-    "indic_multilingual": {"last": 6, "mini_sentences": "20",
+    "indic_multilingual": {"last": 6, "mini_sentences": "150", "mini_db": "db/mini_6x150_en_hi_ta_gu",
                            "setup": {"setup": "mini", "db_root": "", "local_prep": "", "mini_num_speakers": "6",
-                                     "mini_sentences": "30", "mini_languages": "en,hi,ta,gu"}},
+                                     "mini_sentences": "30", "mini_languages": "en,hi,ta,gu", "mini_test_utts": "30",
+                                     "mini_dev_utts": "15"}},
 }
 
 STUB_PREPARE_MINI = """#!/usr/bin/env bash
@@ -168,12 +169,14 @@ def test_explicit_corpus_mini_synthesizes_into_a_new_db_root(tmp_path, name):
 
 
 def test_no_options_synthesize_mini_into_db_mini(recipe):
-    """./run.sh alone: the embedded corpus, synthesized into db/mini of the recipe folder."""
+    """./run.sh alone: the embedded corpus, synthesized into db/mini of the recipe folder (indic: a folder
+    per corpus parameters, db/mini_<voices>x<sentences>_<languages>)."""
     name, work = recipe
     proc = run(work)
     assert proc.returncode == 3, proc.stderr
     stub = [line for line in proc.stderr.splitlines() if line.startswith("STUB")]
-    assert len(stub) == 1 and (" db/mini " in stub[0] or f"{work}/db/mini " in stub[0]), proc.stderr
+    db = RECIPES[name].get("mini_db", "db/mini")
+    assert len(stub) == 1 and (f" {db} " in stub[0] or f"{work}/{db} " in stub[0]), proc.stderr
 
 
 # ----------------------------------------------------------------------- item 14: explicit options

@@ -1,5 +1,6 @@
-"""egs/indic_multilingual/conf: every training config loads into the rnnt task's schema, and the
-tuning config differs from conf/train_real.yaml in exactly the keys its header names."""
+"""egs/indic_multilingual/conf: every training config loads into the rnnt task's schema, and each
+tuning config (the plain RNN-T kept for comparison) differs from its default in exactly the keys its
+header names."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,11 +19,20 @@ def test_every_training_config_loads(path):
     assert cfg.trainer.max_epochs > 0
 
 
-def test_tuning_config_is_train_real_plus_its_named_changes():
+def _diff(base: str, other: str) -> dict:
     task = get_task("rnnt")
-    base = to_dict(load_config(task.Config, CONF / "train_real.yaml", []))
-    tuned = to_dict(load_config(task.Config, CONF / "tuning" / "train_real_sp_ctc.yaml", []))
-    assert {k: (a, b) for k, a, b in config_diff(base, tuned)} == {
+    a = to_dict(load_config(task.Config, CONF / base, []))
+    b = to_dict(load_config(task.Config, CONF / other, []))
+    return {k: (x, y) for k, x, y in config_diff(a, b)}
+
+
+def test_real_default_is_the_no_ctc_config_plus_ctc_dropout_and_cosine_decay():
+    assert _diff("tuning/train_real_no_ctc.yaml", "train_real.yaml") == {
         "trainer.max_epochs": (20, 16), "trainer.scheduler": ("warmup_constant", "warmup_cosine"),
-        "trainer.min_lr": (0.0, 1e-5), "trainer.keep_last": (1, 6), "model.ctc_weight": (0.0, 0.3),
+        "trainer.min_lr": (0.0, 1e-5), "model.ctc_weight": (0.0, 0.3),
         "model.ctc_warmup_epochs": (0, 1), "model.dropout": (0.0, 0.2)}
+
+
+def test_mini_default_is_the_no_ctc_config_plus_ctc_and_fewer_epochs():
+    assert _diff("tuning/train_mini_no_ctc.yaml", "train_mini.yaml") == {
+        "trainer.max_epochs": (30, 8), "model.ctc_weight": (0.0, 0.3), "model.ctc_warmup_epochs": (0, 2)}
