@@ -19,11 +19,16 @@
 #   4  labels    frame-level linguistic label vectors, front end fitted on train:
 #                exp/<spk>/frontend, dump/<spk>/<set>/{labels.scp,feats.scp}
 #   5  train     the --models per speaker (speechkit-train salad|musa_rnn): exp/<spk>/<model>
-#   6  test      synthesize the test set with forced durations, score MCD / F0 RMSE / V/UV:
-#                exp/<spk>/<model>/synth/test, exp/<spk>/<model>/scores/test.{txt,json}
+#   6  test      synthesize the test set with forced durations, score MCD / F0 RMSE / V/UV in both
+#                conventions (speechkit-score-mcd --convention speechkit|authors):
+#                exp/<spk>/<model>/synth/test, exp/<spk>/<model>/scores/test{,_authors,_with_silence}.{txt,json}
 #   7  latency   CPU inference time vs utterance length (1-35 s) of the four models, RANSAC fit:
-#                exp/latency/{latency.json,latency.md,latency.png}
-#   8  results   exp/RESULTS.md (Table 2 per speaker, Table 3, parameters), F0 histogram PNG
+#                exp/latency/{latency.json,latency.md,latency.png} (+ exp/latency_stepwise with
+#                --latency_stepwise_max_seconds)
+#   8  results   local/make_results.py --collect: the score files and exp/runs_<corpus>.jsonl copied
+#                into results/<corpus>/, then RESULTS.md rendered from results/ alone
+#
+# Every invocation is appended to exp/runs_<corpus>.jsonl (command line, environment, config hashes).
 set -euo pipefail
 
 # ------------------------------------------------------------------------------------- options
@@ -51,6 +56,9 @@ train_args=          # extra speechkit-train overrides for every model, e.g. "--
 num_wavs=4           # stage 6: test utterances synthesized to wav (+ spectrogram PNG) per model
 latency_max_seconds=35   # stage 7: longest generated utterance (s)
 latency_repeats=1        # stage 7: timings per length (every timing is fitted)
+latency_stepwise_max_seconds=   # stage 7: also time the RNNs stepped one frame per call, 1 s to this
+                                # many s (exp/latency_stepwise; empty: not measured)
+results_dir=results  # stage 8: the tracked results: results/<corpus>/ (score files, runs.jsonl), RESULTS.md
 datadir=data         # Kaldi data dirs (and .setup)
 dumpdir=dump         # training-ready dirs: labels.scp + feats.scp
 expdir=exp           # aligners, front ends, models, syntheses, scores, RESULTS.md
@@ -99,6 +107,8 @@ else
   mkdir -p "$db_root" "$datadir"
   db_root=$(cd "$db_root" && pwd)
 fi
+# every command that produced results is on record, one file per corpus (the setups share $expdir)
+record_run "$expdir/runs_$corpus.jsonl"
 
 # ------------------------------------------------------------------------------------ stage 0
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
@@ -241,6 +251,9 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
       mkdir -p "$e/scores"
       speechkit-score-mcd --mask-silence "$dumpdir/$spk/test/phone_alignments" --json "$e/scores/test.json" \
         "$dumpdir/$spk/test" "$e/synth/test" > "$e/scores/test.txt"
+      # the SALAD authors' convention (c0 included, F0 over every frame, silence zeroed), beside the paper's
+      speechkit-score-mcd --convention authors --mask-silence "$dumpdir/$spk/test/phone_alignments" \
+        --json "$e/scores/test_authors.json" "$dumpdir/$spk/test" "$e/synth/test" > "$e/scores/test_authors.txt"
       speechkit-score-mcd --json "$e/scores/test_with_silence.json" \
         "$dumpdir/$spk/test" "$e/synth/test" > "$e/scores/test_with_silence.txt"
       log 6 "$spk $m: $(tail -n 1 "$e/scores/test.txt")"
@@ -255,11 +268,18 @@ if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
   python local/measure_latency.py --out-dir "$expdir/latency" --config-dir conf \
     --input-dim "$(cat "$dumpdir/$spk/train/label_dim")" --max-seconds "$latency_max_seconds" \
     --repeats "$latency_repeats"
+  if [ -n "$latency_stepwise_max_seconds" ]; then
+    log 7 "CPU latency of the RNNs stepped one frame per call, 1-$latency_stepwise_max_seconds s"
+    python local/measure_latency.py --out-dir "$expdir/latency_stepwise" --config-dir conf \
+      --input-dim "$(cat "$dumpdir/$spk/train/label_dim")" --max-seconds "$latency_stepwise_max_seconds" \
+      --repeats 1 --models musa_rnn_small,musa_rnn_big --rnn-mode stepwise
+  fi
 fi
 
 # ------------------------------------------------------------------------------------ stage 8
 if [ "$stage" -le 8 ] && [ "$stop_stage" -ge 8 ]; then
-  log 8 "results: $expdir/RESULTS.md"
-  python local/make_results.py --models "$models" --corpus "$corpus" --dump-dir "$dumpdir" "$datadir" "$expdir"
+  log 8 "results: $results_dir/$corpus/ and $results_dir/../RESULTS.md"
+  python local/make_results.py --collect "$corpus" --models "$models" --speakers "$spks" --data-dir "$datadir" \
+    --dump-dir "$dumpdir" --exp-dir "$expdir" --results-dir "$results_dir"
 fi
 log end "done"

@@ -63,7 +63,8 @@ from speechkit.utils.fileio import DataError
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "MCD_CONSTANT", "DEFAULT_FRAME_SHIFT", "CONVENTIONS", "CONVENTION_DEFINITIONS", "WorldLayout", "UttScore", "WorldScores",
+    "MCD_CONSTANT", "DEFAULT_FRAME_SHIFT", "CONVENTIONS", "CONVENTION_DEFINITIONS", "WorldLayout", "UttScore",
+    "WorldScores",
     "check_convention", "frame_mcd_db", "mcd_db", "voiced_f0_hz", "silence_keep_mask", "score_utterance", "score_world",
     "read_world_layout",
 ]

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import kaldiio
@@ -26,7 +27,7 @@ MODELS = "musa_rnn_small salad_small"
 
 def run_recipe(tmp: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     cmd = ["./run.sh", "--datadir", str(tmp / "data"), "--dumpdir", str(tmp / "dump"), "--expdir", str(tmp / "exp"),
-           "--nj", "2", *args]
+           "--results_dir", str(tmp / "results"), "--nj", "2", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=900)
     if check:
@@ -88,11 +89,29 @@ def test_models_synthesize_and_are_scored(recipe):
 
 def test_results_and_latency(recipe):
     tmp, _ = recipe
-    results = (tmp / "exp" / "RESULTS.md").read_text()
+    run = tmp / "results" / "mini"
+    # every invocation on record (two in the fixture), collected next to the score files
+    runs = [json.loads(line) for line in (run / "runs.jsonl").read_text().splitlines()]
+    assert [r["cmdline"].split()[:2] for r in runs] == [["./run.sh", "--datadir"]] * 2
+    assert "--stage 5" in runs[1]["cmdline"] and "conf/world.yaml" in runs[0]["configs"]
     for model in MODELS.split():
-        assert model in results
-    assert (tmp / "exp" / "latency" / "latency.png").stat().st_size > 1000
-    assert (tmp / "exp" / "f0_histogram_sp01.png").stat().st_size > 1000
+        ours = json.loads((run / "sp01" / model / "test.json").read_text())
+        authors = json.loads((run / "sp01" / model / "test_authors.json").read_text())
+        assert ours["convention"] == "speechkit" and authors["convention"] == "authors"
+        assert "utterances" in ours and "utterances" not in authors
+        assert json.loads((run / "sp01" / model / "training.json").read_text())["epochs"] == 2
+    assert json.loads((run / "sp01" / "speaker.json").read_text())["n_test"] >= 1
+    assert (run / "latency.png").stat().st_size > 1000 and (run / "f0_histogram_sp01.png").stat().st_size > 1000
+    # RESULTS.md next to the results dir, rendered from it alone: the same page without exp/
+    page = (tmp / "RESULTS.md").read_text()
+    for needle in ("## Run `mini`", "### Environment", "### Commands", "salad_small", "authors: MCD dB",
+                   "SALAD small minus MUSA-RNN small", "### CPU latency"):
+        assert needle in page, needle
+    script = RECIPE / "local" / "make_results.py"
+    again = tmp / "again.md"
+    subprocess.run([sys.executable, str(script), "--results-dir", str(tmp / "results"), "--results-md", str(again)],
+                   cwd=tmp, check=True, capture_output=True)
+    assert again.read_text() == page
 
 
 def test_rerun_of_a_finished_stage_keeps_the_models(recipe):

@@ -26,7 +26,9 @@ by default (--clock cpu), which keeps figures taken on a shared machine meaningf
 Outputs in DIR: latency.json (per model: max_fitted_latency_s, slope in s per s of speech,
 intercept, measured_max_s = the median timing at the longest length, parameters, every timing;
 plus the environment), latency.md (Table 3 next to the paper's), latency.png (Figure 3: latency vs
-length, points and fitted lines).
+length, points and fitted lines). The environment records the load average (1, 5, 15 min) as the
+timing starts and ends: on a shared machine the CPU-time figures still vary with it (caches, memory
+bandwidth, frequency), so a figure is a measurement on that machine at that load, not a constant.
 """
 from __future__ import annotations
 
@@ -213,6 +215,7 @@ def measure(args: argparse.Namespace) -> dict:
     for name, m in models.items():  # warm-up (allocations, kernel selection)
         run_once(m, torch.randn(1, FRAMES_PER_SECOND, dims[name], generator=gen), args.rnn_mode)
     timings: dict[str, list[list[float]]] = {n: [] for n in names}  # [seconds, wall, cpu]
+    load_start = [round(x, 2) for x in os.getloadavg()]  # the machine's load (1, 5, 15 min) as timing starts
     t_start = time.time()
     for rep in range(args.repeats):
         for sec in lengths:
@@ -239,7 +242,8 @@ def measure(args: argparse.Namespace) -> dict:
     env = {"cpu": platform.processor() or platform.machine(), "cores_visible": os.cpu_count(), "threads": 1,
            "clock": args.clock,
            "torch": torch.__version__, "python": platform.python_version(), "rnn_mode": args.rnn_mode,
-           "load_average_1min": os.getloadavg()[0], "wall_s": round(time.time() - t_start, 1)}
+           "load_average_1min": os.getloadavg()[0], "load_average_start": load_start,
+           "load_average_end": [round(x, 2) for x in os.getloadavg()], "wall_s": round(time.time() - t_start, 1)}
     record = {"max_seconds": lengths[-1], "lengths_s": lengths, "frames_per_second": FRAMES_PER_SECOND,
               "repeats": args.repeats, "environment": env, "models": results,
               "speedup_rnn_over_salad": {
