@@ -22,7 +22,8 @@
 #                oracle-language decoding of every test set; LID-free decoding for the LID systems and
 #                the early switch-off sweeps for multisoftmax_lid (--switch_off_grid) (speechkit-asr-decode)
 #   5  score     WER and CER per language and averaged, WERR vs the monolingual models, LID accuracy
-#   6  results   the results tables: printed and written to exp/<setup>/rnnt_<unit>/RESULTS.md
+#   6  results   the run's score files copied to results/<setup>/ (tracked) and RESULTS.md rendered from
+#                results/ (local/make_results.py; its section printed)
 #
 # Systems (--variants; 'mono' and 'finetune' expand to one system per language):
 #   mono               one RNN-T per language (variant multisoftmax with one language)
@@ -69,7 +70,7 @@ length_norm=false      # --search beam: final hypothesis by log P / (1 + symbols
                        # false (log P) for the results in README.md
 chunk_frames=32        # streaming chunk in feature frames (results do not depend on it; RTF does)
 decode_opts=           # extra speechkit-asr-decode options for every decoding, e.g. "--device auto --batch-size 16"
-switch_off_grid=both   # early switch-off sweeps of multisoftmax_lid: recipe | paper | both | none
+switch_off_grid=both   # early switch-off sweeps of multisoftmax_lid (first test set): recipe | paper | both | none
 switch_off_taus="0 10 30"            # recipe grid: tau values (encoder frames, 30 ms each)
 switch_off_thresholds="2 5 10 20"    # recipe grid: s_th values (nats below the best cumulative LID log-posterior)
 paper_switch_off_taus="inf 1000 100 30 10"   # paper grid (Table 7): tau in ms (inf = no switch-off)
@@ -176,6 +177,7 @@ systems() {
 }
 
 log "setup $setup: data $data, units $lang, experiments $exp, config $train_config"
+record_run "exp/$setup/runs.jsonl"   # this command line, the environment and the config hashes, for RESULTS.md
 
 # ------------------------------------------------------------------------------------- stage 0
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
@@ -356,7 +358,8 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
         multisoftmax_lid|multisoftmax_lsp_lid)
           decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_oracle" --oracle-lid
           decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree" --lid-free
-          [ "$sys" = multisoftmax_lid ] || continue
+          # the switch-off sweeps: multisoftmax_lid on the first test set only (Table 7)
+          [ "$sys" = multisoftmax_lid ] && [ "$t" = "${test_sets%% *}" ] || continue
           # the recipe's grid: tau in encoder frames, s_th a cumulative log-posterior gap (nats)
           if [ "$switch_off_grid" = recipe ] || [ "$switch_off_grid" = both ]; then
             for tau in $switch_off_taus; do
@@ -439,8 +442,11 @@ fi
 
 # ------------------------------------------------------------------------------------- stage 6
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
-  log "stage 6: results -> $exp/RESULTS.md"
-  local/make_results.py --exp "$exp" --data "$data" --lang "$lang" --test-sets "$test_sets" --out "$exp/RESULTS.md"
-  cat "$exp/RESULTS.md"
+  run_name=$setup
+  [ "$unit" = char_wb ] || run_name=${setup}_$(basename "$exp" | sed 's/^rnnt_//')   # mini_char, real_bpe150, ...
+  log "stage 6: results: score files -> results/$run_name (tracked), RESULTS.md"
+  local/make_results.py --collect --exp "$exp" --data "$data" --lang "$lang" --test-sets "$test_sets" \
+    --run "$run_name" --runs-file "exp/$setup/runs.jsonl"
+  awk -v run="## Run \`$run_name\`" '$0 == run {p = 1; print; next} p && /^## Run / {exit} p' RESULTS.md
 fi
 log "done"

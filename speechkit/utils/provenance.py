@@ -182,12 +182,13 @@ def _short(commit: str | None, dirty: bool | None) -> str:
     return commit[:10] + (" + uncommitted changes" if dirty else "")
 
 
-def markdown_header(runs: Sequence[Mapping], regenerate: str | None = None) -> str:
+def markdown_header(runs: Sequence[Mapping], regenerate: str | None = None, level: int = 2) -> str:
     """The provenance part of a RESULTS.md: environment(s), commands, config hashes.
 
     Args:
         runs: records as :func:`record_run` writes them, oldest first.
         regenerate: the command that regenerates the page (printed first), if any.
+        level: the Markdown heading level of its sections (2: ``## Environment``).
 
     Returns:
         Markdown (ends with a blank line). Records with the same environment (machine, versions,
@@ -199,7 +200,8 @@ def markdown_header(runs: Sequence[Mapping], regenerate: str | None = None) -> s
         lines += [f"Regenerate this page from the tracked score files: `{regenerate}`", ""]
     if not runs:
         return "\n".join(lines + ["No run records (`runs.jsonl`): environment and commands unknown.", ""])
-    lines += ["## Environment", ""]
+    h = "#" * level
+    lines += [f"{h} Environment", ""]
     lines += ["| date (UTC) | git commit | Python | torch | CPU (logical cores) | GPU | threads |",
               "|---|---|---|---|---|---|---|"]
     seen = set()
@@ -213,7 +215,7 @@ def markdown_header(runs: Sequence[Mapping], regenerate: str | None = None) -> s
         lines.append(f"| {r.get('date', '?')} | {_short(r.get('git_commit'), r.get('git_dirty'))} | "
                      f"{r.get('python', '?')} | {r.get('torch', '?')} | {r.get('cpu') or '?'} "
                      f"({r.get('cpu_count', '?')}) | {r.get('gpu') or 'none'} | {threads} |")
-    lines += ["", "## Commands", "", "In the order they ran (each in the recipe directory):", "", "```"]
+    lines += ["", f"{h} Commands", "", "In the order they ran (each in the recipe directory):", "", "```"]
     for r in runs:
         lines.append(f"# {r.get('date', '?')}  {_short(r.get('git_commit'), r.get('git_dirty'))}")
         lines.append(r.get("cmdline", "?"))
@@ -222,7 +224,7 @@ def markdown_header(runs: Sequence[Mapping], regenerate: str | None = None) -> s
     for r in runs:
         configs.update(r.get("configs") or {})
     if configs:
-        lines += ["## Configs (SHA-256, first 12 hex digits, as last run)", "", "| file | sha256 |", "|---|---|"]
+        lines += [f"{h} Configs (SHA-256, first 12 hex digits, as last run)", "", "| file | sha256 |", "|---|---|"]
         lines += [f"| `{k}` | `{v}` |" for k, v in sorted(configs.items())]
         lines.append("")
     return "\n".join(lines) + "\n"

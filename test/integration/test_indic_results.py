@@ -53,8 +53,18 @@ def test_tables(tmp_path, make_results):
     scored(exp / "multisoftmax_lid/decode_test_lidfree_paper_tau1000ms_p0.5", 66.0, 43.5, lid=87.0, t_avg=1.9)
     scored(exp / "multisoftmax_lid/decode_test_lidfree_paper_tau30ms_p0.2", 67.0, 44.0, lid=85.0, t_avg=1.1)
     out = tmp_path / "RESULTS.md"
-    assert make_results.main(["--exp", str(exp), "--data", str(data), "--out", str(out)]) == 0
+    results = tmp_path / "results"
+    assert make_results.main(["--collect", "--exp", str(exp), "--data", str(data), "--run", "x",
+                              "--results-dir", str(results), "--out", str(out)]) == 0
     text = out.read_text()
+    # rendering reads only results/: the same page without exp/ and data/
+    import shutil
+    shutil.rmtree(exp)
+    shutil.rmtree(data)
+    out2 = tmp_path / "RESULTS2.md"
+    assert make_results.main(["--results-dir", str(results), "--out", str(out2)]) == 0
+    assert out2.read_text() == text
+    assert "## Run `x`" in text and "No run records" in text
 
     def section(title: str) -> dict[str, list[str]]:
         body = text[text.index(title):]
@@ -62,25 +72,25 @@ def test_tables(tmp_path, make_results):
         return {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]]
                 for ln in body.splitlines() if ln.startswith("| ")}
 
-    rows = section("### Table 2")
+    rows = section("#### Table 2")
     # Table 2: WERR / CERR against the monolingual models: 100 (80 - 60) / 80 = 25.0
     assert rows["multi-softmax"][-2:] == ["25.0", "20.0"]
     assert rows["vanilla (union softmax)"][-2:] == ["-25.0", "-20.0"]
     assert "relative reduction against the monolingual" in text
     # Table 3: the one-hot fine-tuned row
-    rows = section("### Table 3")
+    rows = section("#### Table 3")
     assert rows["one-hot fine-tuned per language (union softmax cut to the language)"][2] == "85.00"
     # Figure 2
-    rows = section("### Figure 2")
+    rows = section("#### Figure 2")
     assert rows["+ LSP + LID, LID-free"][-1] == "91.00"
     # Table 7: both grids, each starting with the plain LID-free row; paper rows tau descending
-    t7 = text[text.index("### Table 7"):]
+    t7 = text[text.index("#### Table 7"):]
     recipe, paper = t7.split("The paper's grid")
     assert "| 10 | 5 | 1.400 | 65.00 |" in recipe and "| inf | inf | 2.000 | 64.00 |" in recipe
     assert paper.index("| inf | inf |") < paper.index("| 1000 ms | 0.5 | 1.900 | 66.00") \
         < paper.index("| 30 ms | 0.2 | 1.100 | 67.00")
     assert "1000 ms" not in recipe
     # Table 6: the paper's counts beside the preset's
-    rows = section("## Table 6")
+    rows = section("### Table 6")
     assert rows["multi-softmax + LSP"][:2] == ["118.94", "118.84"]
     assert rows["multi-softmax + LID"][3] == "1.58"

@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""Collect the scores of an indic_multilingual experiment into Markdown tables (RESULTS.md).
+"""The results page of egs/indic_multilingual: RESULTS.md from the tracked score files in results/.
 
-Usage: local/make_results.py --exp exp/real/rnnt_char_wb --data data/real [--lang data/real/lang_char_wb]
-                             [--test-sets "test"] [--out FILE]
+Usage (in egs/indic_multilingual):
+  local/make_results.py                      # render RESULTS.md from results/<run>/ (every run there)
+  local/make_results.py --collect --exp exp/mini/rnnt_char_wb --data data/mini --lang data/mini/lang_char_wb \
+      [--test-sets "test test_unseen_voice"] --run mini [--runs-file exp/mini/runs.jsonl]
+                                             # copy an experiment's score files into results/<run>/ first
+  local/make_results.py --out FILE           # render to FILE instead (also: --results-dir DIR)
 
-Reads, for every system under EXP, the scoring JSONs written by speechkit-score-wer /
-speechkit-score-lid (decode_<set>*/scoring/{wer,cer,lid}.json), decode_stats.json (T_avg, RTF)
-and the training records (model_info.json, metrics.jsonl, train.log); systems or decodes that
-do not exist are left out. Tables follow the paper (Joshi et al., Interspeech 2021):
+Stage 6 of run.sh does both. --collect copies, for every system under EXP, the scoring JSONs written by
+speechkit-score-wer / speechkit-score-lid (decode_<set>*/scoring/{wer,cer,lid}.json), decode_stats.json
+(T_avg, RTF), model_info.json, blank_penalty.json and a summary of the training records
+(train_summary.json: steps, epochs, best epoch, wall-clock time), plus the hours and utterances of every
+set (data.json) and the run records (runs.jsonl: command lines, environment, config hashes), into
+results/<run>/ (replaced as a whole: small JSON files only, tracked in git). Rendering reads only
+results/, so a clean clone regenerates RESULTS.md without exp/. Systems or decodes that do not exist
+are left out. Tables follow the paper (Joshi et al., Interspeech 2021):
 
   data       hours and utterances per language and set (cf. the paper's Table 1)
   Table 2    monolingual vs vanilla / one-hot / multi-softmax: WER and CER per language, averages,
@@ -32,10 +40,18 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
 from speechkit.train.report import training_summary
+from speechkit.utils.fileio import atomic_write
+from speechkit.utils.outputs import replace_dir
+from speechkit.utils.provenance import markdown_header, read_runs
+
+#: Files of an experiment that results/<run>/ keeps (relative to a system dir, or to a decode dir).
+SYSTEM_FILES = ("model_info.json", "blank_penalty.json")
+DECODE_FILES = ("decode_stats.json", "scoring/wer.json", "scoring/cer.json", "scoring/lid.json")
 
 
 def load(p: Path) -> dict | None:
@@ -103,7 +119,7 @@ def train_info(sysdir: Path) -> dict:
     if mi:
         info["params"] = mi["parameters"]["total"]
         info["decode_params"] = {k[len("decode_"):]: v for k, v in mi["parameters"].items() if k.startswith("decode_")}
-    summary = training_summary(sysdir, "valid/loss")
+    summary = load(sysdir / "train_summary.json") or training_summary(sysdir, "valid/loss")
     for key in ("steps", "epochs", "best_epoch", "train_seconds"):
         if key in summary:
             info[key] = summary[key]
@@ -140,7 +156,7 @@ def switch_off_tables(exp: Path, t: str, num_langs: int) -> list[str]:
             paper.append(((-int(m.group(1)), -float(m.group(2))), m.group(1), m.group(2), r))
     if not recipe and not paper:
         return []
-    out = ["### Table 7: early switch-off (LID-free decoding)", "",
+    out = ["#### Table 7: early switch-off (LID-free decoding)", "",
            f"T_avg: decoders active per encoder frame, averaged over utterances ({num_langs} = every language "
            "decoded throughout, 1 = one decoder). The first row of each grid is LID-free decoding without "
            "switch-off (tau = s_th = inf).", ""]
@@ -188,7 +204,7 @@ def table6(exp: Path) -> list[str]:
     names = {"mono": "monolingual (one language)", "vanilla": "vanilla", "onehot": "one-hot",
              "multisoftmax": "multi-softmax", "multisoftmax_lsp": "multi-softmax + LSP",
              "multisoftmax_lid": "multi-softmax + LID", "multisoftmax_lsp_lid": "multi-softmax + LSP + LID"}
-    out = ["## Table 6: parameters (M)", "",
+    out = ["### Table 6: parameters (M)", "",
            "paper: Joshi et al. 2021, Table 6. `paper` preset: speechkit's `paper` model sizes with the "
            "paper's four languages' inventories (fitted, see speechkit/models/rnnt.py), built without "
            "training. this run: the trained systems (monolingual: the mean over languages).", "",
@@ -204,23 +220,9 @@ def table6(exp: Path) -> list[str]:
     return out + [""]
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--exp", required=True, type=Path)
-    p.add_argument("--data", required=True, type=Path)
-    p.add_argument("--lang", type=Path, default=None, help="units dir (languages.txt gives the column order)")
-    p.add_argument("--test-sets", default="test")
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(argv)
-    exp, data = args.exp, args.data
-    lang_file = args.lang / "languages.txt" if args.lang else None
-    units_langs = [ln.split()[0] for ln in lang_file.read_text().splitlines()] if lang_file else []
-    out: list[str] = [f"# Results: {exp}", ""]
-
-    # ---- data
-    out += ["## Data (hours / utterances)", ""]
-    sets = ["train", "dev"] + args.test_sets.split()
-    per: dict[str, dict[str, tuple[float, int]]] = {}
+def data_summary(data: Path, sets: list[str]) -> dict[str, dict[str, list]]:
+    """``{set: {language: [hours, utterances]}}`` from each set's utt2lang and utt2num_frames (10 ms frames)."""
+    per: dict[str, dict[str, list]] = {}
     for s in sets:
         u2l = read_table(data / s / "utt2lang")
         n2f = read_table(data / s / "utt2num_frames")
@@ -229,8 +231,58 @@ def main(argv=None) -> int:
             e = d.setdefault(lang, [0.0, 0])
             e[0] += int(n2f.get(u, 0)) / 360000.0
             e[1] += 1
-        per[s] = {k: (v[0], v[1]) for k, v in d.items()}
-    langs = units_langs or sorted({k for v in per.values() for k in v})
+        per[s] = d
+    return per
+
+
+def collect(exp: Path, data: Path, lang: Path | None, test_sets: list[str], out: Path,
+            runs_file: Path | None) -> None:
+    """Copy what the tables need from an experiment into ``out`` (replaced as a whole).
+
+    Raises:
+        FileNotFoundError: ``exp`` is not a directory.
+    """
+    if not exp.is_dir():
+        raise FileNotFoundError(2, "no such experiment directory", str(exp))
+    with replace_dir(out, backup=False) as tmp:
+        info = {"exp": str(exp), "data": str(data), "test_sets": test_sets,
+                "languages": [ln.split()[0] for ln in (lang / "languages.txt").read_text().splitlines() if ln.strip()]
+                if lang is not None and (lang / "languages.txt").is_file() else []}
+        (tmp / "run.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+        (tmp / "data.json").write_text(json.dumps(data_summary(data, ["train", "dev", *test_sets]), indent=1)
+                                       + "\n", encoding="utf-8")
+        if runs_file is not None and runs_file.is_file():
+            shutil.copyfile(runs_file, tmp / "runs.jsonl")
+        for sysdir in sorted(p for p in exp.iterdir() if p.is_dir()):
+            dest = tmp / sysdir.name
+            for f in SYSTEM_FILES:
+                if (sysdir / f).is_file():
+                    dest.mkdir(exist_ok=True)
+                    shutil.copyfile(sysdir / f, dest / f)
+            if (sysdir / "checkpoints").is_dir():
+                dest.mkdir(exist_ok=True)
+                summary = training_summary(sysdir, "valid/loss")
+                (dest / "train_summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+            for d in sorted(sysdir.glob("decode_*")):
+                for f in DECODE_FILES:
+                    if (d / f).is_file():
+                        (dest / d.name / f).parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(d / f, dest / d.name / f)
+
+
+def render_run(run_dir: Path) -> list[str]:
+    """The Markdown of one results run (``results/<run>``): provenance, data, Tables 2-7, systems, Table 6."""
+    exp = run_dir
+    info = load(run_dir / "run.json") or {}
+    test_sets = info.get("test_sets") or ["test"]
+    per = {s: {k: tuple(v) for k, v in d.items()} for s, d in (load(run_dir / "data.json") or {}).items()}
+    out: list[str] = [f"## Run `{run_dir.name}`", ""]
+    out += [markdown_header(read_runs(run_dir / "runs.jsonl"), level=3)]
+
+    # ---- data
+    out += ["### Data (hours / utterances)", ""]
+    sets = [s for s in ["train", "dev"] + list(test_sets) if s in per]
+    langs = info.get("languages") or sorted({k for v in per.values() for k in v})
     out.append("| set | " + " | ".join(langs) + " | total |")
     out.append("|---|" + "---:|" * (len(langs) + 1))
     for s in sets:
@@ -239,6 +291,7 @@ def main(argv=None) -> int:
         tot_n = sum(v[1] for v in per[s].values())
         out.append(f"| {s} | " + " | ".join(cells) + f" | {tot_h:.3f} h / {tot_n} |")
     out.append("")
+    args = argparse.Namespace(test_sets=" ".join(test_sets))
 
     def row(name: str, dec: Decode, base: Decode | None, extra: list[str] | None = None) -> str:
         cells = [fmt(dec.lang("wer", k)) for k in langs] + [fmt(dec.avg("wer"))]
@@ -258,7 +311,7 @@ def main(argv=None) -> int:
         van = dec(f"vanilla/decode_{t}")
         mono = dec(f"mono/decode_{t}_oracle")
         base = mono if mono.ok else None
-        out += [f"## Test set `{t}`", "",
+        out += [f"### Test set `{t}`", "",
                 "WER/CER in %; 'avg' pools every language's errors over all reference words/characters "
                 "(the word-weighted average); WERR/CERR: relative reduction against the monolingual "
                 "models (the paper's baseline)."]
@@ -277,7 +330,7 @@ def main(argv=None) -> int:
                 ("multi-softmax", dec(f"multisoftmax/decode_{t}_oracle"))]
         rows = [(n, d) for n, d in rows if d.ok]
         if rows:
-            out += ["### Table 2: monolingual and multilingual models (oracle language where one is used)", ""]
+            out += ["#### Table 2: monolingual and multilingual models (oracle language where one is used)", ""]
             out += header() + [row(n, d, base) for n, d in rows] + [""]
         # Table 3
         rows = [("multi-softmax", dec(f"multisoftmax/decode_{t}_oracle")),
@@ -287,13 +340,13 @@ def main(argv=None) -> int:
                  dec(f"ft_onehot/decode_{t}_oracle")),
                 ("monolingual", dec(f"mono/decode_{t}_oracle"))]
         if dec(f"ft/decode_{t}_oracle").ok or dec(f"ft_onehot/decode_{t}_oracle").ok:
-            out += ["### Table 3: fine-tuning the multi-softmax and one-hot models to each language", ""]
+            out += ["#### Table 3: fine-tuning the multi-softmax and one-hot models to each language", ""]
             out += header() + [row(n, d, base) for n, d in rows if d.ok] + [""]
         # Table 4
         rows = [("multi-softmax", dec(f"multisoftmax/decode_{t}_oracle")),
                 ("multi-softmax + LSP (prediction network per language)", dec(f"multisoftmax_lsp/decode_{t}_oracle"))]
         if rows[1][1].ok:
-            out += ["### Table 4: language-specific prediction networks", ""]
+            out += ["#### Table 4: language-specific prediction networks", ""]
             out += header() + [row(n, d, base) for n, d in rows if d.ok] + [""]
         # Table 5
         rows = [("vanilla (language = script of the hypothesis)", van, van.lid_acc()),
@@ -302,7 +355,7 @@ def main(argv=None) -> int:
                  dec(f"multisoftmax_lid/decode_{t}_lidfree").lid_acc()),
                 ("multi-softmax, oracle language", dec(f"multisoftmax/decode_{t}_oracle"), None)]
         if rows[2][1].ok:
-            out += ["### Table 5: integrated LID and LID-free decoding", "",
+            out += ["#### Table 5: integrated LID and LID-free decoding", "",
                     "LID acc: utterance-level accuracy of the language each system chose.", ""]
             out += header(["LID acc %"]) + [row(n, d, base, [fmt(a)]) for n, d, a in rows if d.ok] + [""]
         # Figure 2
@@ -313,16 +366,16 @@ def main(argv=None) -> int:
                 ("+ LSP + LID, oracle language", dec(f"multisoftmax_lsp_lid/decode_{t}_oracle")),
                 ("+ LSP + LID, LID-free", dec(f"multisoftmax_lsp_lid/decode_{t}_lidfree"))]
         if rows[4][1].ok or rows[5][1].ok:
-            out += ["### Figure 2: multi-softmax with LSP, LID and both", ""]
+            out += ["#### Figure 2: multi-softmax with LSP, LID and both", ""]
             out += header(["LID acc %"]) + [row(n, d, base, [fmt(d.lid_acc())]) for n, d in rows if d.ok] + [""]
         # Table 7
         out += switch_off_tables(exp, t, len(langs))
 
         # systems
-        out += ["### Systems", "",
+        out += ["#### Systems", "",
                 "| system | parameters | decode params (per language) | steps | epochs (best) | train time | "
-                "test RTF (1 core) |", "|---|---:|---:|---:|---:|---:|---:|"]
-        for sysdir in sorted(p for p in exp.iterdir() if p.is_dir() and (p / "checkpoints").is_dir()):
+                "blank penalty (dev CER % per candidate) | test RTF (1 core) |", "|---|---:|---:|---:|---:|---:|---|---:|"]
+        for sysdir in sorted(p for p in exp.iterdir() if (p / "train_summary.json").is_file()):
             ti = train_info(sysdir)
             cands = sorted(sysdir.glob(f"decode_{t}*/decode_stats.json"))
             pick = [c for c in cands if c.parent.name in (f"decode_{t}", f"decode_{t}_oracle")] or cands[:1]
@@ -330,19 +383,51 @@ def main(argv=None) -> int:
             dp = ti.get("decode_params") or {}
             dps = ", ".join(f"{k} {v / 1e6:.2f} M" for k, v in dp.items())
             secs = ti.get("train_seconds")
+            bp = load(sysdir / "blank_penalty.json") or {}
+            bps = "-" if "blank_penalty" not in bp else f"{bp['blank_penalty']:g}" + (
+                " (" + ", ".join(f"{k}: {v:.2f}" for k, v in bp["dev_cer"].items()) + ")" if bp.get("dev_cer") else
+                " (given)")
             out.append(f"| {sysdir.name} | {fmt(ti['params'] / 1e6 if 'params' in ti else None)} M | {dps} | "
                        f"{ti.get('steps', '-')} | {ti.get('epochs', '-')} ({ti.get('best_epoch', '-')}) | "
-                       f"{_duration(secs)} | "
+                       f"{_duration(secs)} | {bps} | "
                        f"{fmt(st.get('rtf') if st else None, 4)} |")
         out.append("")
     out += table6(exp)
-    text = "\n".join(out) + "\n"
-    if args.out:
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(args.out)
-    else:
-        sys.stdout.write(text)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--collect", action="store_true", help="copy --exp's score files into results/<--run> first")
+    p.add_argument("--exp", type=Path, help="--collect: the experiment dir (exp/<setup>/rnnt_<unit>)")
+    p.add_argument("--data", type=Path, help="--collect: the data dir (data/<setup>)")
+    p.add_argument("--lang", type=Path, default=None, help="--collect: units dir (languages.txt gives the column order)")
+    p.add_argument("--test-sets", default="test", help="--collect: the sets decoded")
+    p.add_argument("--run", help="--collect: the name of the results run (results/<run>)")
+    p.add_argument("--runs-file", type=Path, default=None, help="--collect: the runs.jsonl of the experiment")
+    p.add_argument("--results-dir", type=Path, default=Path("results"), help="default: results (of the recipe dir)")
+    p.add_argument("--out", type=Path, default=Path("RESULTS.md"), help="default: RESULTS.md (of the recipe dir)")
+    args = p.parse_args(argv)
+    if args.collect:
+        missing = [o for o, v in (("--exp", args.exp), ("--data", args.data), ("--run", args.run)) if not v]
+        if missing:
+            p.error(f"--collect needs {', '.join(missing)}")
+        collect(args.exp, args.data, args.lang, args.test_sets.split(), args.results_dir / args.run, args.runs_file)
+    runs = sorted(d for d in args.results_dir.iterdir() if (d / "run.json").is_file()) \
+        if args.results_dir.is_dir() else []
+    if not runs:
+        p.error(f"{args.results_dir}: no results run (run.json) to render; collect one first (--collect)")
+    out = ["# RESULTS: egs/indic_multilingual", "",
+           "Generated by `local/make_results.py` from the tracked score files under `results/<run>/` "
+           "(`cd egs/indic_multilingual && local/make_results.py` regenerates this page; "
+           "`./run.sh` stage 6 collects a run's files from `exp/` first). One section per run: "
+           + ", ".join(f"[`{d.name}`](#{d.name})" for d in runs) + ".", ""]
+    for d in runs:
+        out += render_run(d)
+    text = "\n".join(out).rstrip("\n") + "\n"
+    with atomic_write(args.out) as f:
+        f.write(text)
+    print(f"make_results.py: wrote {args.out} ({', '.join(d.name for d in runs)})")
     return 0
 
 
