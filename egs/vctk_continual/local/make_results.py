@@ -1,43 +1,70 @@
 #!/usr/bin/env python3
-"""Collect the results of egs/vctk_continual into EXP_DIR/RESULTS.md (+ RESULTS.json) and figures.
+"""The results of egs/vctk_continual: collect the score files of a setup, render RESULTS.md from them.
 
-For each continual run (strategy and setting) and speaker order, EXP_DIR/continual/<run>/order<seed>/
-eval/scores.json (speechkit-score-continual) gives the accuracy matrix a_{l,i}, retained accuracy
-RA_l (eq. 1) and forgetting FG_l (eq. 2). This script reports, as Hemati & Borth (2024) do:
-  - Table 3 / Figure 3: final RA and FG per strategy, mean +/- standard deviation over the speaker
-    orders, and RA/FG after every episode (exp/figures/ra_fg_curves.png);
-  - Table 4: ER with buffer sizes N_B, and ER-BR (N_B = 1, K) against ER (N_B = 1);
-  - the paper's qualitative claims checked on the numbers (ER > SA and EWC; ER-BR > ER at N_B = 1;
-    JT the upper bound; SA's confusions collapsing toward the last speaker);
-  - the training budget (episodes, updates, wall-clock time) of every run;
-  - Figure 4: confusion matrices and embedding maps of the last episode (copied to exp/figures/).
+  local/make_results.py --collect results/NAME --datadir data --expdir exp [--tts-model musa_rnn]
+                        [--corpus mini] [--buffer-size 5] [--verifier exp/embed/verifier.txt]
+  local/make_results.py --render RESULTS.md --results results
 
-Usage: local/make_results.py --runs "jt sa ..." --orders "1 2 3" [--corpus NAME] [--buffer-size N]
-                             [--er-buffer-sizes "1 2 5 10"] DATA_DIR EXP_DIR
+--collect (run.sh stage 8) copies, for every scored run of EXPDIR/<tts-model>/continual/<run>/order<o>/,
+the small machine-readable files the tables are made from into results/NAME/ (replacing what was there):
+
+    runs.jsonl                       the run.sh invocations of this setup (EXPDIR/runs.jsonl: command
+                                     lines, environment, config hashes)
+    NOTES.md                         (kept as it was: written by hand)
+    setup.json                       corpus, base TTS, speakers, the verifier's classes and held-out
+                                     accuracy, theta_init's best validation epoch
+    <run>/order<o>/scores.json       speechkit-score-continual: order, accuracy matrix a_{l,i}, RA_l
+                                     (eq. 1), FG_l (eq. 2), the verifier's accuracy per episode
+    <run>/order<o>/last_episode.json the last episode's evaluation (classes, every synthesized
+                                     utterance's verified speaker: Figure 4, the collapse share)
+    <run>/order<o>/train.json        per episode: initial weights, training and validation speakers,
+                                     utterances, epochs, updates, wall-clock training seconds
+
+--render reads only RESULTS/*/ (so RESULTS.md can be regenerated from a clean clone) and writes
+RESULTS.md: per setup, the provenance header (speechkit.utils.provenance.markdown_header), the
+strategy comparison (final RA/FG, mean +/- standard deviation over speaker orders), RA/FG after
+every episode, ER buffer sizes (the paper's Table 3), paired comparisons over the orders with 95 %
+t-intervals and a verdict, and figures in RESULTS/NAME/figures/ (Figure 3 curves, ER buffer sizes,
+last-episode confusion matrices).
+
+Verdicts of a paired comparison A - B (the claim: A above B): with two or more orders, ``holds``
+when the 95 % t-interval of the mean difference lies above 0, ``does not hold`` when it lies at
+or below 0 (no difference in any order included), ``within noise`` otherwise; with one order,
+``within noise`` when |A - B| <= NOISE_ONE_ORDER (15 points: one order's final RA moves by 10-15
+points with the training randomness alone, see README.md), else ``holds`` / ``does not hold``,
+marked "(one order)".
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import shutil
 import sys
-from collections import Counter
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from speechkit.scoring.continual_plots import plot_ra_fg_curves
-from speechkit.scoring.speaker_verification import aggregate_runs
-from speechkit.train.report import training_summary
+from speechkit.train.report import read_metrics, training_summary
 from speechkit.utils.fileio import atomic_write
+from speechkit.utils.provenance import markdown_header, read_runs
 
-LABELS = {"jt": "JT (joint training, upper bound)", "sa": "SA (sequential adaptation, lower bound)",
-          "ewc": "EWC"}
+RENDER_CMD = "python local/make_results.py --render RESULTS.md --results results"
+NOISE_ONE_ORDER = 0.15
+#: 97.5 % quantiles of Student's t (degrees of freedom 1..10): the 95 % interval of a mean
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
+# ------------------------------------------------------------------------------------------ names
 def label(run: str) -> str:
-    if run in LABELS:
-        return LABELS[run]
+    """A run name (run.sh stage 7) as the tables name it."""
+    fixed = {"jt": "JT (the paper's: theta_init trained on all seen speakers, upper bound)",
+             "jt_cumulative": "JT-cumulative (all seen speakers, fine-tuned from the previous episode)",
+             "sa": "SA (sequential adaptation, lower bound)", "ewc": "EWC (the config's λ)"}
+    if run in fixed:
+        return fixed[run]
     if run.startswith("ewc_l"):
         return f"EWC (λ = {float(run[5:]):g})"
     if run.startswith("er_kd_b"):
@@ -50,197 +77,443 @@ def label(run: str) -> str:
     return run
 
 
+def short(run: str) -> str:
+    """A compact name for comparison rows and plots."""
+    return {"jt": "JT", "jt_cumulative": "JT-cumulative", "sa": "SA", "ewc": "EWC"}.get(run) or \
+        label(run).replace(" (the config's λ)", "")
+
+
+def run_key(run: str) -> tuple:
+    """Table order: JT, JT-cumulative, SA, EWC (config, then by λ), ER-KD, ER-BR, ER by buffer size."""
+    m = re.match(r"^(er_kd_b|er_br_b|er_b|ewc_l)(.*)$", run)
+    head = {"jt": 0, "jt_cumulative": 1, "sa": 2, "ewc": 3}
+    if run in head:
+        return (head[run], 0.0, run)
+    if m is None:
+        return (9, 0.0, run)
+    num = re.match(r"[0-9.e+-]+", m.group(2))
+    val = float(num.group(0)) if num else 0.0
+    return ({"ewc_l": 4, "er_b": 5, "er_kd_b": 6, "er_br_b": 7}[m.group(1)], val, run)
+
+
+# ------------------------------------------------------------------------------------------ collect
+def _json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as f:
+        json.dump(obj, f, indent=1, allow_nan=False)
+        f.write("\n")
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split() if path.is_file() else []
+
+
+def theta_init_summary(pre: Path) -> dict:
+    """theta_init's best validation epoch (all its valid/* metrics) and training budget."""
+    info = training_summary(pre)
+    out = {k: info.get(k) for k in ("epochs", "steps", "best_epoch", "train_seconds")}
+    if (pre / "metrics.jsonl").is_file():
+        for r in read_metrics(pre / "metrics.jsonl"):
+            if r.get("kind") == "epoch" and r.get("best"):
+                out["best_valid"] = {k: v for k, v in r.items() if k.startswith("valid/")}
+    n = pre / "speakers"
+    if n.is_file():
+        out["speakers"] = len(_lines(n))
+    return out
+
+
+def collect(out: Path, datadir: Path, expdir: Path, tts_model: str, corpus: str, buffer_size: int,
+            verifier: Path | None) -> int:
+    mexp = expdir / tts_model
+    cont = mexp / "continual"
+    found = []
+    for d in sorted(cont.glob("*/order*/eval/scores.json")) if cont.is_dir() else []:
+        run, order = d.parents[2].name, d.parents[1].name[len("order"):]
+        found.append((run, order, d.parents[1]))
+    if not found:
+        print(f"{cont}: no scored continual run (stage 7)", file=sys.stderr)
+        return 1
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    runs_file = expdir / "runs.jsonl"
+    if runs_file.is_file():
+        shutil.copyfile(runs_file, tmp / "runs.jsonl")
+    setup = {"corpus": corpus, "tts_model": tts_model, "buffer_size": buffer_size,
+             "continual_speakers": _lines(datadir / "continual_speakers"),
+             "pretrain_speakers": len(_lines(datadir / "pretrain_speakers")),
+             "verifier_extra_speakers": _lines(datadir / "verifier_extra_speakers"),
+             "verifier": (verifier.read_text(encoding="utf-8").splitlines()
+                          if verifier is not None and verifier.is_file() else []),
+             "theta_init": theta_init_summary(mexp / "pretrain")}
+    _write_json(tmp / "setup.json", setup)
+    for run, order, src in found:
+        dst = tmp / run / f"order{order}"
+        scores = _json(src / "eval" / "scores.json")
+        _write_json(dst / "scores.json", scores)
+        last = src / "eval" / f"episode_{len(scores['order']):02d}.json"
+        if last.is_file():
+            ep = _json(last)
+            _write_json(dst / "last_episode.json", {k: ep[k] for k in ep if k != "inputs"})
+        train = []
+        for t, spk in enumerate(scores["order"], 1):
+            ep_dir = src / f"episode_{t:02d}_{spk}"
+            if not (ep_dir / "episode.json").is_file():
+                continue
+            rec = _json(ep_dir / "episode.json")
+            info = training_summary(ep_dir)
+            train.append({"episode": t, "speaker": spk, "initial_weights": rec.get("initial_weights"),
+                          "training_speakers": rec.get("training_speakers"),
+                          "valid_speakers": rec.get("valid_speakers", [spk]),
+                          "utterances": rec.get("utterances"), "epochs": rec.get("epochs"),
+                          "steps": rec.get("steps"), "best_epoch": rec.get("best_epoch"),
+                          "train_seconds": round(float(info.get("train_seconds", 0.0)), 1)})
+        _write_json(dst / "train.json", train)
+    copy_audio(tmp, datadir, cont, found, "gl" if tts_model == "tacotron2" else "world")
+    if (out / "NOTES.md").is_file():  # written by hand: kept
+        shutil.copyfile(out / "NOTES.md", tmp / "NOTES.md")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    print(f"collected {len(found)} scored run(s) x order(s) of {cont} into {out}/", file=sys.stderr)
+    return 0
+
+
+def copy_audio(out: Path, datadir: Path, cont: Path, found: list, vocoder: str) -> None:
+    """To listen to (FLAC, a few tens of kB each): the first test sentence of the first continual
+    speaker of the first order, vocoded ground truth and after the last episode of SA and JT."""
+    import soundfile as sf
+
+    orders = sorted({o for _, o, _ in found}, key=int)
+    if not orders:
+        return
+    o = orders[0]
+    for run in ("sa", "jt"):
+        ev = cont / run / f"order{o}" / "eval"
+        if not (ev / "scores.json").is_file():
+            continue
+        order = _json(ev / "scores.json")["order"]
+        T, spk = len(order), order[0]
+        wavs = sorted((ev / "wav" / f"episode_{T:02d}").glob(f"{spk}__*.wav"))
+        if not wavs:
+            continue
+        (out / "audio").mkdir(exist_ok=True)
+        x, sr = sf.read(wavs[0])
+        sf.write(out / "audio" / f"{run}_order{o}_episode{T}_{spk}.flac", x, sr, format="FLAC")
+        utt = wavs[0].stem.split("__", 1)[1]
+        gt = datadir / f"test_{vocoder}" / "wav" / f"{utt}.wav"
+        if gt.is_file() and not (out / "audio" / f"groundtruth_{vocoder}_{spk}.flac").is_file():
+            x, sr = sf.read(gt)
+            sf.write(out / "audio" / f"groundtruth_{vocoder}_{spk}.flac", x, sr, format="FLAC")
+
+
+# ------------------------------------------------------------------------------------------ render
 def pct(x) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{round(100 * x, 1) + 0.0:.1f}"
 
 
-def mean_std(values: list[float]) -> str:
+def mean_sd(values) -> str:
     v = np.array([x for x in values if x is not None and np.isfinite(x)], dtype=float)
     if len(v) == 0:
         return "-"
     if len(v) == 1:
-        return f"{round(100 * v[0], 1) + 0.0:.1f}"
-    return f"{round(100 * v.mean(), 1) + 0.0:.1f} ± {100 * v.std(ddof=1):.1f}"
+        return pct(v[0])
+    return f"{pct(v.mean())} ± {100 * v.std(ddof=1):.1f}"
 
 
-def load_run(exp: Path, run: str, orders: list[str]) -> dict | None:
-    out = {"orders": {}, "ra": [], "fg": [], "verifier": [], "episodes": 0, "steps": 0, "seconds": 0.0,
-           "last_share": [], "complete": True}
-    for o in orders:
-        d = exp / "continual" / run / f"order{o}"
-        p = d / "eval" / "scores.json"
-        if not p.is_file():
-            continue
-        s = json.loads(p.read_text(encoding="utf-8"))
-        out["orders"][o] = s
-        out["complete"] &= bool(s.get("complete"))
-        out["ra"].append([np.nan if x is None else x for x in s["retained_accuracy"]])
-        out["fg"].append([np.nan if x is None else x for x in s["forgetting"]])
-        out["verifier"] += [x for x in s["verifier_accuracy"]]
-        for ep in sorted(d.glob("episode_*_*/")):
-            info = training_summary(ep)
-            out["episodes"] += 1
-            out["steps"] += info.get("steps", 0)
-            out["seconds"] += info.get("train_seconds", 0.0)
-        # the share of the last episode's syntheses verified as the last speaker (SA's collapse)
-        T = len(s["order"])
-        last = json.loads((d / "eval" / f"episode_{T:02d}.json").read_text(encoding="utf-8"))
-        earlier = [r for r in last["utterances"] if r["speaker"] != s["order"][-1]]
-        if earlier:
-            out["last_share"].append(np.mean([r["predicted"] == s["order"][-1] for r in earlier]))
-    if not out["orders"]:
+def interval(diffs: list[float]) -> tuple[float, float, float] | None:
+    """Mean and 95 % t-interval of paired differences (None for fewer than two)."""
+    d = np.asarray(diffs, dtype=float)
+    if len(d) < 2:
         return None
-    lengths = {len(r) for r in out["ra"]}
-    if len(lengths) > 1:  # an unfinished order: compare on the common episodes
-        n = min(lengths)
-        out["ra"] = [r[:n] for r in out["ra"]]
-        out["fg"] = [r[:n] for r in out["fg"]]
-    return out
+    half = T975.get(len(d) - 1, 1.96) * d.std(ddof=1) / math.sqrt(len(d))
+    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("data_dir")
-    ap.add_argument("exp_dir")
-    ap.add_argument("--runs", required=True)
-    ap.add_argument("--orders", default="1 2 3")
-    ap.add_argument("--corpus", default="")
-    ap.add_argument("--tts-model", default="salad")
-    ap.add_argument("--verifier", default="", help="the verifier's held-out accuracy line (stage 5)")
-    ap.add_argument("--buffer-size", type=int, default=5)
-    ap.add_argument("--er-buffer-sizes", default="1 2 5 10")
-    a = ap.parse_args()
-    data, exp = Path(a.data_dir), Path(a.exp_dir)
-    runs, orders = a.runs.split(), a.orders.split()
-    results = {r: load_run(exp, r, orders) for r in runs}
-    missing = [r for r, v in results.items() if v is None]
-    results = {r: v for r, v in results.items() if v is not None}
-    if not results:
-        print(f"{exp}/continual: no scored run (stage 7)", file=sys.stderr)
-        return 1
-    fig_dir = exp / "figures"
-    fig_dir.mkdir(parents=True, exist_ok=True)
+def verdict(diffs: list[float]) -> str:
+    """The verdict on 'A above B' from the per-order differences A - B (see the module docstring)."""
+    if not diffs:
+        return "not measured"
+    ci = interval(diffs)
+    if ci is None:
+        d = diffs[0]
+        v = "within noise" if abs(d) <= NOISE_ONE_ORDER else ("holds" if d > 0 else "does not hold")
+        return f"{v} (one order)"
+    n = f"({len(diffs)} orders)"
+    if ci[1] > 0:
+        return f"holds {n}"
+    if ci[2] <= 0:  # the whole interval at or below 0 (e.g. no difference in any order)
+        return f"does not hold {n}"
+    return f"within noise {n}"
 
-    L = []
-    cont = (data / "continual_speakers").read_text(encoding="utf-8").split()
-    pre = (data / "pretrain_speakers").read_text(encoding="utf-8").split()
-    extra = (data / "verifier_extra_speakers").read_text(encoding="utf-8").split() \
-        if (data / "verifier_extra_speakers").is_file() else []
-    L.append(f"# egs/vctk_continual results: {a.corpus or 'corpus ?'}, base TTS {a.tts_model}\n")
-    L.append(f"Continual speakers ({len(cont)}, one per episode): {' '.join(cont)}; pre-training speakers: "
-             f"{len(pre)}; the verifier's classes: the seen continual speakers + {len(extra)} pre-training "
-             f"speakers ({' '.join(extra)}). Speaker orders (seeds): {' '.join(orders)}. RA, FG and accuracies "
-             f"in %, mean ± standard deviation over the orders.\n")
-    ver = Path(a.verifier)
-    if a.verifier and ver.is_file():
-        L.append(f"Speaker verifier on vocoded ground truth, all verifier speakers: "
-                 f"{ver.read_text(encoding='utf-8').splitlines()[0].split('; ', 1)[-1]}.\n")
-    if missing:
-        L.append(f"Not scored yet: {', '.join(missing)}.\n")
 
-    # ---- Table 3 / Figure 3
-    L.append("## Strategies (Table 3, Figure 3)\n")
-    L.append("| run | final RA | final FG | RA per order | verifier held-out acc. (mean over episodes) "
-             "| last-episode syntheses of earlier speakers verified as the last speaker | episodes | updates | training time |")
-    L.append("|---|---:|---:|---|---:|---:|---:|---:|---:|")
-    for r, v in results.items():
-        finals_ra = [s["final_ra"] for s in v["orders"].values()]
-        finals_fg = [s["final_fg"] for s in v["orders"].values()]
-        per = " / ".join(pct(x) for x in finals_ra)
-        note = "" if v["complete"] else " (unfinished)"
-        L.append(f"| {label(r)}{note} | {mean_std(finals_ra)} | {mean_std(finals_fg)} | {per} | "
-                 f"{mean_std([float(np.mean(v['verifier']))])} | {mean_std(v['last_share'])} | {v['episodes']} | "
-                 f"{v['steps']} | {v['seconds'] / 60:.1f} min |")
+class Setup:
+    """One results/<name>/ folder, read."""
+
+    def __init__(self, d: Path):
+        self.dir, self.name = d, d.name
+        self.info = _json(d / "setup.json") if (d / "setup.json").is_file() else {}
+        self.runs: dict[str, dict[str, dict]] = {}
+        for s in sorted(d.glob("*/order*/scores.json")):
+            run, order = s.parents[1].name, s.parent.name[len("order"):]
+            rec = {"scores": _json(s)}
+            for f in ("last_episode", "train"):
+                p = s.parent / f"{f}.json"
+                rec[f] = _json(p) if p.is_file() else None
+            self.runs.setdefault(run, {})[order] = rec
+        self.runs = {r: dict(sorted(self.runs[r].items(), key=lambda kv: int(kv[0])))
+                     for r in sorted(self.runs, key=run_key)}
+
+    def final(self, run: str, key: str = "final_ra") -> dict[str, float]:
+        return {o: rec["scores"][key] for o, rec in self.runs.get(run, {}).items()
+                if rec["scores"].get(key) is not None}
+
+    def last_share(self, run: str) -> dict[str, float]:
+        """Per order: the share of the last episode's syntheses of earlier speakers verified as the last speaker."""
+        out = {}
+        for o, rec in self.runs.get(run, {}).items():
+            ep, order = rec["last_episode"], rec["scores"]["order"]
+            if not ep or len(order) < 2:
+                continue
+            earlier = [u for u in ep["utterances"] if u["speaker"] != order[-1]]
+            if earlier:
+                out[o] = float(np.mean([u["predicted"] == order[-1] for u in earlier]))
+        return out
+
+    def paired(self, a: str, b: str, key: str = "final_ra") -> list[float]:
+        fa, fb = self.final(a, key), self.final(b, key)
+        return [fa[o] - fb[o] for o in fa if o in fb]
+
+
+def comparison_rows(S: Setup) -> list[tuple[str, str, str, list[float]]]:
+    """(what, kind, A - B description, per-order differences) of the paper's claims and the recipe's
+    own observations, for the runs present."""
+    have = set(S.runs)
+    er = f"er_b{S.info.get('buffer_size', 5)}"
+    rows = []
+
+    def add(kind, what, a, b):
+        if a in have and b in have:
+            rows.append((what, kind, f"{short(a)} − {short(b)}", S.paired(a, b)))
+
+    add("paper", "JT above SA (SA forgets; JT the upper bound, SA the lower)", "jt", "sa")
+    cl = [r for r in S.runs if r not in ("jt", "jt_cumulative")]
+    if "jt" in have and cl:
+        best = max(cl, key=lambda r: np.mean(list(S.final(r).values())) if S.final(r) else -1)
+        add("paper", f"JT above the best continual-learning run ({short(best)})", "jt", best)
+    add("paper", "ER above SA", er, "sa")
+    add("paper", "ER above EWC", er, "ewc")
+    add("paper", "EWC above SA (EWC reduces forgetting)", "ewc", "sa")
+    for r in S.runs:
+        if r.startswith("ewc_l"):
+            add("recipe", f"{short(r)} above SA", r, "sa")
+    brs = [r for r in S.runs if r.startswith("er_br_b")]
+    for r in brs:
+        b = r[len("er_br_b"):].split("_k")[0]
+        add("paper", f"ER-BR above ER at the same buffer (N_B = {b})", r, f"er_b{b}")
+    sizes = sorted(int(r[4:]) for r in S.runs if re.fullmatch(r"er_b\d+", r))
+    if len(sizes) > 2:
+        add("paper", f"a larger buffer retains more (N_B = {sizes[-1]} vs {sizes[0]})",
+            f"er_b{sizes[-1]}", f"er_b{sizes[0]}")
+    if len(sizes) >= 2:
+        for lo, hi in zip(sizes, sizes[1:]):
+            add("paper", f"a larger buffer retains more (N_B = {hi} vs {lo})", f"er_b{hi}", f"er_b{lo}")
+    add("recipe", "ER-KD above ER (not a claim of the paper)", f"er_kd_b{S.info.get('buffer_size', 5)}", er)
+    add("recipe", "JT (paper) vs JT-cumulative", "jt", "jt_cumulative")
+    return rows
+
+
+def render_setup(S: Setup, rel: str) -> list[str]:
+    """The RESULTS.md section of one setup; its figures go to S.dir/figures, linked as ``rel``."""
+    from speechkit.scoring.continual_plots import plot_confusion_matrix, plot_ra_fg_curves
+
+    info, L = S.info, []
+    cont, extra = info.get("continual_speakers", []), info.get("verifier_extra_speakers", [])
+    orders = sorted({o for r in S.runs.values() for o in r}, key=int)
+    L.append(f"## `{S.name}`: corpus {info.get('corpus', '?')}, base TTS {info.get('tts_model', '?')}\n")
+    L.append(re.sub(r"(?m)^## ", "### ", markdown_header(read_runs(S.dir / "runs.jsonl"))))
+    L.append("### Setup\n")
+    L.append(f"- continual speakers ({len(cont)}, one per episode, in an order drawn from the order's seed): "
+             f"{' '.join(cont)}; pre-training speakers: {info.get('pretrain_speakers', '?')}")
+    L.append(f"- the verifier's classes: the continual speakers seen so far + {len(extra)} pre-training "
+             f"speakers{' (' + ' '.join(extra) + ')' if extra else ''}")
+    for line in info.get("verifier", [])[:2]:
+        L.append(f"- {line}")
+    ti = info.get("theta_init") or {}
+    bv = ti.get("best_valid") or {}
+    if ti.get("epochs") is not None:
+        mets = ", ".join(f"{k[6:]} {v:.4g}" for k, v in bv.items() if isinstance(v, (int, float)))
+        L.append(f"- θ_init: {ti['epochs']} epochs ({ti.get('steps')} updates, "
+                 f"{(ti.get('train_seconds') or 0) / 60:.1f} min) on {ti.get('speakers', '?')} speakers; best "
+                 f"validation epoch {ti.get('best_epoch')}: {mets}")
+    L.append(f"- speaker orders (seeds): {' '.join(orders)}; RA, FG and shares in %; ± is the standard deviation "
+             f"over orders\n")
+
+    # ---- strategies
+    L.append("### Strategies: final RA and FG (Figure 3's last episode)\n")
+    L.append("| run | orders | final RA | final FG | RA per order | last-episode syntheses of earlier speakers "
+             "verified as the last speaker | verifier held-out acc. (mean over episodes) | episodes | updates | "
+             "training time |")
+    L.append("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    for r, recs in S.runs.items():
+        ra = S.final(r)
+        ver = [x for rec in recs.values() for x in rec["scores"]["verifier_accuracy"] if x is not None]
+        tr = [e for rec in recs.values() for e in (rec["train"] or [])]
+        note = "" if all(rec["scores"].get("complete") for rec in recs.values()) else " (unfinished)"
+        minutes = sum(e.get("train_seconds") or 0 for e in tr) / 60
+        L.append(f"| {label(r)}{note} | {len(recs)} | {mean_sd(ra.values())} | "
+                 f"{mean_sd(S.final(r, 'final_fg').values())} | {' / '.join(pct(x) for x in ra.values())} | "
+                 f"{mean_sd(S.last_share(r).values())} | {pct(float(np.mean(ver))) if ver else '-'} | {len(tr)} | "
+                 f"{sum(e.get('steps') or 0 for e in tr)} | {minutes:.1f} min |")
     L.append("")
-    T = min(len(v["ra"][0]) for v in results.values())
-    L.append("RA after each episode (mean over orders):\n")
+
+    # ---- per episode
+    T = min(len(rec["scores"]["retained_accuracy"]) for recs in S.runs.values() for rec in recs.values())
+    L.append("### RA and FG after every episode (mean over orders; Figure 3)\n")
     L.append("| run | " + " | ".join(f"RA_{t}" for t in range(1, T + 1)) + " | "
              + " | ".join(f"FG_{t}" for t in range(2, T + 1)) + " |")
     L.append("|---|" + "---:|" * (2 * T - 1))
     curves = {}
-    for r, v in results.items():
-        ra = aggregate_runs([np.array(x[:T]) for x in v["ra"]])
-        fg = aggregate_runs([np.array(x[:T]) for x in v["fg"]])
-        L.append(f"| {label(r)} | " + " | ".join(pct(x) for x in ra["mean"]) + " | "
-                 + " | ".join(pct(x) for x in fg["mean"][1:]) + " |")
-        curves[label(r)] = {"ra": [x[:T] for x in v["ra"]], "fg": [x[:T] for x in v["fg"]]}
+    for r, recs in S.runs.items():
+        ra = np.array([[np.nan if x is None else x for x in rec["scores"]["retained_accuracy"][:T]]
+                       for rec in recs.values()], dtype=float)
+        fg = np.array([[np.nan if x is None else x for x in rec["scores"]["forgetting"][:T]]
+                       for rec in recs.values()], dtype=float)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns (FG_1)
+            mra, mfg = np.nanmean(ra, 0), np.nanmean(fg, 0)
+        L.append(f"| {short(r)} | " + " | ".join(pct(x) for x in mra) + " | "
+                 + " | ".join(pct(x) for x in mfg[1:]) + " |")
+        curves[r] = {"ra": list(ra), "fg": list(fg)}
     L.append("")
-    main_runs = {k: c for k, c in curves.items()
-                 if not (k.startswith("ER (N_B") and f"N_B = {a.buffer_size})" not in k)}
-    plot_ra_fg_curves(main_runs, fig_dir / "ra_fg_curves.png", title="Figure 3: RA and FG per episode")
-    L.append("![RA and FG per episode](figures/ra_fg_curves.png)\n")
+    fig_dir = S.dir / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    er = f"er_b{info.get('buffer_size', 5)}"
+    main = [r for r in S.runs if not re.fullmatch(r"er_b\d+", r) or r == er]
+    main = [r for r in main if not r.startswith("ewc_l")]
+    plot_ra_fg_curves({short(r): curves[r] for r in main}, fig_dir / "ra_fg_curves.png",
+                      title=f"{S.name}: RA and FG per episode (mean ± sd over orders)", dpi=70)
+    L.append(f"![RA and FG per episode]({rel}/ra_fg_curves.png)\n")
 
-    # ---- Table 4: buffer sizes, ER-BR
-    er_runs = [f"er_b{b}" for b in a.er_buffer_sizes.split() if f"er_b{b}" in results]
-    br = [r for r in results if r.startswith("er_br_b")]
-    if er_runs or br:
-        L.append("## Experience replay: buffer size and replication (Table 4)\n")
-        L.append("| run | final RA | final FG |")
-        L.append("|---|---:|---:|")
-        for r in er_runs + br:
-            v = results[r]
-            L.append(f"| {label(r)} | {mean_std([s['final_ra'] for s in v['orders'].values()])} | "
-                     f"{mean_std([s['final_fg'] for s in v['orders'].values()])} |")
+    # ---- buffer sizes
+    sweep = [r for r in S.runs if re.fullmatch(r"er_b\d+", r) or r.startswith("er_br_b")]
+    if len(sweep) > 1:
+        L.append("### Experience replay: buffer size N_B and replication K (the paper's Table 3)\n")
+        L.append("| run | orders | final RA | final FG | RA per order |")
+        L.append("|---|---:|---:|---:|---|")
+        for r in sweep:
+            ra = S.final(r)
+            L.append(f"| {label(r)} | {len(ra)} | {mean_sd(ra.values())} | {mean_sd(S.final(r, 'final_fg').values())} "
+                     f"| {' / '.join(pct(x) for x in ra.values())} |")
         L.append("")
-        sweep = {label(r): curves[label(r)] for r in er_runs + br}
-        plot_ra_fg_curves(sweep, fig_dir / "er_buffer_sizes.png", title="ER buffer sizes and ER-BR")
-        L.append("![ER buffer sizes](figures/er_buffer_sizes.png)\n")
+        plot_ra_fg_curves({short(r): curves[r] for r in sweep}, fig_dir / "er_buffer_sizes.png",
+                          title=f"{S.name}: ER buffer sizes and ER-BR", dpi=70)
+        L.append(f"![ER buffer sizes]({rel}/er_buffer_sizes.png)\n")
 
-    # ---- the paper's claims
-    def final(r):
-        v = results.get(r)
-        return None if v is None else float(np.mean([s["final_ra"] for s in v["orders"].values()]))
-
-    er_main = f"er_b{a.buffer_size}"
-    checks = []
-    if all(final(r) is not None for r in (er_main, "sa", "ewc")):
-        checks.append(("ER above SA and EWC in final RA", final(er_main) > max(final("sa"), final("ewc")),
-                       f"ER {pct(final(er_main))}, SA {pct(final('sa'))}, EWC {pct(final('ewc'))}"))
-    if br and final("er_b1") is not None:
-        checks.append(("ER-BR above ER at N_B = 1", final(br[0]) > final("er_b1"),
-                       f"ER-BR {pct(final(br[0]))}, ER {pct(final('er_b1'))}"))
-    if final("jt") is not None:
-        others = {r: final(r) for r in results if r != "jt"}
-        best = max(others, key=others.get) if others else None
-        checks.append(("JT the upper bound", best is None or final("jt") >= others[best],
-                       f"JT {pct(final('jt'))}, best other {label(best) if best else '-'} "
-                       f"{pct(others[best]) if best else '-'}"))
-    if "sa" in results and results["sa"]["last_share"]:
-        share = float(np.mean(results["sa"]["last_share"]))
-        chance = 1.0 / (len(extra) + len(cont))
-        checks.append(("SA's confusions collapse toward the last speaker", share > 2 * chance,
-                       f"{pct(share)} % of SA's last-episode syntheses of earlier speakers verified as the "
-                       f"last speaker (chance {pct(chance)} %)"))
-    if checks:
-        L.append("## The paper's claims, measured here\n")
-        L.append("| claim | holds here | numbers (final RA %) |")
-        L.append("|---|---|---|")
-        for c, ok, nums in checks:
-            L.append(f"| {c} | {'yes' if ok else '**no**'} | {nums} |")
+    # ---- comparisons
+    rows = comparison_rows(S)
+    if rows:
+        L.append("### Paired comparisons of final RA over the speaker orders\n")
+        L.append("Difference in points per order (same order, same speakers), its mean and 95 % t-interval; "
+                 f"verdict on 'A above B' (with one order: within noise up to {100 * NOISE_ONE_ORDER:.0f} points). "
+                 "*paper*: a claim of the paper; *recipe*: this recipe's own observation.\n")
+        L.append("| comparison | of | A − B | per order | mean [95 % interval] | verdict |")
+        L.append("|---|---|---|---|---|---|")
+        for what, kind, ab, d in rows:
+            ci = interval(d)
+            mean = (f"{100 * ci[0]:+.1f} [{100 * ci[1]:+.1f}, {100 * ci[2]:+.1f}]" if ci else
+                    (f"{100 * d[0]:+.1f}" if d else "-"))
+            L.append(f"| {what} | {kind} | {ab} | {' / '.join(f'{100 * x:+.1f}' for x in d)} | {mean} | "
+                     f"{verdict(d)} |")
         L.append("")
+        if "sa" in S.runs:
+            share = S.last_share("sa")
+            ncls = len(extra) + len(cont)
+            ci = interval(list(share.values()))
+            rng = f" [{pct(max(ci[1], 0.0))}, {pct(min(ci[2], 1.0))}]" if ci else ""
+            L.append(f"SA's collapse toward the last speaker: {mean_sd(share.values())} %{rng} of its last-episode "
+                     f"syntheses of earlier speakers verified as the last speaker (chance: 1 of {ncls} classes, "
+                     f"{pct(1 / ncls)} %).\n")
 
     # ---- Figure 4
-    L.append("## Last episode, first order (Figure 4)\n")
-    o = orders[0]
-    for r in [x for x in ("sa", er_main, "jt", "ewc") if x in results]:
-        src = exp / "continual" / r / f"order{o}" / "eval"
-        for name in ("confusion_matrix", "embeddings_2d", "accuracy_matrix"):
-            if (src / f"{name}.png").is_file():
-                shutil.copyfile(src / f"{name}.png", fig_dir / f"{r}_order{o}_{name}.png")
-        L.append(f"{label(r)}: ![confusion](figures/{r}_order{o}_confusion_matrix.png) "
-                 f"![embeddings](figures/{r}_order{o}_embeddings_2d.png)\n")
+    first = orders[0] if orders else None
+    shown = [r for r in ("sa", er, "jt", "jt_cumulative") if r in S.runs and first in S.runs[r]]
+    cells = []
+    for r in shown:
+        ep = S.runs[r][first]["last_episode"]
+        if not ep:
+            continue
+        order = S.runs[r][first]["scores"]["order"]
+        classes = list(ep.get("classes") or [])
+        labels = [c for c in classes if c not in order] + list(order)
+        png = fig_dir / f"{r}_order{first}_confusion_matrix.png"
+        plot_confusion_matrix([u["speaker"] for u in ep["utterances"]], [u["predicted"] for u in ep["utterances"]],
+                              png, labels=labels, title=f"{short(r)}, order {first}, last episode", dpi=70)
+        cells.append((short(r), f"{rel}/{png.name}"))
+    if cells:
+        L.append(f"### Last episode of order {first}: true vs verified speaker (Figure 4)\n")
+        L.append("| " + " | ".join(c for c, _ in cells) + " |")
+        L.append("|" + "---|" * len(cells))
+        L.append("| " + " | ".join(f"![{c}]({p})" for c, p in cells) + " |\n")
+    audio = sorted((S.dir / "audio").glob("*.flac")) if (S.dir / "audio").is_dir() else []
+    if audio:
+        links = []
+        for a in audio:
+            run = a.stem.split("_order")[0]
+            what = "vocoded ground truth" if a.stem.startswith("groundtruth") else f"{short(run)}, last episode"
+            pred = ""
+            if not a.stem.startswith("groundtruth") and first in S.runs.get(run, {}):
+                ep = S.runs[run][first]["last_episode"] or {}
+                spk = a.stem.rsplit("_", 1)[-1]
+                hit = [u for u in ep.get("utterances", []) if u["speaker"] == spk]
+                if hit:
+                    pred = f" (verified as `{hit[0]['predicted']}`)"
+            links.append(f"[{what}]({rel.rsplit('/', 1)[0]}/audio/{a.name}){pred}")
+        L.append("To listen to, the first test sentence of the first continual speaker of order "
+                 f"{first}: " + ", ".join(links) + ".\n")
+    return L
 
-    with atomic_write(exp / "RESULTS.md") as f:
-        f.write("\n".join(L) + "\n")
-    js = {r: {"final_ra": [s["final_ra"] for s in v["orders"].values()],
-              "final_fg": [s["final_fg"] for s in v["orders"].values()],
-              "ra": v["ra"], "fg": v["fg"], "episodes": v["episodes"], "steps": v["steps"],
-              "train_seconds": v["seconds"], "last_speaker_share": v["last_share"]}
-          for r, v in results.items()}
-    with atomic_write(exp / "RESULTS.json") as f:
-        json.dump(json.loads(json.dumps(js, default=float).replace("NaN", "null")), f, indent=1)
-    print((exp / "RESULTS.md").read_text(encoding="utf-8"))
+
+def render(page: Path, results: Path) -> int:
+    setups = sorted((d for d in results.iterdir() if d.is_dir() and (d / "setup.json").is_file()),
+                    key=lambda d: (d.name != "mini", d.name)) if results.is_dir() else []
+    if not setups:
+        print(f"{results}: no collected setup (run.sh stage 8, or local/make_results.py --collect)", file=sys.stderr)
+        return 1
+    L = ["# egs/vctk_continual: results", "",
+         f"Generated from the tracked score files under `{results.name}/` by `{RENDER_CMD}` "
+         "(run.sh stage 8 collects them from `exp/` first). Continual speaker adaptation after Hemati & Borth, "
+         "Interspeech 2021; RA (eq. 1) and FG (eq. 2) from the speaker verifier on synthesized test sentences. "
+         "Timings: wall clock on the machine of the header, which may have been shared with other jobs.", ""]
+    for d in setups:
+        L += render_setup(Setup(d), f"{results.name}/{d.name}/figures")
+    page.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(page) as f:
+        f.write("\n".join(L).rstrip("\n") + "\n")
+    print(f"wrote {page} ({', '.join(d.name for d in setups)})", file=sys.stderr)
     return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--collect", metavar="RESULTS/NAME", help="copy the score files of --expdir here")
+    g.add_argument("--render", metavar="RESULTS.md", help="write the page from --results")
+    ap.add_argument("--results", default="results", help="--render: the collected setups (default: results)")
+    ap.add_argument("--datadir", default="data")
+    ap.add_argument("--expdir", default="exp")
+    ap.add_argument("--tts-model", default="musa_rnn")
+    ap.add_argument("--corpus", default="")
+    ap.add_argument("--buffer-size", type=int, default=5, help="N_B of the strategy comparison's ER runs")
+    ap.add_argument("--verifier", default="", help="the verifier's held-out accuracy (stage 5's verifier.txt)")
+    a = ap.parse_args()
+    if a.collect:
+        return collect(Path(a.collect), Path(a.datadir), Path(a.expdir), a.tts_model, a.corpus, a.buffer_size,
+                       Path(a.verifier) if a.verifier else None)
+    return render(Path(a.render), Path(a.results))
 
 
 if __name__ == "__main__":
