@@ -9,8 +9,16 @@ ITEM_FILE: '#file onset offset #phone prev-phone next-phone speaker' header, tim
 
 Triplets (A, B, X): A and X one phone, B another, all three one context; --across (default):
 A and B from one speaker, X from another; --within: all three from one speaker. Distance: DTW
-over the frame distance, normalised by the path length (as ABXpy). Scores are averaged over
-contexts, then speakers, then ordered phone pairs (ZeroSpeech 2017/2019).
+over the frame distance, normalised by the path length (as ABXpy).
+
+--convention says which ZeroSpeech edition's numbers the score compares with:
+  zr2019 (default): ABXpy, as ZeroSpeech 2017 (track 1), 2019 and 2020 scored: d(A, X), scores
+    averaged over contexts, then (A/B speaker, X speaker) pairs, then ordered phone pairs.
+  zr2021: Libri-Light's ABX, as ZeroSpeech 2021 and later (abx-LS) score, computed as
+    fastabx.zerospeech_abx does without subsampling: d(X, A), cells averaged over contexts and
+    X speakers together, then A/B speakers, then phone pairs; frame times compared exactly. The
+    official 2021 protocol subsamples cells (10 tokens, 5 X speakers); every triplet is scored here.
+See speechkit.scoring.abx for the details.
 
 Items with no frame centre inside (phones shorter than a frame shift) take the frame(s) overlapping
 them (--empty-items overlap, the default), so that systems at different frame rates are scored on the
@@ -32,6 +40,7 @@ An interval that excludes 0 is a gain or loss beyond speaker-sampling noise. No 
 from fewer than 40 usable resamples, nor when every usable resample is the same speakers (an error).
 
 --device: cpu, cuda or cuda:N; one that does not exist or cannot run here is an error naming it.
+--num-threads N: CPU threads (default: torch's, i.e. OMP_NUM_THREADS or the cores).
 
 The last line of stdout is the figure, e.g. 'ABX error (across speakers): 21.34 %'.
 
@@ -45,6 +54,7 @@ import json
 import sys
 
 from speechkit.scoring.abx import (
+    CONVENTIONS,
     DEFAULT_TOLERANCE,
     DISTANCES,
     EMPTY_ITEM_RULES,
@@ -121,6 +131,11 @@ def main(argv=None) -> int:
                              "minus REF_DIR's with a paired bootstrap interval (needs --bootstrap N)")
     parser.add_argument("--device", default="cpu",
                         help="torch device for the DTW (cpu, cuda, cuda:1 ...) (default: %(default)s)")
+    parser.add_argument("--convention", choices=CONVENTIONS, default="zr2019",
+                        help="zr2019: ABXpy's averaging (ZeroSpeech 2017/2019/2020); zr2021: Libri-Light's, as "
+                             "fastabx (ZeroSpeech 2021 and later) (default: %(default)s)")
+    parser.add_argument("--num-threads", type=int, default=None, metavar="N",
+                        help="CPU threads (default: torch's thread count)")
     parser.add_argument("--json", metavar="OUT", default=None,
                         help="also write the result (score, triplet/cell counts, per phone pair) as JSON")
     parser.add_argument("--log-file", default=None, help="append the log here too")
@@ -133,6 +148,8 @@ def main(argv=None) -> int:
             raise ValueError(f"--tolerance must be >= 0, got {args.tolerance}")
         if args.bootstrap < 0:
             raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
+        if args.num_threads is not None and args.num_threads < 1:
+            raise ValueError(f"--num-threads must be >= 1, got {args.num_threads}")
         if args.paired_with and not args.bootstrap:
             raise ValueError("--paired-with needs --bootstrap N (N > 0 resamples)")
         check_device(args.device)
@@ -143,7 +160,8 @@ def main(argv=None) -> int:
             return abx_error(features, items, mode=args.mode, distance=args.distance,
                              frame_shift=resolve_frame_shift(feature_dir, args.frame_shift),
                              normalize=args.normalize, tolerance=args.tolerance, source=str(args.item_file),
-                             progress=sys.stderr.isatty(), device=args.device, empty_items=args.empty_items)
+                             progress=sys.stderr.isatty(), device=args.device, empty_items=args.empty_items,
+                             convention=args.convention, num_threads=args.num_threads)
 
         res = score(args.feature_dir)
         paired = None
@@ -170,7 +188,8 @@ def main(argv=None) -> int:
             with atomic_write(args.json) as f:
                 json.dump(out, f, indent=2)
                 f.write("\n")
-        print(f"distance: {res.distance}{'' if res.normalize else ' (not normalised)'}; frame shift {res.frame_shift} s")
+        print(f"distance: {res.distance}{'' if res.normalize else ' (not normalised)'}; "
+              f"frame shift {res.frame_shift} s; convention {res.convention}")
         print(f"items: {res.n_items} used ({res.n_items_overlap} with no frame centre inside took their "
               f"overlapping frame(s)), {res.n_items_dropped} dropped (no frame)")
         print(f"triplets: {res.n_triplets} in {res.n_cells} cells over {res.n_phone_pairs} phone pairs "

@@ -1,8 +1,9 @@
-"""ABX phone discriminability error, as the ZeroSpeech 2017/2019 evaluation (ABXpy) computes it.
+"""ABX phone discriminability error, as ZeroSpeech 2017/2019/2020 (ABXpy) or 2021 and later (Libri-Light) compute it.
 
 Definitions (Schatz et al., "Evaluating speech features with the Minimal-Pair ABX task",
 Interspeech 2013; Dunbar et al., "The Zero Resource Speech Challenge 2019", Interspeech 2019;
-the code of bootphon/ABXpy and zerospeech/zerospeech2020 fixes the details below):
+the code of bootphon/ABXpy and zerospeech/zerospeech2020 fixes the details below; the ``zr2021``
+differences are listed after them):
 
 * **Items** are phone tokens (see :mod:`speechkit.scoring.abx_items`). An item's frames are the
   frames ``i`` of its file whose time ``(i + 0.5) * frame_shift`` lies in ``[onset, offset]``
@@ -19,7 +20,8 @@ the code of bootphon/ABXpy and zerospeech/zerospeech2020 fixes the details below
   (previous and next phone). *Across* speakers (ABXpy ``on phone, by context, across speaker``):
   A and B come from one speaker, X from another. *Within* (``on phone, by context+speaker``): all
   three from one speaker, X a different token from A. Every such triplet is scored (ABXpy's
-  optional per-cell sampling of large cells is not applied).
+  optional per-cell sampling of large cells is not applied). Items whose context is ``()`` (all
+  alike) make the "no context" task (fastabx ``context="any"``).
 * **Distance** ``d(P, X)``: dynamic time warping with steps (1,0), (0,1), (1,1) over a frame
   distance; ``cost[i, j] = f(p_i, x_j) + min(cost[i-1, j], cost[i-1, j-1], cost[i, j-1])``. With
   ``normalize`` (the ZeroSpeech setting) the total cost is divided by the number of frame pairs on
@@ -39,19 +41,46 @@ the code of bootphon/ABXpy and zerospeech/zerospeech2020 fixes the details below
   then over contexts, then over speakers (ordered (A/B speaker, X speaker) pairs when across),
   then over ordered phone pairs (zerospeech2020 ``_average``). Error = 100 * (1 - mean).
 
+**Conventions** (``convention``): which ZeroSpeech edition's numbers a score compares with.
+
+* ``zr2019`` (the default): all of the above; ABXpy, as the ZeroSpeech 2017 (track 1), 2019 and 2020
+  evaluations ran it.
+* ``zr2021``: Libri-Light's ABX (``eval_ABX``), which ZeroSpeech 2021 and the later editions (the
+  ``abx-LS`` benchmark of the zerospeech toolkit) use, as ``fastabx.zerospeech_abx`` (bootphon/fastabx
+  0.9.0) computes it: (1) ``d(X, A)``: X's frames are the DTW's rows, so the tie-break of the path
+  length goes the other way; (2) per (phone pair, A/B speaker) the cells are averaged over contexts
+  and X speakers together, then over A/B speakers, then over phone pairs (within speakers the same
+  as ``zr2019``); (3) frame times compared in exact arithmetic (fastabx's decimal slicing; ABXpy's
+  float times leave out a frame whose centre falls exactly on an item boundary but rounds past it).
+  Without subsampling, as ``zerospeech_abx(..., max_size_group=None, max_x_across=None)``: the
+  official 2021 protocol draws at most 10 tokens per cell and 5 X speakers per (A, B), so its
+  published numbers differ from every-triplet scores by that sampling. Equal to fastabx to 1e-12
+  when fastabx computes in float64, and to about 1e-8 (of a fraction) with its float32 arithmetic
+  (test_abx.py pins its figures). Not reproduced: Libri-Light's dropped last frame
+  (``FASTABX_WITH_LIBRILIGHT_BUG``), fastabx's angle to a zero vector (a "singularity border" instead
+  of ABXpy's 1) and its ``kl_symmetric`` (epsilon 1e-6); fastabx refuses items with no frame, where
+  ``empty_items`` applies here.
+
 The result counts the items that needed the overlap rule (``n_items_overlap``) and the triplets
 scored (``n_triplets``), so that two systems can be checked to rest on the same triplets.
 
-Speed: every distinct token pair needed by some triplet gets one DTW, computed in batches of
-similar lengths with the anti-diagonal (wavefront) recursion as vector operations in torch,
-float64; one dynamic programme serves both argument orders (the frame distances are symmetric and
-the cost matrix of (X, P) is the transpose of that of (P, X); only the tie-break of the backtrack
-differs, and both backtracks are run).
+Speed: every distinct token pair needed by some triplet gets one DTW (fastabx computes d(X, A) and
+d(X, B) per cell group, so most pairs twice); one dynamic programme serves both argument orders (the
+frame distances are symmetric and the cost matrix of (X, P) is the transpose of that of (P, X); only
+the tie-break of the path length differs, and both lengths are carried forward with the cost). Pairs
+are batched by size; a batch's frame distances are one torch computation (float64), its DTW
+(CPU) a compiled numba kernel (:mod:`speechkit.scoring._abx_kernels`) or (CUDA, or without numba)
+the anti-diagonal recursion as torch vector operations (:func:`batched_dtw`). Each cell's triplets
+are counted by sorting its ``d(B, X)`` once per X and placing every ``d(A, X)`` among them by binary
+search. On the CPU, ``num_threads`` threads take batches and cell groups from one queue, so a
+thread on a busy core takes fewer (torch's and OpenMP's static splits wait for the slowest thread at
+every step); both backends give the same bits.
 """
 from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -67,9 +96,16 @@ logger = logging.getLogger(__name__)
 DISTANCES = ("cosine", "kl", "hamming")
 EMPTY_ITEM_RULES = ("overlap", "drop")
 MODES = ("across", "within")
+CONVENTIONS = ("zr2019", "zr2021")
+BACKENDS = ("auto", "numba", "torch")
 DEFAULT_TOLERANCE = 0.05  # s an item may run past the last frame (features shorter than the audio)
 _HAMMING_TABLE_MAX = 4096  # distinct frame vectors up to which hamming uses a symbol table
 _INF = float("inf")
+# backend "auto": below both sizes, and until the kernels have been used once in the process, the torch path
+_NUMBA_MIN_PAIRS = 20_000
+_NUMBA_MIN_TRIPLETS = 2_000_000
+_KERNELS_USED = False
+_EXACT_EPS = 1e-9  # frames: float error allowed when placing a time on the frame grid (exact_times)
 
 
 # --------------------------------------------------------------------------------- frame distances
@@ -129,17 +165,26 @@ class _SymKL(_FrameDistance):
 
 
 class _Hamming(_FrameDistance):
+    """Fraction of differing coordinates. Up to ``_HAMMING_TABLE_MAX`` distinct frame vectors, a symbol
+    table: each frame's symbol and the symbol-by-symbol distances, built with numpy on the CPU whatever
+    the device, then moved there. It was built with ``torch.unique(dim=0, return_inverse=True)`` on the
+    scoring device, the one step of this distance whose result can depend on the device (inverse indices
+    not mapping frames to their rows of the unique array on CUDA: pytorch/pytorch#64593), and CUDA scored
+    53.78 % where the CPU scored 53.39 % on the same 11 158 triplets."""
+
     def __init__(self, frames: torch.Tensor):
-        uniq, inv = torch.unique(frames, dim=0, return_inverse=True)
         self.dim = frames.shape[1]
+        host = frames.detach().cpu().numpy()
+        uniq, inv = np.unique(host, axis=0, return_inverse=True)
+        inv = np.asarray(inv).reshape(-1)  # numpy 2.0.0 returned it with the input's shape
         if uniq.shape[0] <= _HAMMING_TABLE_MAX:
             s = uniq.shape[0]
-            table = torch.empty(s, s, dtype=frames.dtype, device=frames.device)
+            table = np.empty((s, s), dtype=host.dtype)
             step = max(1, (1 << 22) // max(1, s * self.dim))
             for a in range(0, s, step):
-                table[a : a + step] = (uniq[a : a + step, None, :] != uniq[None, :, :]).sum(-1).to(frames.dtype)
-            self.table = table / self.dim
-            self.sym = inv
+                table[a : a + step] = (uniq[a : a + step, None, :] != uniq[None, :, :]).sum(-1)
+            self.table = torch.from_numpy(table / self.dim).to(frames.device)
+            self.sym = torch.from_numpy(inv.astype(np.int64)).to(frames.device)
             self.x = None
         else:
             self.table = None
@@ -210,7 +255,7 @@ def frame_distance(x: np.ndarray, y: np.ndarray, distance: str = "cosine") -> np
 def batched_dtw(
     dist: torch.Tensor, n_rows: torch.Tensor, n_cols: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """DTW over a padded batch of frame-distance matrices, by anti-diagonals.
+    """DTW over a padded batch of frame-distance matrices, by anti-diagonals (torch: CPU or CUDA).
 
     Recursion (ABXpy ``dtw.pyx``): ``cost[0,0] = d[0,0]``; first row/column cumulative sums;
     ``cost[i,j] = d[i,j] + min(cost[i-1,j], cost[i-1,j-1], cost[i,j-1])``. Every cell of one
@@ -218,86 +263,86 @@ def batched_dtw(
     one vector operation over the whole batch. Values outside ``[:n_rows[b], :n_cols[b]]`` are
     ignored (no valid cell depends on them).
 
+    Path lengths are carried forward with the costs: a cell's length is one more than that of the
+    predecessor ABXpy's backtrack would step to from it (the same three costs, the same tie-break),
+    so the backtrack from the last cell follows exactly those predecessors and no cost matrix is kept
+    (three diagonals; no host synchronisation inside the loop on CUDA).
+
     Args:
         dist: ``(B, N, M)`` frame distances, any padding beyond each pair's size.
         n_rows: ``(B,)`` int, rows used per pair (>= 1).
         n_cols: ``(B,)`` int, columns used per pair (>= 1).
 
     Returns:
-        ``(cost, len_rc, len_cr)``, each ``(B,)``: the total cost of the minimal path; the number
-        of frame pairs on the path backtracked with ties going diagonal, then column-1 (``j``),
-        then row-1 (``i``) -- ABXpy's length when rows are its first argument -- and the same with
-        the column/row preference swapped (ABXpy's length for the transposed call).
+        ``(cost, len_rc, len_cr)``, each ``(B,)`` on ``dist``'s device: the total cost of the minimal
+        path; the number of frame pairs on the path backtracked with ties going diagonal, then
+        column-1 (``j``), then row-1 (``i``) -- ABXpy's length when rows are its first argument --
+        and the same with the column/row preference swapped (ABXpy's length for the transposed call).
+
+    Raises:
+        ValueError: ``dist`` is not 3-d.
     """
     if dist.ndim != 3:
         raise ValueError(f"dist must be (B, N, M), got {tuple(dist.shape)}")
     bsz, nmax, mmax = dist.shape
     dev, dt = dist.device, dist.dtype
-    n_rows = n_rows.to(device=dev, dtype=torch.long)
-    n_cols = n_cols.to(device=dev, dtype=torch.long)
+    rows_host = n_rows.detach().cpu().long()
+    cols_host = n_cols.detach().cpu().long()
     kmax = nmax + mmax - 1
     # skewed view, no copy: skew[b, k, i] = dist[b, i, k - i] (offset i*M + k - i stays inside the
     # pair's block for every k, i; entries with k - i outside [0, M) are never used)
     dist = dist.contiguous()
     skew = dist.as_strided((bsz, kmax, nmax), (nmax * mmax, 1, mmax - 1), dist.storage_offset())
-    # cost[k, b, 1 + i] = cost of cell (i, k - i); column 0 is a +inf sentinel for i = -1. Only the
-    # cells read later are initialised: the sentinel, and one +inf past each diagonal's last cell.
-    cost = torch.empty((kmax, bsz, nmax + 1), dtype=dt, device=dev)
-    cost[:, :, 0] = _INF
+    # three rolling diagonals: cost[.][b, 1 + i] = cost of cell (i, k - i); column 0 is a +inf sentinel
+    # for i = -1, and one +inf is written past each diagonal's last cell (the j = -1 neighbour of the next)
+    cost = torch.full((3, bsz, nmax + 2), _INF, dtype=dt, device=dev)
+    lrc = torch.zeros((3, bsz, nmax + 2), dtype=torch.long, device=dev)
+    lcr = torch.zeros((3, bsz, nmax + 2), dtype=torch.long, device=dev)
     cost[0, :, 1] = skew[:, 0, 0]
-    if nmax > 1:
-        cost[0, :, 2] = _INF
+    lrc[0, :, 1] = 1
+    lcr[0, :, 1] = 1
+    total = torch.empty(bsz, dtype=dt, device=dev)
+    len_rc = torch.empty(bsz, dtype=torch.long, device=dev)
+    len_cr = torch.empty(bsz, dtype=torch.long, device=dev)
+    ends = (rows_host + cols_host - 2).numpy()
+    by_end: dict[int, np.ndarray] = {}
+    for k in np.unique(ends).tolist():
+        by_end[k] = np.nonzero(ends == k)[0]
+
+    def collect(k: int, slot: int) -> None:
+        sel = by_end.get(k)
+        if sel is None:
+            return
+        b = torch.from_numpy(sel).to(dev)
+        col = rows_host[sel].to(dev)  # slot of the last row, 1 + (n_rows - 1)
+        total[b] = cost[slot, b, col]
+        len_rc[b] = lrc[slot, b, col]
+        len_cr[b] = lcr[slot, b, col]
+
+    collect(0, 0)
     for k in range(1, kmax):
+        cur, p1, p2 = k % 3, (k - 1) % 3, (k - 2) % 3
         lo, hi = max(0, k - mmax + 1), min(k, nmax - 1)
-        prev = cost[k - 1]
-        best = torch.minimum(prev[:, lo : hi + 1], prev[:, lo + 1 : hi + 2])  # (i-1, j), (i, j-1)
+        up = cost[p1, :, lo : hi + 1]  # (i-1, j)
+        left = cost[p1, :, lo + 1 : hi + 2]  # (i, j-1)
         if k >= 2:
-            torch.minimum(best, cost[k - 2, :, lo : hi + 1], out=best)  # (i-1, j-1)
-        cost[k, :, lo + 1 : hi + 2] = skew[:, k, lo : hi + 1] + best
-        if hi + 1 < nmax:
-            cost[k, :, hi + 2] = _INF
-    flat = cost.view(-1)
-    last_i, last_j = n_rows - 1, n_cols - 1
-    b_all = torch.arange(bsz, device=dev)
-    total = flat[((last_i + last_j) * bsz + b_all) * (nmax + 1) + last_i + 1]
-    len_rc, tied = _backtrack(flat, bsz, nmax + 1, b_all, last_i, last_j, prefer_col=True)
-    len_cr = len_rc.clone()
-    if bool(tied.any()):  # the other tie-break can only differ where a row/column tie was met
-        sel = torch.nonzero(tied)[:, 0]
-        len_cr[sel] = _backtrack(flat, bsz, nmax + 1, sel, last_i[sel], last_j[sel], prefer_col=False)[0]
-    return total, len_rc, len_cr
-
-
-def _backtrack(
-    flat: torch.Tensor, bsz: int, width: int, b: torch.Tensor, i: torch.Tensor, j: torch.Tensor, prefer_col: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Path length from ``(i, j)`` back to ``(0, 0)`` for batch rows ``b`` of the flattened
-    ``(K, B, width)`` cost of :func:`batched_dtw`, and whether a non-diagonal step met
-    ``cost[i-1, j] == cost[i, j-1]`` (the only case where the tie-break matters)."""
-    i, j = i.clone(), j.clone()
-    length = torch.ones_like(i)
-    tied = torch.zeros_like(i, dtype=torch.bool)
-    while True:
-        act = (i > 0) & (j > 0)
-        if not bool(act.any()):
-            break
-        ic, jc = i.clamp(min=1), j.clamp(min=1)
-        row1 = ((ic + jc - 1) * bsz + b) * width  # diagonal k = i + j - 1
-        c_up = flat[row1 + ic]  # (i-1, j)
-        c_left = flat[row1 + ic + 1]  # (i, j-1)
-        c_diag = flat[row1 - bsz * width + ic]  # (i-1, j-1) on diagonal k - 1
-        diag = (c_diag <= c_left) & (c_diag <= c_up)
-        tied |= act & ~diag & (c_up == c_left)
-        if prefer_col:
-            col = ~diag & (c_left <= c_up)
-            row = ~diag & ~col
+            dg = cost[p2, :, lo : hi + 1]  # (i-1, j-1)
         else:
-            row = ~diag & (c_up <= c_left)
-            col = ~diag & ~row
-        i = i - (act & (diag | row)).long()
-        j = j - (act & (diag | col)).long()
-        length = length + act.long()
-    return length + i + j, tied
+            dg = torch.full_like(up, _INF)
+        is_diag = (dg <= left) & (dg <= up)
+        left_first = left <= up  # column step on an up/left tie
+        up_first = up <= left  # row step on an up/left tie
+        best = torch.minimum(torch.minimum(up, left), dg)
+        cost[cur, :, lo + 1 : hi + 2] = skew[:, k, lo : hi + 1] + best
+        l_up, l_left = lrc[p1, :, lo : hi + 1], lrc[p1, :, lo + 1 : hi + 2]
+        l_dg = lrc[p2, :, lo : hi + 1]
+        lrc[cur, :, lo + 1 : hi + 2] = torch.where(is_diag, l_dg, torch.where(left_first, l_left, l_up)) + 1
+        l_up, l_left = lcr[p1, :, lo : hi + 1], lcr[p1, :, lo + 1 : hi + 2]
+        l_dg = lcr[p2, :, lo : hi + 1]
+        lcr[cur, :, lo + 1 : hi + 2] = torch.where(is_diag, l_dg, torch.where(up_first, l_up, l_left)) + 1
+        cost[cur, :, hi + 2] = _INF
+        collect(k, cur)
+    return total, len_rc, len_cr
 
 
 def dtw_distance(x: np.ndarray, y: np.ndarray, distance: str = "cosine", normalize: bool = True) -> float:
@@ -346,14 +391,18 @@ class AbxResult:
     by_phone_pair: list[PhonePairScore] = field(default_factory=list)
     n_items_overlap: int = 0  # items with no frame centre inside that took their overlapping frame(s)
     empty_items: str = "overlap"
+    convention: str = "zr2019"  # the averaging: CONVENTIONS
     # (A/X phone, B phone) -> speaker key ((A/B speaker, X speaker) across, (speaker,) within) -> the
     # mean over contexts of its cells' scores (accuracies in [0, 1]); what bootstrap_interval resamples
     speaker_scores: dict[tuple[str, str], dict[tuple[str, ...], float]] = field(default_factory=dict, repr=False)
+    # the same keys -> how many cells (contexts) that mean is over (zr2021 across weighs the keys by it)
+    speaker_counts: dict[tuple[str, str], dict[tuple[str, ...], int]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
         """A JSON-serialisable dict (per-pair breakdown included, per-speaker scores left out)."""
         d = asdict(self)
         d.pop("speaker_scores")
+        d.pop("speaker_counts")
         return d
 
     def summary(self) -> str:
@@ -384,6 +433,7 @@ def select_frames(
     tolerance: float = DEFAULT_TOLERANCE,
     source: str = "items",
     empty_items: str = "drop",
+    exact_times: bool = False,
 ) -> np.ndarray:
     """Frame range ``[start, stop)`` of every item: frames whose centre ``(i + 0.5) * frame_shift``
     lies in ``[onset, offset]``; with ``empty_items="overlap"``, an item with no such frame gets the
@@ -399,6 +449,11 @@ def select_frames(
         source: the item file's name, for messages.
 
         empty_items: ``drop`` (leave ``stop == start``) or ``overlap``.
+        exact_times: compare in exact arithmetic (fastabx's decimal slicing: frames
+            ``ceil(onset / dt - 1/2) .. floor(offset / dt - 1/2)``, a centre on a boundary inside);
+            otherwise the centres ``(i + 0.5) * frame_shift`` are compared as floats, as ABXpy's time
+            arrays are (a centre on a boundary is in or out as float rounding falls: 0.695 s at 10 ms
+            leaves frame 69, computed at 0.6950000000000001 s, out).
 
     Returns:
         ``(len(items), 2)`` int64 array; ``stop == start`` for an item with no frame (``drop`` only).
@@ -425,9 +480,14 @@ def select_frames(
                 f"{source}:{it.line}: item {it.onset}-{it.offset} s ends beyond '{f}' "
                 f"({n} frames x {frame_shift} s = {end:.4f} s)"
             )
-        t = (np.arange(n) + 0.5) * frame_shift
-        start = np.searchsorted(t, on, side="left")
-        stop = np.searchsorted(t, off, side="right")
+        if exact_times:  # frame i inside iff i >= on / dt - 1/2 and i <= off / dt - 1/2, in exact arithmetic
+            start = np.clip(np.ceil(on / frame_shift - 0.5 - _EXACT_EPS), 0, n).astype(np.int64)
+            stop = np.clip(np.floor(off / frame_shift - 0.5 + _EXACT_EPS) + 1, 0, n).astype(np.int64)
+            stop = np.maximum(stop, start)
+        else:
+            t = (np.arange(n) + 0.5) * frame_shift
+            start = np.searchsorted(t, on, side="left")
+            stop = np.searchsorted(t, off, side="right")
         if empty_items == "overlap":
             empty = np.nonzero(stop <= start)[0]
             if len(empty) and n > 0:
@@ -457,6 +517,9 @@ def abx_error(
     progress: bool = False,
     device: str | torch.device = "cpu",
     empty_items: str = "overlap",
+    convention: str = "zr2019",
+    num_threads: int | None = None,
+    backend: str = "auto",
 ) -> AbxResult:
     """ZeroSpeech ABX error of frame-level ``features`` on ``items`` (see the module docstring).
 
@@ -471,15 +534,24 @@ def abx_error(
         normalize: divide each DTW cost by its path length (ZeroSpeech default).
         tolerance: seconds an item may run past the end of its feature file.
         source: item file name for error messages.
-        max_batch_elements: bound on ``batch * (N + M - 1) * N`` per DTW batch (memory).
+        max_batch_elements: bound on ``batch * (N + M - 1) * N`` per DTW batch (memory; on CUDA the
+            default is raised to ``1 << 25``: fewer, larger batches).
         progress: show a tqdm bar over DTW batches.
         device: torch device for frame distances and DTW (float64 throughout).
+        convention: ``zr2019`` (ABXpy's averaging and argument order, ZeroSpeech 2017/2019/2020) or
+            ``zr2021`` (Libri-Light's, as ``fastabx.zerospeech_abx``; ZeroSpeech 2021 and later); see the
+            module docstring.
+        num_threads: CPU threads (default: ``torch.get_num_threads()``); torch's own intra-op pool is set
+            to one thread while the DTW runs and restored after.
+        backend: ``auto`` (the compiled numba kernels on the CPU when numba imports, torch otherwise and
+            on CUDA), ``numba`` or ``torch`` (the anti-diagonal :func:`batched_dtw`). All give the same bits.
 
     Returns:
         :class:`AbxResult`.
 
     Raises:
-        ValueError: unknown mode/distance, or no triplet can be formed.
+        ValueError: unknown mode/distance/convention/backend, ``num_threads`` < 1, ``backend="numba"``
+            without numba or on CUDA, or no triplet can be formed.
         DataError: missing feature file, item past its file's end, NaN/Inf in features, or
             (``kl``) negative / all-zero frames.
     """
@@ -488,6 +560,12 @@ def abx_error(
     if empty_items not in EMPTY_ITEM_RULES:
         raise ValueError(f"unknown empty_items rule '{empty_items}', expected one of {', '.join(EMPTY_ITEM_RULES)}")
     _check_distance(distance)
+    if convention not in CONVENTIONS:
+        raise ValueError(f"unknown convention '{convention}', expected one of {', '.join(CONVENTIONS)}")
+    if num_threads is not None and num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+    dev = torch.device(device)
+    use_numba = _resolve_backend(backend, dev)
     files = sorted({it.file for it in items})
     n_frames = {}
     for f in files:
@@ -495,12 +573,13 @@ def abx_error(
             line = next(it.line for it in items if it.file == f)
             raise DataError(f"{source}:{line}: item names '{f}', which has no features")
         n_frames[f] = len(features[f])
-    ranges = select_frames(items, n_frames, frame_shift, tolerance, source, "drop")
+    exact = convention == "zr2021"
+    ranges = select_frames(items, n_frames, frame_shift, tolerance, source, "drop", exact)
     n_overlap = 0
     if empty_items == "overlap":
         n_overlap = int((ranges[:, 1] <= ranges[:, 0]).sum())
         if n_overlap:
-            ranges = select_frames(items, n_frames, frame_shift, tolerance, source, "overlap")
+            ranges = select_frames(items, n_frames, frame_shift, tolerance, source, "overlap", exact)
             logger.info("%d of %d items hold no frame centre (frame shift %g s) and take the frame(s) "
                         "overlapping them", n_overlap, len(items), frame_shift)
     lengths = ranges[:, 1] - ranges[:, 0]
@@ -537,17 +616,16 @@ def abx_error(
         if not new_cells:
             continue
         mem = np.asarray(members[ctx], dtype=np.int64)
-        need = np.zeros((len(mem), len(mem)), dtype=bool)
-        for cell in new_cells:
-            need[cell.a[:, None], cell.x] = True
-            need[cell.b[:, None], cell.x] = True
         cells.extend(new_cells)
-        u, v = np.nonzero(np.triu(need | need.T, 1))
+        u, v = _needed_pairs([kept[k].phone for k in mem], [kept[k].speaker for k in mem], mode)
         ctx_members.append(mem)
         pair_u.append(u)
         pair_v.append(v)
     if not cells:
         raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
+    if use_numba and backend == "auto" and not _KERNELS_USED and sum(map(len, pair_u)) < _NUMBA_MIN_PAIRS \
+            and sum(len(c.a) * len(c.b) * len(c.x) for c in cells) < _NUMBA_MIN_TRIPLETS:
+        use_numba = False  # a small task: the torch path costs less than loading the kernels (about a second)
     n_pairs_ctx = np.array([len(u) for u in pair_u])
     gu = np.concatenate([m[u] for m, u in zip(ctx_members, pair_u)])
     gv = np.concatenate([m[v] for m, v in zip(ctx_members, pair_v)])
@@ -569,79 +647,190 @@ def abx_error(
     del chunks
     used_len = lengths[used]
     offsets = np.concatenate([[0], np.cumsum(used_len)[:-1]]).astype(np.int64)
-    frame_dist = _FRAME_DISTANCES[distance](torch.from_numpy(allf).to(device))
+    frame_dist = _FRAME_DISTANCES[distance](torch.from_numpy(allf).to(dev))
+    n_threads = num_threads if num_threads is not None else max(1, torch.get_num_threads())
+    if dev.type == "cuda" and max_batch_elements == 1 << 21:
+        max_batch_elements = 1 << 25
 
     # one DTW per unordered token pair: d_uv (u as rows), d_vu (v as rows)
     d_uv, d_vu = _pair_distances(offsets, used_len, pos[gu], pos[gv], frame_dist, normalize, max_batch_elements,
-                                 progress, torch.device(device))
+                                 progress, dev, use_numba, n_threads)
 
-    # per-context dense distance matrices (row token -> X token)
-    dmat: list[np.ndarray] = []
+    # per-context distance matrices, flattened: entry [p, x] = the distance of token p to X token x, the DTW
+    # with p as its rows (ABXpy: d(A, X)) under zr2019, with x as its rows (fastabx: d(X, A)) under zr2021
+    if convention == "zr2021":
+        d_uv, d_vu = d_vu, d_uv
+    widths = np.array([len(m) for m in ctx_members], dtype=np.int64)
+    ctx_off = np.concatenate([[0], np.cumsum(widths * widths)]).astype(np.int64)
+    dflat = np.full(int(ctx_off[-1]), np.nan)
     bounds = np.concatenate([[0], np.cumsum(n_pairs_ctx)])
-    for c, mem in enumerate(ctx_members):
-        m = np.full((len(mem), len(mem)), np.nan)
+    for c in range(len(ctx_members)):
         sel = slice(bounds[c], bounds[c + 1])
-        m[pair_u[c], pair_v[c]] = d_uv[sel]
-        m[pair_v[c], pair_u[c]] = d_vu[sel]
-        dmat.append(m)
+        w = int(widths[c])
+        dflat[ctx_off[c] + pair_u[c] * w + pair_v[c]] = d_uv[sel]
+        dflat[ctx_off[c] + pair_v[c] * w + pair_u[c]] = d_vu[sel]
+    del d_uv, d_vu
 
-    # score cells, then average: contexts -> speakers -> phone pairs
-    by_spk: dict[tuple[str, str], dict[tuple[str, ...], list[float]]] = defaultdict(lambda: defaultdict(list))
-    pair_triplets: dict[tuple[str, str], int] = defaultdict(int)
-    pair_cells: dict[tuple[str, str], int] = defaultdict(int)
-    n_triplets = 0
-    n_cells = 0
-    for cell in cells:
-        m = dmat[cell.context]
-        dax = m[cell.a[:, None], cell.x][:, None, :]  # (nA, 1, nX)
-        dbx = m[cell.b[:, None], cell.x][None, :, :]  # (1, nB, nX)
-        lt, eq = dax < dbx, dax == dbx
-        if mode == "within":  # X != A: drop a == x
-            keep_ax = (cell.a[:, None] != cell.x[None, :])[:, None, :]
-            lt &= keep_ax
-            eq &= keep_ax
-        wins = lt.sum((0, 1))  # per X token
-        ties = eq.sum((0, 1))
-        if len(cell.x_start) > 1:
-            wins = np.add.reduceat(wins, cell.x_start)
-            ties = np.add.reduceat(ties, cell.x_start)
-            n_x = np.diff(np.append(cell.x_start, len(cell.x)))
-        else:
-            wins, ties, n_x = [wins.sum()], [ties.sum()], [len(cell.x)]
-        key = (cell.p1, cell.p2)
-        for sx, w, t, nx in zip(cell.x_spk, wins, ties, n_x):
-            n = (len(cell.a) * nx - (len(cell.a) if mode == "within" else 0)) * len(cell.b)
-            spk = (cell.spk,) if mode == "within" else (cell.spk, sx)
-            by_spk[key][spk].append((int(w) + 0.5 * int(t)) / n)
-            pair_triplets[key] += int(n)
-            pair_cells[key] += 1
-            n_triplets += int(n)
-            n_cells += 1
-    per_pair = []
-    accs = []
-    speaker_scores = {key: {spk: sum(v) / len(v) for spk, v in by_spk[key].items()} for key in sorted(by_spk)}
-    for key in sorted(by_spk):
-        spk_means = [sum(v) / len(v) for v in by_spk[key].values()]
-        acc = sum(spk_means) / len(spk_means)
-        accs.append(acc)
-        per_pair.append(PhonePairScore(key[0], key[1], float(100.0 * (1.0 - acc)), pair_triplets[key], pair_cells[key]))
-    error = float(100.0 * (1.0 - sum(accs) / len(accs)))
+    if use_numba:
+        _mark_kernels_used()
+    wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, ctx_off, widths, mode, use_numba,
+                                                                 n_threads)
+    del dflat
+    score = (wins + 0.5 * ties) / cell_n
+    return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize, frame_shift,
+                    len(kept), n_dropped, n_overlap, empty_items, len(gu))
+
+
+def _mark_kernels_used() -> None:
+    global _KERNELS_USED
+    _KERNELS_USED = True
+
+
+def _resolve_backend(backend: str, dev: torch.device) -> bool:
+    """True for the numba kernels, False for the torch path; raises ValueError for an impossible choice."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend '{backend}', expected one of {', '.join(BACKENDS)}")
+    if backend == "torch" or (backend == "auto" and dev.type != "cpu"):
+        return False
+    if dev.type != "cpu":
+        raise ValueError(f"backend 'numba' runs on the CPU, not on {dev}")
+    try:
+        import speechkit.scoring._abx_kernels  # noqa: F401
+    except ImportError as e:
+        if backend == "numba":
+            raise ValueError(f"backend 'numba' needs numba ({e})") from None
+        logger.warning("numba does not import (%s): ABX uses the slower torch DTW", e)
+        return False
+    return True
+
+
+def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, ctx_off: np.ndarray, widths: np.ndarray, mode: str,
+                    use_numba: bool, n_threads: int):
+    """Wins and ties per cell ((context, phone pair, speaker(s)) cell; a cell group holds one cell per X speaker).
+
+    Returns ``(wins, ties, n, group, spk_x)``, per cell: triplets won (``d(A, X) < d(B, X)``), tied,
+    scored, the index of its cell group in ``cells``, and the index of its X speaker in its group's ``x_spk``.
+    """
+    within = mode == "within"
+    n_groups = len(cells)
+    na = np.array([len(c.a) for c in cells], dtype=np.int64)
+    nb = np.array([len(c.b) for c in cells], dtype=np.int64)
+    nx = np.array([len(c.x) for c in cells], dtype=np.int64)
+    ncell = np.array([len(c.x_start) for c in cells], dtype=np.int64)
+    cell_ptr = np.concatenate([[0], np.cumsum(ncell)]).astype(np.int64)
+    n_cells = int(cell_ptr[-1])
+    cell_group = np.repeat(np.arange(n_groups, dtype=np.int64), ncell)
+    cell_spk_x = np.arange(n_cells, dtype=np.int64) - cell_ptr[:-1][cell_group]
+    x_ptr = np.concatenate([[0], np.cumsum(nx)]).astype(np.int64)
+    # X tokens per cell: a group's cells are its X speakers, starting at x_start within its X tokens
+    x_sizes = np.diff(np.append(np.concatenate([c.x_start for c in cells]) + np.repeat(x_ptr[:-1], ncell), x_ptr[-1]))
+    wins = np.zeros(n_cells, dtype=np.int64)
+    ties = np.zeros(n_cells, dtype=np.int64)
+    if use_numba:
+        from speechkit.scoring import _abx_kernels as K
+
+        a_ptr = np.concatenate([[0], np.cumsum(na)]).astype(np.int64)
+        b_ptr = np.concatenate([[0], np.cumsum(nb)]).astype(np.int64)
+        a_pool = np.concatenate([c.a for c in cells]).astype(np.int64)
+        b_pool = np.concatenate([c.b for c in cells]).astype(np.int64)
+        x_pool = np.concatenate([c.x for c in cells]).astype(np.int64)
+        x_cell = np.repeat(np.arange(n_cells, dtype=np.int64), x_sizes)
+        g_ctx = np.array([c.context for c in cells], dtype=np.int64)
+        g_off, g_w = ctx_off[g_ctx], widths[g_ctx]
+        # chunks of about equal work (X tokens x (A + B) tokens), many per thread so a slow thread takes fewer
+        work = np.cumsum(nx * (na + nb) + 1)
+        n_chunks = max(1, min(n_groups, 16 * n_threads, int(work[-1] // 20000) + 1))
+        cuts = np.unique(np.searchsorted(work, np.linspace(0, work[-1], n_chunks + 1)[1:-1]))
+        edges = np.concatenate([[0], cuts, [n_groups]]).astype(np.int64)
+        chunks = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+        K.run_tasks(lambda ch: K.count_cells(ch[0], ch[1], dflat, g_off, g_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr,
+                                             x_pool, x_cell, within, wins, ties), chunks, n_threads)
+    else:
+        for g, cell in enumerate(cells):
+            m = dflat[ctx_off[cell.context]: ctx_off[cell.context] + widths[cell.context] ** 2].reshape(
+                widths[cell.context], widths[cell.context])
+            dax = m[cell.a[:, None], cell.x][:, None, :]  # (nA, 1, nX)
+            dbx = m[cell.b[:, None], cell.x][None, :, :]  # (1, nB, nX)
+            lt, eq = dax < dbx, dax == dbx
+            if within:  # X != A: drop a == x
+                keep_ax = (cell.a[:, None] != cell.x[None, :])[:, None, :]
+                lt &= keep_ax
+                eq &= keep_ax
+            w_x, t_x = lt.sum((0, 1)), eq.sum((0, 1))  # per X token
+            sl = slice(cell_ptr[g], cell_ptr[g + 1])
+            wins[sl] = np.add.reduceat(w_x, cell.x_start)
+            ties[sl] = np.add.reduceat(t_x, cell.x_start)
+    n = (na[cell_group] * x_sizes - (na[cell_group] if within else 0)) * nb[cell_group]
+    return wins, ties, n, cell_group, cell_spk_x
+
+
+def _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize, frame_shift,
+             n_items, n_dropped, n_overlap, empty_items, n_dtw_pairs) -> AbxResult:
+    """Average the cell scores under ``convention`` (module docstring) into an :class:`AbxResult`."""
+    across = mode == "across"
+    pairs = sorted({(c.p1, c.p2) for c in cells})
+    pair_index = {k: i for i, k in enumerate(pairs)}
+    g_pair = np.array([pair_index[(c.p1, c.p2)] for c in cells], dtype=np.int64)
+    speakers = sorted({c.spk for c in cells} | {s for c in cells for s in c.x_spk})
+    spk_index = {s: i for i, s in enumerate(speakers)}
+    g_spk = np.array([spk_index[c.spk] for c in cells], dtype=np.int64)
+    x_spk_ids = np.concatenate([np.array([spk_index[s] for s in c.x_spk], dtype=np.int64) for c in cells])
+    c_pair, c_spk = g_pair[cell_group], g_spk[cell_group]
+    c_spk_x = x_spk_ids if across else np.full(len(score), -1, dtype=np.int64)
+    n_spk = len(speakers)
+
+    def mean_by(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Distinct keys in order of first appearance, the mean of the values of each (summed in order, as
+        Python's ``sum``: the same bits as averaging lists built in that order), and how many values each has."""
+        uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        rank = np.empty(len(uniq), dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+        inv = rank[inv.reshape(-1)]
+        counts = np.bincount(inv)
+        return uniq[np.argsort(rank)], np.bincount(inv, weights=values) / counts, counts
+
+    # per (phone pair, speaker key): the mean over contexts of the key's cells, the key being the (A/B speaker,
+    # X speaker) pair across, the speaker within (zr2019's level, and what the bootstrap resamples)
+    key_x = c_spk_x + 1 if across else np.zeros_like(c_spk)
+    keys, key_means, key_counts = mean_by((c_pair * n_spk + c_spk) * (n_spk + 1) + key_x, score)
+    k_pair = keys // ((n_spk + 1) * n_spk)
+    k_spk = (keys // (n_spk + 1)) % n_spk
+    k_x = keys % (n_spk + 1) - 1
+    speaker_scores: dict[tuple[str, str], dict[tuple[str, ...], float]] = {}
+    speaker_counts: dict[tuple[str, str], dict[tuple[str, ...], int]] = {}
+    for p, sa, sx, v, nc in zip(k_pair.tolist(), k_spk.tolist(), k_x.tolist(), key_means.tolist(), key_counts.tolist()):
+        key = (speakers[sa], speakers[sx]) if across else (speakers[sa],)
+        speaker_scores.setdefault(pairs[p], {})[key] = v
+        speaker_counts.setdefault(pairs[p], {})[key] = nc
+    if across and convention == "zr2021":  # the mean over contexts and X speakers together, per A/B speaker
+        keys, key_means, _ = mean_by(c_pair * n_spk + c_spk, score)
+        k_pair = keys // n_spk
+    p_ids, p_acc, _ = mean_by(k_pair, key_means)
+    pair_acc = np.empty(len(pairs))
+    pair_acc[p_ids] = p_acc
+    pair_trip = np.bincount(c_pair, weights=cell_n, minlength=len(pairs))
+    pair_cells = np.bincount(c_pair, minlength=len(pairs))
+    per_pair = [PhonePairScore(p1, p2, float(100.0 * (1.0 - acc)), int(nt), int(nc))
+                for (p1, p2), acc, nt, nc in zip(pairs, pair_acc.tolist(), pair_trip.tolist(), pair_cells.tolist())]
+    error = float(100.0 * (1.0 - sum(pair_acc.tolist()) / len(pairs)))
     return AbxResult(
         error=error,
         mode=mode,
         distance=distance,
         normalize=normalize,
         frame_shift=frame_shift,
-        n_items=len(kept),
+        n_items=n_items,
         n_items_dropped=n_dropped,
         n_items_overlap=n_overlap,
         empty_items=empty_items,
         speaker_scores=speaker_scores,
-        n_triplets=n_triplets,
-        n_cells=n_cells,
+        speaker_counts=speaker_counts,
+        n_triplets=int(cell_n.sum()),
+        n_cells=len(score),
         n_phone_pairs=len(per_pair),
-        n_dtw_pairs=len(gu),
+        n_dtw_pairs=n_dtw_pairs,
         by_phone_pair=per_pair,
+        convention=convention,
     )
 
 
@@ -836,7 +1025,8 @@ def paired_bootstrap_difference(result: AbxResult, reference: AbxResult, n_resam
 
     Raises:
         ValueError: bad arguments, results without speaker scores, results that are not on the same
-            triplets (mode, speakers, phone pairs or triplet count differ), no valid replicate, or
+            triplets (mode, speakers, phone pairs or triplet count differ) or under different conventions,
+            no valid replicate, or
             usable replicates that are all the same speakers (two speakers across: every one is
             the original pair, so the interval has no width and no verdict can be drawn from it).
         TooFewResamplesError: fewer than ``min_usable`` usable replicates (says how many, and why).
@@ -847,6 +1037,8 @@ def paired_bootstrap_difference(result: AbxResult, reference: AbxResult, n_resam
             raise ValueError(f"the ABX {what} has no per-speaker scores to resample")
     if result.mode != reference.mode:
         raise ValueError(f"cannot pair an ABX {result.mode} result with a {reference.mode} one")
+    if result.convention != reference.convention:
+        raise ValueError(f"cannot pair an ABX result under {result.convention} with one under {reference.convention}")
     speakers = _result_speakers(result)
     if speakers != _result_speakers(reference) or set(result.speaker_scores) != set(reference.speaker_scores) \
             or result.n_triplets != reference.n_triplets:
@@ -894,15 +1086,18 @@ def _replicate_errors(result: AbxResult, speakers: list[str], draws: np.ndarray)
 
     across = result.mode == "across"
     spk_index = {s: i for i, s in enumerate(speakers)}
-    pair_id, sa, sx, score = [], [], [], []
+    pair_id, sa, sx, score, count = [], [], [], [], []
     for p, key in enumerate(sorted(result.speaker_scores)):
         for spk, acc in result.speaker_scores[key].items():
             pair_id.append(p)
             sa.append(spk_index[spk[0]])
             sx.append(spk_index[spk[1]] if across else -1)
             score.append(acc)
+            count.append(result.speaker_counts.get(key, {}).get(spk, 1))
     n_pairs = len(result.speaker_scores)
-    pair_id, sa, sx, score = map(np.asarray, (pair_id, sa, sx, score))
+    pair_id, sa, sx, score, count = map(np.asarray, (pair_id, sa, sx, score, count))
+    if across and getattr(result, "convention", "zr2019") == "zr2021":
+        return _replicate_errors_zr2021(pair_id, sa, sx, score, count, n_pairs, len(speakers), draws)
     pair_sum = scipy.sparse.csr_matrix((np.ones(len(pair_id)), (pair_id, np.arange(len(pair_id)))),
                                        shape=(n_pairs, len(pair_id)))  # sums entries per phone pair
     n_spk = len(speakers)
@@ -923,6 +1118,68 @@ def _replicate_errors(result: AbxResult, speakers: list[str], draws: np.ndarray)
         errors[start:start + chunk] = np.where(
             n_kept > 0, 100.0 * (1.0 - np.where(kept, acc, 0.0).sum(1) / np.maximum(n_kept, 1)), np.nan)
     return errors
+
+
+def _replicate_errors_zr2021(pair_id, sa, sx, score, count, n_pairs, n_spk, draws) -> np.ndarray:
+    """:func:`_replicate_errors` for zr2021 across: per (phone pair, A/B speaker copy) the mean of the cells
+    over contexts and X speakers, each X speaker's ``count`` cells (mean ``score``) weighted by its copies;
+    then the mean over the A/B speaker copies, then over the phone pairs that kept some."""
+    import scipy.sparse
+
+    g_keys, g_of = np.unique(pair_id * n_spk + sa, return_inverse=True)  # (phone pair, A/B speaker) groups
+    g_of = g_of.reshape(-1)
+    g_pair, g_spk = g_keys // n_spk, g_keys % n_spk
+    to_group = scipy.sparse.csr_matrix((np.ones(len(g_of)), (g_of, np.arange(len(g_of)))),
+                                       shape=(len(g_keys), len(g_of)))
+    to_pair = scipy.sparse.csr_matrix((np.ones(len(g_keys)), (g_pair, np.arange(len(g_keys)))),
+                                      shape=(n_pairs, len(g_keys)))
+    errors = np.empty(len(draws))
+    chunk = max(1, (1 << 22) // max(1, len(score)))
+    for start in range(0, len(draws), chunk):
+        d = draws[start:start + chunk]
+        m = np.zeros((len(d), n_spk))
+        np.add.at(m, (np.repeat(np.arange(len(d)), n_spk), d.ravel()), 1.0)
+        wx = m[:, sx] * count  # (c, E): cells of each entry, times the copies of its X speaker
+        num = np.asarray(to_group @ (wx * score).T).T  # (c, G)
+        den = np.asarray(to_group @ wx.T).T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            val = np.where(den > 0, num / den, 0.0)
+        wa = m[:, g_spk] * (den > 0)  # copies of the A/B speaker, where it kept some X
+        pnum = np.asarray(to_pair @ (wa * val).T).T  # (c, P)
+        pden = np.asarray(to_pair @ wa.T).T
+        kept = pden > 0
+        n_kept = kept.sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = np.where(kept, pnum / pden, 0.0)
+        errors[start:start + chunk] = np.where(n_kept > 0, 100.0 * (1.0 - acc.sum(1) / np.maximum(n_kept, 1)), np.nan)
+    return errors
+
+
+def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """Token pairs ``(u, v)``, ``u < v``, of one context whose distance some triplet needs (the pairs
+    (A, X) and (B, X) of the cells of :func:`_enumerate_cells`), from the tokens' phones and speakers.
+
+    Across: (A, X) when same phone, other speaker, and A's speaker has a token of another phone (a B);
+    (B, X) when other phone, other speaker, and B's speaker has a token of X's phone (an A). Within: the
+    same with one speaker, A != X, and an A/X phone with at least two tokens of the speaker.
+    """
+    ph = np.unique(np.asarray(phones), return_inverse=True)[1].reshape(-1)
+    sp = np.unique(np.asarray(speakers), return_inverse=True)[1].reshape(-1)
+    cnt = np.zeros((sp.max() + 1, ph.max() + 1), dtype=np.int64)
+    np.add.at(cnt, (sp, ph), 1)
+    n_phones = (cnt > 0).sum(1)  # distinct phones per speaker
+    same_ph = ph[:, None] == ph[None, :]
+    same_sp = sp[:, None] == sp[None, :]
+    has_b = (n_phones[sp] - (cnt[sp, ph] > 0)) > 0  # the token's speaker has another phone: B tokens exist
+    if mode == "across":
+        ax = same_ph & ~same_sp & has_b[:, None]
+        bx = ~same_ph & ~same_sp & (cnt > 0)[sp[:, None], ph[None, :]]  # B's speaker has X's phone
+    else:
+        ax = same_ph & same_sp & has_b[:, None]
+        np.fill_diagonal(ax, False)
+        bx = ~same_ph & same_sp & (cnt >= 2)[sp[:, None], ph[None, :]]  # two tokens of X's phone: A != X
+    need = ax | bx
+    return np.nonzero(np.triu(need | need.T, 1))
 
 
 def _enumerate_cells(context: int, groups: Mapping[str, Mapping[str, list[int]]], mode: str) -> list[_CellGroup]:
@@ -962,8 +1219,15 @@ def _pair_distances(
     max_batch_elements: int,
     progress: bool,
     device: torch.device = torch.device("cpu"),
+    use_numba: bool = False,
+    n_threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """DTW distances ``d(u, v)`` and ``d(v, u)`` for token pairs ``(gu[k], gv[k])``, batched by size."""
+    """DTW distances ``d(u, v)`` and ``d(v, u)`` for token pairs ``(gu[k], gv[k])``, batched by size.
+
+    Frame distances of a batch in torch (on ``device``), then its DTW: the numba kernel (``use_numba``, CPU;
+    batches shared by ``n_threads`` threads, torch's intra-op pool set to one thread meanwhile) or
+    :func:`batched_dtw` (one batch at a time, torch's own threads).
+    """
     n_pairs = len(gu)
     lu, lv = lengths[gu], lengths[gv]
     swap = lv > lu  # put the longer token on the rows (smaller skewed layout)
@@ -974,29 +1238,61 @@ def _pair_distances(
     total = np.empty(n_pairs)
     len_rc = np.empty(n_pairs)
     len_cr = np.empty(n_pairs)
-    batches = _plan_batches(nr[order], nc[order], max_batch_elements, frame_dist.scratch)
-    iterator = batches
+    overhead = _BATCH_OVERHEAD_NUMBA if use_numba else _BATCH_OVERHEAD
+    batches = _plan_batches(nr[order], nc[order], max_batch_elements, frame_dist.scratch, overhead)
+    bar = None
     if progress:
         from tqdm import tqdm
 
-        iterator = tqdm(batches, desc="DTW batches", unit="batch", leave=False)
-    off_t = torch.from_numpy(offsets).to(device)
-    len_t = torch.from_numpy(lengths).to(device)
+        bar = tqdm(total=len(batches), desc="DTW batches", unit="batch", leave=False)
+    bar_lock = threading.Lock()
     last = int(offsets[-1] + lengths[-1]) - 1  # frames past a token's end are clamped, never used
-    for start, stop, nmax, mmax in iterator:
-        idx = order[start:stop]
-        r = torch.from_numpy(rows[idx]).to(device)
-        c = torch.from_numpy(cols[idx]).to(device)
-        ar_n = torch.arange(nmax, device=device)[None, :]
-        ar_m = torch.arange(mmax, device=device)[None, :]
-        ix = (off_t[r][:, None] + ar_n).clamp(max=last)
-        iy = (off_t[c][:, None] + ar_m).clamp(max=last)
-        d = frame_dist.batch(ix, iy)
-        n_r, n_c = len_t[r], len_t[c]
-        tot, a, b = batched_dtw(d, n_r, n_c)
-        total[idx] = tot.cpu().numpy()
-        len_rc[idx] = a.cpu().numpy()
-        len_cr[idx] = b.cpu().numpy()
+
+    if use_numba:
+        from speechkit.scoring import _abx_kernels as K
+
+        def work(batch):
+            start, stop, nmax, mmax = batch
+            idx = order[start:stop]
+            r, c = rows[idx], cols[idx]
+            ix = torch.from_numpy(np.minimum(offsets[r][:, None] + np.arange(nmax), last))
+            iy = torch.from_numpy(np.minimum(offsets[c][:, None] + np.arange(mmax), last))
+            d = np.ascontiguousarray(frame_dist.batch(ix, iy).numpy())
+            tot = np.empty(len(idx))
+            a = np.empty(len(idx), dtype=np.int64)
+            b = np.empty(len(idx), dtype=np.int64)
+            K.dtw_block(d, lengths[r].astype(np.int64), lengths[c].astype(np.int64), tot, a, b)
+            total[idx], len_rc[idx], len_cr[idx] = tot, a, b
+            if bar is not None:
+                with bar_lock:
+                    bar.update(1)
+
+        torch_threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            K.run_tasks(work, batches, n_threads)
+        finally:
+            torch.set_num_threads(torch_threads)
+    else:
+        off_t = torch.from_numpy(offsets).to(device)
+        len_t = torch.from_numpy(lengths).to(device)
+        for start, stop, nmax, mmax in batches:
+            idx = order[start:stop]
+            r = torch.from_numpy(rows[idx]).to(device)
+            c = torch.from_numpy(cols[idx]).to(device)
+            ar_n = torch.arange(nmax, device=device)[None, :]
+            ar_m = torch.arange(mmax, device=device)[None, :]
+            ix = (off_t[r][:, None] + ar_n).clamp(max=last)
+            iy = (off_t[c][:, None] + ar_m).clamp(max=last)
+            d = frame_dist.batch(ix, iy)
+            tot, a, b = batched_dtw(d, len_t[r], len_t[c])
+            total[idx] = tot.cpu().numpy()
+            len_rc[idx] = a.cpu().numpy()
+            len_cr[idx] = b.cpu().numpy()
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
     if normalize:
         d_rows_first = total / len_rc  # d(rows, cols)
         d_cols_first = total / len_cr  # d(cols, rows)
@@ -1010,10 +1306,13 @@ def _pair_distances(
 # Cost model for batching: one batch costs ~_BATCH_OVERHEAD padded cell updates per anti-diagonal
 # (Python-level loop of a few torch calls) on top of one unit per padded cell.
 _BATCH_OVERHEAD = 800
+# With the numba DTW a batch costs a few torch calls for its frame distances and one kernel call.
+_BATCH_OVERHEAD_NUMBA = 100
 
 
 def _plan_batches(
-    nr: np.ndarray, nc: np.ndarray, max_elements: int, scratch: Callable[[int, int], int] = lambda n, m: 0
+    nr: np.ndarray, nc: np.ndarray, max_elements: int, scratch: Callable[[int, int], int] = lambda n, m: 0,
+    overhead: int = _BATCH_OVERHEAD,
 ) -> list[tuple[int, int, int, int]]:
     """Split pairs sorted by (rows, cols) descending into ``(start, stop, n_rows, n_cols)`` batches.
 
@@ -1021,7 +1320,7 @@ def _plan_batches(
     ``max_elements // (N * (N + M) + scratch(N, M))`` pairs (frame distances + skewed cost +
     the frame distance's temporaries). A new batch starts
     before a group of same-size pairs when padding them (and the batch so far) costs more than the
-    fixed cost of another batch, ``_BATCH_OVERHEAD * (rows + cols - 1)``. The loop is over distinct
+    fixed cost of another batch, ``overhead * (rows + cols - 1)``. The loop is over distinct
     sizes, not pairs.
     """
     n = len(nr)
@@ -1036,7 +1335,7 @@ def _plan_batches(
         if s > cur:
             m2 = max(mmax, c)
             pad_cost = (e - s) * nmax * m2 + (s - cur) * nmax * (m2 - mmax)
-            new_cost = _BATCH_OVERHEAD * (r + c - 1) + (e - s) * r * c
+            new_cost = overhead * (r + c - 1) + (e - s) * r * c
             if new_cost < pad_cost:
                 batches.append((cur, s, nmax, mmax))
                 cur, nmax, mmax = s, r, c

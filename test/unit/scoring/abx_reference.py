@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from decimal import Decimal
 
 import numpy as np
 from scipy.spatial.distance import cdist
@@ -85,13 +86,20 @@ def ref_dtw(dist: np.ndarray, normalize: bool = True) -> float:
     return final / path_len
 
 
-def ref_token(features, item, frame_shift, empty_items="overlap"):
+def ref_token(features, item, frame_shift, empty_items="overlap", exact=False):
     """Frames whose centre time lies in [onset, offset] (ABXpy ``get_features_from_raw``); with
     ``overlap``, an item holding no centre takes every frame whose span [i dt, (i+1) dt) shares a
-    stretch of positive length with (onset, offset), or the last frame if none does."""
+    stretch of positive length with (onset, offset), or the last frame if none does. ``exact``: the
+    comparison in decimal arithmetic (fastabx), else in floats (ABXpy)."""
     feats = features[item["file"]]
-    times = (np.arange(len(feats)) + 0.5) * frame_shift
-    mask = np.logical_and(times >= item["onset"], times <= item["offset"])
+    if exact:
+        dt = Decimal(repr(frame_shift))
+        times = [(Decimal(i) + Decimal("0.5")) * dt for i in range(len(feats))]
+        on, off = Decimal(repr(item["onset"])), Decimal(repr(item["offset"]))
+        mask = np.array([on <= t <= off for t in times], dtype=bool)
+    else:
+        times = (np.arange(len(feats)) + 0.5) * frame_shift
+        mask = np.logical_and(times >= item["onset"], times <= item["offset"])
     if mask.any() or empty_items == "drop":
         return feats[mask]
     keep = []
@@ -105,18 +113,22 @@ def ref_token(features, item, frame_shift, empty_items="overlap"):
 
 
 def ref_abx(features, items, mode="across", distance="cosine", frame_shift=0.01, normalize=True, max_triplets=None,
-            empty_items="overlap", same_speaker=None):
+            empty_items="overlap", same_speaker=None, convention="zr2019"):
     """Per-triplet ABX error (percent), plus the number of triplets scored.
 
     ``items``: dicts with file, onset, offset, phone, context (tuple), speaker. Items without
     frames are dropped first. ``max_triplets`` stops early (benchmark extrapolation only).
     ``same_speaker(s1, s2)``: across, X must not be of the same *underlying* speaker as A (for
     bootstrap copies ``s#1``, ``s#2`` of one speaker); default: equal labels.
+    ``convention``: ``zr2019`` (ABXpy: d(A, X) with A's frames as the DTW's rows, cell means averaged
+    over contexts, then (A/B, X) speaker pairs, then phone pairs) or ``zr2021`` (fastabx/Libri-Light:
+    d(X, A) with X's frames as the rows, cells averaged over contexts and X speakers together, then
+    A/B speakers, then phone pairs; frames selected in decimal arithmetic).
     """
     same = same_speaker or (lambda s1, s2: s1 == s2)
     toks = []
     for it in items:
-        t = ref_token(features, it, frame_shift, empty_items)
+        t = ref_token(features, it, frame_shift, empty_items, exact=convention == "zr2021")
         if len(t):
             toks.append((it, t))
     by_ctx = defaultdict(list)
@@ -138,21 +150,26 @@ def ref_abx(features, items, mode="across", distance="cosine", frame_shift=0.01,
                         if not (a["speaker"] == b["speaker"] == x["speaker"]) or ia == ix:
                             continue
                         spk = (a["speaker"],)
-                    dax = ref_dtw(ref_frame_distance(ta, tx, distance), normalize)
-                    dbx = ref_dtw(ref_frame_distance(tb, tx, distance), normalize)
+                    if convention == "zr2021":
+                        dax = ref_dtw(ref_frame_distance(tx, ta, distance), normalize)
+                        dbx = ref_dtw(ref_frame_distance(tx, tb, distance), normalize)
+                    else:
+                        dax = ref_dtw(ref_frame_distance(ta, tx, distance), normalize)
+                        dbx = ref_dtw(ref_frame_distance(tb, tx, distance), normalize)
                     s = 1.0 if dax < dbx else (0.5 if dax == dbx else 0.0)
                     cell_scores[(ctx, a["phone"], b["phone"], spk)].append(s)
                     n += 1
                     if max_triplets is not None and n >= max_triplets:
-                        return _average(cell_scores), n
-    return _average(cell_scores), n
+                        return _average(cell_scores, convention), n
+    return _average(cell_scores, convention), n
 
 
-def _average(cell_scores):
-    # mean in each cell, then over contexts, then speakers, then phone pairs
+def _average(cell_scores, convention="zr2019"):
+    # mean in each cell, then over contexts (zr2021: contexts and X speakers), then speakers, then phone pairs
     ctx_level = defaultdict(list)
     for (ctx, p1, p2, spk), scores in cell_scores.items():
-        ctx_level[(p1, p2, spk)].append(sum(scores) / len(scores))
+        key = (p1, p2, spk[:1]) if convention == "zr2021" else (p1, p2, spk)
+        ctx_level[key].append(sum(scores) / len(scores))
     spk_level = defaultdict(list)
     for (p1, p2, spk), v in ctx_level.items():
         spk_level[(p1, p2)].append(sum(v) / len(v))

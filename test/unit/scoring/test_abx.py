@@ -14,6 +14,9 @@ import torch
 from speechkit.bin import make_abx_items as make_items_cli
 from speechkit.bin import score_abx as score_abx_cli
 from speechkit.scoring.abx import (
+    CONVENTIONS,
+    DISTANCES,
+    MODES,
     TooFewResamplesError,
     abx_error,
     batched_dtw,
@@ -200,14 +203,146 @@ def test_batching_does_not_change_the_score():
     assert one.error == many.error and one.n_triplets == many.n_triplets
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_abx_on_cuda_matches_cpu():
+@pytest.mark.parametrize("distance", DISTANCES)
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_abx_on_cuda_matches_cpu(distance, convention):
+    """Every distance, both conventions: CUDA scored hamming 53.78 % where the CPU scored 53.39 % (same triplets)."""
     feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
-    for distance in ("cosine", "hamming"):
-        f = feats if distance == "cosine" else {u: (m > 0).astype(float) for u, m in feats.items()}
-        cpu = abx_error(f, items, distance=distance)
-        gpu = abx_error(f, items, distance=distance, device="cuda")
-        assert gpu.n_triplets == cpu.n_triplets and abs(gpu.error - cpu.error) < 1e-6
+    if distance == "hamming":
+        feats = {u: (m > 0).astype(float) for u, m in feats.items()}
+    elif distance == "kl":
+        feats = {u: np.exp(m) for u, m in feats.items()}
+    for mode in MODES:
+        cpu = abx_error(feats, items, mode=mode, distance=distance, convention=convention)
+        gpu = abx_error(feats, items, mode=mode, distance=distance, convention=convention, device="cuda")
+        assert gpu.n_triplets == cpu.n_triplets and abs(gpu.error - cpu.error) < 1e-6, (mode, gpu.error, cpu.error)
+
+
+def test_hamming_symbol_table_does_not_depend_on_torch_unique(monkeypatch):
+    """The symbol table was built with torch.unique(dim=0, return_inverse=True) on the scoring device; an
+    inverse in the unique array's sorted order (pytorch/pytorch#64593, CUDA) silently changed every hamming
+    distance. Emulated here on the CPU: the distances must not change."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 2, size=(9, 5)).astype(float)
+    y = rng.integers(0, 2, size=(7, 5)).astype(float)
+    want = ref.ref_frame_distance(x, y, "hamming")
+    real_unique = torch.unique
+
+    def sorted_order_inverse(t, *args, **kwargs):
+        out = real_unique(t, *args, **kwargs)
+        if kwargs.get("return_inverse") and kwargs.get("dim") == 0:
+            uniq, inv = out[0], out[1]
+            return (uniq, inv[torch.argsort(inv, stable=True)], *out[2:])
+        return out
+
+    monkeypatch.setattr(torch, "unique", sorted_order_inverse)
+    np.testing.assert_allclose(frame_distance(x, y, "hamming"), want, atol=1e-15)
+
+
+needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="needs numba")
+
+
+@needs_numba
+def test_numba_dtw_kernel_matches_torch_and_bruteforce():
+    from speechkit.scoring._abx_kernels import dtw_block
+
+    rng = np.random.default_rng(5)
+    mats = [rng.integers(0, 3, size=(int(rng.integers(1, 11)), int(rng.integers(1, 11)))).astype(float) if k % 2
+            else rng.random((int(rng.integers(1, 11)), int(rng.integers(1, 11)))) for k in range(200)]
+    nmax, mmax = max(d.shape[0] for d in mats), max(d.shape[1] for d in mats)
+    batch = np.full((len(mats), nmax, mmax), 7.0)
+    for b, d in enumerate(mats):
+        batch[b, : d.shape[0], : d.shape[1]] = d
+    n_rows = np.array([d.shape[0] for d in mats])
+    n_cols = np.array([d.shape[1] for d in mats])
+    tot, lrc, lcr = np.empty(len(mats)), np.empty(len(mats), dtype=np.int64), np.empty(len(mats), dtype=np.int64)
+    dtw_block(batch, n_rows, n_cols, tot, lrc, lcr)
+    t_tot, t_lrc, t_lcr = batched_dtw(torch.from_numpy(batch), torch.from_numpy(n_rows), torch.from_numpy(n_cols))
+    assert tot.tolist() == t_tot.tolist() and lrc.tolist() == t_lrc.tolist() and lcr.tolist() == t_lcr.tolist()
+    for b, d in enumerate(mats):
+        assert tot[b] / lrc[b] == pytest.approx(ref.ref_dtw(d), abs=1e-12)
+        assert tot[b] / lcr[b] == pytest.approx(ref.ref_dtw(d.T), abs=1e-12)
+    assert (lrc != lcr).any()
+
+
+@needs_numba
+@pytest.mark.parametrize("distance,kind", [("cosine", "cont"), ("kl", "pos"), ("hamming", "onehot")])
+def test_numba_and_torch_backends_give_the_same_bits(distance, kind):
+    feats, items = synthetic(7, kind=kind, n_utt=2, dur=0.4)
+    for mode in MODES:
+        for convention in CONVENTIONS:
+            kw = dict(mode=mode, distance=distance, convention=convention)
+            a = abx_error(feats, items, backend="torch", **kw)
+            b = abx_error(feats, items, backend="numba", num_threads=2, max_batch_elements=3000, **kw)
+            assert (a.error, a.n_triplets, a.n_cells) == (b.error, b.n_triplets, b.n_cells)
+            assert [p.error for p in a.by_phone_pair] == [p.error for p in b.by_phone_pair]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("distance,kind", [("cosine", "cont"), ("hamming", "onehot")])
+def test_zr2021_matches_its_per_triplet_bruteforce(mode, distance, kind):
+    """zr2021: d(X, A) with X's frames as the DTW rows, cells averaged over contexts and X speakers together."""
+    feats, items = synthetic(7, kind=kind, n_utt=2, dur=0.3)
+    res = abx_error(feats, items, mode=mode, distance=distance, convention="zr2021")
+    err, n = ref.ref_abx(feats, as_dicts(items), mode=mode, distance=distance, convention="zr2021")
+    assert res.n_triplets == n and abs(res.error - err) < 1e-9 and res.convention == "zr2021"
+
+
+def _no_context(items):
+    return [Item(i.file, i.onset, i.offset, i.phone, (), i.speaker, i.line) for i in items]
+
+
+# fastabx 0.9.0 zerospeech_abx(item, feats, max_size_group=None, max_x_across=None, speaker=mode, context=ctx,
+# frequency="100"), ABX error rates (fractions), on the files of synthetic(5, n_spk=5, dur=0.6) (angular distance)
+# and synthetic(7, kind="onehot", n_utt=2, dur=0.3) ("identical" distance on the argmax codes: 2/dim times our
+# hamming on the one-hot rows, dim 4, so the same decisions). "as shipped": float32 features (fastabx fails on
+# float64 ones); "float64": its GroupReducer scores and Score's cell scores made float64 instead of float32.
+FASTABX_PINNED = {
+    # (set, mode, context): (as shipped, float64 or None)
+    ("cont", "across", "within"): (0.5033461352189382, 0.5033461474867724),
+    ("cont", "across", "any"): (0.5089245786269506, 0.5089245811287478),
+    ("cont", "within", "within"): (0.4840509096781413, 0.48405092592592586),
+    ("cont", "within", "any"): (0.4931097825368245, 0.4931097883597884),
+    ("onehot", "across", "within"): (0.5253257900476456, None),
+    ("onehot", "across", "any"): (0.4814484069744746, None),
+    ("onehot", "within", "within"): (0.5413965930541357, None),
+    ("onehot", "within", "any"): (0.504325399796168, None),
+}
+
+
+@pytest.mark.parametrize("key", sorted(FASTABX_PINNED))
+def test_zr2021_reproduces_fastabx(key):
+    kind, mode, context = key
+    shipped, float64 = FASTABX_PINNED[key]
+    feats, items = synthetic(5, n_spk=5, dur=0.6) if kind == "cont" else synthetic(7, kind="onehot", n_utt=2, dur=0.3)
+    if context == "any":
+        items = _no_context(items)
+    res = abx_error(feats, items, mode=mode, distance="cosine" if kind == "cont" else "hamming", convention="zr2021")
+    assert abs(res.error / 100 - shipped) < 1e-6  # fastabx's own float32 arithmetic: ~1e-8
+    if float64 is not None:
+        assert abs(res.error / 100 - float64) < 1e-12
+    old = abx_error(feats, items, mode=mode, distance="cosine" if kind == "cont" else "hamming")
+    if key in (("cont", "across", "within"), ("onehot", "within", "within")):  # the averaging; the argument order
+        assert abs(old.error / 100 - shipped) > 1e-3
+
+
+def test_exact_frame_times_under_zr2021():
+    """A centre on a boundary: 0.695 s is the centre of frame 69 at 10 ms; in floats it is 0.6950000000000001."""
+    items = [Item("u", 0.645, 0.695, "a", (), "s")]
+    assert select_frames(items, {"u": 100}, 0.01).tolist() == [[64, 69]]  # ABXpy's float comparison (zr2019)
+    assert select_frames(items, {"u": 100}, 0.01, exact_times=True).tolist() == [[64, 70]]  # fastabx (zr2021)
+
+
+def test_abx_argument_errors():
+    feats, items = synthetic(7, dur=0.3)
+    with pytest.raises(ValueError, match="unknown convention 'zr2017'"):
+        abx_error(feats, items, convention="zr2017")
+    with pytest.raises(ValueError, match="num_threads must be >= 1"):
+        abx_error(feats, items, num_threads=0)
+    with pytest.raises(ValueError, match="unknown backend"):
+        abx_error(feats, items, backend="cython")
 
 
 def test_abx_regression_pinned_score():
@@ -335,6 +470,27 @@ def test_bootstrap_matches_a_brute_force_speaker_resample(mode):
     assert boot.n_valid == 6 and boot.unit == "speaker"
 
 
+def test_zr2021_bootstrap_matches_a_brute_force_speaker_resample():
+    """zr2021 across averages the cells of an A/B speaker over contexts and X speakers together: a resampled
+    X speaker drawn twice weighs its cells twice in that mean."""
+    feats, items = synthetic(5, n_spk=5, dur=0.6)
+    res = abx_error(feats, items, convention="zr2021")
+    boot = bootstrap_interval(res, n_resamples=6, seed=7, min_usable=1)
+    speakers = sorted({it.speaker for it in items})
+    draws = np.random.default_rng(7).integers(0, len(speakers), size=(6, len(speakers)))
+    brute = []
+    for draw in draws:
+        r_items, src = _resampled_items(items, speakers, draw)
+        err, _ = ref.ref_abx({f: feats[src[f]] for f in src}, as_dicts(r_items), mode="across", convention="zr2021",
+                             same_speaker=lambda a, b: a.split("#")[0] == b.split("#")[0])
+        brute.append(err)
+    np.testing.assert_allclose(np.sort(boot.errors), np.sort(brute), atol=1e-9)
+    other = {f: m + np.random.default_rng(3).normal(scale=0.8, size=m.shape) for f, m in feats.items()}
+    paired = paired_bootstrap_difference(abx_error(other, items, convention="zr2021"), res, 6, seed=7, min_usable=1)
+    a = bootstrap_interval(abx_error(other, items, convention="zr2021"), 6, seed=7, min_usable=1)
+    np.testing.assert_allclose(a.errors - boot.errors, paired.differences, atol=1e-9)
+
+
 def test_bootstrap_interval_brackets_the_estimate_and_is_seeded():
     feats, items = synthetic(5, n_spk=5, dur=0.6)
     res = abx_error(feats, items)
@@ -395,6 +551,8 @@ def test_paired_difference_identical_systems_and_mismatched_triplets():
         paired_bootstrap_difference(res, abx_error(feats, items[: len(items) // 2]), 10)
     with pytest.raises(ValueError, match="cannot pair"):
         paired_bootstrap_difference(res, abx_error(feats, items, mode="within"), 10)
+    with pytest.raises(ValueError, match="cannot pair an ABX result under zr2019 with one under zr2021"):
+        paired_bootstrap_difference(res, abx_error(feats, items, convention="zr2021"), 10)
 
 
 def test_frame_selection_uses_frame_centres():
@@ -585,8 +743,31 @@ def test_cli_help_documents_options(capsys):
         score_abx_cli.main(["--help"])
     out = capsys.readouterr().out
     for opt in ("--distance", "--across", "--within", "--frame-shift", "--json", "--no-normalize", "--bootstrap",
-                "--bootstrap-seed", "--empty-items", "--paired-with"):
+                "--bootstrap-seed", "--empty-items", "--paired-with", "--convention", "--num-threads"):
         assert opt in out
+    # which ZeroSpeech edition used which convention
+    assert "ZeroSpeech 2017 (track 1), 2019 and 2020" in out and "ZeroSpeech 2021 and later" in out
+
+
+def test_cli_convention_and_threads(tmp_path, capsys):
+    feats, items = synthetic(5, n_spk=5, dur=0.6)
+    _write_txt_dir(tmp_path / "feats", feats)
+    item = tmp_path / "abx.item"
+    write_item_file(item, [(i.file, repr(i.onset), repr(i.offset), i.phone, *i.context, i.speaker) for i in items])
+    got = {}
+    for conv in CONVENTIONS:
+        out = tmp_path / f"{conv}.json"
+        assert score_abx_cli.main([str(tmp_path / "feats"), str(item), "--convention", conv, "--num-threads", "2",
+                                   "--json", str(out)]) == 0
+        assert f"convention {conv}" in capsys.readouterr().out
+        got[conv] = json.loads(out.read_text())
+        assert got[conv]["convention"] == conv
+        lib = abx_error(feats, read_item_file(item), convention=conv)
+        assert got[conv]["error"] == pytest.approx(lib.error, abs=1e-9)
+    assert abs(got["zr2021"]["error"] - 100 * FASTABX_PINNED[("cont", "across", "within")][1]) < 1e-9
+    assert got["zr2019"]["error"] != got["zr2021"]["error"]
+    assert score_abx_cli.main([str(tmp_path / "feats"), str(item), "--num-threads", "0"]) == 1
+    assert "--num-threads must be >= 1" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------ issue 23: resamples used

@@ -1,0 +1,175 @@
+"""Compiled CPU kernels of :mod:`speechkit.scoring.abx` (numba), and the thread pool that runs them.
+
+Two kernels, both ``nogil`` so that several Python threads run them at once:
+
+* :func:`dtw_block` -- DTW cost and the two path lengths (both ABXpy tie-breaks) of a block of token pairs,
+  from their padded frame-distance matrices. Float64, the recursion and the tie-breaks of
+  :func:`speechkit.scoring.abx.batched_dtw` exactly (same additions in the same order, so the same bits).
+* :func:`count_cells` -- wins and ties of every (A, B, X) triplet of a range of cell groups, from the
+  per-context token-distance matrices: for each X, the ``d(B, X)`` are sorted once and each ``d(A, X)``
+  is placed among them by binary search, ``O((nA + nB) log nB)`` per X instead of ``nA * nB``.
+
+Work is cut into many small tasks taken by ``n`` threads from one queue (:func:`run_tasks`): a thread on
+a busy core simply takes fewer tasks, where a static split (OpenMP's, torch's intra-op pool) waits for
+the slowest thread at every barrier.
+
+Compilation: ``cache=True`` when numba can write its cache (``NUMBA_CACHE_DIR``, else next to this file,
+else numba's user-wide cache); without a writable cache the kernels compile once per process (a few
+seconds). Import this module lazily: importing numba costs about half a second.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Sequence
+
+import numba
+import numpy as np
+
+
+def _jit(fn):
+    """``numba.njit(nogil=True, cache=True)``, without the cache where numba finds nowhere to write it."""
+    try:
+        return numba.njit(nogil=True, cache=True)(fn)
+    except RuntimeError:  # "cannot cache function ...: no locator available" (read-only package, no cache dir)
+        return numba.njit(nogil=True, cache=False)(fn)
+
+
+@_jit
+def dtw_block(dist, n_rows, n_cols, total, len_rc, len_cr):  # pragma: no cover - compiled
+    """DTW of ``B`` pairs from ``dist`` (B, N, M) float64, rows/cols used ``n_rows``/``n_cols`` (B,) int64.
+
+    Writes ``total`` (B,) float64, the minimal path cost, and the number of frame pairs on the minimal path
+    when ties between equal-cost predecessors go diagonal, then column-1 (``len_rc``, ABXpy's length with
+    the rows as its first argument), or diagonal, then row-1 (``len_cr``), both (B,) int64. The path length
+    of each cell is carried forward from the predecessor the backtrack would choose (the backtrack makes
+    at every cell the same choice among the same three costs), so no cost matrix is kept: two rows.
+    """
+    bsz = dist.shape[0]
+    mmax = dist.shape[2]
+    prev = np.empty(mmax)
+    cur = np.empty(mmax)
+    prc = np.empty(mmax, dtype=np.int64)
+    crc = np.empty(mmax, dtype=np.int64)
+    pcr = np.empty(mmax, dtype=np.int64)
+    ccr = np.empty(mmax, dtype=np.int64)
+    for b in range(bsz):
+        n = n_rows[b]
+        m = n_cols[b]
+        d = dist[b]
+        prev[0] = d[0, 0]
+        prc[0] = 1
+        pcr[0] = 1
+        for j in range(1, m):
+            prev[j] = d[0, j] + prev[j - 1]
+            prc[j] = j + 1
+            pcr[j] = j + 1
+        for i in range(1, n):
+            cur[0] = d[i, 0] + prev[0]
+            crc[0] = i + 1
+            ccr[0] = i + 1
+            for j in range(1, m):
+                up = prev[j]
+                left = cur[j - 1]
+                diag = prev[j - 1]
+                if diag <= left and diag <= up:
+                    best = diag
+                    crc[j] = prc[j - 1] + 1
+                    ccr[j] = pcr[j - 1] + 1
+                elif left <= up:
+                    best = left
+                    crc[j] = crc[j - 1] + 1
+                    # prefer the row step (up) on an up/left tie
+                    ccr[j] = (pcr[j] + 1) if up <= left else (ccr[j - 1] + 1)
+                else:
+                    best = up
+                    crc[j] = prc[j] + 1
+                    ccr[j] = pcr[j] + 1
+                cur[j] = d[i, j] + best
+            prev, cur = cur, prev
+            prc, crc = crc, prc
+            pcr, ccr = ccr, pcr
+        total[b] = prev[m - 1]
+        len_rc[b] = prc[m - 1]
+        len_cr[b] = pcr[m - 1]
+
+
+@_jit
+def count_cells(g0, g1, dflat, ctx_off, ctx_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr, x_pool, x_cell,
+                within, wins, ties):  # pragma: no cover - compiled
+    """Wins and ties of the triplets of cell groups ``g0 .. g1-1``.
+
+    Group ``g``: tokens ``a_pool[a_ptr[g]:a_ptr[g+1]]`` (A), ``b_pool[...]`` (B), ``x_pool[x_ptr[g]:...]``
+    (X), local indices into its context's ``ctx_w[g] x ctx_w[g]`` distance matrix, stored row-major at
+    ``dflat[ctx_off[g]:]`` (entry ``[p, x]`` = the distance of token ``p`` to X token ``x``). X token
+    ``k`` of the group belongs to cell ``x_cell[k]``. A triplet wins when ``d(A, X) < d(B, X)``, ties on
+    equality; ``within``: the triplets with A = X are skipped. Adds to ``wins`` and ``ties`` (int64, per cell).
+    """
+    for g in range(g0, g1):
+        off = ctx_off[g]
+        w = ctx_w[g]
+        b0 = b_ptr[g]
+        nb = b_ptr[g + 1] - b0
+        buf = np.empty(nb)
+        for k in range(x_ptr[g], x_ptr[g + 1]):
+            x = x_pool[k]
+            for q in range(nb):
+                buf[q] = dflat[off + b_pool[b0 + q] * w + x]
+            buf.sort()
+            nw = 0
+            nt = 0
+            for p in range(a_ptr[g], a_ptr[g + 1]):
+                a = a_pool[p]
+                if within and a == x:
+                    continue
+                v = dflat[off + a * w + x]
+                lo = np.searchsorted(buf, v, side="left")
+                hi = np.searchsorted(buf, v, side="right")
+                nw += nb - hi
+                nt += hi - lo
+            c = x_cell[k]
+            wins[c] += nw
+            ties[c] += nt
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def run_tasks(fn: Callable[[object], None], tasks: Sequence | Iterable, n_threads: int) -> None:
+    """Run ``fn(task)`` for every task on ``n_threads`` threads taking tasks from one queue (in order);
+    the first exception is raised once the running tasks are done. ``n_threads`` 1 runs them here."""
+    tasks = list(tasks)
+    if n_threads <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            fn(t)
+        return
+    n = min(n_threads, len(tasks))
+    with _POOLS_LOCK:
+        pool = _POOLS.get(n)
+        if pool is None:
+            pool = _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="speechkit-abx")
+    it = iter(tasks)
+    lock = threading.Lock()
+    failed: list[BaseException] = []
+
+    def worker():
+        while not failed:
+            with lock:
+                t = next(it, _DONE)
+            if t is _DONE:
+                return
+            try:
+                fn(t)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+                failed.append(e)
+                return
+
+    for f in [pool.submit(worker) for _ in range(n)]:
+        f.result()
+    if failed:
+        raise failed[0]
+
+
+_DONE = object()
+

@@ -1,0 +1,79 @@
+"""One ABX scoring in this process, by speechkit or by fastabx, timed; prints one JSON line. Used by bench_abx.py.
+
+The data directory (written by bench_abx.py) holds ``items.item`` (ZeroSpeech columns), ``feats/<file>.npy``
+(float64 frames) and ``meta.json`` (``{"frequency": "100"}``, frames per second as a string). Both scorers
+read the same files; the time runs from after the imports (numba's and polars' included in neither) to the
+score, so it includes reading the features, building the triplets and, for speechkit, loading the compiled
+kernels from numba's cache.
+
+fastabx runs under its ZeroSpeech 2021 protocol without subsampling (``zerospeech_abx(..., max_size_group=None,
+max_x_across=None)``), every triplet, as speechkit does. Run it with the peers venv's Python
+(tools/venv-peers, ./tools/install_peers.sh); speechkit with the project's.
+
+  python abx_peer_run.py --impl speechkit|fastabx --data DIR --mode across|within --context within|any \\
+      --threads N [--device cpu|cuda] [--convention zr2019|zr2021]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--impl", choices=["speechkit", "fastabx"], required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--mode", choices=["across", "within"], default="across")
+    ap.add_argument("--context", choices=["within", "any"], default="within")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--convention", default="zr2021", choices=["zr2019", "zr2021"])
+    ap.add_argument("--float32", action="store_true", help="fastabx: float32 features (its usual input)")
+    args = ap.parse_args()
+    data = Path(args.data)
+    meta = json.loads((data / "meta.json").read_text())
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(args.threads)
+    if args.impl == "fastabx":
+        from fastabx import zerospeech_abx
+
+        dtype = torch.float32 if args.float32 else torch.float64
+        t0 = time.perf_counter()
+        err = zerospeech_abx(data / "items.item", data / "feats", max_size_group=None, max_x_across=None,
+                             speaker=args.mode, context=args.context, distance="angular",
+                             frequency=meta["frequency"], extension=".npy",
+                             feature_maker=lambda p: torch.from_numpy(np.load(p)).to(dtype),
+                             device=args.device, progress=False)
+        secs = time.perf_counter() - t0
+        out = dict(error=100.0 * err, n_triplets=None)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+    else:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from speechkit.scoring.abx import abx_error
+        from speechkit.scoring.abx_items import Item, read_item_file
+
+        t0 = time.perf_counter()
+        items = read_item_file(data / "items.item")
+        if args.context == "any":
+            items = [Item(i.file, i.onset, i.offset, i.phone, (), i.speaker, i.line) for i in items]
+        feats = {f: np.load(data / "feats" / f"{f}.npy") for f in sorted({i.file for i in items})}
+        res = abx_error(feats, items, mode=args.mode, distance="cosine", frame_shift=1.0 / float(meta["frequency"]),
+                        device=args.device, convention=args.convention, num_threads=args.threads,
+                        empty_items="drop")
+        secs = time.perf_counter() - t0
+        out = dict(error=res.error, n_triplets=res.n_triplets, n_dtw_pairs=res.n_dtw_pairs)
+    out.update(impl=args.impl, seconds=secs, threads=args.threads, device=args.device, mode=args.mode,
+               context=args.context, convention=args.convention if args.impl == "speechkit" else "zr2021",
+               pid=os.getpid())
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
