@@ -150,6 +150,11 @@ class RNNTConfig:
         dropout: dropout between LSTM layers and on the encoder/prediction outputs.
         union_maps: vanilla/onehot only: per language, union id of each per-language id
             (``len == vocab_sizes[lang]``, blank -> 0); null = disjoint union.
+        loss_impl: RNN-T loss implementation (:func:`speechkit.nn.rnnt_loss.rnnt_loss` ``impl``):
+            auto (torchaudio's compiled op where it runs and the batch's logits fit its int32
+            indexing: several times faster on CUDA; speechkit's otherwise), torchaudio (an error
+            where it cannot run) or speechkit (pure PyTorch, any size, least memory). The same loss
+            either way, to float rounding.
     """
 
     vocab_sizes: dict[str, int] = field(default_factory=dict)
@@ -171,6 +176,7 @@ class RNNTConfig:
     ctc_warmup_epochs: int = 0
     dropout: float = 0.0
     union_maps: dict[str, list[int]] | None = None
+    loss_impl: Literal["auto", "torchaudio", "speechkit"] = "auto"
 
     def __post_init__(self):
         # vocab_sizes may still be empty here (a task fills it from the unit inventories before
@@ -245,6 +251,8 @@ class RNNTConfig:
             raise ConfigError("ctc_warmup_epochs: needs ctc_weight > 0 (the warm-up trains the CTC head)")
         if self.lid_ce_norm not in ("frame", "utterance"):
             raise ConfigError(f"lid_ce_norm: {self.lid_ce_norm!r} is not one of frame, utterance")
+        if self.loss_impl not in ("auto", "torchaudio", "speechkit"):
+            raise ConfigError(f"loss_impl: {self.loss_impl!r} is not one of auto, torchaudio, speechkit")
         if self.dropout >= 1:
             raise ConfigError(f"dropout: must be < 1, got {self.dropout}")
         if self.union_maps is not None:
@@ -630,7 +638,7 @@ class RNNT(nn.Module):
             pred = self.prediction_network(g_lang, pred_in)  # (b, U_g+1, P)
             logits = self._joint_net(g_lang)(enc[idx, :T_g, None, :], pred[:, None, :, :])
             losses[idx] = rnnt_loss(logits, y, enc_lengths[idx], target_lengths[idx],
-                                    blank=self.blank, reduction="none")
+                                    blank=self.blank, reduction="none", impl=self.config.loss_impl)
         out = {"rnnt": losses.mean()}
         if self.has_ctc:
             out["ctc"] = self.ctc_loss(enc, enc_lengths, tgt, target_lengths, groups)

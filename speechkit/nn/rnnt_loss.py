@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["rnnt_loss", "rnnt_loss_reference", "RNNTLoss"]
+__all__ = ["rnnt_loss", "rnnt_loss_reference", "RNNTLoss", "IMPLS", "choose_impl", "torchaudio_rnnt_loss"]
 
 _NEG_INF = float("-inf")
 
@@ -128,27 +128,39 @@ def _lattice(lp_blank, lp_label, logit_lengths, target_lengths):
     lb = _skew(lp_blank, tidx, uidx, valid)
     ly = _skew(lp_label, tidx, uidx, valid)
 
-    alpha = lp_blank.new_full((B, N, U1), _NEG_INF)
-    alpha[:, 0, 0] = 0.0
+    # Two kernels per diagonal each way. alpha is kept with a -inf column before u = 0, so that
+    # alpha(n-1, u-1) and alpha(n-1, u) are one overlapping (B, 2, U1) view of diagonal n-1; the arc
+    # log-probs are laid out to match (label, blank): one add, then one logaddexp into diagonal n.
+    # logaddexp(x, -inf) == x exactly, so the borders need no special case.
+    neg = lp_blank.new_full((B, N, 1), _NEG_INF)
+    arcs_a = torch.stack([torch.cat([neg, ly[:, :, :-1]], 2), lb], 2)  # (B, N, 2, U1): [label into u, blank]
+    alpha_p = lp_blank.new_full((B, N, U1 + 1), _NEG_INF)
+    alpha_p[:, 0, 1] = 0.0
+    sb, sn = alpha_p.stride(0), alpha_p.stride(1)
     for n in range(1, N):
-        prev = alpha[:, n - 1]
-        cur = prev + lb[:, n - 1]  # blank: (t-1, u) -> (t, u)
-        if U1 > 1:  # label: (t, u-1) -> (t, u)
-            cur[:, 1:] = torch.logaddexp(cur[:, 1:], prev[:, :-1] + ly[:, n - 1, :-1])
-        alpha[:, n] = cur
+        win = alpha_p.as_strided((B, 2, U1), (sb, 1, 1), alpha_p.storage_offset() + (n - 1) * sn)
+        t = win + arcs_a[:, n - 1]
+        torch.logaddexp(t[:, 1], t[:, 0], out=alpha_p[:, n, 1:])
+    alpha = alpha_p[:, :, 1:]
 
     # beta is initialised at each utterance's virtual end node (T_b, U_b), reached from
-    # (T_b - 1, U_b) by the final blank; all other cells start at -inf.
+    # (T_b - 1, U_b) by the final blank; all other cells start at -inf. Kept with a -inf column
+    # after u = U1 - 1: beta(n+1, u) and beta(n+1, u+1) are one (B, 2, U1) view.
     bidx = torch.arange(B, device=lp_blank.device)
     end_n = logit_lengths.long() + target_lengths.long()
-    beta = lp_blank.new_full((B, N, U1), _NEG_INF)
-    beta[bidx, end_n, target_lengths.long()] = 0.0
+    init = lp_blank.new_full((B, N, U1), _NEG_INF)
+    init[bidx, end_n, target_lengths.long()] = 0.0
+    arcs_b = torch.stack([lb, torch.cat([ly[:, :, :-1], neg], 2)], 2)  # (B, N, 2, U1): [blank, label]
+    beta_p = lp_blank.new_full((B, N + 1, U1 + 1), _NEG_INF)
+    beta_p[:, :N, :U1] = init
+    sb, sn = beta_p.stride(0), beta_p.stride(1)
+    tmp = lp_blank.new_empty((B, U1))
     for n in range(N - 2, -1, -1):
-        nxt = beta[:, n + 1]
-        cur = nxt + lb[:, n]  # blank: (t, u) -> (t+1, u)
-        if U1 > 1:  # label: (t, u) -> (t, u+1)
-            cur[:, :-1] = torch.logaddexp(cur[:, :-1], nxt[:, 1:] + ly[:, n, :-1])
-        beta[:, n] = torch.logaddexp(cur, beta[:, n])
+        win = beta_p.as_strided((B, 2, U1), (sb, 1, 1), beta_p.storage_offset() + (n + 1) * sn)
+        t = win + arcs_b[:, n]
+        torch.logaddexp(t[:, 0], t[:, 1], out=tmp)
+        torch.logaddexp(tmp, init[:, n], out=beta_p[:, n, :U1])
+    beta = beta_p[:, :N, :U1]
     loglik = alpha[bidx, end_n, target_lengths.long()]
     return alpha, beta, lb, ly, loglik
 
@@ -219,8 +231,9 @@ class _RNNTLossFunction(torch.autograd.Function):
         g_blank = _unskew(g_blank, T)
         g_label = _unskew(g_label, T)
         scale = grad_out.to(cdt)[:, None, None]
-        g_blank = g_blank * scale
-        g_label = g_label * scale
+        if ctx.clamp <= 0:  # scale the (B, T, U1) occupancies, not the (B, T, U1, V) gradient
+            g_blank = g_blank * scale
+            g_label = g_label * scale
         if ctx.fused:
             # softmax * node occupancy, computed in place in the one (B, T, U1, V) buffer.
             grad = acts.to(cdt) if acts.dtype != cdt else acts.clone()
@@ -229,9 +242,78 @@ class _RNNTLossFunction(torch.autograd.Function):
             grad = torch.zeros(acts.shape, dtype=cdt, device=acts.device)
         grad[..., ctx.blank] -= g_blank
         grad.scatter_add_(3, idx, -g_label.unsqueeze(3))
-        if ctx.clamp > 0:
-            grad.clamp_(-ctx.clamp, ctx.clamp)
+        if ctx.clamp > 0:  # torchaudio's order: clamp each utterance's gradient of its loss, then scale it
+            grad.clamp_(-ctx.clamp, ctx.clamp).mul_(scale.unsqueeze(3))
         return grad.to(acts.dtype), None, None, None, None, None, None
+
+
+IMPLS = ("auto", "torchaudio", "speechkit")
+_INT32_ELEMENTS = 2**31  # torchaudio indexes the (B, T, U+1, V) logits with int32
+_TORCHAUDIO: dict[str, tuple[object, str]] = {}  # device type -> (rnnt_loss or None, why not)
+
+
+def torchaudio_rnnt_loss(device: torch.device | str = "cpu"):
+    """``(torchaudio.functional.rnnt_loss, "")`` when torchaudio imports and its compiled op runs on
+    ``device``'s type (tried once per process on a 1 x 2 x 2 x 3 input), else ``(None, reason)``."""
+    dev = torch.device(device)
+    if dev.type not in _TORCHAUDIO:
+        try:
+            from torchaudio.functional import rnnt_loss as ta_rnnt_loss
+
+            x = torch.zeros(1, 2, 2, 3, device=dev)
+            ta_rnnt_loss(x, torch.ones(1, 1, dtype=torch.int32, device=dev),
+                         torch.tensor([2], dtype=torch.int32, device=dev),
+                         torch.tensor([1], dtype=torch.int32, device=dev), blank=0)
+            _TORCHAUDIO[dev.type] = (ta_rnnt_loss, "")
+        except Exception as e:  # noqa: BLE001 - ImportError, OSError (its library), RuntimeError (no kernel)
+            _TORCHAUDIO[dev.type] = (None, f"torchaudio's rnnt_loss does not run on {dev.type} here "
+                                           f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+    return _TORCHAUDIO[dev.type]
+
+
+def choose_impl(impl: str, logits: torch.Tensor) -> tuple[str, str]:
+    """The implementation :func:`rnnt_loss` uses for ``logits`` under ``impl``, and why.
+
+    ``auto``: torchaudio's compiled op where it runs on the logits' device, the logits are float32 or
+    float16 and ``B * T * (U+1) * V < 2**31`` (its int32 indexing); speechkit's otherwise (no
+    torchaudio, float64/bfloat16 logits, larger inputs). Only the shape and dtype of ``logits`` are read.
+
+    Raises:
+        ValueError: an unknown ``impl``; ``impl="torchaudio"`` where it cannot be used (says why).
+    """
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
+    if impl == "speechkit":
+        return "speechkit", "asked for"
+    why = ""
+    if logits.dtype not in (torch.float32, torch.float16):
+        why = f"torchaudio's rnnt_loss takes float32/float16 logits, not {logits.dtype}"
+    elif logits.numel() >= _INT32_ELEMENTS:
+        why = (f"{' x '.join(map(str, logits.shape))} = {logits.numel()} logits exceed torchaudio's int32 indexing "
+               f"(< 2**31)")
+    else:
+        fn, why = torchaudio_rnnt_loss(logits.device)
+    if not why:
+        return "torchaudio", "its compiled op runs here and the input fits"
+    if impl == "torchaudio":
+        raise ValueError(f"impl='torchaudio': {why}; use impl='auto' or 'speechkit'")
+    return "speechkit", why
+
+
+def _torchaudio_loss(logits, targets, logit_lengths, target_lengths, blank, reduction, fused, clamp):
+    """torchaudio's rnnt_loss on our arguments: it wants T = max(logit_lengths), U+1 = max(target_lengths) + 1,
+    int32 targets/lengths on the logits' device, contiguous tensors."""
+    fn, _ = torchaudio_rnnt_loss(logits.device)
+    dev = logits.device
+    tl = logit_lengths.to(device=dev, dtype=torch.int32)
+    ul = target_lengths.to(device=dev, dtype=torch.int32)
+    t_max, u_max = (int(v) for v in torch.stack([tl.max(), ul.max()]).tolist()) if len(tl) else (0, 0)
+    x = logits[:, :t_max, : u_max + 1]
+    if not x.is_contiguous():
+        x = x.contiguous()
+    y = targets[:, :u_max].to(device=dev, dtype=torch.int32)
+    y = y.masked_fill(torch.arange(u_max, device=dev)[None, :] >= ul[:, None], blank).contiguous()
+    return fn(x, y, tl, ul, blank=blank, clamp=clamp, reduction=reduction, fused_log_softmax=fused)
 
 
 def rnnt_loss(
@@ -243,6 +325,7 @@ def rnnt_loss(
     reduction: str = "mean",
     fused_log_softmax: bool = True,
     clamp: float = -1.0,
+    impl: str = "speechkit",
 ) -> torch.Tensor:
     """RNN-T loss ``-log P(y | x)`` (Graves 2012), same conventions as ``torchaudio.functional.rnnt_loss``.
 
@@ -258,16 +341,27 @@ def rnnt_loss(
         blank: index of the blank output.
         reduction: ``"mean"`` (average over utterances), ``"sum"`` or ``"none"`` (``(B,)``), in nats.
         fused_log_softmax: see ``logits``.
-        clamp: if > 0, clamp the gradient w.r.t. ``logits`` element-wise to ``[-clamp, clamp]``.
+        clamp: if > 0, clamp the gradient of each utterance's loss w.r.t. its ``logits`` element-wise to
+            ``[-clamp, clamp]``, before the upstream gradient (e.g. ``1/B`` of ``reduction="mean"``)
+            scales it: torchaudio's order.
+        impl: ``speechkit`` (this module's, exact in any size, memory ``O(B T U)`` beyond the input and
+            its gradient), ``torchaudio`` (``torchaudio.functional.rnnt_loss``, its compiled CPU/CUDA
+            op: several times faster on CUDA, int32 indexing, float32/float16 only) or ``auto``
+            (torchaudio where :func:`choose_impl` says it can run, this module's otherwise). Both
+            give the same loss and gradient to float rounding (test_rnnt_loss.py, 1e-5 relative).
 
     Returns:
         The loss: a scalar, or ``(B,)`` with ``reduction="none"``.
 
     Raises:
         ValueError: inconsistent shapes, lengths out of range (an utterance with no frames), labels
-        outside ``[0, V)`` or equal to ``blank``, unknown ``reduction``.
+        outside ``[0, V)`` or equal to ``blank``, unknown ``reduction`` or ``impl``,
+        ``impl="torchaudio"`` where torchaudio's op cannot run or the input does not fit it.
     """
     _validate(logits, targets, logit_lengths, target_lengths, blank, reduction)
+    if impl != "speechkit" and logits.size(0) and choose_impl(impl, logits)[0] == "torchaudio":
+        return _torchaudio_loss(logits, targets, logit_lengths, target_lengths, int(blank), reduction,
+                                bool(fused_log_softmax), float(clamp))
     losses = _RNNTLossFunction.apply(
         logits, targets, logit_lengths.to(logits.device), target_lengths.to(logits.device),
         int(blank), bool(fused_log_softmax), float(clamp),
@@ -280,15 +374,19 @@ def _reduce(losses: torch.Tensor, reduction: str) -> torch.Tensor:
 
 
 class RNNTLoss(torch.nn.Module):
-    """Module wrapper of :func:`rnnt_loss` (``blank``, ``reduction``, ``fused_log_softmax``, ``clamp``)."""
+    """Module wrapper of :func:`rnnt_loss` (``blank``, ``reduction``, ``fused_log_softmax``, ``clamp``, ``impl``)."""
 
-    def __init__(self, blank: int = 0, reduction: str = "mean", fused_log_softmax: bool = True, clamp: float = -1.0):
+    def __init__(self, blank: int = 0, reduction: str = "mean", fused_log_softmax: bool = True, clamp: float = -1.0,
+                 impl: str = "speechkit"):
         super().__init__()
+        if impl not in IMPLS:
+            raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
         self.blank, self.reduction, self.fused_log_softmax, self.clamp = blank, reduction, fused_log_softmax, clamp
+        self.impl = impl
 
     def forward(self, logits, targets, logit_lengths, target_lengths):
         return rnnt_loss(logits, targets, logit_lengths, target_lengths, self.blank, self.reduction,
-                         self.fused_log_softmax, self.clamp)
+                         self.fused_log_softmax, self.clamp, self.impl)
 
 
 def rnnt_loss_reference(

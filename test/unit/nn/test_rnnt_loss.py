@@ -1,10 +1,13 @@
 """RNN-T loss: brute force over all alignments, gradcheck, the per-node reference, torchaudio."""
 import itertools
+import sys
+import types
 
 import pytest
 import torch
 
-from speechkit.nn.rnnt_loss import RNNTLoss, _logsumexp_chunked, rnnt_loss, rnnt_loss_reference
+import speechkit.nn.rnnt_loss as R
+from speechkit.nn.rnnt_loss import RNNTLoss, _logsumexp_chunked, choose_impl, rnnt_loss, rnnt_loss_reference
 
 
 def brute_force_nll(lp: torch.Tensor, y, T: int, U: int, blank: int = 0) -> torch.Tensor:
@@ -130,6 +133,19 @@ def test_float16_and_clamp():
     assert g.abs().max() <= 0.01 + 1e-7
 
 
+def test_clamp_applies_before_the_upstream_gradient():
+    """torchaudio clamps each utterance's gradient of its loss, then scales it by the upstream gradient (1/B for
+    reduction='mean'); ours clamped the scaled gradient, so the two differed by up to B times under 'mean'."""
+    logits, targets, T_b, U_b = _case(3, 5, 3, 6, seed=7, dtype=torch.float64)
+    g_sum, = torch.autograd.grad(rnnt_loss(logits, targets, T_b, U_b, reduction="sum", clamp=0.05), logits)
+    g_mean, = torch.autograd.grad(rnnt_loss(logits, targets, T_b, U_b, reduction="mean", clamp=0.05), logits)
+    assert g_sum.abs().max() == pytest.approx(0.05)  # the clamp is active
+    torch.testing.assert_close(g_mean, g_sum / 3, rtol=1e-12, atol=0)
+    w = torch.tensor([2.0, 0.5, 1.0], dtype=torch.float64)
+    g_w, = torch.autograd.grad((rnnt_loss(logits, targets, T_b, U_b, reduction="none", clamp=0.05) * w).sum(), logits)
+    torch.testing.assert_close(g_w, torch.stack([g_sum[b] * w[b] for b in range(3)]), rtol=1e-12, atol=0)
+
+
 def test_bad_input_messages():
     logits, targets, T_b, U_b = _case(2, 4, 3, 5)
     with pytest.raises(ValueError, match="logit_lengths"):
@@ -172,3 +188,142 @@ def test_matches_torchaudio(fused):
         g_ref, = torch.autograd.grad(ref.sum(), x)
         g_ours, = torch.autograd.grad(ours.sum(), x)
         torch.testing.assert_close(g_ours, g_ref, rtol=1e-4, atol=1e-5)
+
+
+def _devices():
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("reduction,clamp,blank", [("sum", -1.0, 0), ("mean", 0.05, 3), ("none", -1.0, 19)])
+def test_impl_torchaudio_and_speechkit_agree(device, reduction, clamp, blank):
+    """impl='torchaudio' (through our argument handling: padded logits, int64 targets) against impl='speechkit':
+    losses to 1e-5 relative; gradients (float32, each about 1.5e-5 in norm from the float64 result here) to 5e-5
+    in norm and 1e-4 element-wise. Runs where torchaudio's op loads (the peers venv, a GPU machine)."""
+    _torchaudio_rnnt_loss()
+    if torchaudio_unavailable := R.torchaudio_rnnt_loss(device)[1]:
+        pytest.skip(torchaudio_unavailable)
+    g = torch.Generator().manual_seed(1)
+    B, T, U, V = 5, 40, 12, 20
+    x = (torch.randn(B, T + 3, U + 3, V, generator=g) * 3).to(device).requires_grad_()  # padded past the lengths
+    y = torch.randint(0, V - 1, (B, U + 2), generator=g)
+    y = torch.where(y >= blank, y + 1, y)  # never the blank
+    tl = torch.tensor([40, 33, 40, 7, 1])
+    ul = torch.tensor([12, 0, 5, 12, 1])
+    got = {impl: rnnt_loss(x, y, tl, ul, blank=blank, reduction=reduction, clamp=clamp, impl=impl)
+           for impl in ("torchaudio", "speechkit")}
+    torch.testing.assert_close(got["torchaudio"], got["speechkit"], rtol=1e-5, atol=0)
+    w = torch.rand(got["speechkit"].shape, generator=g).to(device)
+    grads = {k: torch.autograd.grad((v * w).sum(), x)[0] for k, v in got.items()}
+    diff = grads["torchaudio"] - grads["speechkit"]
+    assert float(diff.norm() / grads["speechkit"].norm()) < 5e-5 and float(diff.abs().max()) < 1e-4
+
+
+# ------------------------------------------------------------------------------ impl dispatch (no torchaudio needed)
+class _FakeTorchaudio:
+    """Installs modules torchaudio / torchaudio.functional whose rnnt_loss records its calls and computes
+    speechkit's loss on what it was given (with torchaudio's argument checks), so gradients flow."""
+
+    def __init__(self, monkeypatch, fail: Exception | None = None):
+        self.calls = []
+        fake = self
+
+        def rnnt_loss_fake(logits, targets, logit_lengths, target_lengths, blank=-1, clamp=-1, reduction="mean",
+                           fused_log_softmax=True):
+            if fail is not None:
+                raise fail
+            for name, t in (("targets", targets), ("logit_lengths", logit_lengths), ("target_lengths", target_lengths)):
+                assert t.dtype == torch.int32, f"{name} must be int32 type"
+            assert logits.dtype in (torch.float32, torch.float16) and logits.is_contiguous() and targets.is_contiguous()
+            assert logits.size(1) == int(logit_lengths.max()), "input length mismatch"
+            assert logits.size(2) == int(target_lengths.max()) + 1, "output length mismatch"
+            assert targets.size(1) == int(target_lengths.max()), "target length mismatch"
+            fake.calls.append(dict(shape=tuple(logits.shape), targets=targets.clone(), blank=blank, clamp=clamp,
+                                   reduction=reduction, fused=fused_log_softmax))
+            return rnnt_loss(logits, targets.long(), logit_lengths, target_lengths, blank, reduction,
+                             fused_log_softmax, clamp, impl="speechkit")
+
+        functional = types.ModuleType("torchaudio.functional")
+        functional.rnnt_loss = rnnt_loss_fake
+        package = types.ModuleType("torchaudio")
+        package.functional = functional
+        monkeypatch.setitem(sys.modules, "torchaudio", package)
+        monkeypatch.setitem(sys.modules, "torchaudio.functional", functional)
+        monkeypatch.setattr(R, "_TORCHAUDIO", {})
+
+
+def test_auto_calls_torchaudio_with_its_conventions(monkeypatch):
+    fake = _FakeTorchaudio(monkeypatch)
+    logits, targets, T_b, U_b = _case(3, 6, 4, 7, seed=2, dtype=torch.float32)  # T=6, U+1=5
+    T_b, U_b = torch.tensor([5, 4, 2]), torch.tensor([2, 3, 0])  # logits padded past both maxima
+    targets = targets.clone()
+    targets[0, 2:] = -1  # padding past target_lengths: never sent as is
+    targets = targets.masked_fill(targets == 4, 1)
+    loss = rnnt_loss(logits, targets, T_b, U_b, blank=4, reduction="sum", clamp=0.5, impl="auto")
+    probe, call = fake.calls  # the load probe on a 1 x 2 x 2 x 3 input, then ours
+    assert probe["shape"] == (1, 2, 2, 3)
+    assert call["shape"] == (3, 5, 4, 7) and (call["blank"], call["clamp"], call["reduction"], call["fused"]) == (
+        4, 0.5, "sum", True)
+    assert call["targets"].tolist() == [[targets[0, 0].item(), targets[0, 1].item(), 4],
+                                        targets[1, :3].tolist(), [4, 4, 4]]
+    want = rnnt_loss(logits, targets, T_b, U_b, blank=4, reduction="sum", clamp=0.5)
+    torch.testing.assert_close(loss, want)
+    g, = torch.autograd.grad(loss, logits)
+    g_want, = torch.autograd.grad(want, logits)
+    torch.testing.assert_close(g, g_want)  # the padding got zero gradient through the slice
+    # the module passes impl through; the probe is not repeated
+    RNNTLoss(reduction="none", impl="torchaudio")(logits, targets, T_b, U_b)
+    assert len(fake.calls) == 3 and fake.calls[-1]["reduction"] == "none"
+
+
+def test_auto_keeps_speechkit_where_torchaudio_cannot_run(monkeypatch):
+    fake = _FakeTorchaudio(monkeypatch)
+    logits, targets, T_b, U_b = _case(2, 4, 3, 5, seed=1)  # float64
+    assert choose_impl("auto", logits)[0] == "speechkit" and "float32/float16" in choose_impl("auto", logits)[1]
+    rnnt_loss(logits, targets, T_b[:2], U_b[:2], impl="auto")
+    assert fake.calls == []
+    with pytest.raises(ValueError, match="impl='torchaudio': torchaudio's rnnt_loss takes float32/float16"):
+        rnnt_loss(logits, targets, T_b[:2], U_b[:2], impl="torchaudio")
+    # B * T * (U+1) * V >= 2**31 does not fit torchaudio's int32 indexing (shape only: a meta tensor)
+    huge = torch.empty(16, 1000, 151, 1024, device="meta")
+    impl, why = choose_impl("auto", huge)
+    assert impl == "speechkit" and "16 x 1000 x 151 x 1024 = 2473984000 logits exceed torchaudio's int32" in why
+    with pytest.raises(ValueError, match="impl='torchaudio': .* exceed torchaudio's int32 indexing"):
+        choose_impl("torchaudio", huge)
+    assert choose_impl("auto", torch.empty(2, 3, 4, 5))[0] == "torchaudio"
+    with pytest.raises(ValueError, match="impl must be one of auto, torchaudio, speechkit, got 'fast'"):
+        rnnt_loss(logits, targets, T_b[:2], U_b[:2], impl="fast")
+    with pytest.raises(ValueError, match="impl must be one of"):
+        RNNTLoss(impl="fast")
+
+
+@pytest.mark.parametrize("broken", ["missing", "no_kernel"])
+def test_auto_without_a_working_torchaudio(monkeypatch, broken):
+    if broken == "missing":
+        monkeypatch.setitem(sys.modules, "torchaudio", None)  # import torchaudio -> ImportError
+        monkeypatch.setitem(sys.modules, "torchaudio.functional", None)
+        monkeypatch.setattr(R, "_TORCHAUDIO", {})
+    else:  # imports, but its compiled op does not run here (a library that does not load)
+        _FakeTorchaudio(monkeypatch, fail=OSError("libtorchaudio.so: cannot open shared object file"))
+    logits, targets, T_b, U_b = _case(2, 4, 3, 5, seed=1, dtype=torch.float32)
+    want = rnnt_loss(logits, targets, T_b[:2], U_b[:2])
+    torch.testing.assert_close(rnnt_loss(logits, targets, T_b[:2], U_b[:2], impl="auto"), want)
+    with pytest.raises(ValueError, match="impl='torchaudio': torchaudio's rnnt_loss does not run on cpu here"):
+        rnnt_loss(logits, targets, T_b[:2], U_b[:2], impl="torchaudio")
+
+
+def test_rnnt_model_uses_the_configured_loss_impl(monkeypatch):
+    from speechkit.models import rnnt as rnnt_model
+    from speechkit.utils.cli import ConfigError
+
+    seen = []
+    real = rnnt_model.rnnt_loss
+    monkeypatch.setattr(rnnt_model, "rnnt_loss", lambda *a, **k: seen.append(k["impl"]) or real(*a, **k))
+    cfg = rnnt_model.RNNTConfig.preset("small", {"en": 6}, encoder_layers=1, encoder_hidden=16, pred_layers=1,
+                                       pred_hidden=8, embed_dim=4, joint_dim=8, input_dim=5, loss_impl="speechkit")
+    model = rnnt_model.RNNT(cfg)
+    out = model(torch.randn(2, 7, 5), torch.tensor([7, 5]), torch.tensor([[1, 2], [3, 0]]), torch.tensor([2, 1]), "en")
+    assert seen == ["speechkit"] and torch.isfinite(out["rnnt"])
+    assert rnnt_model.RNNTConfig().loss_impl == "auto"
+    with pytest.raises(ConfigError, match="loss_impl: 'fast' is not one of auto, torchaudio, speechkit"):
+        rnnt_model.RNNTConfig(loss_impl="fast")
