@@ -9,11 +9,13 @@ Layout of ``exp/<tag>/checkpoints/``::
 A checkpoint is written to a temporary file in the same directory, fsync'ed and renamed onto its
 final name; ``latest.pt`` is re-pointed (again by rename) only after that, so a crash at any
 moment leaves ``latest.pt`` on a complete file. Everything inside is plain containers, numbers,
-strings and tensors, loadable with ``torch.load(path, weights_only=True)``.
+strings and CPU tensors (whatever device trained the model), loadable with
+``torch.load(path, weights_only=True)`` anywhere.
 """
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import random
 import re
@@ -33,6 +35,7 @@ __all__ = [
     "parse_checkpoint_name",
     "save_checkpoint",
     "load_checkpoint",
+    "to_cpu",
     "latest_checkpoint",
     "set_latest",
     "list_checkpoints",
@@ -70,9 +73,35 @@ def parse_checkpoint_name(name: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def to_cpu(obj: Any) -> Any:
+    """``obj`` with every tensor on the CPU: tensors on another device (CUDA, ...) are copied there,
+    inside dicts (their type kept: ``OrderedDict`` state dicts stay ordered), lists and tuples, to any
+    depth; CPU tensors and everything else are returned as they are (not copied)."""
+    if isinstance(obj, torch.Tensor):
+        return obj if obj.device.type == "cpu" else obj.detach().cpu()
+    if isinstance(obj, dict):
+        new = copy.copy(obj)  # a shallow copy of the same type: an OrderedDict state dict keeps its _metadata
+        for k, v in obj.items():
+            new[k] = to_cpu(v)
+        return new
+    if isinstance(obj, list):
+        return [to_cpu(v) for v in obj]
+    if isinstance(obj, tuple):
+        items = [to_cpu(v) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)
+    return obj
+
+
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
-    """Write ``state`` with ``torch.save`` atomically (temp file, fsync, ``os.replace``, dir fsync)."""
+    """Write ``state`` with ``torch.save`` atomically (temp file, fsync, ``os.replace``, dir fsync).
+
+    Every tensor is saved on the CPU (:func:`to_cpu`: model, optimizer, scheduler, RNG, EMA buffers,
+    whatever ``state`` holds), so a checkpoint written by a GPU run loads with a plain
+    ``torch.load(path, weights_only=True)`` in a process without CUDA; ``load_state_dict`` puts
+    the weights and the optimizer state back on the model's device.
+    """
     path = Path(path)
+    state = to_cpu(state)
     with atomic_write(path, "wb") as f:
         torch.save(state, f)
     _fsync_dir(path.parent)

@@ -111,3 +111,70 @@ def test_dangling_latest_is_an_error(tmp_path):
     set_latest(tmp_path, "ckpt-e0001-s00000001.pt")
     with pytest.raises(CheckpointError, match="points to missing file"):
         latest_checkpoint(tmp_path)
+
+
+# ------------------------------------------------------------------------------ device-agnostic checkpoints
+def test_every_tensor_is_saved_on_the_cpu(tmp_path, monkeypatch):
+    """A GPU run saved CUDA tensors (model, optimizer state, EMA buffers...): a plain torch.load(weights_only=True)
+    of its checkpoints failed in a process without CUDA. Simulated on the CPU with tensors on the 'meta' device,
+    whose copy to the CPU is patched to give zeros: what was saved must load as CPU tensors, nested containers,
+    their types and a state dict's metadata kept."""
+    real_cpu = torch.Tensor.cpu
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self, *a, **k: torch.zeros(self.shape, dtype=self.dtype)
+                        if self.is_meta else real_cpu(self, *a, **k))
+    model = torch.nn.Linear(3, 2, device="meta")
+    sd = model.state_dict()
+    state = {"format": CHECKPOINT_FORMAT, "model": sd, "step": 3,
+             "optimizer": {"state": {0: {"step": torch.tensor(5.0), "exp_avg": torch.empty(2, 3, device="meta")}},
+                           "param_groups": [{"lr": 0.1, "params": [0, 1]}]},
+             "ema": [torch.empty(4, device="meta"), (torch.ones(2), "name")], "cpu": torch.arange(3)}
+    path = tmp_path / "ckpt.pt"
+    save_checkpoint(path, state)
+    loaded = torch.load(path, weights_only=True)  # no map_location
+    tensors = []
+
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            tensors.append(x)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(loaded)
+    assert len(tensors) == 7 and all(t.device.type == "cpu" for t in tensors)
+    assert loaded["model"]["weight"].shape == (2, 3) and torch.equal(loaded["cpu"], torch.arange(3))
+    assert isinstance(loaded["ema"][1], tuple) and loaded["ema"][1][1] == "name"
+    assert type(loaded["model"]).__name__ == "OrderedDict" and loaded["model"]._metadata == sd._metadata
+    assert state["model"]["weight"].is_meta  # the caller's state is not modified
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_trained_checkpoint_loads_in_a_cpu_only_process(tmp_path):
+    import subprocess
+    import sys
+
+    from speechkit.tasks.toy import ToyTask
+    from speechkit.train import Trainer, load_model
+    from speechkit.utils.config import load_config
+
+    exp = tmp_path / "exp"
+    cfg = load_config(ToyTask.Config, None, ["trainer.num_threads=1", "data.num_train=32", "data.num_valid=8",
+                                             "trainer.batch_size=8", "trainer.max_epochs=2", "trainer.device=cuda"])
+    Trainer(ToyTask(), cfg, exp, resume=True).fit()
+    ckpts = [exp / "checkpoints" / "best.pt", *list_checkpoints(exp / "checkpoints")]
+    for path in ckpts:  # every tensor on the CPU, optimizer state included
+        state = torch.load(path, weights_only=True)
+        assert all(t.device.type == "cpu" for t in state["model"].values())
+    code = ("import sys, torch; assert not torch.cuda.is_available()\n"
+            "from speechkit.train import load_model\n"
+            "for p in sys.argv[1:]: torch.load(p, weights_only=True)\n"
+            f"load_model({str(exp)!r})\n")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    out = subprocess.run([sys.executable, "-c", code, *map(str, ckpts)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    model, _ = load_model(exp)  # and here too
+    assert next(model.parameters()).device.type == "cpu"
