@@ -78,6 +78,7 @@ every step); both backends give the same bits.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
 import threading
@@ -543,8 +544,10 @@ def abx_error(
             module docstring.
         num_threads: CPU threads (default: ``torch.get_num_threads()``); torch's own intra-op pool is set
             to one thread while the DTW runs and restored after.
-        backend: ``auto`` (the compiled numba kernels on the CPU when numba imports, torch otherwise and
-            on CUDA), ``numba`` or ``torch`` (the anti-diagonal :func:`batched_dtw`). All give the same bits.
+        backend: ``auto`` (the compiled numba kernels on the CPU when numba imports, except for small
+            tasks until they have been loaded once; on CUDA the DTW is torch's and the triplets are
+            counted by the numba kernel on the CPU), ``numba`` or ``torch`` (the anti-diagonal
+            :func:`batched_dtw` and numpy counting). All give the same bits.
 
     Returns:
         :class:`AbxResult`.
@@ -565,7 +568,7 @@ def abx_error(
     if num_threads is not None and num_threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     dev = torch.device(device)
-    use_numba = _resolve_backend(backend, dev)
+    use_numba, count_numba = _resolve_backend(backend, dev)
     files = sorted({it.file for it in items})
     n_frames = {}
     for f in files:
@@ -623,9 +626,13 @@ def abx_error(
         pair_v.append(v)
     if not cells:
         raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
-    if use_numba and backend == "auto" and not _KERNELS_USED and sum(map(len, pair_u)) < _NUMBA_MIN_PAIRS \
+    small = False
+    if count_numba and backend == "auto" and not _KERNELS_USED and sum(map(len, pair_u)) < _NUMBA_MIN_PAIRS \
             and sum(len(c.a) * len(c.b) * len(c.x) for c in cells) < _NUMBA_MIN_TRIPLETS:
-        use_numba = False  # a small task: the torch path costs less than loading the kernels (about a second)
+        use_numba = count_numba = False  # a small task: the torch path costs less than loading the kernels (~1 s)
+        small = True  # and one thread: torch's pool costs more than it gives on small ops (far more on a busy core)
+    if count_numba and not _load_kernels(backend):
+        use_numba = count_numba = False
     n_pairs_ctx = np.array([len(u) for u in pair_u])
     gu = np.concatenate([m[u] for m, u in zip(ctx_members, pair_u)])
     gv = np.concatenate([m[v] for m, v in zip(ctx_members, pair_v)])
@@ -648,7 +655,7 @@ def abx_error(
     used_len = lengths[used]
     offsets = np.concatenate([[0], np.cumsum(used_len)[:-1]]).astype(np.int64)
     frame_dist = _FRAME_DISTANCES[distance](torch.from_numpy(allf).to(dev))
-    n_threads = num_threads if num_threads is not None else max(1, torch.get_num_threads())
+    n_threads = 1 if small else num_threads if num_threads is not None else max(1, torch.get_num_threads())
     if dev.type == "cuda" and max_batch_elements == 1 << 21:
         max_batch_elements = 1 << 25
 
@@ -671,9 +678,9 @@ def abx_error(
         dflat[ctx_off[c] + pair_v[c] * w + pair_u[c]] = d_vu[sel]
     del d_uv, d_vu
 
-    if use_numba:
+    if count_numba:
         _mark_kernels_used()
-    wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, ctx_off, widths, mode, use_numba,
+    wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, ctx_off, widths, mode, count_numba,
                                                                  n_threads)
     del dflat
     score = (wins + 0.5 * ties) / cell_n
@@ -686,20 +693,40 @@ def _mark_kernels_used() -> None:
     _KERNELS_USED = True
 
 
-def _resolve_backend(backend: str, dev: torch.device) -> bool:
-    """True for the numba kernels, False for the torch path; raises ValueError for an impossible choice."""
+def _resolve_backend(backend: str, dev: torch.device) -> tuple[bool, bool]:
+    """``(numba DTW, numba triplet counting)``: both on the CPU under ``auto`` and ``numba``; on CUDA the DTW is
+    torch's and the counting (on the CPU) numba's under ``auto``; ``torch``: neither (numpy counting).
+
+    Raises:
+        ValueError: an unknown backend, ``numba`` on a non-CPU device or without numba.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend '{backend}', expected one of {', '.join(BACKENDS)}")
-    if backend == "torch" or (backend == "auto" and dev.type != "cpu"):
-        return False
-    if dev.type != "cpu":
+    if backend == "torch":
+        return False, False
+    if backend == "numba" and dev.type != "cpu":
         raise ValueError(f"backend 'numba' runs on the CPU, not on {dev}")
+    if importlib.util.find_spec("numba") is None:  # imported later, only when used (it costs about 0.5 s)
+        if backend == "numba":
+            raise ValueError("backend 'numba' needs numba, which is not installed")
+        logger.warning("numba is not installed: ABX uses the slower torch DTW and numpy counting")
+        return False, False
+    return dev.type == "cpu", True
+
+
+def _load_kernels(backend: str) -> bool:
+    """Import the numba kernels; False (with a warning) where that fails under ``auto``.
+
+    Raises:
+        ValueError: the import fails under ``backend="numba"``.
+    """
     try:
         import speechkit.scoring._abx_kernels  # noqa: F401
-    except ImportError as e:
+    except Exception as e:  # noqa: BLE001 - ImportError, or numba failing to initialise
         if backend == "numba":
-            raise ValueError(f"backend 'numba' needs numba ({e})") from None
-        logger.warning("numba does not import (%s): ABX uses the slower torch DTW", e)
+            raise ValueError(f"backend 'numba': the numba kernels do not load ({type(e).__name__}: {e})") from None
+        logger.warning("the numba kernels do not load (%s: %s): ABX uses the slower torch DTW and numpy counting",
+                       type(e).__name__, e)
         return False
     return True
 
@@ -1226,7 +1253,7 @@ def _pair_distances(
 
     Frame distances of a batch in torch (on ``device``), then its DTW: the numba kernel (``use_numba``, CPU;
     batches shared by ``n_threads`` threads, torch's intra-op pool set to one thread meanwhile) or
-    :func:`batched_dtw` (one batch at a time, torch's own threads).
+    :func:`batched_dtw` (one batch at a time; on the CPU with torch's pool set to ``n_threads`` threads).
     """
     n_pairs = len(gu)
     lu, lv = lengths[gu], lengths[gv]
@@ -1274,23 +1301,14 @@ def _pair_distances(
         finally:
             torch.set_num_threads(torch_threads)
     else:
-        off_t = torch.from_numpy(offsets).to(device)
-        len_t = torch.from_numpy(lengths).to(device)
-        for start, stop, nmax, mmax in batches:
-            idx = order[start:stop]
-            r = torch.from_numpy(rows[idx]).to(device)
-            c = torch.from_numpy(cols[idx]).to(device)
-            ar_n = torch.arange(nmax, device=device)[None, :]
-            ar_m = torch.arange(mmax, device=device)[None, :]
-            ix = (off_t[r][:, None] + ar_n).clamp(max=last)
-            iy = (off_t[c][:, None] + ar_m).clamp(max=last)
-            d = frame_dist.batch(ix, iy)
-            tot, a, b = batched_dtw(d, len_t[r], len_t[c])
-            total[idx] = tot.cpu().numpy()
-            len_rc[idx] = a.cpu().numpy()
-            len_cr[idx] = b.cpu().numpy()
-            if bar is not None:
-                bar.update(1)
+        torch_threads = torch.get_num_threads()
+        if device.type == "cpu":
+            torch.set_num_threads(n_threads)
+        try:
+            _torch_batches(batches, order, rows, cols, offsets, lengths, last, frame_dist, device, total, len_rc,
+                           len_cr, bar)
+        finally:
+            torch.set_num_threads(torch_threads)
     if bar is not None:
         bar.close()
     if normalize:
@@ -1301,6 +1319,28 @@ def _pair_distances(
     d_uv = np.where(swap, d_cols_first, d_rows_first)
     d_vu = np.where(swap, d_rows_first, d_cols_first)
     return d_uv, d_vu
+
+
+def _torch_batches(batches, order, rows, cols, offsets, lengths, last, frame_dist, device, total, len_rc, len_cr,
+                   bar) -> None:
+    """The torch path of :func:`_pair_distances`: frame distances and :func:`batched_dtw`, batch by batch."""
+    off_t = torch.from_numpy(offsets).to(device)
+    len_t = torch.from_numpy(lengths).to(device)
+    for start, stop, nmax, mmax in batches:
+        idx = order[start:stop]
+        r = torch.from_numpy(rows[idx]).to(device)
+        c = torch.from_numpy(cols[idx]).to(device)
+        ar_n = torch.arange(nmax, device=device)[None, :]
+        ar_m = torch.arange(mmax, device=device)[None, :]
+        ix = (off_t[r][:, None] + ar_n).clamp(max=last)
+        iy = (off_t[c][:, None] + ar_m).clamp(max=last)
+        d = frame_dist.batch(ix, iy)
+        tot, a, b = batched_dtw(d, len_t[r], len_t[c])
+        total[idx] = tot.cpu().numpy()
+        len_rc[idx] = a.cpu().numpy()
+        len_cr[idx] = b.cpu().numpy()
+        if bar is not None:
+            bar.update(1)
 
 
 # Cost model for batching: one batch costs ~_BATCH_OVERHEAD padded cell updates per anti-diagonal
