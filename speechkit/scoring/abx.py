@@ -69,8 +69,9 @@ d(X, B) per cell group, so most pairs twice); one dynamic programme serves both 
 frame distances are symmetric and the cost matrix of (X, P) is the transpose of that of (P, X); only
 the tie-break of the path length differs, and both lengths are carried forward with the cost). Pairs
 are batched by size; a batch's frame distances are one torch computation (float64), its DTW
-(CPU) a compiled numba kernel (:mod:`speechkit.scoring._abx_kernels`) or (CUDA, or without numba)
-the anti-diagonal recursion as torch vector operations (:func:`batched_dtw`). Each cell's triplets
+a compiled numba kernel on the CPU (:mod:`speechkit.scoring._abx_kernels`), a Triton kernel on CUDA
+(:mod:`speechkit.scoring._abx_triton`, one program per pair) or the anti-diagonal recursion as torch
+vector operations (:func:`batched_dtw`: without numba or triton, or ``backend="torch"``). Each cell's triplets
 are counted by sorting its ``d(B, X)`` once per X and placing every ``d(A, X)`` among them by binary
 search. On the CPU, ``num_threads`` threads take batches and cell groups from one queue, so a
 thread on a busy core takes fewer (torch's and OpenMP's static splits wait for the slowest thread at
@@ -81,6 +82,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
+import os
 import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -98,7 +100,7 @@ DISTANCES = ("cosine", "kl", "hamming")
 EMPTY_ITEM_RULES = ("overlap", "drop")
 MODES = ("across", "within")
 CONVENTIONS = ("zr2019", "zr2021")
-BACKENDS = ("auto", "numba", "torch")
+BACKENDS = ("auto", "numba", "torch", "triton")
 DEFAULT_TOLERANCE = 0.05  # s an item may run past the last frame (features shorter than the audio)
 _HAMMING_TABLE_MAX = 4096  # distinct frame vectors up to which hamming uses a symbol table
 _INF = float("inf")
@@ -545,9 +547,11 @@ def abx_error(
         num_threads: CPU threads (default: ``torch.get_num_threads()``); torch's own intra-op pool is set
             to one thread while the DTW runs and restored after.
         backend: ``auto`` (the compiled numba kernels on the CPU when numba imports, except for small
-            tasks until they have been loaded once; on CUDA the DTW is torch's and the triplets are
-            counted by the numba kernel on the CPU), ``numba`` or ``torch`` (the anti-diagonal
-            :func:`batched_dtw` and numpy counting). All give the same bits.
+            tasks until they have been loaded once; on CUDA the DTW is a Triton kernel, one program per
+            pair, where triton imports, else :func:`batched_dtw`, and the triplets are counted by the
+            numba kernel on the CPU), ``numba``, ``triton`` (CUDA; the CPU only under Triton's
+            interpreter, for tests) or ``torch`` (:func:`batched_dtw` and numpy counting). All give the
+            same bits.
 
     Returns:
         :class:`AbxResult`.
@@ -661,7 +665,7 @@ def abx_error(
 
     # one DTW per unordered token pair: d_uv (u as rows), d_vu (v as rows)
     d_uv, d_vu = _pair_distances(offsets, used_len, pos[gu], pos[gv], frame_dist, normalize, max_batch_elements,
-                                 progress, dev, use_numba, n_threads)
+                                 progress, dev, use_numba, n_threads, None if use_numba else _device_dtw(backend, dev))
 
     # per-context distance matrices, flattened: entry [p, x] = the distance of token p to X token x, the DTW
     # with p as its rows (ABXpy: d(A, X)) under zr2019, with x as its rows (fastabx: d(X, A)) under zr2021
@@ -695,10 +699,12 @@ def _mark_kernels_used() -> None:
 
 def _resolve_backend(backend: str, dev: torch.device) -> tuple[bool, bool]:
     """``(numba DTW, numba triplet counting)``: both on the CPU under ``auto`` and ``numba``; on CUDA the DTW is
-    torch's and the counting (on the CPU) numba's under ``auto``; ``torch``: neither (numpy counting).
+    torch's or Triton's (:func:`_device_dtw`) and the counting (on the CPU) numba's under ``auto`` and ``triton``;
+    ``torch``: neither (numpy counting).
 
     Raises:
-        ValueError: an unknown backend, ``numba`` on a non-CPU device or without numba.
+        ValueError: an unknown backend, ``numba`` on a non-CPU device or without numba, ``triton`` without triton
+            or on the CPU outside Triton's interpreter (``TRITON_INTERPRET=1``).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend '{backend}', expected one of {', '.join(BACKENDS)}")
@@ -706,12 +712,47 @@ def _resolve_backend(backend: str, dev: torch.device) -> tuple[bool, bool]:
         return False, False
     if backend == "numba" and dev.type != "cpu":
         raise ValueError(f"backend 'numba' runs on the CPU, not on {dev}")
+    if backend == "triton":
+        if importlib.util.find_spec("triton") is None:
+            raise ValueError("backend 'triton' needs triton (shipped with CUDA builds of torch)")
+        if dev.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError(f"backend 'triton' runs on CUDA (or on the CPU under TRITON_INTERPRET=1), not on {dev}")
     if importlib.util.find_spec("numba") is None:  # imported later, only when used (it costs about 0.5 s)
         if backend == "numba":
             raise ValueError("backend 'numba' needs numba, which is not installed")
         logger.warning("numba is not installed: ABX uses the slower torch DTW and numpy counting")
         return False, False
-    return dev.type == "cpu", True
+    return dev.type == "cpu" and backend != "triton", True
+
+
+def _device_dtw(backend: str, dev: torch.device) -> Callable:
+    """The batch DTW of the torch path: the Triton kernel (:mod:`speechkit.scoring._abx_triton`) under ``triton``,
+    and under ``auto`` on CUDA when triton imports; :func:`batched_dtw` otherwise. Under ``auto`` a kernel that
+    fails to compile falls back to :func:`batched_dtw` (with a warning)."""
+    if backend == "triton" or (backend == "auto" and dev.type == "cuda" and importlib.util.find_spec("triton")):
+        try:
+            from speechkit.scoring._abx_triton import dtw_batch
+        except Exception as e:  # noqa: BLE001 - ImportError, or triton failing to initialise
+            if backend == "triton":
+                raise ValueError(f"backend 'triton': {type(e).__name__}: {e}") from None
+            logger.warning("triton does not load (%s: %s): ABX uses the torch DTW", type(e).__name__, e)
+            return batched_dtw
+        if backend == "triton":
+            return dtw_batch
+        state = {"fn": dtw_batch}
+
+        def guarded(d, n_rows, n_cols):
+            try:
+                return state["fn"](d, n_rows, n_cols)
+            except Exception as e:  # noqa: BLE001 - a compilation failure; a CUDA fault would not get here
+                if state["fn"] is batched_dtw:
+                    raise
+                logger.warning("the Triton DTW kernel failed (%s: %s): ABX uses the torch DTW", type(e).__name__, e)
+                state["fn"] = batched_dtw
+                return batched_dtw(d, n_rows, n_cols)
+
+        return guarded
+    return batched_dtw
 
 
 def _load_kernels(backend: str) -> bool:
@@ -1248,6 +1289,7 @@ def _pair_distances(
     device: torch.device = torch.device("cpu"),
     use_numba: bool = False,
     n_threads: int = 1,
+    dtw_fn: Callable | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """DTW distances ``d(u, v)`` and ``d(v, u)`` for token pairs ``(gu[k], gv[k])``, batched by size.
 
@@ -1306,7 +1348,7 @@ def _pair_distances(
             torch.set_num_threads(n_threads)
         try:
             _torch_batches(batches, order, rows, cols, offsets, lengths, last, frame_dist, device, total, len_rc,
-                           len_cr, bar)
+                           len_cr, bar, dtw_fn or batched_dtw)
         finally:
             torch.set_num_threads(torch_threads)
     if bar is not None:
@@ -1322,8 +1364,9 @@ def _pair_distances(
 
 
 def _torch_batches(batches, order, rows, cols, offsets, lengths, last, frame_dist, device, total, len_rc, len_cr,
-                   bar) -> None:
-    """The torch path of :func:`_pair_distances`: frame distances and :func:`batched_dtw`, batch by batch."""
+                   bar, dtw_fn: Callable) -> None:
+    """The torch path of :func:`_pair_distances`: frame distances and ``dtw_fn`` (:func:`batched_dtw` or the
+    Triton kernel), batch by batch."""
     off_t = torch.from_numpy(offsets).to(device)
     len_t = torch.from_numpy(lengths).to(device)
     for start, stop, nmax, mmax in batches:
@@ -1335,7 +1378,7 @@ def _torch_batches(batches, order, rows, cols, offsets, lengths, last, frame_dis
         ix = (off_t[r][:, None] + ar_n).clamp(max=last)
         iy = (off_t[c][:, None] + ar_m).clamp(max=last)
         d = frame_dist.batch(ix, iy)
-        tot, a, b = batched_dtw(d, len_t[r], len_t[c])
+        tot, a, b = dtw_fn(d, len_t[r], len_t[c])
         total[idx] = tot.cpu().numpy()
         len_rc[idx] = a.cpu().numpy()
         len_cr[idx] = b.cpu().numpy()

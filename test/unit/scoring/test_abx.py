@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -208,7 +209,8 @@ def test_batching_does_not_change_the_score():
 @pytest.mark.parametrize("distance", DISTANCES)
 @pytest.mark.parametrize("convention", CONVENTIONS)
 def test_abx_on_cuda_matches_cpu(distance, convention):
-    """Every distance, both conventions: CUDA scored hamming 53.78 % where the CPU scored 53.39 % (same triplets)."""
+    """Every distance, both conventions, both CUDA DTWs (Triton where it imports, torch): CUDA scored hamming
+    53.78 % where the CPU scored 53.39 % (same triplets)."""
     feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
     if distance == "hamming":
         feats = {u: (m > 0).astype(float) for u, m in feats.items()}
@@ -216,8 +218,53 @@ def test_abx_on_cuda_matches_cpu(distance, convention):
         feats = {u: np.exp(m) for u, m in feats.items()}
     for mode in MODES:
         cpu = abx_error(feats, items, mode=mode, distance=distance, convention=convention)
-        gpu = abx_error(feats, items, mode=mode, distance=distance, convention=convention, device="cuda")
-        assert gpu.n_triplets == cpu.n_triplets and abs(gpu.error - cpu.error) < 1e-6, (mode, gpu.error, cpu.error)
+        for backend in ("auto", "torch") + (("triton",) if importlib.util.find_spec("triton") else ()):
+            gpu = abx_error(feats, items, mode=mode, distance=distance, convention=convention, device="cuda",
+                            backend=backend)
+            assert gpu.n_triplets == cpu.n_triplets and abs(gpu.error - cpu.error) < 1e-6, (
+                mode, backend, gpu.error, cpu.error)
+
+
+def _triton_device():
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("needs triton (shipped with CUDA builds of torch)")
+    if torch.cuda.is_available():
+        return "cuda"
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs a CUDA device, or Triton's interpreter (TRITON_INTERPRET=1) on the CPU")
+    return "cpu"
+
+
+def test_triton_dtw_kernel_matches_torch():
+    """The Triton kernel (the CUDA DTW) against batched_dtw, bit for bit, ties included. Runs on a GPU, or on the
+    CPU under TRITON_INTERPRET=1 (slow: a few pairs)."""
+    dev = _triton_device()
+    from speechkit.scoring._abx_triton import dtw_batch
+
+    rng = np.random.default_rng(6)
+    mats = [rng.integers(0, 3, size=(int(rng.integers(1, 7)), int(rng.integers(1, 7)))).astype(float) if k % 2
+            else rng.random((int(rng.integers(1, 7)), int(rng.integers(1, 7)))) for k in range(24)]
+    mats.append(np.array([[1.0, 2, 0, 2], [1, 2, 1, 0], [0, 1, 2, 0], [1, 1, 0, 1]]))  # tie-breaks: lengths 5, 6
+    nmax, mmax = max(d.shape[0] for d in mats), max(d.shape[1] for d in mats)
+    batch = torch.full((len(mats), nmax, mmax), 7.0, dtype=torch.float64)
+    for b, d in enumerate(mats):
+        batch[b, : d.shape[0], : d.shape[1]] = torch.from_numpy(d)
+    n_rows = torch.tensor([d.shape[0] for d in mats])
+    n_cols = torch.tensor([d.shape[1] for d in mats])
+    got = dtw_batch(batch.to(dev), n_rows.to(dev), n_cols.to(dev))
+    want = batched_dtw(batch, n_rows, n_cols)
+    for g, w in zip(got, want):
+        assert g.cpu().tolist() == w.tolist()
+    assert (got[1][-1].item(), got[2][-1].item()) == (5, 6)
+
+
+def test_triton_backend_gives_the_same_bits():
+    dev = _triton_device()
+    feats, items = synthetic(7, kind="onehot", dur=0.3)  # a hundred pairs or so: the interpreter is slow
+    for mode in MODES:
+        a = abx_error(feats, items, mode=mode, distance="hamming", backend="torch")
+        b = abx_error(feats, items, mode=mode, distance="hamming", backend="triton", device=dev)
+        assert (a.error, a.n_triplets, a.n_dtw_pairs) == (b.error, b.n_triplets, b.n_dtw_pairs) and a.n_triplets > 10
 
 
 def test_hamming_symbol_table_does_not_depend_on_torch_unique(monkeypatch):

@@ -1,0 +1,113 @@
+"""A Triton DTW kernel for :mod:`speechkit.scoring.abx` on CUDA: one program per token pair walks its anti-diagonals.
+
+:func:`dtw_batch` computes what :func:`speechkit.scoring.abx.batched_dtw` computes -- the DTW cost and both
+ABXpy path lengths of a padded batch of frame-distance matrices -- in one kernel launch per batch instead of
+about fifteen torch operations per anti-diagonal. Program ``b`` owns pair ``b``; its lanes are the rows ``i``
+of the current anti-diagonal ``k`` (cell ``(i, k - i)``). The last two diagonals (cost and the two path lengths)
+live in a per-program scratch area in global memory, slot ``i + 1`` for row ``i`` and slot 0 a ``+inf``
+sentinel for row ``-1``; cells off the matrix are stored as ``+inf``, so that no border needs a special case.
+A barrier after each diagonal's stores makes them visible to the next diagonal's loads (and keeps a diagonal's
+reads ahead of the overwrite of its slot two diagonals later). The number of diagonals walked is a compile-time
+constant rounded up to a multiple of 8 (a few compilations per task; loops with a run-time bound do not run in
+Triton's interpreter with numpy 2.5), the extra diagonals being off every matrix.
+
+Same additions in the same order and the same tie-breaks as the torch and numba paths, float64: the same bits.
+Correctness is tested on the CPU with Triton's interpreter (``TRITON_INTERPRET=1``, test_abx.py) against
+:func:`~speechkit.scoring.abx.batched_dtw`; on a GPU by the CUDA tests (docs/gpu_checks.md).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _dtw_kernel(dist_ptr, n_rows_ptr, n_cols_ptr, cost_ptr, lens_ptr, total_ptr, lrc_ptr, lcr_ptr,
+                NMAX, MMAX, BLOCK: tl.constexpr, DIAGONALS: tl.constexpr):  # pragma: no cover - compiled
+    b = tl.program_id(0).to(tl.int64)
+    n = tl.load(n_rows_ptr + b).to(tl.int32)
+    m = tl.load(n_cols_ptr + b).to(tl.int32)
+    i = tl.arange(0, BLOCK)
+    slot = i + 1
+    width = BLOCK + 1
+    base = dist_ptr + b * NMAX * MMAX
+    cost = cost_ptr + b * 3 * width  # 3 diagonals x (BLOCK + 1) slots, float64
+    lens = lens_ptr + b * 6 * width  # len_rc of 3 diagonals, then len_cr of 3 diagonals, int32
+    inf = tl.full([BLOCK], float("inf"), tl.float64)
+    zero = tl.zeros([BLOCK], tl.int32)
+    # every slot of the three diagonals +inf (slot 0 included: the row -1 sentinel); lengths 0
+    for r in range(3):
+        tl.store(cost + r * width + i, inf)
+        tl.store(cost + r * width + BLOCK + i * 0, inf, mask=i == 0)
+        tl.store(lens + r * width + i, zero)
+        tl.store(lens + (3 + r) * width + i, zero)
+    tl.debug_barrier()
+    last = n + m - 2
+    for k in range(0, DIAGONALS):  # >= NMAX + MMAX - 1; past a pair's last diagonal every lane is off the matrix
+        j = k - i
+        valid = (i < n) & (j >= 0) & (j < m)
+        d = tl.load(base + i.to(tl.int64) * MMAX + j, mask=valid, other=0.0)
+        p1 = ((k + 2) % 3) * width  # diagonal k - 1
+        p2 = ((k + 1) % 3) * width  # diagonal k - 2
+        cur = (k % 3) * width
+        up = tl.load(cost + p1 + i)  # (i - 1, j): slot i of diagonal k - 1
+        left = tl.load(cost + p1 + slot)  # (i, j - 1): slot i + 1 of diagonal k - 1
+        dg = tl.load(cost + p2 + i)  # (i - 1, j - 1): slot i of diagonal k - 2
+        rc_up = tl.load(lens + p1 + i)
+        rc_left = tl.load(lens + p1 + slot)
+        rc_dg = tl.load(lens + p2 + i)
+        cr_up = tl.load(lens + 3 * width + p1 + i)
+        cr_left = tl.load(lens + 3 * width + p1 + slot)
+        cr_dg = tl.load(lens + 3 * width + p2 + i)
+        is_diag = (dg <= left) & (dg <= up)
+        best = tl.minimum(tl.minimum(up, left), dg)
+        new_cost = d + best
+        new_rc = tl.where(is_diag, rc_dg, tl.where(left <= up, rc_left, rc_up)) + 1
+        new_cr = tl.where(is_diag, cr_dg, tl.where(up <= left, cr_up, cr_left)) + 1
+        first = valid & (k == 0)  # cell (0, 0): its distance, one frame pair
+        new_cost = tl.where(first, d, new_cost)
+        new_rc = tl.where(first, 1, new_rc)
+        new_cr = tl.where(first, 1, new_cr)
+        tl.debug_barrier()  # every lane has read diagonal k - 2 before its slot takes diagonal k
+        tl.store(cost + cur + slot, tl.where(valid, new_cost, inf))
+        tl.store(lens + cur + slot, new_rc)
+        tl.store(lens + 3 * width + cur + slot, new_cr)
+        end = valid & (k == last) & (i == n - 1)
+        tl.store(total_ptr + b + i * 0, new_cost, mask=end)
+        tl.store(lrc_ptr + b + i * 0, new_rc.to(tl.int64), mask=end)
+        tl.store(lcr_ptr + b + i * 0, new_cr.to(tl.int64), mask=end)
+        tl.debug_barrier()  # diagonal k stored before diagonal k + 1 reads it
+
+
+def dtw_batch(dist: torch.Tensor, n_rows: torch.Tensor, n_cols: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`speechkit.scoring.abx.batched_dtw` in one Triton launch (CUDA; the CPU under ``TRITON_INTERPRET=1``).
+
+    Args:
+        dist: ``(B, N, M)`` float64 frame distances (padding ignored).
+        n_rows, n_cols: ``(B,)`` int rows/columns used per pair, each ``>= 1``, on ``dist``'s device.
+
+    Returns:
+        ``(cost, len_rc, len_cr)``: ``(B,)`` float64, int64, int64, as :func:`~speechkit.scoring.abx.batched_dtw`.
+
+    Raises:
+        ValueError: ``dist`` is not a 3-d float64 tensor.
+    """
+    if dist.ndim != 3 or dist.dtype != torch.float64:
+        raise ValueError(f"dist must be (B, N, M) float64, got {tuple(dist.shape)} {dist.dtype}")
+    bsz, nmax, mmax = dist.shape
+    dist = dist.contiguous()
+    dev = dist.device
+    block = max(16, triton.next_power_of_2(nmax))
+    cost = torch.empty((bsz, 3, block + 1), dtype=torch.float64, device=dev)
+    lens = torch.empty((bsz, 6, block + 1), dtype=torch.int32, device=dev)
+    total = torch.empty(bsz, dtype=torch.float64, device=dev)
+    len_rc = torch.empty(bsz, dtype=torch.int64, device=dev)
+    len_cr = torch.empty(bsz, dtype=torch.int64, device=dev)
+    if bsz:
+        _dtw_kernel[(bsz,)](dist, n_rows.to(device=dev, dtype=torch.int64).contiguous(),
+                            n_cols.to(device=dev, dtype=torch.int64).contiguous(), cost, lens, total, len_rc, len_cr,
+                            nmax, mmax, BLOCK=block, DIAGONALS=-(-(nmax + mmax - 1) // 8) * 8,
+                            num_warps=max(1, min(8, block // 32)))
+    return total, len_rc, len_cr
