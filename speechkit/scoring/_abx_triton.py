@@ -7,9 +7,10 @@ of the current anti-diagonal ``k`` (cell ``(i, k - i)``). The last two diagonals
 live in a per-program scratch area in global memory, slot ``i + 1`` for row ``i`` and slot 0 a ``+inf``
 sentinel for row ``-1``; cells off the matrix are stored as ``+inf``, so that no border needs a special case.
 A barrier after each diagonal's stores makes them visible to the next diagonal's loads (and keeps a diagonal's
-reads ahead of the overwrite of its slot two diagonals later). The number of diagonals walked is a compile-time
-constant rounded up to a multiple of 8 (a few compilations per task; loops with a run-time bound do not run in
-Triton's interpreter with numpy 2.5), the extra diagonals being off every matrix.
+reads ahead of the overwrite of its slot two diagonals later); the scratch loads bypass L1 (``.cg``). The
+number of diagonals walked is a compile-time constant rounded up to a multiple of 8 (a few compilations per
+task; loops with a run-time bound do not run in Triton's interpreter with numpy 2.5), the extra diagonals
+being off every matrix.
 
 Same additions in the same order and the same tie-breaks as the torch and numba paths, float64: the same bits.
 Correctness is tested on the CPU with Triton's interpreter (``TRITON_INTERPRET=1``, test_abx.py) against
@@ -51,15 +52,15 @@ def _dtw_kernel(dist_ptr, n_rows_ptr, n_cols_ptr, cost_ptr, lens_ptr, total_ptr,
         p1 = ((k + 2) % 3) * width  # diagonal k - 1
         p2 = ((k + 1) % 3) * width  # diagonal k - 2
         cur = (k % 3) * width
-        up = tl.load(cost + p1 + i)  # (i - 1, j): slot i of diagonal k - 1
-        left = tl.load(cost + p1 + slot)  # (i, j - 1): slot i + 1 of diagonal k - 1
-        dg = tl.load(cost + p2 + i)  # (i - 1, j - 1): slot i of diagonal k - 2
-        rc_up = tl.load(lens + p1 + i)
-        rc_left = tl.load(lens + p1 + slot)
-        rc_dg = tl.load(lens + p2 + i)
-        cr_up = tl.load(lens + 3 * width + p1 + i)
-        cr_left = tl.load(lens + 3 * width + p1 + slot)
-        cr_dg = tl.load(lens + 3 * width + p2 + i)
+        up = tl.load(cost + p1 + i, cache_modifier=".cg")  # (i - 1, j): slot i of diagonal k - 1
+        left = tl.load(cost + p1 + slot, cache_modifier=".cg")  # (i, j - 1): slot i + 1 of diagonal k - 1
+        dg = tl.load(cost + p2 + i, cache_modifier=".cg")  # (i - 1, j - 1): slot i of diagonal k - 2
+        rc_up = tl.load(lens + p1 + i, cache_modifier=".cg")
+        rc_left = tl.load(lens + p1 + slot, cache_modifier=".cg")
+        rc_dg = tl.load(lens + p2 + i, cache_modifier=".cg")
+        cr_up = tl.load(lens + 3 * width + p1 + i, cache_modifier=".cg")
+        cr_left = tl.load(lens + 3 * width + p1 + slot, cache_modifier=".cg")
+        cr_dg = tl.load(lens + 3 * width + p2 + i, cache_modifier=".cg")
         is_diag = (dg <= left) & (dg <= up)
         best = tl.minimum(tl.minimum(up, left), dg)
         new_cost = d + best
