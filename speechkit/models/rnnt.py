@@ -151,10 +151,10 @@ class RNNTConfig:
         union_maps: vanilla/onehot only: per language, union id of each per-language id
             (``len == vocab_sizes[lang]``, blank -> 0); null = disjoint union.
         loss_impl: RNN-T loss implementation (:func:`speechkit.nn.rnnt_loss.rnnt_loss` ``impl``):
-            auto (torchaudio's compiled op where it runs and the batch's logits fit its int32
-            indexing: several times faster on CUDA; speechkit's otherwise), torchaudio (an error
-            where it cannot run) or speechkit (pure PyTorch, any size, least memory). The same loss
-            either way, to float rounding.
+            auto (on CUDA torchaudio's compiled op where it runs and the batch's logits fit its int32
+            indexing, several times faster; speechkit's otherwise, and on the CPU, where it is the
+            faster), torchaudio (an error where it cannot run) or speechkit (pure PyTorch, any size,
+            least memory). The same loss either way, to float rounding.
     """
 
     vocab_sizes: dict[str, int] = field(default_factory=dict)
