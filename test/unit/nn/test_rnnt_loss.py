@@ -191,7 +191,8 @@ def test_matches_torchaudio(fused):
 
 
 def _devices():
-    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    return ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="needs a CUDA device")])]
 
 
 @pytest.mark.parametrize("device", _devices())

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 22's GPU checks in one pass (docs/gpu_checks.md): the CUDA unit tests, the Triton DTW tests, the RNN-T
+# loss table (speechkit / auto / torchaudio on CUDA) and the ABX table (speechkit vs fastabx, all cores and CUDA).
+# Run from the repository root on a machine with a GPU; each step has its own time limit and log under $OUT.
+#
+#   PYTHON=python3 PEERS_PYTHON=tools/venv-peers/bin/python OUT=gpu_check_out test/bench/gpu_check.sh [quick]
+#
+# PYTHON runs speechkit (its dependencies importable, torchaudio for the loss rows); PEERS_PYTHON runs fastabx
+# (default: PYTHON). "quick" skips the ABX table's large no-context task.
+set -u
+py=${PYTHON:-python3}
+peers=${PEERS_PYTHON:-$py}
+out=${OUT:-gpu_check_out}
+mkdir -p "$out"
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$(pwd)
+"$py" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" || { echo "$0: no CUDA device for $py" >&2; exit 1; }
+"$py" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee "$out/device.txt"
+status=0
+step() {  # step NAME SECONDS CMD...: run with a time limit, log to $out/NAME.log, remember a failure
+  local name=$1 limit=$2; shift 2
+  echo "== $name: $*"
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$out/$name.log"
+  [ "$rc" = 0 ] || { echo "== $name: exit $rc"; status=1; }
+}
+step pytest_cuda 900 "$py" -m pytest -q -m cuda -p no:cacheprovider \
+  test/unit/scoring/test_abx.py test/unit/nn/test_rnnt_loss.py test/unit/train/test_checkpoint.py
+step pytest_triton 300 "$py" -m pytest -q -p no:cacheprovider test/unit/scoring/test_abx.py -k triton
+step bench_rnnt_loss 900 "$py" test/bench/bench_rnnt_loss.py --device cuda --python "$py" \
+  --impls speechkit,auto,torchaudio --shapes 8,200,50,256 32,400,80,512 16,1000,150,1024
+tasks=timit-ctx-across,timit-ctx-within,timit-any-within
+[ "${1:-}" = quick ] || tasks=$tasks,timit-any-across
+step bench_abx 1800 "$py" test/bench/bench_abx.py --tasks "$tasks" --conditions all,cuda --peers-python "$peers" \
+  --check-float64 --workdir "$out/abx_data"
+exit $status
