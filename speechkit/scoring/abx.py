@@ -544,8 +544,9 @@ def abx_error(
         convention: ``zr2019`` (ABXpy's averaging and argument order, ZeroSpeech 2017/2019/2020) or
             ``zr2021`` (Libri-Light's, as ``fastabx.zerospeech_abx``; ZeroSpeech 2021 and later); see the
             module docstring.
-        num_threads: CPU threads (default: ``torch.get_num_threads()``); torch's own intra-op pool is set
-            to one thread while the DTW runs and restored after.
+        num_threads: CPU threads (default: ``torch.get_num_threads()``): the numba path's threads, torch's
+            intra-op pool being set to one thread meanwhile; the torch path's intra-op pool (one thread for
+            the small tasks that ``auto`` sends to it). Torch's setting is restored after.
         backend: ``auto`` (the compiled numba kernels on the CPU when numba imports, except for small
             tasks until they have been loaded once; on CUDA the DTW is a Triton kernel, one program per
             pair, where triton imports, else :func:`batched_dtw`, and the triplets are counted by the
