@@ -111,7 +111,7 @@ elif [ -n "$db_root" ] && [ ! -d "$db_root" ]; then
 fi
 
 # the real-speech default (--corpus local): the best configuration measured that finishes stages 0-3 in
-# 30 minutes on 2 cores (README); mini and the official data keep the small one
+# 30 minutes on 2 cores (results/local/NOTES.md); mini and the official data keep the small one
 if [ "$corpus" = local ]; then
   train_config=${train_config:-conf/tuning/train_vqvae_tr_k128_jitter.yaml}
   inverter_config=${inverter_config:-conf/tuning/train_inverter.yaml}

@@ -10,7 +10,7 @@
 #   test      timit_sample with its hand-labelled phones (61-phone set; h#, pau, epi get no ABX
 #             item): $data/test. Its speakers are unseen: none of their audio is in the unit set
 #             (with --test_in_unit_set true it is, as the ZeroSpeech 2017 rules allowed; the
-#             README's earlier real-speech rows were measured that way).
+#             earlier campaign of results/local/NOTES.md was measured that way).
 # Audio at another rate than 16 kHz is resampled through sox pipes in wav.scp.
 #
 # Usage: local/prepare_local.sh [--test_in_unit_set false] <shared-data-dir> <data-dir>

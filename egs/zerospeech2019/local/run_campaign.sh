@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The experiments behind the real-speech table of README.md: every VQ-VAE configuration of
+# The earlier campaign of results/local/NOTES.md (earlier measurements, not in results/): every VQ-VAE configuration of
 # conf/tuning/ trained on the local corpus (../../../shared/data), one at a time, one CPU thread each,
 # then ABX / bitrate on timit_sample (stage 6); the codebook inverter and resynthesis for the main
 # Transformer system. Run it in the background from the recipe folder:
@@ -11,7 +11,9 @@
 set -euo pipefail
 
 expdir=exp/local
-common=(--corpus local --datadir data/local --dumpdir dump/local --expdir "$expdir" --nj 1 --num_threads 1)
+# stage 6 also collects each model's score files (run.sh --results_dir): under $expdir, not into the tracked results/
+common=(--corpus local --datadir data/local --dumpdir dump/local --expdir "$expdir" --nj 1 --num_threads 1
+        --results_dir "$expdir/tracked/results")
 mkdir -p "$expdir/logs"
 # A snapshot of run.sh, so that an edit of the recipe during the hours this runs cannot change a running stage.
 cp run.sh "$expdir/logs/run.sh"

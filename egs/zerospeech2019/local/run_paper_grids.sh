@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The paper's grids (Tjandra et al. 2020, Tables 1-3) on the real-speech setting of README.md: the unit set of
+# The paper's grids (Tjandra et al. 2020, Tables 1-3) of results/local/NOTES.md (earlier measurements, not in results/): the unit set of
 # ../../../shared/data without any test-speaker audio (--corpus local, no speed perturbation), 20 epochs per
 # model on one CPU thread, two models at a time; the units of the unseen TIMIT speakers scored by stage 6
 # (ABX with the 95 % speaker-bootstrap interval, bitrate), codes and continuous z.
@@ -26,7 +26,10 @@ jobs=2                         # models trained at once (one thread each)
 . utils/parse_options.sh
 . ./path.sh   # the toolkit's environment, for the final report
 
-common=(--datadir "$datadir" --dumpdir "$dumpdir" --expdir "$expdir" --nj 1 --num_threads 1 --aux_units true)
+# each model's stage 6 also collects its score files (run.sh --results_dir): under $expdir, not into the
+# tracked results/ (copy a folder of $expdir/tracked/results/ there to report it)
+common=(--datadir "$datadir" --dumpdir "$dumpdir" --expdir "$expdir" --nj 1 --num_threads 1 --aux_units true
+        --results_dir "$expdir/tracked/results")
 mkdir -p "$expdir/logs"
 # a snapshot of run.sh: an edit of the recipe while this runs cannot change a running stage
 cp run.sh "$expdir/logs/run.sh"
