@@ -176,7 +176,16 @@ systems() {
   done
 }
 
+# read_languages: the languages of stage 2's units into $langs, or an error naming $lang/languages.txt
+read_languages() {
+  [ -s "$lang/languages.txt" ] || die "$lang/languages.txt: no such file or empty: run stage 2 with --unit $unit${bpe_vocab_size:+ (--bpe_vocab_size $bpe_vocab_size for bpe)} first"
+  langs=$(awk 'NF {print $1}' "$lang/languages.txt")
+  [ -n "$langs" ] || die "$lang/languages.txt: no language in it"
+}
+
 log "setup $setup: data $data, units $lang, experiments $exp, config $train_config"
+# a run that starts after stage 2 needs its units: refused before anything (the run record too) is written
+if [ "$stage" -ge 3 ]; then read_languages; fi
 record_run "exp/$setup/runs.jsonl"   # this command line, the environment and the config hashes, for RESULTS.md
 
 # ------------------------------------------------------------------------------------- stage 0
@@ -239,11 +248,7 @@ fi
 # The languages of stage 2's units ($lang/languages.txt), read once at the top level: a failure
 # inside $(...) in a for list would escape `set -e` and silently drop every mono_*/ft_* system.
 langs=
-if [ "$stop_stage" -ge 3 ]; then
-  [ -s "$lang/languages.txt" ] || die "$lang/languages.txt: no such file or empty: run stage 2 with --unit $unit${bpe_vocab_size:+ (--bpe_vocab_size $bpe_vocab_size for bpe)} first"
-  langs=$(awk 'NF {print $1}' "$lang/languages.txt")
-  [ -n "$langs" ] || die "$lang/languages.txt: no language in it"
-fi
+if [ "$stop_stage" -ge 3 ]; then read_languages; fi
 
 # ------------------------------------------------------------------------------------- stage 3
 # train_one SYSTEM: one speechkit-train run through $train_cmd (or $cuda_cmd with --ngpu)

@@ -110,7 +110,9 @@ def test_missing_languages_txt_is_an_error_naming_it(work):
     proc = run(work, "--stage", "3", "--stop_stage", "3", "--variants", "mono")
     assert proc.returncode == 1
     assert "data/mucs/lang_char_wb/languages.txt: no such file or empty: run stage 2 with --unit char_wb" in proc.stderr
-    assert not (work / "exp").exists()
+    # nothing written by the refused call: exp/ holds only stage 0's run record
+    assert [p.name for p in (work / "exp").rglob("*")] == ["mucs", "runs.jsonl"]
+    assert len((work / "exp/mucs/runs.jsonl").read_text().splitlines()) == 1
 
 
 def test_restart_moves_the_old_experiment_aside(work):
