@@ -2,7 +2,7 @@
 2 continual), one or two epochs per model; and local/prepare_vctk.sh on a fake VCTK tree.
 
 Everything the recipe writes goes to a temporary directory (--db_root, --datadir, --dumpdir,
---expdir); the recipe folder itself is only read. Later calls give only --stage and run options
+--expdir, --results_dir); the recipe folder itself is only read. Later calls give only --stage and run options
 (no corpus option repeated) and must continue the setup of the first; a contradicting option is
 refused; a second stage-7 call finds every episode trained and scored and redoes nothing.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +24,14 @@ from speechkit.utils.fileio import read_table
 pytestmark = pytest.mark.integration
 
 RECIPE = Path(__file__).resolve().parents[2] / "egs" / "vctk_continual"
-RUNS = ["sa", "er_b1", "er_br_b1_k10"]
-RUN_OPTS = ["--strategies", "sa er er_br", "--buffer_size", "1", "--er_buffer_sizes", "1", "--orders", "1 3",
+RUNS = ["jt", "sa", "er_b1", "er_br_b1_k10"]
+RUN_OPTS = ["--strategies", "jt sa er er_br", "--buffer_size", "1", "--er_buffer_sizes", "1", "--orders", "1 3",
             "--continual_args", "--trainer.max_epochs 1"]
 
 
 def run_recipe(tmp: Path, *args: str, check: bool = True, cwd: Path = RECIPE) -> subprocess.CompletedProcess:
     cmd = ["./run.sh", "--datadir", str(tmp / "data"), "--dumpdir", str(tmp / "dump"), "--expdir", str(tmp / "exp"),
-           "--nj", "2", *args]
+           "--results_dir", str(tmp / "results"), "--nj", "2", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
     if check:
@@ -104,7 +105,10 @@ def test_every_run_and_order_is_trained_and_scored(recipe):
                 assert (e / "eval" / f"{png}.png").stat().st_size > 1000
             assert len(list((e / "eval" / "wav" / "episode_02").glob("*.wav"))) == 2
             ep = json.loads((e / f"episode_02_{plan['order'][1]}" / "episode.json").read_text())
-            if run == "er_br_b1_k10":  # one buffered utterance of the first speaker, replicated 10 times
+            if run == "jt":  # the paper's joint training: from theta_init on both speakers, early-stopped on both
+                assert ep["initial_weights"] == "theta_init" and ep["valid_speakers"] == plan["order"]
+                assert ep["training_speakers"] == plan["order"] and ep["utterances"]["buffer"] == 0
+            elif run == "er_br_b1_k10":  # one buffered utterance of the first speaker, replicated 10 times
                 assert ep["utterances"]["buffer"] == 10 and ep["buffer_size"] == 1
             elif run == "er_b1":
                 assert ep["utterances"]["buffer"] == 1
@@ -113,16 +117,40 @@ def test_every_run_and_order_is_trained_and_scored(recipe):
         assert orders[0] != orders[1], "seeds 1 and 3 give both orders of 2 speakers"
 
 
-def test_results_table_and_figures(recipe):
+def test_results_collected_and_rendered(recipe):
+    """Stage 8: the score files of every run and order copied into <results_dir>/mini/ with the run
+    records; RESULTS.md beside <results_dir>, rendered from there alone (again, after exp/ is gone)."""
     tmp, _ = recipe
-    res = (tmp / "exp" / "musa_rnn" / "RESULTS.md").read_text()
-    for row in ("SA (sequential adaptation, lower bound)", "ER (N_B = 1)", "ER-BR (N_B = 1, K = 10)",
-                "ER-BR above ER at N_B = 1", "held-out accuracy"):
-        assert row in res, row
-    figs = tmp / "exp" / "musa_rnn" / "figures"
+    res = tmp / "results" / "mini"
+    assert sorted(p.name for p in res.iterdir() if p.is_dir()) == sorted(RUNS + ["audio", "figures"])
+    for run in RUNS:
+        for o in ("1", "3"):
+            for f in ("scores.json", "last_episode.json", "train.json"):
+                assert (res / run / f"order{o}" / f).is_file(), (run, o, f)
+    train = json.loads((res / "jt" / "order1" / "train.json").read_text())
+    assert [e["initial_weights"] for e in train] == ["theta_init", "theta_init"]
+    setup = json.loads((res / "setup.json").read_text())
+    assert setup["continual_speakers"] == ["sp03", "sp04"] and setup["verifier_extra_speakers"] == ["sp01", "sp02"]
+    assert setup["theta_init"]["epochs"] == 2 and "valid/mcd" in setup["theta_init"]["best_valid"]
+    runs = [json.loads(x) for x in (res / "runs.jsonl").read_text().splitlines()]
+    assert [r["cmdline"].split()[:3] for r in runs[:2]] == [["./run.sh", "--datadir", str(tmp / "data")]] * 2
+    assert "--stage 6" in runs[1]["cmdline"] and all(r["configs"]["conf/continual.yaml"] for r in runs)
+    page = (tmp / "RESULTS.md").read_text()
+    for row in ("## `mini`: corpus mini, base TTS musa_rnn", "### Environment", "--stage 6 --pretrain_args",
+                "JT (the paper's: theta_init trained on all seen speakers, upper bound)",
+                "SA (sequential adaptation, lower bound)", "ER-BR (N_B = 1, K = 10)",
+                "ER-BR above ER at the same buffer (N_B = 1)", "held-out accuracy", "(2 orders)"):
+        assert row in page, row
+    figs = res / "figures"
     assert (figs / "ra_fg_curves.png").stat().st_size > 1000 and (figs / "er_buffer_sizes.png").is_file()
-    js = json.loads((tmp / "exp" / "musa_rnn" / "RESULTS.json").read_text())
-    assert set(js) == set(RUNS) and all(len(v["final_ra"]) == 2 for v in js.values())
+    assert (figs / "sa_order1_confusion_matrix.png").is_file()
+    # the page comes from results/ alone
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([str(Path(sys.executable)), "local/make_results.py", "--render", str(tmp / "again.md"),
+                           "--results", str(tmp / "results")], cwd=RECIPE, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp / "again.md").read_text() == page
 
 
 def test_rerun_redoes_nothing(recipe):
@@ -171,7 +199,9 @@ def test_tacotron2_base_model(recipe):
     for run in ("sa", "er_b1"):
         s = json.loads((tmp / "exp" / "tacotron2" / "continual" / run / "order1" / "eval" / "scores.json").read_text())
         assert s["complete"] and len(s["retained_accuracy"]) == 2
-    assert "SA (sequential adaptation, lower bound)" in (tmp / "exp" / "tacotron2" / "RESULTS.md").read_text()
+        assert (tmp / "results" / "mini_tacotron2" / run / "order1" / "scores.json").is_file()
+    page = (tmp / "RESULTS.md").read_text()
+    assert "## `mini_tacotron2`: corpus mini, base TTS tacotron2" in page and "## `mini`: corpus mini" in page
     assert world_scores.stat().st_mtime_ns == stamp
 
 
@@ -211,7 +241,8 @@ def test_prepare_vctk_on_a_fake_tree(tmp_path):
     proc = subprocess.run(cmd, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "'p999' is not a speaker" in proc.stderr
     # through run.sh: the layout is recognised and --continual_speakers chooses the continual split
-    run = ["./run.sh", "--db_root", str(db), "--datadir", str(tmp_path / "d2"), "--continual_speakers", "p226,p227",
+    run = ["./run.sh", "--db_root", str(db), "--datadir", str(tmp_path / "d2"), "--expdir", str(tmp_path / "e2"),
+           "--continual_speakers", "p226,p227",
            "--num_test", "3", "--num_dev", "2", "--stop_stage", "0"]
     proc = subprocess.run(run, cwd=RECIPE, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,39 @@ def test_tracked_results_and_page(recipe):
     lab = (tmp / "exp" / "RESULTS.md").read_text()  # the same numbers as the report over exp/
     row = next(line for line in lab.splitlines() if f"| {TAG} |" in line)
     assert row in page
+
+
+def test_paired_comparisons_with_three_test_speakers(recipe):
+    """With three or more test speakers stage 6 compares the codes with MFCC and the continuous z with the
+    CMVN'd input on the same speaker resamples (local/compare_abx.py); the tracked results and the page carry
+    both rows. The mini test set has two speakers: half of sp04 is relabelled as a third one."""
+    tmp, _ = recipe
+    data3, exp3 = tmp / "data3", tmp / "exp3"
+    shutil.copytree(tmp / "data", data3, symlinks=True)
+    moved = sorted(u for u, s in read_table(data3 / "test" / "utt2spk").items() if s == "sp04")[::2]
+    for table in ("abx.item", "abx_nocontext.item"):  # what the ABX tasks read: the item's speaker column
+        lines = (data3 / "test" / table).read_text().splitlines()
+        lines = [re.sub(r" sp04$", " spx", ln) if ln.split()[0] in moved else ln for ln in lines]
+        (data3 / "test" / table).write_text("\n".join(lines) + "\n")
+    utt2spk = {u: ("spx" if u in moved else s) for u, s in read_table(data3 / "test" / "utt2spk").items()}
+    (data3 / "test" / "utt2spk").write_text("".join(f"{u} {s}\n" for u, s in sorted(utt2spk.items())))
+    spk2utt: dict = {}
+    for u, s in sorted(utt2spk.items()):
+        spk2utt.setdefault(s, []).append(u)
+    (data3 / "test" / "spk2utt").write_text("".join(f"{s} {' '.join(us)}\n" for s, us in sorted(spk2utt.items())))
+    shutil.copytree(tmp / "exp" / TAG / "units", exp3 / TAG / "units", symlinks=True)
+    run_recipe(tmp, "--stage", "6", "--datadir", str(data3), "--expdir", str(exp3), "--kmeans_k", "0",
+               "--aux_units", "true", "--abx_bootstrap", "200", "--results_dir", str(tmp / "r3" / "results"))
+    rows = json.loads((exp3 / TAG / "comparisons.json").read_text())
+    assert [(r["system"], r["reference"]) for r in rows] == [(TAG, "baseline_mfcc"),
+                                                             (f"{TAG} (z)", "baseline_mfcc_cmvn")]
+    for r in rows:
+        assert r["low"] <= r["difference"] <= r["high"] and r["difference"] == pytest.approx(
+            r["system_error"] - r["reference_error"])
+    run = tmp / "r3" / "results" / f"mini_{TAG}"
+    assert json.loads((run / TAG / "comparisons.json").read_text()) == rows
+    page = (tmp / "r3" / "RESULTS.md").read_text()
+    assert f"| {TAG} (z) | baseline_mfcc_cmvn | {rows[1]['system_error']:.2f} |" in page
 
 
 def test_aux_units_every_input_frame(recipe):
