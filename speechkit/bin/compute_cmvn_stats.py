@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     setup_logging(verbose=args.verbose)
 
     def body() -> int:
-        from speechkit.features.cmvn import compute_cmvn_stats
+        from speechkit.features.cmvn_stats import compute_cmvn_stats
 
         scp = compute_cmvn_stats(args.data_dir, args.cmvn_dir, per_speaker=args.per_speaker)
         print(f"{PROG}: wrote {scp}")

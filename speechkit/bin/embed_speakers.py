@@ -65,8 +65,7 @@ def _init_worker(encoder_kwargs: dict) -> None:
 
 def _embed_part(data_dir: str, utts: list[str], encoder=None) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """Embed ``utts`` of ``data_dir`` with ``encoder`` (in a worker: the one its initializer built)."""
-    from speechkit.data.audio import iter_audio
-    from speechkit.data.datadir import DataDir, subset
+    from speechkit.data.datadir import DataDir, iter_audio, subset
     from speechkit.models.speaker_encoder import UtteranceTooShortError
 
     d = DataDir.load(data_dir)

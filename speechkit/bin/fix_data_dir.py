@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from speechkit.data.datadir import fix_data_dir
+from speechkit.data.fix import fix_data_dir
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 
 PROG = "speechkit-fix-data-dir"

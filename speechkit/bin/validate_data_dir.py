@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 
-from speechkit.data.datadir import validate
+from speechkit.data.validate import validate
 from speechkit.utils.cli import make_parser, positive_int, run_main
 
 PROG = "speechkit-validate-data-dir"

@@ -23,17 +23,12 @@ import logging
 import os
 import re
 import subprocess
-from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import soundfile as sf
 
 from speechkit.utils.fileio import DataError, atomic_write
-
-if TYPE_CHECKING:  # pragma: no cover
-    from speechkit.data.datadir import DataDir
 
 logger = logging.getLogger(__name__)
 
@@ -218,51 +213,6 @@ def probe_audio(path: str, *, key: str | None = None, source: str = "wav.scp") -
     f, _ = _open(str(path), where)
     with f:
         return f.frames, f.samplerate
-
-
-def iter_audio(datadir: "DataDir", expected_sr: int | None = None) -> Iterator[tuple[str, np.ndarray, int]]:
-    """Yield ``(utt, samples, sr)`` for every utterance of ``datadir`` in (C-sorted) utterance order.
-
-    With ``segments`` each recording is decoded only once, however its utterances are ordered;
-    it is kept in memory until its last segment has been yielded.
-
-    Raises:
-        DataError: an utterance whose recording is not in ``wav.scp``, or any :func:`read_audio`
-            error (the message names ``wav.scp`` or ``segments`` and the key).
-    """
-    base = Path(datadir.path) if datadir.path is not None else None
-    wav_src = str(base / "wav.scp") if base is not None else "wav.scp"
-    seg_src = str(base / "segments") if base is not None else "segments"
-    if datadir.wav_scp is None:
-        raise DataError(f"{wav_src}: missing (needed to read audio)")
-    utts = datadir.utts
-    if datadir.segments is None:
-        for utt in utts:
-            if utt not in datadir.wav_scp:
-                raise DataError(f"{wav_src}: no entry for utterance '{utt}'")
-            x, sr = read_audio(datadir.wav_scp[utt], key=utt, expected_sr=expected_sr, source=wav_src)
-            yield utt, x, sr
-        return
-    remaining: Counter[str] = Counter()
-    for utt in utts:
-        if utt not in datadir.segments:
-            raise DataError(f"{seg_src}: no entry for utterance '{utt}'")
-        rec = datadir.segments[utt].recording
-        if rec not in datadir.wav_scp:
-            raise DataError(f"{seg_src}: utterance '{utt}' refers to recording '{rec}', not in {wav_src}")
-        remaining[rec] += 1
-    cache: dict[str, tuple[np.ndarray, int]] = {}
-    for utt in utts:
-        seg = datadir.segments[utt]
-        rec = seg.recording
-        if rec not in cache:
-            cache[rec] = read_audio(datadir.wav_scp[rec], key=rec, expected_sr=expected_sr, source=wav_src)
-        x, sr = cache[rec]
-        b, e = _segment_bounds(seg.start, seg.end, sr, len(x), _where(seg_src, utt))
-        remaining[rec] -= 1
-        if remaining[rec] == 0:
-            del cache[rec]
-        yield utt, x[b:e], sr
 
 
 def write_wav(path: str | os.PathLike, samples: np.ndarray, sr: int) -> None:

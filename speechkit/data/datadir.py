@@ -28,7 +28,10 @@ Global CMVN statistics are not in ``cmvn.scp`` (whose keys Kaldi requires to be 
 speakers) but in ``cmvn_global.ark``, one Kaldi binary matrix (``kaldiio.load_mat``, Kaldi's
 ``apply-cmvn cmvn_global.ark``), as ESPnet keeps them out of ``cmvn.scp`` too.
 
-Every tool that keeps a subset of the utterances (:func:`fix_data_dir`, :func:`subset`,
+Checking and repairing a data dir are in :mod:`speechkit.data.validate` and
+:mod:`speechkit.data.fix` (Kaldi's ``validate_data_dir.sh`` / ``fix_data_dir.sh``).
+
+Every tool that keeps a subset of the utterances (:func:`~speechkit.data.fix.fix_data_dir`, :func:`subset`,
 :func:`split`, :func:`copy_data_dir`, :func:`combine`) filters the per-utterance tables
 (``text``, ``segments``, ``utt2lang``, ``utt2dur``, ``feats.scp``, ``utt2num_frames``,
 ``phone_alignments``) by utterance and the per-speaker ones (``cmvn.scp``, ``spk2gender``) by
@@ -41,14 +44,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from speechkit.utils.fileio import (
     DataError, atomic_write, ensure_writable_dir, read_lines, read_table, write_table,
 )
 from speechkit.utils.outputs import check_output_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -247,6 +254,54 @@ class DataDir:
         return path
 
 
+def iter_audio(datadir: DataDir, expected_sr: int | None = None) -> Iterator[tuple[str, np.ndarray, int]]:
+    """Yield ``(utt, samples, sr)`` for every utterance of ``datadir`` in (C-sorted) utterance order.
+
+    With ``segments`` each recording is decoded only once, however its utterances are ordered;
+    it is kept in memory until its last segment has been yielded.
+
+    Raises:
+        DataError: an utterance whose recording is not in ``wav.scp``, or any
+            :func:`~speechkit.data.audio.read_audio` error (the message names ``wav.scp`` or
+            ``segments`` and the key).
+    """
+    from speechkit.data.audio import _segment_bounds, _where, read_audio   # soundfile, on first use
+
+    base = Path(datadir.path) if datadir.path is not None else None
+    wav_src = str(base / "wav.scp") if base is not None else "wav.scp"
+    seg_src = str(base / "segments") if base is not None else "segments"
+    if datadir.wav_scp is None:
+        raise DataError(f"{wav_src}: missing (needed to read audio)")
+    utts = datadir.utts
+    if datadir.segments is None:
+        for utt in utts:
+            if utt not in datadir.wav_scp:
+                raise DataError(f"{wav_src}: no entry for utterance '{utt}'")
+            x, sr = read_audio(datadir.wav_scp[utt], key=utt, expected_sr=expected_sr, source=wav_src)
+            yield utt, x, sr
+        return
+    remaining: Counter[str] = Counter()
+    for utt in utts:
+        if utt not in datadir.segments:
+            raise DataError(f"{seg_src}: no entry for utterance '{utt}'")
+        rec = datadir.segments[utt].recording
+        if rec not in datadir.wav_scp:
+            raise DataError(f"{seg_src}: utterance '{utt}' refers to recording '{rec}', not in {wav_src}")
+        remaining[rec] += 1
+    cache: dict[str, tuple[np.ndarray, int]] = {}
+    for utt in utts:
+        seg = datadir.segments[utt]
+        rec = seg.recording
+        if rec not in cache:
+            cache[rec] = read_audio(datadir.wav_scp[rec], key=rec, expected_sr=expected_sr, source=wav_src)
+        x, sr = cache[rec]
+        b, e = _segment_bounds(seg.start, seg.end, sr, len(x), _where(seg_src, utt))
+        remaining[rec] -= 1
+        if remaining[rec] == 0:
+            del cache[rec]
+        yield utt, x[b:e], sr
+
+
 def _read_utt_lines(f: Path) -> dict[str, list[str]]:
     """A file of ``<utt> <rest>`` lines, several per utterance -> utt -> [rest, ...] (file order)."""
     out: dict[str, list[str]] = {}
@@ -326,603 +381,11 @@ def _parse_number(f: Path, lineno: int, key: str, value: str, typ):
         raise DataError(f"{f}:{lineno}: value for '{key}' is not a{'n integer' if typ is int else ' number'}: {value!r}") from None
 
 
-# ====================================================================== validation
+# ====================================================================== subset / split / combine / copy
 #: Files copied as they are by subset/split/combine/copy (Kaldi carries ``frame_shift`` too).
 EXTRA_FILES = ("frame_shift", "feats.yaml", GLOBAL_CMVN)
-#: Kaldi's other optional files that its validate_data_dir.sh checks (keyed by utterance / recording).
-KALDI_OPTIONAL = ("utt2uniq", "reco2dur")
-#: Words Kaldi's validate_data_dir.sh refuses in ``text`` (they are reserved in the lexicon / LM).
-RESERVED_WORDS = ("<s>", "</s>", "#0")
-#: Per-file cap on reported problems (a 100k-line unsorted file gives one line, not 100k).
-MAX_PROBLEMS_PER_FILE = 20
-_PER_UTT = ("text", "utt2lang", "utt2dur", "feats.scp", "utt2num_frames")
 
 
-class _Report:
-    """Collects ``<file>:<line>: <message>`` lines, at most MAX_PROBLEMS_PER_FILE per file."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.count: dict[str, int] = {}
-
-    def add(self, label: str, lineno: int | None, msg: str) -> None:
-        n = self.count[label] = self.count.get(label, 0) + 1
-        if n <= MAX_PROBLEMS_PER_FILE:
-            self.lines.append(f"{label}:{lineno}: {msg}" if lineno else f"{label}: {msg}")
-
-    def result(self) -> list[str]:
-        more = [f"{label}: ... and {n - MAX_PROBLEMS_PER_FILE} more problems in this file"
-                for label, n in self.count.items() if n > MAX_PROBLEMS_PER_FILE]
-        return self.lines + more
-
-
-def _scan(label: str, data: bytes, report: _Report, allow_empty_value: bool = False
-          ) -> dict[str, tuple[int, str]]:
-    """Parse raw table bytes, reporting every format problem; returns id -> (line, value).
-
-    Checks: trailing newline, empty lines, carriage returns, UTF-8, leading whitespace, ids
-    unique and in C-locale order, a value after the id. Duplicates keep their first line.
-    """
-    out: dict[str, tuple[int, str]] = {}
-    if not data:
-        return out
-    no_final_newline = not data.endswith(b"\n")
-    try:
-        lines = data.decode("utf-8").split("\n")
-    except UnicodeDecodeError:  # slow path: find the bad lines
-        lines = []
-        for lineno, raw in enumerate(data.split(b"\n"), 1):
-            try:
-                lines.append(raw.decode("utf-8"))
-            except UnicodeDecodeError as e:
-                report.add(label, lineno, f"not valid UTF-8 ({e.reason} at byte {e.start} of the line)")
-                lines.append(raw.decode("utf-8", "replace"))
-    if not no_final_newline:
-        lines.pop()
-    # (code-point order of str == byte order of their UTF-8 encoding == LC_ALL=C order)
-    prev: str | None = None
-    unsorted = 0
-    for lineno, line in enumerate(lines, 1):
-        if "\r" in line:
-            report.add(label, lineno, "carriage return in line (DOS line endings?)")
-            line = line.replace("\r", "")
-        parts = line.split(maxsplit=1)
-        if not parts:
-            report.add(label, lineno, "empty line")
-            continue
-        if line[0].isspace():
-            report.add(label, lineno, "line starts with whitespace")
-        key = parts[0]
-        value = parts[1].rstrip() if len(parts) > 1 else ""
-        if not value and not allow_empty_value:
-            report.add(label, lineno, f"id '{key}' has no value")
-        if key in out:
-            report.add(label, lineno, f"duplicate id '{key}' (first on line {out[key][0]})")
-            continue
-        if prev is not None and key < prev:
-            unsorted += 1
-            if unsorted == 1:
-                report.add(label, lineno, f"not sorted in C-locale order: '{key}' after '{prev}' "
-                           "(sort with LC_ALL=C, or run fix_data_dir.sh)")
-        if prev is None or key > prev:
-            prev = key
-        out[key] = (lineno, value)
-    if no_final_newline:
-        report.add(label, len(lines), "no newline at end of file")
-    return out
-
-
-def _compare_ids(report: _Report, a_label: str, a: dict, b_label: str, b: dict, what: str = "utterance") -> None:
-    """Report ids of ``a`` missing from ``b`` (at their ``a`` line) and vice versa."""
-    for k, (ln, _) in a.items():
-        if k not in b:
-            report.add(a_label, ln, f"{what} '{k}' has no entry in {Path(b_label).name}")
-    for k, (ln, _) in b.items():
-        if k not in a:
-            report.add(b_label, ln, f"{what} '{k}' is not in {Path(a_label).name}")
-
-
-def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, no_text: bool = False,
-             no_wav: bool = False, no_spk_sort: bool = False, check_audio: bool = False,
-             expected_sr: int | None = None) -> list[str]:
-    """Check a data directory the way Kaldi's ``utils/validate_data_dir.sh`` does.
-
-    Works on the raw files (so it can report line numbers, sort order, duplicates, missing final
-    newlines, non-UTF-8 bytes) and keeps going after a bad file. An in-memory :class:`DataDir` is
-    checked as it would be written (its tables, rendered).
-
-    Checks: every file sorted (C locale), unique ids, ends with a newline, no empty lines, valid
-    UTF-8; ``utt2spk`` present and non-empty; ``spk2utt`` present and consistent with ``utt2spk``;
-    speaker ids are prefixes of utterance ids and ``utt2spk`` sorts the same by speaker as by
-    utterance (skipped with ``no_spk_sort``, Kaldi's ``--no-spk-sort``); ``text`` ids == ``utt2spk``
-    ids (unless ``no_text``); ``wav.scp`` present (unless ``no_wav``) with exactly the recordings
-    used; ``segments`` lines with 4 fields, ``end > start >= 0`` and recordings in ``wav.scp``;
-    ``utt2lang``/``utt2dur`` covering the utterances (durations positive); ``feats.scp`` present
-    and ``utt2num_frames`` covering the same utterances with positive integer counts (unless
-    ``no_feats``), each entry pointing at an ark that exists and, for arks written by
-    ``speechkit-compute-feats``, holds that utterance at that offset for this data dir and is
-    not stale (:func:`speechkit.features.extract.check_feats_scp`); ``cmvn.scp`` keyed by exactly
-    the speakers (a ``global`` key is an error: global stats go in ``cmvn_global.ark``);
-    ``spk2gender`` keyed by exactly the speakers, values ``m``/``f``; ``utt2uniq`` covering the
-    utterances, ``reco2dur`` the recordings (positive); ``phone_alignments`` sorted, 4 fields,
-    ``end >= start``, of utterances in ``utt2spk``; no ``<s>``, ``</s>``, ``#0`` word in ``text``.
-
-    With ``check_audio`` (not in Kaldi) every ``wav.scp`` entry is also opened (commands are run)
-    with :func:`speechkit.data.audio.probe_audio`: missing, empty, truncated or non-audio files,
-    a sample rate other than ``expected_sr``, and segments ending past the audio are reported.
-
-    Returns:
-        One ``"<file>:<line>: <message>"`` (or ``"<file>: <message>"``) string per problem,
-        empty if the directory is valid. At most :data:`MAX_PROBLEMS_PER_FILE` per file, plus a
-        count of the rest.
-    """
-    report = _Report()
-    files: dict[str, bytes | None] = {}
-    if isinstance(d_or_path, DataDir):
-        base = str(d_or_path.path) if d_or_path.path is not None else "<DataDir>"
-        for fname, table in d_or_path.tables().items():
-            files[fname] = "".join(f"{k} {v}\n" if v != "" else f"{k}\n"
-                                   for k, v in ((k, table[k]) for k in c_sorted(table))).encode("utf-8")
-        if d_or_path.phone_alignments is not None:
-            files[PHONE_ALIGNMENTS] = _render_utt_lines(d_or_path.phone_alignments).encode("utf-8")
-    else:
-        base = str(d_or_path)
-        p = Path(d_or_path)
-        if not p.is_dir():
-            return [f"{base}: no such data directory"]
-        for fname in (*TABLES, "spk2utt", PHONE_ALIGNMENTS, *KALDI_OPTIONAL):
-            f = p / fname
-            if f.is_file():
-                try:
-                    files[fname] = f.read_bytes()
-                except OSError as e:
-                    report.add(f"{base}/{fname}", None, f"cannot read ({e.strerror})")
-            elif f.exists():
-                report.add(f"{base}/{fname}", None, "is not a regular file")
-
-    def lab(fname: str) -> str:
-        return f"{base}/{fname}"
-
-    tabs: dict[str, dict[str, tuple[int, str]]] = {}
-    ali_ids: dict[str, int] | None = None
-    for fname, data in files.items():
-        if data is not None:
-            if fname == PHONE_ALIGNMENTS:
-                ali_ids = _scan_alignments(lab(fname), data, report)
-            else:
-                tabs[fname] = _scan(lab(fname), data, report, allow_empty_value=(fname == "text"))
-            if not data:
-                report.add(lab(fname), None, "file is empty")
-
-    # -------------------------------------------------- utt2spk / spk2utt
-    u2s = tabs.get("utt2spk")
-    if u2s is None:
-        report.add(lab("utt2spk"), None, "missing (every data directory needs one)")
-        return report.result()
-    spk2utt: dict[str, list[str]] = {}
-    for utt, (ln, spk) in u2s.items():
-        if len(spk.split()) != 1:
-            report.add(lab("utt2spk"), ln, f"speaker of '{utt}' must be one id, got {spk!r}")
-            continue
-        spk2utt.setdefault(spk, []).append(utt)
-        if not no_spk_sort and not utt.startswith(spk):
-            report.add(lab("utt2spk"), ln, f"speaker id '{spk}' is not a prefix of utterance id '{utt}' "
-                       "(Kaldi needs speaker-id prefixes so that files sort the same by speaker and "
-                       "by utterance; --no-spk-sort skips this check)")
-    if not no_spk_sort:
-        by_utt = c_sorted(k for k, (_, v) in u2s.items() if len(v.split()) == 1)
-        by_spk = sorted(by_utt, key=lambda u: (u2s[u][1], u))
-        for a, b in zip(by_utt, by_spk):
-            if a != b:
-                report.add(lab("utt2spk"), u2s[a][0], f"not in the same order when sorted by speaker as by "
-                           f"utterance (first difference: '{a}' vs '{b}'); make speaker ids prefixes of "
-                           "utterance ids")
-                break
-    s2u = tabs.get("spk2utt")
-    if s2u is None:
-        report.add(lab("spk2utt"), None, "missing (run utils/utt2spk_to_spk2utt.pl or fix_data_dir.sh)")
-    else:
-        for spk, (ln, value) in s2u.items():
-            got = value.split()
-            want = c_sorted(spk2utt.get(spk, []))
-            if spk not in spk2utt:
-                report.add(lab("spk2utt"), ln, f"speaker '{spk}' is not in utt2spk")
-            elif got != want:
-                missing = [u for u in want if u not in got][:3]
-                extra = [u for u in got if u not in want][:3]
-                detail = ("missing " + ", ".join(missing) if missing else "") + \
-                         ("; " if missing and extra else "") + ("extra " + ", ".join(extra) if extra else "")
-                report.add(lab("spk2utt"), ln, f"utterances of speaker '{spk}' disagree with utt2spk "
-                           f"({detail or 'order differs'})")
-        for spk, utts in spk2utt.items():
-            if spk not in s2u:
-                report.add(lab("utt2spk"), u2s[utts[0]][0], f"speaker '{spk}' has no entry in spk2utt")
-
-    # -------------------------------------------------- text
-    if not no_text:
-        if "text" not in tabs:
-            report.add(lab("text"), None, "missing (use --no-text if the data has no transcripts)")
-        else:
-            _compare_ids(report, lab("utt2spk"), u2s, lab("text"), tabs["text"])
-            for utt, (ln, value) in tabs["text"].items():
-                bad = [w for w in RESERVED_WORDS if w in value.split()]
-                if bad:
-                    report.add(lab("text"), ln, f"transcript of '{utt}' contains the reserved word '{bad[0]}' "
-                               f"(Kaldi refuses {', '.join(RESERVED_WORDS)} in text)")
-
-    # -------------------------------------------------- wav.scp / segments
-    if not no_wav:
-        wav = tabs.get("wav.scp")
-        seg = tabs.get("segments")
-        if wav is None:
-            report.add(lab("wav.scp"), None, "missing (use --no-wav if the data has no audio)")
-        if seg is not None:
-            _compare_ids(report, lab("utt2spk"), u2s, lab("segments"), seg)
-            used: dict[str, int] = {}
-            for utt, (ln, value) in seg.items():
-                parts = value.split()
-                if len(parts) != 3:
-                    report.add(lab("segments"), ln, f"'{utt}': needs 4 fields "
-                               f"(<utt> <recording> <start> <end>), got {len(parts) + 1}")
-                    continue
-                rec = parts[0]
-                used.setdefault(rec, ln)
-                try:
-                    start, end = float(parts[1]), float(parts[2])
-                except ValueError:
-                    report.add(lab("segments"), ln, f"'{utt}': start/end are not numbers: {value!r}")
-                else:
-                    if start < 0:
-                        report.add(lab("segments"), ln, f"'{utt}': start {parts[1]} is negative")
-                    if end <= start:
-                        report.add(lab("segments"), ln, f"'{utt}': end {parts[2]} is not after start {parts[1]}")
-                if wav is not None and rec not in wav:
-                    report.add(lab("segments"), ln, f"'{utt}': recording '{rec}' is not in wav.scp")
-            if wav is not None:
-                for rec, (ln, _) in wav.items():
-                    if rec not in used:
-                        report.add(lab("wav.scp"), ln, f"recording '{rec}' is not used by any segment")
-        elif wav is not None:
-            _compare_ids(report, lab("utt2spk"), u2s, lab("wav.scp"), wav)
-
-    # -------------------------------------------------- utt2lang / utt2dur
-    if "utt2lang" in tabs:
-        _compare_ids(report, lab("utt2spk"), u2s, lab("utt2lang"), tabs["utt2lang"])
-        for utt, (ln, v) in tabs["utt2lang"].items():
-            if len(v.split()) > 1:
-                report.add(lab("utt2lang"), ln, f"language of '{utt}' must be one id, got {v!r}")
-    if "utt2dur" in tabs:
-        _compare_ids(report, lab("utt2spk"), u2s, lab("utt2dur"), tabs["utt2dur"])
-        for utt, (ln, v) in tabs["utt2dur"].items():
-            try:
-                ok = float(v) > 0
-            except ValueError:
-                ok = False
-            if not ok and v:
-                report.add(lab("utt2dur"), ln, f"duration of '{utt}' must be a positive number of seconds, got {v!r}")
-
-    # -------------------------------------------------- features
-    if not no_feats:
-        feats = tabs.get("feats.scp")
-        if feats is None:
-            report.add(lab("feats.scp"), None, "missing (use --no-feats before features are computed)")
-        else:
-            _compare_ids(report, lab("utt2spk"), u2s, lab("feats.scp"), feats)
-        if "utt2num_frames" in tabs:
-            nf = tabs["utt2num_frames"]
-            if feats is not None:
-                _compare_ids(report, lab("feats.scp"), feats, lab("utt2num_frames"), nf)
-            else:
-                _compare_ids(report, lab("utt2spk"), u2s, lab("utt2num_frames"), nf)
-            for utt, (ln, v) in nf.items():
-                if not (v.isdigit() and int(v) > 0) and v:
-                    report.add(lab("utt2num_frames"), ln, f"frame count of '{utt}' must be a positive integer, got {v!r}")
-        if feats is not None and not isinstance(d_or_path, DataDir):
-            from speechkit.features.extract import check_feats_scp
-
-            for ln, msg in check_feats_scp(Path(d_or_path), feats, tabs.get("utt2num_frames")):
-                report.add(lab("feats.scp"), ln, msg)
-    spk_tab = {s: u2s[u[0]] for s, u in spk2utt.items()}
-    if "cmvn.scp" in tabs:
-        cmvn = tabs["cmvn.scp"]
-        if "global" in cmvn and "global" not in spk2utt:
-            report.add(lab("cmvn.scp"), cmvn["global"][0], "key 'global' is not a speaker: Kaldi requires the keys "
-                       f"of cmvn.scp to be exactly the speakers; global stats go in {GLOBAL_CMVN} "
-                       "(re-run speechkit-compute-cmvn-stats, or speechkit-fix-data-dir to move them)")
-            cmvn = {k: v for k, v in cmvn.items() if k != "global"}
-        if cmvn:
-            _compare_ids(report, lab("utt2spk"), spk_tab, lab("cmvn.scp"), cmvn, what="speaker")
-    if "spk2gender" in tabs:
-        _compare_ids(report, lab("utt2spk"), spk_tab, lab("spk2gender"), tabs["spk2gender"], what="speaker")
-        for spk, (ln, v) in tabs["spk2gender"].items():
-            if v not in ("m", "f"):
-                report.add(lab("spk2gender"), ln, f"gender of '{spk}' must be m or f, got {v!r}")
-    if "utt2uniq" in tabs:
-        _compare_ids(report, lab("utt2spk"), u2s, lab("utt2uniq"), tabs["utt2uniq"])
-    if "reco2dur" in tabs and "wav.scp" in tabs:
-        _compare_ids(report, lab("wav.scp"), tabs["wav.scp"], lab("reco2dur"), tabs["reco2dur"], what="recording")
-        for rec, (ln, v) in tabs["reco2dur"].items():
-            try:
-                ok = float(v) > 0
-            except ValueError:
-                ok = False
-            if not ok:
-                report.add(lab("reco2dur"), ln, f"duration of '{rec}' must be a positive number of seconds, got {v!r}")
-    if ali_ids is not None:
-        for utt, ln in ali_ids.items():
-            if utt not in u2s:
-                report.add(lab(PHONE_ALIGNMENTS), ln, f"utterance '{utt}' is not in utt2spk")
-    if check_audio and not no_wav and "wav.scp" in tabs:
-        _check_audio(report, lab, tabs, expected_sr)
-    return report.result()
-
-
-def _scan_alignments(label: str, data: bytes, report: _Report) -> dict[str, int]:
-    """Check ``phone_alignments`` (``<utt> <start> <end> <phone>``, grouped by utterance in C order);
-    returns utt -> first line."""
-    first: dict[str, int] = {}
-    prev = None
-    try:
-        lines = data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        report.add(label, data[: e.start].count(b"\n") + 1, "not valid UTF-8")
-        return first
-    for lineno, line in enumerate(lines, 1):
-        parts = line.split()
-        if len(parts) != 4:
-            report.add(label, lineno, f"expected '<utt> <start> <end> <phone>', got {line!r}")
-            continue
-        utt = parts[0]
-        if prev is not None and utt != prev and (utt < prev or utt in first):
-            report.add(label, lineno, f"not grouped by utterance in C-locale order: '{utt}' after '{prev}'")
-        first.setdefault(utt, lineno)
-        prev = utt
-        try:
-            start, end = float(parts[1]), float(parts[2])
-        except ValueError:
-            report.add(label, lineno, f"'{utt}': times are not numbers: {line!r}")
-            continue
-        if start < 0 or end < start:
-            report.add(label, lineno, f"'{utt}': bad interval {parts[1]}-{parts[2]} s")
-    return first
-
-
-def _check_audio(report: _Report, lab, tabs: dict, expected_sr: int | None) -> None:
-    """Open every wav.scp entry; check sample rates and that segments lie inside the audio."""
-    from speechkit.data.audio import MAX_OVERSHOOT, probe_audio
-
-    wav_label = lab("wav.scp")
-    durations: dict[str, float] = {}
-    for rec, (ln, spec) in tabs["wav.scp"].items():
-        try:
-            n, sr = probe_audio(spec, key=rec, source=wav_label)
-        except DataError as e:
-            report.add(wav_label, ln, str(e).removeprefix(f"{wav_label}: "))
-            continue
-        if expected_sr is not None and sr != expected_sr:
-            report.add(wav_label, ln, f"'{rec}': has {sr} Hz, config expects {expected_sr} Hz")
-        durations[rec] = n / sr
-    for utt, (ln, value) in tabs.get("segments", {}).items():
-        parts = value.split()
-        if len(parts) == 3 and parts[0] in durations:
-            try:
-                end = float(parts[2])
-            except ValueError:
-                continue
-            if end > durations[parts[0]] + MAX_OVERSHOOT:
-                report.add(lab("segments"), ln, f"'{utt}': ends at {end:.3f} s, beyond the end of recording "
-                           f"'{parts[0]}' ({durations[parts[0]]:.3f} s)")
-
-
-# ====================================================================== fix
-def _lenient_tables(path: Path) -> tuple[dict[str, dict[str, str]], dict[str, int], set[str]]:
-    """Read every table of ``path`` tolerating format problems (logged); non-UTF-8 is an error.
-
-    Returns the tables, their line counts, and every utterance id seen in a per-utterance table
-    (``utt2spk``, the utterances of ``spk2utt``, ``text``, ``segments``, ...), malformed lines included.
-    """
-    tables: dict[str, dict[str, str]] = {}
-    counts: dict[str, int] = {}
-    ids: set[str] = set()
-    for fname in (*TABLES, "spk2utt"):
-        f = path / fname
-        if not f.is_file():
-            continue
-        report = _Report()
-        scanned = _scan(str(f), f.read_bytes(), report, allow_empty_value=True)
-        for line in report.result():
-            if "not valid UTF-8" in line:
-                raise DataError(f"{line} (fix the encoding by hand; nothing was modified)")
-            logger.info("fixing %s", line)
-        if fname in ("utt2spk", "segments", *_PER_UTT):
-            ids |= set(scanned)
-        elif fname == "spk2utt":
-            ids |= {u for _, v in scanned.values() for u in v.split()}
-        table = {}
-        for key, (ln, value) in scanned.items():
-            bad = _bad_value(fname, value)
-            if bad:
-                logger.warning("%s:%d: dropping '%s': %s", f, ln, key, bad)
-                continue
-            table[key] = value
-        tables[fname] = table
-        counts[fname] = len(scanned)
-    return tables, counts, ids
-
-
-def _bad_value(fname: str, value: str) -> str | None:
-    """Why a line of ``fname`` cannot be kept by fix_data_dir (None if it can)."""
-    if fname == "text":
-        return None
-    if not value:
-        return "no value"
-    if fname in ("utt2spk", "utt2lang") and len(value.split()) != 1:
-        return f"expected one id, got {value!r}"
-    if fname == "segments":
-        parts = value.split()
-        if len(parts) != 3:
-            return f"needs 4 fields, got {len(parts) + 1}"
-        try:
-            start, end = float(parts[1]), float(parts[2])
-        except ValueError:
-            return f"start/end are not numbers: {value!r}"
-        if start < 0 or end <= start:
-            return f"bad times (start {parts[1]}, end {parts[2]})"
-    if fname == "utt2dur":
-        try:
-            if float(value) <= 0:
-                return f"non-positive duration {value!r}"
-        except ValueError:
-            return f"duration is not a number: {value!r}"
-    if fname == "utt2num_frames" and not (value.isdigit() and int(value) > 0):
-        return f"frame count is not a positive integer: {value!r}"
-    return None
-
-
-def _render(table: dict[str, str]) -> bytes:
-    return "".join(f"{k} {table[k]}\n" if table[k] != "" else f"{k}\n" for k in c_sorted(table)).encode("utf-8")
-
-
-def fix_data_dir(path: str | os.PathLike) -> tuple[int, int]:
-    """Repair a data directory in place, as Kaldi's ``utils/fix_data_dir.sh`` does.
-
-    Sorts every table (C locale), drops duplicate ids (keeping the first), empty and malformed
-    lines, keeps only the utterances present in every per-utterance file (``utt2spk``, ``text``,
-    ``segments``, ``utt2lang``, ``utt2dur``, ``feats.scp``, ``utt2num_frames``; and ``wav.scp``
-    without segments) whose recording is in ``wav.scp``; prunes ``wav.scp`` to the recordings,
-    ``cmvn.scp`` and ``spk2gender`` to the speakers and ``phone_alignments`` to the utterances still
-    used; regenerates ``spk2utt`` (``utt2spk`` is rebuilt from ``spk2utt`` if only that exists). A
-    per-speaker ``cmvn.scp`` also drops the utterances of speakers it lacks; a ``cmvn.scp`` holding
-    only a ``global`` entry (older speechkit) is turned into ``cmvn_global.ark``. The files replaced
-    are first copied to a new numbered backup ``path/.backup/N/`` (an earlier backup is never
-    overwritten). A directory that needs no change is left untouched. The utterances dropped are
-    counted and the first few named in a warning.
-
-    Returns:
-        ``(kept, total)``: utterances kept, and the number of distinct utterance ids found in any
-        per-utterance file of the original directory (``utt2spk``, ``spk2utt``, ``text``, ...).
-
-    Raises:
-        FileNotFoundError: no such directory, or neither ``utt2spk`` nor ``spk2utt``.
-        DataError: a file is not valid UTF-8, or no utterance would remain (nothing is modified).
-        WriteError: the directory or its backup cannot be written.
-    """
-    path = Path(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path}: no such data directory")
-    tables, counts, all_ids = _lenient_tables(path)
-    if "utt2spk" not in tables:
-        if "spk2utt" not in tables:
-            raise FileNotFoundError(f"{path}/utt2spk: missing (and no spk2utt to rebuild it from)")
-        tables["utt2spk"] = {u: s for s, us in tables["spk2utt"].items() for u in us.split()}
-        counts["utt2spk"] = len(tables["utt2spk"])
-        logger.info("%s: rebuilt utt2spk from spk2utt", path)
-    segments = tables.get("segments")
-    wav = tables.get("wav.scp")
-    if segments is None and wav is not None:
-        all_ids |= set(wav)
-    alignments = _read_utt_lines_lenient(path / PHONE_ALIGNMENTS) if (path / PHONE_ALIGNMENTS).is_file() else None
-    if alignments is not None:
-        all_ids |= set(alignments)
-    total = len(all_ids)
-    per_utt = ["utt2spk", *(f for f in _PER_UTT if f in tables)]
-    if segments is not None:
-        per_utt.append("segments")
-    elif wav is not None:
-        per_utt.append("wav.scp")
-    keep = set(tables["utt2spk"])
-    why: dict[str, str] = {u: "not in utt2spk" for u in all_ids - keep}
-    for fname in per_utt[1:]:
-        missing = keep - set(tables[fname])
-        for u in missing:
-            why[u] = f"not in {fname}"
-        keep -= missing
-    if segments is not None and wav is not None:
-        no_rec = {u for u in keep if segments[u].split()[0] not in wav}
-        for u in no_rec:
-            why[u] = "recording not in wav.scp"
-        keep -= no_rec
-    cmvn = tables.get("cmvn.scp")
-    global_cmvn = None
-    if cmvn is not None and set(cmvn) == {"global"}:
-        global_cmvn = cmvn["global"]
-        del tables["cmvn.scp"]
-    elif cmvn is not None:
-        no_cmvn = {u for u in keep if tables["utt2spk"][u] not in cmvn}
-        for u in no_cmvn:
-            why[u] = "speaker not in cmvn.scp"
-        keep -= no_cmvn
-    if not keep:
-        sizes = ", ".join(f"{f}: {len(tables[f])}" for f in per_utt)
-        raise DataError(f"{path}: no utterance is in every file ({sizes}); nothing was modified")
-    dropped = all_ids - keep
-    if dropped:
-        reasons: dict[str, list[str]] = {}
-        for u in dropped:
-            reasons.setdefault(why.get(u, "malformed line"), []).append(u)
-        logger.warning("%s: dropping %d of %d utterances: %s", path, len(dropped), total,
-                       "; ".join(f"{len(us)} {r} ({show_ids(us)})" for r, us in sorted(reasons.items())))
-
-    new: dict[str, dict[str, str]] = {}
-    for fname in per_utt:
-        new[fname] = {k: v for k, v in tables[fname].items() if k in keep}
-    if segments is not None and wav is not None:
-        used = {new["segments"][u].split()[0] for u in keep}
-        new["wav.scp"] = {k: v for k, v in wav.items() if k in used}
-    spks = {new["utt2spk"][u] for u in keep}
-    for fname in PER_SPEAKER:
-        if fname in tables:
-            new[fname] = {k: v for k, v in tables[fname].items() if k in spks}
-    spk2utt: dict[str, list[str]] = {}
-    for u in c_sorted(keep):
-        spk2utt.setdefault(new["utt2spk"][u], []).append(u)
-    new["spk2utt"] = {s: " ".join(us) for s, us in spk2utt.items()}
-
-    rendered = {fname: _render(t) for fname, t in new.items()}
-    if alignments is not None:
-        rendered[PHONE_ALIGNMENTS] = _render_utt_lines({u: v for u, v in alignments.items() if u in keep}).encode()
-    changed = [f for f, b in rendered.items() if not (path / f).is_file() or (path / f).read_bytes() != b]
-    if global_cmvn is not None:
-        changed.append("cmvn.scp")
-    if changed:
-        backup = backup_files(path, (*TABLES, "spk2utt", PHONE_ALIGNMENTS))
-        if global_cmvn is not None:
-            _move_global_cmvn(path, global_cmvn)
-        for fname in changed:
-            if fname in rendered:
-                with atomic_write(path / fname, "wb") as out:
-                    out.write(rendered[fname])
-        logger.info("%s: rewrote %s (originals in %s)", path, " ".join(changed), backup)
-    return len(keep), total
-
-
-def _move_global_cmvn(path: Path, loc: str) -> None:
-    """Write the stats at ``loc`` (a ``cmvn.scp`` value) to ``path/cmvn_global.ark``; remove ``cmvn.scp``."""
-    import kaldiio
-
-    try:
-        stats = kaldiio.load_mat(loc)
-    except Exception as e:  # kaldiio raises several types for bad/missing arks
-        raise DataError(f"{path}/cmvn.scp: 'global': cannot read stats at {loc}: {e}") from None
-    with atomic_write(path / GLOBAL_CMVN, "wb") as f:
-        kaldiio.save_mat(f, stats)
-    (path / "cmvn.scp").unlink()
-    logger.warning("%s/cmvn.scp: held global stats only; moved them to %s (Kaldi requires cmvn.scp keys to be "
-                   "the speakers)", path, path / GLOBAL_CMVN)
-
-
-def _read_utt_lines_lenient(f: Path) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for lineno, line in enumerate(read_lines(f), 1):
-        parts = line.split(maxsplit=1)
-        if len(parts) < 2:
-            logger.warning("%s:%d: dropping malformed line %r", f, lineno, line)
-            continue
-        out.setdefault(parts[0], []).append(parts[1].rstrip())
-    return out
-
-
-# ====================================================================== subset / split / combine / copy
 def subset(d: DataDir, utts) -> DataDir:
     """A new in-memory :class:`DataDir` with only the utterances ``utts``.
 

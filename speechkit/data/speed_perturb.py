@@ -21,7 +21,7 @@ unperturbed audio and are not carried: compute them on the perturbed dir.
 ``utt2dur`` is required as in Kaldi; when the source has none it is computed from the audio
 headers (segments: their spans) first.
 
-The result passes :func:`~speechkit.data.datadir.validate` (``speechkit-validate-data-dir
+The result passes :func:`~speechkit.data.validate.validate` (``speechkit-validate-data-dir
 --no-feats``): a source whose speaker ids are not prefixes of its utterance ids (which the
 prefixed copies could not fix) is refused up front, naming ``utt2spk``'s line, and the result is
 validated before anything is written. The destination may not be, contain or lie inside the source
@@ -35,7 +35,8 @@ import shlex
 from pathlib import Path
 
 from speechkit.data.audio import is_command, probe_audio
-from speechkit.data.datadir import DataDir, Segment, combine, fmt_seconds, validate
+from speechkit.data.datadir import DataDir, Segment, combine, fmt_seconds
+from speechkit.data.validate import validate
 from speechkit.utils.fileio import DataError, read_table, write_table
 from speechkit.utils.outputs import check_output_dir
 

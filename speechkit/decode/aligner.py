@@ -67,9 +67,9 @@ from typing import Callable, Literal, Optional
 
 import numpy as np
 
-from speechkit.data.audio import iter_audio, read_audio
+from speechkit.data.audio import read_audio
 from speechkit.data.corpora._common import write_phone_alignments
-from speechkit.data.datadir import DataDir
+from speechkit.data.datadir import DataDir, iter_audio
 from speechkit.decode.hmm import (MAX_PRED, NEG_INF, AlignGraph, DiagGmmSet, build_context_tree,
                                   forward_backward_batch, phone_questions, split_targets, viterbi_batch)
 from speechkit.utils.config import FieldError, dump_config, load_config

@@ -8,7 +8,8 @@ module                            what
 :mod:`~.world`                    WORLD features (``type: world``) and ``world_synthesize``
 :mod:`~.delta`                    librosa (Savitzky-Golay) and Kaldi (regression) deltas
 :mod:`~.extract`                  data-dir extraction in parts (``speechkit-compute-feats``)
-:mod:`~.cmvn`                     Kaldi CMVN stats and ``apply_cmvn``
+:mod:`~.cmvn`                     Kaldi CMVN stats (the math) and ``apply_cmvn``
+:mod:`~.cmvn_stats`               ``compute_cmvn_stats`` of a data dir (``speechkit-compute-cmvn-stats``)
 :mod:`~.io`                       ``FeatureReader`` (feats.scp + CMVN on load), atomic ark/scp writer
 :mod:`~.stack`                    frame stacking / subsampling for low-frame-rate models
 ================================  ===========================================================
@@ -25,7 +26,7 @@ _EXPORTS = {
     "Frontend": "frontends", "FRONTENDS": "frontends",
     "world_synthesize": "world", "world_streams": "world",
     "FeatureReader": "io", "ark_scp_writer": "io",
-    "accumulate_stats": "cmvn", "apply_cmvn": "cmvn", "compute_cmvn_stats": "cmvn",
+    "accumulate_stats": "cmvn", "apply_cmvn": "cmvn", "compute_cmvn_stats": "cmvn_stats",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -10,24 +10,24 @@ They add up (the stats of a union are the sum). Non-finite frames are refused (o
 every normalised utterance NaN). Applying them is Kaldi's ``apply-cmvn``
 (``ApplyCmvn`` in ``transform/cmvn.cc``): ``mean = sum / count``, ``var = sumsq / count - mean^2``
 floored at ``1e-20``, ``y = (x - mean) / sqrt(var)`` (or ``y = x - mean`` without ``norm_vars``).
+
+This module holds the math only; accumulating the stats of a data dir's ``feats.scp`` and writing
+``cmvn_global.ark`` / ``cmvn.scp`` (``speechkit-compute-cmvn-stats``) is
+:func:`speechkit.features.cmvn_stats.compute_cmvn_stats`.
 """
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
 from typing import Iterable
 
 import numpy as np
-
-from speechkit.utils.fileio import DataError
 
 logger = logging.getLogger(__name__)
 
 #: Kaldi's variance floor in apply-cmvn.
 VAR_FLOOR = 1e-20
 
-__all__ = ["accumulate_stats", "apply_cmvn", "compute_cmvn_stats", "VAR_FLOOR"]
+__all__ = ["accumulate_stats", "apply_cmvn", "VAR_FLOOR"]
 
 
 def accumulate_stats(feats: Iterable[np.ndarray] | np.ndarray, dim: int | None = None) -> np.ndarray:
@@ -88,82 +88,3 @@ def apply_cmvn(feats: np.ndarray, stats: np.ndarray, norm_vars: bool = True) -> 
     scale = 1.0 / np.sqrt(var)
     return (feats * scale - mean * scale).astype(np.float32)
 
-
-def compute_cmvn_stats(data_dir: str | os.PathLike, cmvn_dir: str | os.PathLike | None = None,
-                       per_speaker: bool = False) -> Path:
-    """Accumulate CMVN stats of ``DATA_DIR/feats.scp`` and write them atomically.
-
-    Global stats (the default) go to ``DATA_DIR/cmvn_global.ark``, one Kaldi binary matrix
-    (``kaldiio.load_mat``; Kaldi: ``apply-cmvn DATA_DIR/cmvn_global.ark``), as ESPnet keeps its
-    global ``cmvn.ark`` out of ``cmvn.scp``: Kaldi requires the keys of ``cmvn.scp`` to be exactly
-    the speakers. A ``cmvn.scp`` holding only a ``global`` entry (older speechkit) is moved to
-    ``DATA_DIR/.backup/N/``. Per-speaker stats go to ``CMVN_DIR/cmvn_<tag>.ark`` with
-    ``DATA_DIR/cmvn.scp`` keyed by speaker (``<tag>``: :func:`~speechkit.features.extract.data_tag`).
-
-    Args:
-        data_dir: data dir with ``feats.scp`` and ``utt2spk``.
-        cmvn_dir: where the per-speaker ark goes (default ``DATA_DIR/data``, as Kaldi).
-        per_speaker: stats per speaker of ``utt2spk`` instead of global stats.
-
-    Returns:
-        Path of ``cmvn_global.ark`` (global) or ``cmvn.scp`` (per speaker).
-
-    Raises:
-        FileNotFoundError: no feats.scp/utt2spk.
-        DataError: an utterance without features or an unreadable one (names it), mixed dims, a
-            NaN or infinite value (names the utterance and frame). Nothing is written then.
-        WriteError: ``CMVN_DIR`` or the data dir cannot be written.
-    """
-    import kaldiio
-    from tqdm import tqdm
-
-    from speechkit.data.datadir import GLOBAL_CMVN, DataDir, backup_files
-    from speechkit.features.extract import data_tag
-    from speechkit.features.io import FeatureReader, ark_scp_writer
-    from speechkit.utils.fileio import atomic_write, ensure_writable_dir
-
-    data_dir = Path(data_dir)
-    if per_speaker:  # the outputs are known to be writable before any work is done
-        cmvn_dir = ensure_writable_dir(os.path.abspath(cmvn_dir if cmvn_dir is not None else data_dir / "data"))
-    if data_dir.is_dir():
-        ensure_writable_dir(data_dir)
-    d = DataDir.load(data_dir)
-    reader = FeatureReader(data_dir)
-    missing = [u for u in d.utts if u not in reader]
-    if missing:
-        raise DataError(f"{data_dir}/feats.scp: no features for {len(missing)} utterance(s) of utt2spk, "
-                        f"e.g. '{missing[0]}' (run utils/fix_data_dir.sh or recompute features)")
-    groups = d.spk2utt if per_speaker else {"global": d.utts}
-    results: dict[str, np.ndarray] = {}
-    with tqdm(total=len(d.utts), desc="cmvn stats", unit="utt", disable=None) as bar:
-        for key, utts in groups.items():
-            stats = None
-            for u in utts:
-                try:
-                    m = accumulate_stats(reader[u])
-                except ValueError as e:
-                    raise DataError(f"{data_dir}/feats.scp: '{u}': {str(e).removeprefix('matrix 0: ')}") from None
-                if stats is not None and m.shape != stats.shape:
-                    raise DataError(f"{data_dir}/feats.scp: '{u}': feature dimension {m.shape[1] - 1} differs "
-                                    f"from {stats.shape[1] - 1} (speaker '{key}')")
-                stats = m if stats is None else stats + m
-                bar.update(1)
-            if stats is None:
-                raise DataError(f"{data_dir}/utt2spk: speaker '{key}': no features to accumulate CMVN stats from")
-            results[key] = stats
-    if per_speaker:
-        out = data_dir / "cmvn.scp"
-        with ark_scp_writer(cmvn_dir / f"cmvn_{data_tag(data_dir)}.ark", out) as w:
-            for key, stats in results.items():
-                w(key, stats)
-    else:
-        out = data_dir / GLOBAL_CMVN
-        cmvn_scp = data_dir / "cmvn.scp"
-        if cmvn_scp.is_file() and cmvn_scp.read_text(encoding="utf-8", errors="replace").split(maxsplit=1)[:1] == ["global"]:
-            dest = backup_files(data_dir, ["cmvn.scp"], move=True)
-            logger.warning("%s: held global stats (older speechkit); moved to %s, global stats now go in %s",
-                           cmvn_scp, dest, out)
-        with atomic_write(out, "wb") as f:
-            kaldiio.save_mat(f, results["global"])
-    logger.info("CMVN stats (%s) of %d utterances -> %s", "per speaker" if per_speaker else "global", len(d.utts), out)
-    return out

@@ -19,7 +19,8 @@ time of every audio file they name, **including the files a command entry reads*
 ... |``: every word of the command that names an existing file) -- a per-utterance fingerprint
 of the same inputs, and ``utt2num_frames``. A part whose manifest matches is not recomputed (the
 check is by content, so it survives copies and clock skew between cluster nodes, and catches an
-audio file rewritten in place). :func:`check_feats_scp` (run by ``validate-data-dir``) uses the
+audio file rewritten in place). :func:`~speechkit.data.feats_manifest.check_feats_scp` (run by
+``validate-data-dir``; the data layer reads manifests too) uses the
 manifests to check that every ``feats.scp`` entry points at the matrix written for that
 utterance and that its inputs did not change since.
 
@@ -52,7 +53,6 @@ import hashlib
 import json
 import logging
 import os
-import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -64,19 +64,21 @@ import yaml
 
 from typing import TYPE_CHECKING
 
-from speechkit.data.audio import _segment_bounds, _where, is_command, read_audio
+from speechkit.data.audio import _segment_bounds, _where, read_audio
 from speechkit.data.datadir import (
     GLOBAL_CMVN, DataDir, backup_files, c_sorted, new_backup_dir, show_ids, subset,
+)
+from speechkit.data.feats_manifest import (  # the read side of the manifests (validate-data-dir uses it)
+    MANIFEST_FORMAT, _utt_inputs, check_feats_scp, read_manifest, utt_input_hash,
 )
 from speechkit.features.io import ark_scp_writer
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
 
-if TYPE_CHECKING:  # pragma: no cover - frontends imports torch; validate-data-dir imports this module
+if TYPE_CHECKING:  # pragma: no cover - frontends imports torch
     from speechkit.features.frontends import Frontend
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_FORMAT = "speechkit-feats-part/1"
 #: The data dir's feature files, moved to ``.backup/N/`` before features are recomputed.
 DERIVED_FILES = ("feats.scp", "utt2num_frames", "feats.yaml", "frame_shift", "cmvn.scp", GLOBAL_CMVN)
 #: Kaldi compression method used with ``compress=True`` (kAutomaticMethod, copy-feats' default).
@@ -132,45 +134,6 @@ class PartPaths:
         return cls(Path(f"{base}.ark"), Path(f"{base}.scp"), Path(f"{base}.json"))
 
 
-def _file_stamp(path: str) -> list:
-    try:
-        st = os.stat(path)
-        return [st.st_size, st.st_mtime_ns]
-    except OSError:
-        return [None, None]
-
-
-def _audio_stamp(spec: str) -> list:
-    """``[spec, size, mtime_ns]`` for a path (``None``s if absent); for a command, ``[spec,
-    [word, size, mtime_ns], ...]`` for every word of it that names an existing file (the files
-    the pipe reads: ``sox in.wav -t wav - |`` -> ``in.wav``)."""
-    if not is_command(spec):
-        return [spec, *_file_stamp(spec.strip())]
-    cmd = spec.strip()[:-1]
-    try:
-        words = shlex.split(cmd)
-    except ValueError:  # unbalanced quotes: the shell will complain when it runs
-        words = cmd.split()
-    return [spec, *([w, *_file_stamp(w)] for w in dict.fromkeys(words) if os.path.isfile(w))]
-
-
-def _utt_inputs(d: DataDir, utt: str, stamps: dict[str, list]) -> tuple[str | None, list | None, list | None]:
-    """``(recording, segment, audio stamp)`` of ``utt`` (``stamps`` caches the stamp per recording)."""
-    wav = d.wav_scp or {}
-    rec = d.recording_of(utt) if d.segments is None or utt in d.segments else None
-    seg = d.segments.get(utt) if d.segments is not None else None
-    if rec is not None and rec not in stamps:
-        stamps[rec] = _audio_stamp(wav[rec]) if rec in wav else [None]
-    return rec, list(seg) if seg else None, stamps.get(rec)
-
-
-def utt_input_hash(d: DataDir, utt: str, stamps: dict[str, list] | None = None) -> str:
-    """A short hash of what ``utt``'s features are computed from (its ``wav.scp`` entry with the
-    size and time of the files it names, and its segment), independent of the ids."""
-    _, seg, stamp = _utt_inputs(d, utt, {} if stamps is None else stamps)
-    return hashlib.sha1(json.dumps([seg, stamp]).encode()).hexdigest()[:16]
-
-
 def part_fingerprint(d: DataDir, utts: list[str], conf: dict, compress: bool) -> str:
     """SHA-256 over everything part ``utts`` depends on (see the module docstring)."""
     h = hashlib.sha256()
@@ -182,15 +145,6 @@ def part_fingerprint(d: DataDir, utts: list[str], conf: dict, compress: bool) ->
         h.update(json.dumps([utt, rec, seg, stamp]).encode())
         h.update(b"\n")
     return h.hexdigest()
-
-
-def read_manifest(path: Path) -> dict | None:
-    """The manifest at ``path``, or ``None`` if it is absent or unreadable."""
-    try:
-        m = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return m if isinstance(m, dict) and m.get("format") == MANIFEST_FORMAT else None
 
 
 def part_status(paths: PartPaths, fingerprint: str, data_dir: str | os.PathLike | None = None) -> str:
@@ -506,80 +460,6 @@ def _drop_bad(data_dir: Path, d: DataDir, bad_utts: dict[str, str], log_dir: Pat
     logger.warning("%s: removed the %d utterances that failed (--skip-bad; listed with the reasons in %s, "
                    "the previous files in %s): %s", data_dir, len(bad_utts), log_dir / "bad_utts", backup,
                    show_ids(bad_utts))
-
-
-def check_feats_scp(data_dir: str | os.PathLike, feats: dict[str, tuple[int, str]],
-                    utt2num_frames: dict[str, tuple[int, str]] | None = None) -> list[tuple[int, str]]:
-    """Check that every ``feats.scp`` entry resolves to the matrix written for it.
-
-    For every ark named: it exists; when ``speechkit-compute-feats`` wrote it (its manifest
-    ``<ark stem>.json`` exists), it has the size the manifest records, the entry's offset is
-    where that part wrote the utterance (the same id, or one that a copy renamed by a
-    prefix/suffix), the frame count agrees with ``utt2num_frames``, and the utterance's inputs
-    (``wav.scp`` entry, audio size and time, segment) are those the features were computed from
-    (else the features are stale). Arks without a manifest (Kaldi's, ESPnet's) are only checked
-    to exist.
-
-    Args:
-        data_dir: the data dir (its ``wav.scp``/``segments`` are read for the stale check).
-        feats: ``feats.scp`` as utt -> (line, value).
-        utt2num_frames: ``utt2num_frames`` as utt -> (line, value), if present.
-
-    Returns:
-        ``(line, message)`` per problem (at most one per ark for a missing or changed ark).
-    """
-    problems: list[tuple[int, str]] = []
-    by_ark: dict[str, list[tuple[str, int, str]]] = {}
-    for utt, (ln, loc) in feats.items():
-        if is_command(loc) or ":" not in loc:
-            continue
-        ark, off = loc.rsplit(":", 1)
-        if ark.startswith("ark:") or not off.isdigit():
-            continue
-        by_ark.setdefault(ark, []).append((utt, ln, off))
-    d: DataDir | None = None
-    try:
-        d = DataDir.load(data_dir)
-    except (OSError, DataError):
-        pass
-    stamps: dict[str, list] = {}
-    for ark, entries in by_ark.items():
-        first_ln = min(ln for _, ln, _ in entries)
-        if not os.path.isfile(ark):
-            problems.append((first_ln, f"'{entries[0][0]}': ark {ark} does not exist "
-                             f"({len(entries)} entries point into it); recompute the features"))
-            continue
-        if not ark.endswith(".ark"):
-            continue
-        m = read_manifest(Path(ark[:-4] + ".json"))
-        if m is None:
-            continue
-        owner = m.get("data_dir", "another data dir")
-        if os.path.getsize(ark) != m.get("ark_bytes"):
-            problems.append((first_ln, f"ark {ark} changed since it was written (size differs from its manifest); "
-                             "recompute the features"))
-            continue
-        at: dict[str, str] = {}
-        with contextlib.suppress(OSError, ValueError):
-            for line in read_lines(ark[:-4] + ".scp"):
-                u, loc = line.split(" ", 1)
-                at[loc.rsplit(":", 1)[1]] = u
-        nf, inputs = m.get("utt2num_frames", {}), m.get("inputs")
-        for utt, ln, off in entries:
-            orig = at.get(off)
-            if orig is None or (orig != utt and orig not in utt):
-                held = f"it holds '{orig}' there" if orig else "no matrix starts there"
-                problems.append((ln, f"'{utt}': {ark}:{off} was written for data dir {owner} ({held}); "
-                                 "recompute the features"))
-                continue
-            if utt2num_frames is not None and utt in utt2num_frames and str(nf.get(orig)) != utt2num_frames[utt][1]:
-                problems.append((ln, f"'{utt}': utt2num_frames says {utt2num_frames[utt][1]} frames, the ark holds "
-                                 f"{nf.get(orig)} ({ark})"))
-            if inputs is not None and d is not None and d.wav_scp is not None and utt in d.utt2spk \
-                    and orig in inputs and utt_input_hash(d, utt, stamps) != inputs[orig]:
-                problems.append((ln, f"'{utt}': features are stale: its wav.scp/segments entry or audio file "
-                                 "changed since they were computed; recompute the features"))
-    return problems
 
 
 def _write_if_changed(path: Path, text: str) -> None:

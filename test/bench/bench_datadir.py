@@ -10,7 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from speechkit.data.datadir import DataDir, Segment, combine, fix_data_dir, split, subset_data_dir, validate
+from speechkit.data.datadir import DataDir, Segment, combine, split, subset_data_dir
+from speechkit.data.fix import fix_data_dir
+from speechkit.data.validate import validate
 
 
 def build(path: Path, n_utts: int, n_spk: int, tag: str = "") -> DataDir:

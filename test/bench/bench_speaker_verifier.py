@@ -51,9 +51,8 @@ def main() -> int:
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
 
-    from speechkit.data.audio import iter_audio
     from speechkit.data.corpora.msc_malayalam import prepare_msc_malayalam
-    from speechkit.data.datadir import subset
+    from speechkit.data.datadir import iter_audio, subset
     from speechkit.features.frontends import build_frontend
     from speechkit.features.world import world_synthesize
     from speechkit.models.speaker_encoder import SpeakerEncoder, UtteranceTooShortError

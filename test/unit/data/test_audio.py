@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechkit.data.audio import iter_audio, probe_audio, read_audio, write_wav
-from speechkit.data.datadir import DataDir, Segment
+from speechkit.data.audio import probe_audio, read_audio, write_wav
+from speechkit.data.datadir import DataDir, Segment, iter_audio
 from speechkit.utils.fileio import DataError
 
 SR = 16000

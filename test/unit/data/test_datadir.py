@@ -17,7 +17,6 @@ from speechkit.bin import split_data_dir as split_cli
 from speechkit.bin import subset_data_dir as subset_cli
 from speechkit.bin import validate_data_dir as validate_cli
 from speechkit.data.datadir import (
-    MAX_PROBLEMS_PER_FILE,
     DataDir,
     Segment,
     _split_groups,
@@ -25,11 +24,14 @@ from speechkit.data.datadir import (
     combine,
     combine_data_dirs,
     copy_data_dir,
-    fix_data_dir,
     fmt_seconds,
     split,
     subset,
     subset_data_dir,
+)
+from speechkit.data.fix import fix_data_dir
+from speechkit.data.validate import (
+    MAX_PROBLEMS_PER_FILE,
     validate,
 )
 from speechkit.utils.fileio import DataError

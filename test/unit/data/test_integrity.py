@@ -12,11 +12,11 @@ from speechkit.bin import validate_data_dir as validate_cli
 from speechkit.data.datadir import (
     DataDir,
     copy_data_dir,
-    fix_data_dir,
     split,
     subset_data_dir,
-    validate,
 )
+from speechkit.data.fix import fix_data_dir
+from speechkit.data.validate import validate
 
 UTTS = {f"s{s}_u{i}": f"s{s}" for s in (1, 2, 3) for i in (1, 2)}   # 6 utterances, 3 speakers
 

@@ -14,7 +14,8 @@ import soundfile as sf
 
 from speechkit.bin import perturb_data_dir_speed as cli
 from speechkit.data.audio import read_audio
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 from speechkit.data.speed_perturb import perturb_data_dir_speed, perturb_data_dir_speed_3way, speed_prefix
 from speechkit.utils.fileio import read_table
 

@@ -5,7 +5,8 @@ import pytest
 
 from speechkit.bin.split_corpus import main
 from speechkit.data.corpora._common import read_phone_alignments, write_phone_alignments
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 from speechkit.data.splits import PARTS, assign_speakers, assign_utterances, split_corpus, write_split
 from speechkit.utils.fileio import DataError, write_table
 

@@ -9,7 +9,8 @@ import pytest
 
 from speechkit.bin import compute_cmvn_stats as cli
 from speechkit.data.datadir import DataDir
-from speechkit.features.cmvn import accumulate_stats, apply_cmvn, compute_cmvn_stats
+from speechkit.features.cmvn import accumulate_stats, apply_cmvn
+from speechkit.features.cmvn_stats import compute_cmvn_stats
 from speechkit.features.io import FeatureReader, ark_scp_writer, load_cmvn_stats
 from speechkit.utils.fileio import DataError
 

@@ -15,9 +15,10 @@ import soundfile as sf
 from speechkit.bin import compute_cmvn_stats as cmvn_cli
 from speechkit.bin import compute_feats
 from speechkit.data.corpora._common import wav_entry
-from speechkit.data.datadir import DataDir, copy_data_dir, validate
+from speechkit.data.datadir import DataDir, copy_data_dir
+from speechkit.data.validate import validate
 from speechkit.features import extract
-from speechkit.features.cmvn import compute_cmvn_stats
+from speechkit.features.cmvn_stats import compute_cmvn_stats
 from speechkit.features.extract import compute_part, merge_parts
 from speechkit.features.frontends import build_frontend
 from speechkit.features.io import FeatureReader, ark_scp_writer, load_global_cmvn_stats

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from speechkit.features.cmvn import compute_cmvn_stats
+from speechkit.features.cmvn_stats import compute_cmvn_stats
 from speechkit.features.io import ark_scp_writer
 from speechkit.utils.fileio import write_table
 

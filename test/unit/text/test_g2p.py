@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from speechkit.bin.g2p import main
-from speechkit.data.datadir import validate
+from speechkit.data.validate import validate
 from speechkit.text.g2p import (
     Pronunciation, espeak_voice, g2p_data_dir, is_vowel, parse_phonemized, phonemize, read_phone_info, sonority,
     syllabify, write_phone_info,

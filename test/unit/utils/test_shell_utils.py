@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 
 UTILS = Path(__file__).resolve().parents[3] / "utils"
 VENV_BIN = Path(sys.executable).parent

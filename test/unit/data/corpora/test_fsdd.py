@@ -9,7 +9,8 @@ import soundfile as sf
 
 from speechkit.data.audio import probe_audio, read_audio
 from speechkit.data.corpora.fsdd import DIGIT_WORDS, prepare_fsdd
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 
 
 def test_real_fsdd(shared_data, tmp_path):

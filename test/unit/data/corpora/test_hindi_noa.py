@@ -5,7 +5,8 @@ import pytest
 
 from speechkit.data.corpora._common import normalize_text
 from speechkit.data.corpora.hindi_noa import prepare_hindi_noa
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 from speechkit.utils.fileio import DataError
 
 

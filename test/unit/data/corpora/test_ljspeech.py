@@ -4,7 +4,8 @@ import numpy as np
 import soundfile as sf
 
 from speechkit.data.corpora.ljspeech import prepare_ljspeech
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 
 
 def test_prepare_ljspeech(tmp_path, caplog):

@@ -12,7 +12,8 @@ from speechkit.data.corpora._common import read_phone_alignments
 from speechkit.data.corpora.mini import (
     LEXICON, MARKER, compose_sentences, download_mini, phone_segments, prepare_mini,
 )
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 from speechkit.utils.fileio import DataError
 
 

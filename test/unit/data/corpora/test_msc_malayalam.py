@@ -9,7 +9,8 @@ import pytest
 import soundfile as sf
 
 from speechkit.data.corpora.msc_malayalam import prepare_msc_malayalam
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 from speechkit.utils.fileio import DataError
 
 

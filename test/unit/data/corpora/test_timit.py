@@ -10,7 +10,8 @@ import soundfile as sf
 
 from speechkit.data.corpora._common import read_phone_alignments
 from speechkit.data.corpora.timit import prepare_timit
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 from speechkit.utils.fileio import DataError
 
 

@@ -8,7 +8,8 @@ import pytest
 import soundfile as sf
 
 from speechkit.data.corpora.vctk import prepare_vctk, read_speaker_info
-from speechkit.data.datadir import DataDir, validate
+from speechkit.data.datadir import DataDir
+from speechkit.data.validate import validate
 from speechkit.utils.fileio import DataError
 
 SR = 48000
