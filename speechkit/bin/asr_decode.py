@@ -250,7 +250,7 @@ class Decoder:
     """A loaded model with its units and CMVN stats, decoding utterances of one data dir.
 
     Args:
-        ckpt: checkpoint file (see :func:`speechkit.train.load_model`).
+        ckpt: checkpoint file (see :func:`speechkit.tasks.load_model`).
         units_dir, cmvn_stats: overrides of the model config's paths (None = from the config).
 
     Raises:
@@ -262,7 +262,7 @@ class Decoder:
         import torch
 
         from speechkit.tasks.rnnt import RNNTTask, load_global_cmvn
-        from speechkit.train.trainer import load_model
+        from speechkit.tasks import load_model
 
         task = RNNTTask()
         task.load_init = False

@@ -183,7 +183,7 @@ def encode_part(model_path: str, data_dir: str, utts: list[str] | None, out_tmp:
     from tqdm import tqdm
 
     from speechkit.models.vqvae import encode_phases, encode_windowed
-    from speechkit.train import load_model
+    from speechkit.tasks import load_model
 
     model, cfg = load_model(model_path)
     model.eval()
@@ -244,7 +244,7 @@ def _worker(args: tuple) -> dict[str, list[int]]:
 
 
 def _run(args) -> int:
-    from speechkit.train import load_model
+    from speechkit.tasks import load_model
     from speechkit.train.checkpoint import BEST, latest_checkpoint
 
     setup_logging(args.log_file, args.verbose)

@@ -103,7 +103,7 @@ def _run(args) -> int:
     from speechkit.features.frontends import build_frontend
     from speechkit.tasks import get_task
     from speechkit.tasks.inverter import read_codes
-    from speechkit.train import load_model
+    from speechkit.tasks import load_model
 
     setup_logging(args.log_file)
     if args.n_iter < 0:

@@ -217,7 +217,7 @@ def _run(args) -> int:
 
     from speechkit.features.io import ark_scp_writer, scp_files
     from speechkit.tasks.acoustic import feature_streams, predict_features, stream_layout
-    from speechkit.train import load_model
+    from speechkit.tasks import load_model
 
     setup_logging(args.log_file)
     if args.num_wavs < 0:

@@ -8,7 +8,7 @@ sample rate, scaled down only if it would clip), by the vocoder FEATS_DIR/feats.
     config, or speechkit-tts-synthesize: (T, 43) [mcep 40 | lf0 | vuv | bap]): WORLD synthesis
     (pyworld; speechkit.features.world);
   - log-mel features (type logmel; conf/logmel.yaml, the targets of the tacotron2 task):
-    mel-filterbank inversion + Griffin-Lim (speechkit.models.tacotron2.mel_to_waveform, the
+    mel-filterbank inversion + Griffin-Lim (speechkit.decode.griffin_lim.mel_to_waveform, the
     vocoder of the tacotron2 syntheses; --griffin-lim-iters iterations, seed 0), giving
     hop_length * (T - 1) samples.
 OUT_DIR is then a Kaldi data dir of those waveforms -- wav.scp, and utt2spk / spk2utt / text /
@@ -71,7 +71,7 @@ def griffin_lim_vocode(utt: str, log_mel, conf: dict, wav_dir: str, title: str, 
 
     from speechkit.bin.tts_synthesize import plot_spectrogram
     from speechkit.data.audio import write_wav
-    from speechkit.models.tacotron2 import mel_to_waveform
+    from speechkit.decode.griffin_lim import mel_to_waveform
 
     sr = int(conf.get("sample_rate", 16000))
     if not np.isfinite(log_mel).all():

@@ -18,9 +18,15 @@ original Griffin & Lim (1984) algorithm. STFT conventions follow librosa: period
 
 With the toolkit's spectrogram front end: ``griffin_lim(spec.T, **frontend.stft_params())`` (a Kaldi
 feature matrix is ``(T, F)``; this module, like librosa, takes ``(F, T)``).
+
+:func:`mel_to_waveform` inverts a ``logmel`` front end's features (mel filterbank, then
+Griffin-Lim): the vocoder of the Tacotron 2 recipes.
 """
+from __future__ import annotations
+
 import logging
 import math
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -164,3 +170,53 @@ def griffin_lim(mag: torch.Tensor | np.ndarray, n_fft: int, hop_length: int | No
         angles = mag * update / (update.abs() + tiny)
         previous = rebuilt
     return istft(angles, length=length, **args)
+
+
+def mel_to_waveform(log_mel: np.ndarray | torch.Tensor, frontend: Mapping[str, Any] | Any, n_iter: int = 60,
+                    seed: int = 0) -> np.ndarray:
+    """Waveform from a natural-log mel spectrogram by mel-filterbank inversion + Griffin-Lim.
+
+    The mel energies ``exp(log_mel)`` are mapped back to a linear STFT magnitude with
+    ``librosa.feature.inverse.mel_to_stft`` (non-negative least squares against the front end's
+    own mel filterbank), whose phase is then estimated by the toolkit's fast Griffin-Lim
+    (:func:`griffin_lim`, Perraudin et al. 2013, the same iteration
+    as ``librosa.griffinlim``) with the front end's STFT parameters.
+
+    Args:
+        log_mel: ``(T, n_mels)`` natural-log mel energies (a ``logmel`` front end's features,
+            e.g. :meth:`~speechkit.models.tacotron2.Tacotron2.denormalize` of a prediction).
+        frontend: the ``logmel`` front-end config the features were computed with: a dict as in
+            a data dir's ``feats.yaml`` / ``conf/logmel.yaml``, or a
+            :class:`~speechkit.features.frontends.LogMelConfig`.
+        n_iter: Griffin-Lim iterations.
+        seed: seed of Griffin-Lim's random initial phases.
+
+    Returns:
+        float32 waveform ``(hop_length * (T - 1),)`` at ``frontend.sample_rate`` Hz, in [-1, 1]
+        when the features came from such audio.
+
+    Raises:
+        ValueError: not a ``logmel`` front end, or ``log_mel`` of the wrong shape.
+    """
+    import librosa
+
+    from speechkit.features.frontends import LogMelConfig, build_frontend
+
+    if isinstance(frontend, LogMelConfig):
+        c = frontend
+    else:
+        conf = dict(frontend)
+        if conf.get("type") != "logmel":
+            raise ValueError(f"mel_to_waveform: needs a 'logmel' front-end config, got type {conf.get('type')!r} "
+                             f"(Griffin-Lim inverts the STFT-based log-mel of conf/logmel.yaml)")
+        c = build_frontend(conf, source="mel_to_waveform").config
+    m = np.asarray(log_mel.detach().cpu() if isinstance(log_mel, torch.Tensor) else log_mel, dtype=np.float64)
+    if m.ndim != 2 or m.shape[1] != c.n_mels:
+        raise ValueError(f"mel_to_waveform: log_mel must be (frames, {c.n_mels}), got {m.shape}")
+    mel = np.exp(m).T  # (n_mels, T), |X|^power summed by the filters
+    mag = librosa.feature.inverse.mel_to_stft(mel, sr=c.sample_rate, n_fft=c.n_fft, power=c.power, fmin=c.fmin,
+                                              fmax=c.fmax, htk=c.htk, norm=c.mel_norm)
+    wav = griffin_lim(torch.from_numpy(mag.astype(np.float32)), n_fft=c.n_fft, hop_length=c.hop_length,
+                      win_length=c.window_length, window=c.window, n_iter=n_iter, seed=seed, center=c.center,
+                      pad_mode=c.pad_mode)
+    return wav.numpy().astype(np.float32)

@@ -38,7 +38,7 @@ Units
     The model predicts frames in its *target space*: the task feeds per-dimension mean/variance
     normalised log-mel frames (:meth:`Tacotron2.normalize`); the statistics are buffers of the
     model (``mel_mean``, ``mel_std``), so checkpoints carry them, and :meth:`Tacotron2.denormalize`
-    maps predictions back to natural-log mel energies. :func:`mel_to_waveform` turns those into a
+    maps predictions back to natural-log mel energies. :func:`speechkit.decode.griffin_lim.mel_to_waveform` turns those into a
     waveform with Griffin-Lim (the paper used WaveNet; no pretrained neural vocoder is available
     offline here).
 
@@ -50,9 +50,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -61,7 +60,7 @@ from speechkit.utils.config import FieldError
 
 __all__ = ["Tacotron2Config", "Tacotron2", "Tacotron2Output", "Tacotron2Inference", "LocationSensitiveAttention",
            "ZoneoutLSTMCell", "Prenet", "Postnet", "Tacotron2Encoder", "stop_targets", "length_mask",
-           "guided_attention_weights", "mel_to_waveform", "count_parameters"]
+           "guided_attention_weights", "count_parameters"]
 
 log = logging.getLogger(__name__)
 
@@ -589,57 +588,3 @@ class Tacotron2(nn.Module):
         stop_probs = torch.stack(stops, dim=1).reshape(b, steps * r)
         return Tacotron2Inference(mel, lengths, stop_probs, torch.stack(aligns, dim=1), done)
 
-
-# ----------------------------------------------------------------------------------------------
-# mel -> waveform
-
-
-def mel_to_waveform(log_mel: np.ndarray | torch.Tensor, frontend: Mapping[str, Any] | Any, n_iter: int = 60,
-                    seed: int = 0) -> np.ndarray:
-    """Waveform from a natural-log mel spectrogram by mel-filterbank inversion + Griffin-Lim.
-
-    The mel energies ``exp(log_mel)`` are mapped back to a linear STFT magnitude with
-    ``librosa.feature.inverse.mel_to_stft`` (non-negative least squares against the front end's
-    own mel filterbank), whose phase is then estimated by the toolkit's fast Griffin-Lim
-    (:func:`speechkit.decode.griffin_lim.griffin_lim`, Perraudin et al. 2013, the same iteration
-    as ``librosa.griffinlim``) with the front end's STFT parameters.
-
-    Args:
-        log_mel: ``(T, n_mels)`` natural-log mel energies (a ``logmel`` front end's features,
-            e.g. :meth:`Tacotron2.denormalize` of a prediction).
-        frontend: the ``logmel`` front-end config the features were computed with: a dict as in
-            a data dir's ``feats.yaml`` / ``conf/logmel.yaml``, or a
-            :class:`~speechkit.features.frontends.LogMelConfig`.
-        n_iter: Griffin-Lim iterations.
-        seed: seed of Griffin-Lim's random initial phases.
-
-    Returns:
-        float32 waveform ``(hop_length * (T - 1),)`` at ``frontend.sample_rate`` Hz, in [-1, 1]
-        when the features came from such audio.
-
-    Raises:
-        ValueError: not a ``logmel`` front end, or ``log_mel`` of the wrong shape.
-    """
-    import librosa
-
-    from speechkit.decode.griffin_lim import griffin_lim
-    from speechkit.features.frontends import LogMelConfig, build_frontend
-
-    if isinstance(frontend, LogMelConfig):
-        c = frontend
-    else:
-        conf = dict(frontend)
-        if conf.get("type") != "logmel":
-            raise ValueError(f"mel_to_waveform: needs a 'logmel' front-end config, got type {conf.get('type')!r} "
-                             f"(Griffin-Lim inverts the STFT-based log-mel of conf/logmel.yaml)")
-        c = build_frontend(conf, source="mel_to_waveform").config
-    m = np.asarray(log_mel.detach().cpu() if isinstance(log_mel, torch.Tensor) else log_mel, dtype=np.float64)
-    if m.ndim != 2 or m.shape[1] != c.n_mels:
-        raise ValueError(f"mel_to_waveform: log_mel must be (frames, {c.n_mels}), got {m.shape}")
-    mel = np.exp(m).T  # (n_mels, T), |X|^power summed by the filters
-    mag = librosa.feature.inverse.mel_to_stft(mel, sr=c.sample_rate, n_fft=c.n_fft, power=c.power, fmin=c.fmin,
-                                              fmax=c.fmax, htk=c.htk, norm=c.mel_norm)
-    wav = griffin_lim(torch.from_numpy(mag.astype(np.float32)), n_fft=c.n_fft, hop_length=c.hop_length,
-                      win_length=c.window_length, window=c.window, n_iter=n_iter, seed=seed, center=c.center,
-                      pad_mode=c.pad_mode)
-    return wav.numpy().astype(np.float32)

@@ -236,7 +236,7 @@ class _Synthesizer:
     - salad / musa_rnn: ``(T, D)`` label vectors (forced durations) -> WORLD features -> WORLD synthesis.
     - tacotron2: a phone list -> :func:`~speechkit.tasks.tacotron2.synthesize` (stop token, at most
       ``max_frames_per_phone`` frames per phone + 20) -> natural-log mel ->
-      :func:`~speechkit.models.tacotron2.mel_to_waveform` (Griffin-Lim, ``griffin_lim_iters``
+      :func:`~speechkit.decode.griffin_lim.mel_to_waveform` (Griffin-Lim, ``griffin_lim_iters``
       iterations) with the model's ``feats.yaml`` (``logmel``); phones outside the model's
       vocabulary become ``<unk>`` as in training (warned); a single frame is repeated once
       (``hop_length`` samples, warned; the speaker encoder then skips and counts the utterance).
@@ -254,7 +254,7 @@ class _Synthesizer:
         from speechkit.bin.tts_synthesize import trained_speakers, world_conf
         from speechkit.models.tacotron2 import Tacotron2
         from speechkit.tasks.acoustic import read_speaker_vectors, stream_layout
-        from speechkit.train import load_model
+        from speechkit.tasks import load_model
 
         self.model, cfg = load_model(ep_dir)
         if not getattr(cfg.data, "speaker_embeddings", ""):
@@ -283,7 +283,7 @@ class _Synthesizer:
         if speaker not in self.known:
             raise DataError(f"speaker '{speaker}' was never trained by the model in {self.dir}")
         if self.tacotron2:
-            from speechkit.models.tacotron2 import mel_to_waveform
+            from speechkit.decode.griffin_lim import mel_to_waveform
             from speechkit.tasks.tacotron2 import UNK, synthesize
 
             phones = list(inputs)

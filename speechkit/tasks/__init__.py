@@ -18,7 +18,7 @@ import importlib
 
 from speechkit.utils.cli import ConfigError
 
-__all__ = ["TASKS", "task_names", "get_task", "register_task"]
+__all__ = ["TASKS", "task_names", "get_task", "register_task", "load_model"]
 
 TASKS: dict[str, str] = {
     "toy": "speechkit.tasks.toy:ToyTask",
@@ -70,3 +70,38 @@ def get_task(name: str):
     if not task.name:
         task.name = name
     return task
+
+
+def load_model(path, task=None, device="cpu"):
+    """Rebuild a trained model for inference from an experiment directory or a checkpoint file.
+
+    The task recorded in the checkpoint (or ``task``) rebuilds it:
+    :meth:`speechkit.train.Task.build_model_from_file`.
+
+    Args:
+        path: ``exp/<tag>`` (loads ``checkpoints/best.pt``, else the latest checkpoint), its
+            ``checkpoints/`` directory, or any checkpoint file (``best.pt``, ``ckpt-*.pt``).
+        task: the task (instance or registered name); default: the one recorded in the checkpoint.
+        device: where to put the model (``str`` or ``torch.device``).
+
+    Returns:
+        ``(model, cfg)``: the model in eval mode with the checkpoint's weights, and the config it
+        was trained with (an instance of ``task.Config``).
+
+    Raises:
+        FileNotFoundError: no checkpoint there.
+        CheckpointError: unreadable checkpoint, or one that does not record its task (and no ``task``).
+        ConfigError: the saved config does not fit the task's current schema (names the key).
+    """
+    from speechkit.train.checkpoint import CheckpointError, load_checkpoint
+    from speechkit.train.task import model_checkpoint
+
+    path = model_checkpoint(path)
+    ckpt = load_checkpoint(path)
+    if task is None:
+        task = ckpt.get("task")
+        if not task:
+            raise CheckpointError(f"{path}: checkpoint does not record its task; pass task=")
+    if isinstance(task, str):
+        task = get_task(task)
+    return task.build_model_from_checkpoint(ckpt, path, device)

@@ -401,7 +401,7 @@ class RNNTTask(Task):
 
     def _init_from(self, model: RNNT, cfg: RNNTTaskConfig) -> None:
         from speechkit.models.rnnt import to_monolingual
-        from speechkit.train.trainer import load_model
+        from speechkit.tasks import load_model
 
         src_task = RNNTTask()
         src_task.load_init = False

@@ -11,7 +11,7 @@ Data
       (:mod:`speechkit.text.g2p`), or any ``phones`` file of that shape;
     - ``feats.scp``: float32 ``(T, n_mels)`` natural-log mel features of the ``logmel`` front end
       (``utils/make_feats.sh --config conf/logmel.yaml``; ``feats.yaml`` records its config, copied
-      to ``EXP/feats.yaml`` for :func:`~speechkit.models.tacotron2.mel_to_waveform`);
+      to ``EXP/feats.yaml`` for :func:`~speechkit.decode.griffin_lim.mel_to_waveform`);
     - ``utt2spk`` when ``data.speaker_embeddings`` is set.
 
     Utterances present in only one of the phone file and ``feats.scp``, or with no phone, are
@@ -514,7 +514,7 @@ def synthesize(model: Tacotron2, token_list: Sequence[str], phones: Sequence[str
 
     Args:
         model: a trained model (put in eval mode here).
-        token_list: its vocabulary (``cfg.data.token_list`` of :func:`speechkit.train.load_model`).
+        token_list: its vocabulary (``cfg.data.token_list`` of :func:`speechkit.tasks.load_model`).
         phones: phone symbols.
         speaker: the ``(E,)`` speaker vector, or None for an unconditioned model.
         max_frames: frame limit (a warning is logged when the stop token never fired).
@@ -522,7 +522,7 @@ def synthesize(model: Tacotron2, token_list: Sequence[str], phones: Sequence[str
 
     Returns:
         float32 ``(T, n_mels)`` natural-log mel energies (input of
-        :func:`~speechkit.models.tacotron2.mel_to_waveform`).
+        :func:`~speechkit.decode.griffin_lim.mel_to_waveform`).
 
     Raises:
         DataError: a phone outside ``token_list`` or an empty sequence.

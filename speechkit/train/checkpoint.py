@@ -269,7 +269,7 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
         A ``best.pt``-style dict: ``format``, ``kind`` = ``"averaged"``, ``task``, ``config``,
         ``model`` (the averaged state dict), ``epoch``, ``step`` (those of the newest checkpoint),
         ``averaged_from`` (the file names, oldest first) and the newest one's ``data_fingerprint``
-        if it has one. Loadable by :func:`speechkit.train.load_model` and
+        if it has one. Loadable by :func:`speechkit.tasks.load_model` and
         ``speechkit-asr-decode --checkpoint``.
 
     Raises:

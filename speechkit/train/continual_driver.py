@@ -398,7 +398,7 @@ _EPISODE_TASKS = {"salad": type("SaladEpisodeTask", (_EpisodeMixin, SaladTask), 
 
 def episode_task(name: str) -> AcousticTask:
     """A fresh episode task for the task ``name`` (salad | musa_rnn | tacotron2); its checkpoints
-    carry ``name``, so episode dirs load with :func:`~speechkit.train.load_model`.
+    carry ``name``, so episode dirs load with :func:`~speechkit.tasks.load_model`.
 
     Raises:
         ConfigError: another task.

@@ -38,6 +38,7 @@ Rules that keep training reproducible and resumable:
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -47,7 +48,8 @@ from torch.utils.data import Dataset
 
 from speechkit.data.fingerprint import DataInput
 from speechkit.train.batching import bucket_batches, epoch_rng
-from speechkit.train.checkpoint import BEST, latest_checkpoint
+from speechkit.train.checkpoint import BEST, latest_checkpoint, load_checkpoint
+from speechkit.utils.config import from_dict
 
 __all__ = ["Task", "batch_index_lists", "checkpoint_input", "KALDI_TABLES"]
 
@@ -170,6 +172,61 @@ class Task:
 
         Use it for plots or exports under ``exp_dir``; the default does nothing.
         """
+
+    # -- inference --------------------------------------------------------------------------
+
+    def build_model_from_file(self, path: str | os.PathLike, device: str | torch.device = "cpu"
+                              ) -> tuple[torch.nn.Module, Any]:
+        """Rebuild a model of this task trained earlier (ESPnet2's ``Task.build_model_from_file``).
+
+        :func:`speechkit.tasks.load_model` does the same for the task a checkpoint records.
+
+        Args:
+            path: ``exp/<tag>``, its ``checkpoints/`` directory or a checkpoint file
+                (:func:`model_checkpoint`).
+            device: where to put the model.
+
+        Returns:
+            ``(model, cfg)``: the model in eval mode with the checkpoint's weights, and the config it
+            was trained with (an instance of ``self.Config``).
+
+        Raises:
+            FileNotFoundError: no checkpoint there.
+            CheckpointError: unreadable checkpoint.
+            ConfigError: the saved config does not fit the task's current schema (names the key).
+        """
+        path = model_checkpoint(path)
+        return self.build_model_from_checkpoint(load_checkpoint(path), path, device)
+
+    def build_model_from_checkpoint(self, ckpt: dict[str, Any], source: str | os.PathLike,
+                                    device: str | torch.device = "cpu") -> tuple[torch.nn.Module, Any]:
+        """:meth:`build_model_from_file` for a checkpoint already loaded (``source``: its path, for errors).
+
+        Raises:
+            ConfigError: the saved config does not fit the task's current schema (names the key).
+        """
+        cfg = from_dict(self.Config, ckpt["config"], source=f"{source} (saved config)")
+        model = self.build_model(cfg)
+        model.load_state_dict(ckpt["model"])
+        model.to(device).eval()
+        return model, cfg
+
+
+def model_checkpoint(path: str | os.PathLike) -> Path:
+    """The checkpoint file a model is loaded from: ``path`` itself if it is a file; for ``exp/<tag>``
+    or its ``checkpoints/`` directory, ``best.pt``, else the latest checkpoint.
+
+    Raises:
+        FileNotFoundError: a directory with neither.
+    """
+    path = Path(path)
+    if path.is_dir():
+        ckpt_dir = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+        candidate = ckpt_dir / BEST if (ckpt_dir / BEST).exists() else latest_checkpoint(ckpt_dir)
+        if candidate is None:
+            raise FileNotFoundError(f"{path}: no checkpoints/best.pt or checkpoints/latest.pt")
+        path = candidate
+    return path
 
 
 def checkpoint_input(exp_dir: str) -> DataInput:

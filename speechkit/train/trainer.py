@@ -82,7 +82,7 @@ from speechkit.train.schedulers import StepSchedule
 from speechkit.train.task import Task
 from speechkit.utils.config import ConfigError, FieldError, config_diff, dump_config, from_dict, to_dict
 
-__all__ = ["TrainerConfig", "Trainer", "TrainState", "ExperimentBusyError", "load_model", "resolve_device",
+__all__ = ["TrainerConfig", "Trainer", "TrainState", "ExperimentBusyError", "resolve_device",
            "seed_everything", "move_to_device", "build_optimizer", "check_data_fingerprint"]
 
 log = logging.getLogger(__name__)
@@ -804,48 +804,6 @@ def build_optimizer(model: torch.nn.Module, tc: TrainerConfig) -> torch.optim.Op
     if tc.optimizer == "sgd":
         return torch.optim.SGD(params, lr=tc.lr, momentum=tc.momentum, weight_decay=tc.weight_decay)
     raise ConfigError(f"key 'trainer.optimizer': unknown optimizer {tc.optimizer!r}")
-
-
-def load_model(path: str | os.PathLike, task: Task | str | None = None,
-               device: str | torch.device = "cpu") -> tuple[torch.nn.Module, Any]:
-    """Rebuild a trained model for inference from an experiment directory or a checkpoint file.
-
-    Args:
-        path: ``exp/<tag>`` (loads ``checkpoints/best.pt``, else the latest checkpoint), its
-            ``checkpoints/`` directory, or any checkpoint file (``best.pt``, ``ckpt-*.pt``).
-        task: the task (instance or registered name); default: the one recorded in the checkpoint.
-        device: where to put the model.
-
-    Returns:
-        ``(model, cfg)``: the model in eval mode with the checkpoint's weights, and the config it
-        was trained with (an instance of ``task.Config``).
-
-    Raises:
-        FileNotFoundError: no checkpoint there.
-        CheckpointError: unreadable checkpoint.
-        ConfigError: the saved config does not fit the task's current schema (names the key).
-    """
-    from speechkit.tasks import get_task
-
-    path = Path(path)
-    if path.is_dir():
-        ckpt_dir = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-        candidate = ckpt_dir / BEST if (ckpt_dir / BEST).exists() else latest_checkpoint(ckpt_dir)
-        if candidate is None:
-            raise FileNotFoundError(f"{path}: no checkpoints/best.pt or checkpoints/latest.pt")
-        path = candidate
-    ckpt = load_checkpoint(path)
-    if task is None:
-        task = ckpt.get("task")
-        if not task:
-            raise CheckpointError(f"{path}: checkpoint does not record its task; pass task=")
-    if isinstance(task, str):
-        task = get_task(task)
-    cfg = from_dict(task.Config, ckpt["config"], source=f"{path} (saved config)")
-    model = task.build_model(cfg)
-    model.load_state_dict(ckpt["model"])
-    model.to(device).eval()
-    return model, cfg
 
 
 # ----------------------------------------------------------------------------------------------

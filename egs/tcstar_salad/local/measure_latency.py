@@ -92,7 +92,7 @@ def build_models(names: list[str], config_dir: Path, input_dim: int, exp_dirs: d
     import torch
 
     from speechkit.tasks import get_task
-    from speechkit.train import load_model
+    from speechkit.tasks import load_model
     from speechkit.utils.config import load_config
 
     models = {}

@@ -25,7 +25,7 @@ import torch
 from analysis_common import load_test_set, write_outputs
 from speechkit.scoring.mcd import read_world_layout, score_world
 from speechkit.tasks.acoustic import predict_features
-from speechkit.train import load_model
+from speechkit.tasks import load_model
 
 
 def windowed(model, labels: np.ndarray, window: int, vuv_index: int) -> np.ndarray:

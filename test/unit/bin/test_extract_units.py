@@ -14,7 +14,7 @@ from speechkit.bin.extract_units import codebook_rows, main, onehot_rows
 from speechkit.scoring.bitrate import bitrate
 from speechkit.scoring.feature_dir import FeatureDir
 from speechkit.tasks.vqvae import load_features
-from speechkit.train import load_model
+from speechkit.tasks import load_model
 from speechkit.utils.fileio import read_table
 
 _spec = importlib.util.spec_from_file_location(

@@ -11,8 +11,7 @@ import torch
 
 from speechkit.bin.resynthesize import main
 from speechkit.decode.griffin_lim import griffin_lim
-from speechkit.tasks import get_task
-from speechkit.train import load_model
+from speechkit.tasks import get_task, load_model
 from speechkit.utils.fileio import read_table, write_table
 
 _spec = importlib.util.spec_from_file_location(

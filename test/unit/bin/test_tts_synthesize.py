@@ -13,8 +13,8 @@ import yaml
 
 from speechkit.bin.tts_synthesize import main
 from speechkit.features.io import ark_scp_writer
-from speechkit.tasks import get_task
-from speechkit.train import Trainer, load_model
+from speechkit.tasks import get_task, load_model
+from speechkit.train import Trainer
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, read_table
 

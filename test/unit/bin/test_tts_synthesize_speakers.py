@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from speechkit.bin.tts_synthesize import main
-from speechkit.tasks import get_task
-from speechkit.train import Trainer, load_model
+from speechkit.tasks import get_task, load_model
+from speechkit.train import Trainer
 from speechkit.utils.config import load_config
 
 _spec = importlib.util.spec_from_file_location(

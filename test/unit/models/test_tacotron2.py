@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from speechkit.decode.griffin_lim import mel_to_waveform
 from speechkit.models.tacotron2 import (
     LocationSensitiveAttention,
     Tacotron2,
@@ -18,7 +19,6 @@ from speechkit.models.tacotron2 import (
     count_parameters,
     guided_attention_weights,
     length_mask,
-    mel_to_waveform,
     stop_targets,
 )
 from speechkit.utils.config import ConfigError, load_config

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import speechkit.models.speaker_encoder as se
-from speechkit.models.tacotron2 import mel_to_waveform
+from speechkit.decode.griffin_lim import mel_to_waveform
 from speechkit.scoring import continual_eval as ce
 from speechkit.tasks.tacotron2 import synthesize
 from speechkit.train import continual_driver as cd
-from speechkit.train import load_model
+from speechkit.tasks import load_model
 from speechkit.utils.fileio import DataError
 
 _spec = importlib.util.spec_from_file_location(

@@ -12,11 +12,11 @@ import torch
 import yaml
 
 from speechkit.features.io import ark_scp_writer
-from speechkit.tasks import get_task
+from speechkit.tasks import get_task, load_model
 from speechkit.tasks.acoustic import (
     AcousticScores, MusaRnnTask, SaladTask, StreamWindows, load_pairs, read_label_dim, stream_layout,
 )
-from speechkit.train import Trainer, load_model
+from speechkit.train import Trainer
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, write_table

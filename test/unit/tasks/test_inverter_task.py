@@ -10,9 +10,8 @@ import pytest
 import torch
 import yaml
 
-from speechkit.tasks import get_task
+from speechkit.tasks import get_task, load_model
 from speechkit.tasks.inverter import CodeSpecDataset, InverterTask, load_vqvae_codebook, read_codes
-from speechkit.train import load_model
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, write_table

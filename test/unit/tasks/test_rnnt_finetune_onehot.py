@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from speechkit.models.rnnt import to_monolingual
-from speechkit.tasks import get_task
-from speechkit.train.trainer import Trainer, load_model
+from speechkit.tasks import get_task, load_model
+from speechkit.train.trainer import Trainer
 from speechkit.utils.config import load_config
 
 

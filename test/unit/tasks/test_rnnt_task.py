@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from speechkit.models.rnnt import VARIANTS, to_monolingual
-from speechkit.tasks import get_task
+from speechkit.tasks import get_task, load_model
 from speechkit.text.units import MultilingualUnits
-from speechkit.train.trainer import Trainer, load_model
+from speechkit.train.trainer import Trainer
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError

@@ -14,10 +14,9 @@ import torch
 import yaml
 
 from speechkit.features.io import ark_scp_writer
-from speechkit.tasks import get_task, register_task
+from speechkit.tasks import get_task, load_model, register_task
 from speechkit.tasks.tacotron2 import PAD, UNK, Tacotron2Task, encode_phones, read_phone_table, synthesize
 from speechkit.train import Trainer
-from speechkit.train.trainer import load_model
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, read_table, write_table

@@ -8,7 +8,8 @@ import torch
 
 from speechkit.bin import average_checkpoints as cli
 from speechkit.tasks.toy import ToyTask
-from speechkit.train import Trainer, load_model
+from speechkit.tasks import load_model
+from speechkit.train import Trainer
 from speechkit.train.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, average_checkpoints,
                                         list_checkpoints, load_checkpoint, save_checkpoint)
 from speechkit.utils.config import load_config

@@ -157,8 +157,9 @@ def test_cuda_trained_checkpoint_loads_in_a_cpu_only_process(tmp_path):
     import subprocess
     import sys
 
+    from speechkit.tasks import load_model
     from speechkit.tasks.toy import ToyTask
-    from speechkit.train import Trainer, load_model
+    from speechkit.train import Trainer
     from speechkit.utils.config import load_config
 
     exp = tmp_path / "exp"
@@ -170,7 +171,7 @@ def test_cuda_trained_checkpoint_loads_in_a_cpu_only_process(tmp_path):
         state = torch.load(path, weights_only=True)
         assert all(t.device.type == "cpu" for t in state["model"].values())
     code = ("import sys, torch; assert not torch.cuda.is_available()\n"
-            "from speechkit.train import load_model\n"
+            "from speechkit.tasks import load_model\n"
             "for p in sys.argv[1:]: torch.load(p, weights_only=True)\n"
             f"load_model({str(exp)!r})\n")
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from speechkit.bin.train_continual import main
-from speechkit.tasks import get_task
+from speechkit.tasks import get_task, load_model
 from speechkit.tasks.acoustic import SaladTask, read_speakers
-from speechkit.train import Trainer, load_model
+from speechkit.train import Trainer
 from speechkit.train import continual_driver as cd
 from speechkit.train.checkpoint import load_checkpoint
 from speechkit.train.continual import EpisodePlan, PlanMismatchError

@@ -14,10 +14,10 @@ import torch
 import yaml
 
 from speechkit.features.io import ark_scp_writer
-from speechkit.tasks import get_task
+from speechkit.tasks import get_task, load_model
 from speechkit.tasks.acoustic import read_speakers
 from speechkit.tasks.tacotron2 import Tacotron2Task, encode_phones, synthesize
-from speechkit.train import Trainer, load_model
+from speechkit.train import Trainer
 from speechkit.train import continual_driver as cd
 from speechkit.train.checkpoint import load_checkpoint
 from speechkit.train.continual import EpisodePlan

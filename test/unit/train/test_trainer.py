@@ -16,9 +16,9 @@ import torch
 import yaml
 
 from speechkit.data.fingerprint import DataInput
-from speechkit.tasks import get_task
+from speechkit.tasks import get_task, load_model
 from speechkit.tasks.toy import ToyTask
-from speechkit.train import Trainer, TrainerConfig, load_model
+from speechkit.train import Trainer, TrainerConfig
 from speechkit.train.checkpoint import CheckpointError, latest_checkpoint, list_checkpoints, parse_checkpoint_name
 from speechkit.train.report import read_metrics
 from speechkit.train.trainer import ExperimentBusyError, move_to_device
@@ -477,6 +477,17 @@ def test_load_model_rebuilds_best(tmp_path):
     assert same_weights(model1.state_dict(), weights(first))
     with pytest.raises(FileNotFoundError):
         load_model(tmp_path / "nothing_here")
+
+
+def test_task_builds_model_from_file(tmp_path):
+    """The task itself rebuilds its model (ESPnet2's Task.build_model_from_file), as load_model does."""
+    exp = tmp_path / "exp"
+    fit(exp, "trainer.max_epochs=1", "model.hidden_dim=12")
+    model, cfg = ToyTask().build_model_from_file(exp)
+    assert cfg == toy_cfg("trainer.max_epochs=1", "model.hidden_dim=12") and not model.training
+    assert same_weights(model.state_dict(), weights(exp / "checkpoints" / "best.pt"))
+    with pytest.raises(FileNotFoundError, match="nothing_here"):
+        ToyTask().build_model_from_file(tmp_path / "nothing_here")
 
 
 def test_move_to_device_nested():
