@@ -45,7 +45,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
@@ -102,31 +101,6 @@ def resolve_checkpoint(model_dir: Path, which: str) -> Path:
     return path
 
 
-def world_conf(model_dir: Path, cfg) -> tuple[dict | None, str]:
-    """The WORLD config of the training features and its source (EXP/feats.yaml, else the train dir's)."""
-    for c in (model_dir / "feats.yaml", Path(cfg.data.train_dir) / "feats.yaml" if cfg.data.train_dir else None):
-        if c is not None and c.is_file():
-            return yaml.safe_load(c.read_text(encoding="utf-8")) or {}, str(c)
-    return None, ""
-
-
-def trained_speakers(model_dir: Path, cfg) -> list[str]:
-    """The speakers a conditioned model was trained on: EXP/speakers, else data.train_dir/utt2spk.
-
-    Raises:
-        FileNotFoundError: neither file exists.
-    """
-    from speechkit.tasks.acoustic import read_speakers
-
-    if (model_dir / "speakers").is_file():
-        return read_speakers(model_dir / "speakers")
-    utt2spk = Path(cfg.data.train_dir) / "utt2spk" if cfg.data.train_dir else None
-    if utt2spk is not None and utt2spk.is_file():
-        return sorted(set(read_table(utt2spk).values()))
-    raise FileNotFoundError(f"{model_dir}/speakers: not found (nor the training data's utt2spk): cannot tell "
-                            f"which speakers the model was trained on")
-
-
 def speaker_vectors_for(args, model_dir: Path, cfg, data_dir: Path, utts: list[str]) -> list[np.ndarray] | None:
     """Each utterance's speaker vector for a conditioned model (None for an unconditioned one).
 
@@ -135,7 +109,7 @@ def speaker_vectors_for(args, model_dir: Path, cfg, data_dir: Path, utts: list[s
         DataError: a speaker never trained, or without a vector (named); an utterance not in utt2spk.
         FileNotFoundError: no scp, no DATA_DIR/utt2spk (without --speaker), no EXP/speakers.
     """
-    from speechkit.tasks.acoustic import read_speaker_vectors, utterance_speakers
+    from speechkit.tasks.acoustic import read_speaker_vectors, trained_speakers, utterance_speakers
 
     conditioned = bool(getattr(cfg.data, "speaker_embeddings", ""))
     if not conditioned:
@@ -216,8 +190,8 @@ def _run(args) -> int:
     import torch
 
     from speechkit.features.io import ark_scp_writer, scp_files
-    from speechkit.tasks.acoustic import feature_streams, predict_features, stream_layout
     from speechkit.tasks import load_model
+    from speechkit.tasks.acoustic import feature_streams, predict_features, stream_layout, world_conf
 
     setup_logging(args.log_file)
     if args.num_wavs < 0:

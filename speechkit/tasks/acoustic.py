@@ -64,6 +64,7 @@ from typing import Any, Iterable
 
 import numpy as np
 import torch
+import yaml
 from torch import nn
 from torch.utils.data import Dataset
 
@@ -80,7 +81,8 @@ from speechkit.utils.fileio import DataError, atomic_write, read_table
 __all__ = ["AcousticDataConfig", "SaladTaskConfig", "MusaRnnTaskConfig", "AcousticTask", "SaladTask", "MusaRnnTask",
            "StreamWindows", "UtteranceSet", "load_pairs", "read_label_dim", "feature_streams", "stream_layout",
            "AcousticScores", "PAPER_PARAMETERS", "read_speaker_dim", "read_speaker_vectors", "utterance_speakers",
-           "append_speaker", "write_speakers", "read_speakers", "SpeakerTable", "predict_features"]
+           "append_speaker", "write_speakers", "read_speakers", "trained_speakers", "world_conf", "SpeakerTable",
+           "predict_features"]
 
 log = logging.getLogger(__name__)
 
@@ -340,6 +342,30 @@ def read_speakers(path: str | os.PathLike) -> list[str]:
         FileNotFoundError: no such file.
     """
     return [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def world_conf(model_dir: Path, cfg) -> tuple[dict | None, str]:
+    """The front-end config of a model's training features and its source: ``EXP/feats.yaml``, else
+    ``data.train_dir``'s (``(None, "")`` if neither exists); the WORLD config of an acoustic model."""
+    for c in (model_dir / "feats.yaml", Path(cfg.data.train_dir) / "feats.yaml" if cfg.data.train_dir else None):
+        if c is not None and c.is_file():
+            return yaml.safe_load(c.read_text(encoding="utf-8")) or {}, str(c)
+    return None, ""
+
+
+def trained_speakers(model_dir: Path, cfg) -> list[str]:
+    """The speakers a conditioned model was trained on: ``EXP/speakers``, else ``data.train_dir/utt2spk``.
+
+    Raises:
+        FileNotFoundError: neither file exists.
+    """
+    if (model_dir / "speakers").is_file():
+        return read_speakers(model_dir / "speakers")
+    utt2spk = Path(cfg.data.train_dir) / "utt2spk" if cfg.data.train_dir else None
+    if utt2spk is not None and utt2spk.is_file():
+        return sorted(set(read_table(utt2spk).values()))
+    raise FileNotFoundError(f"{model_dir}/speakers: not found (nor the training data's utt2spk): cannot tell "
+                            f"which speakers the model was trained on")
 
 
 def stream_layout(mcep_dim: int = 40) -> dict[str, slice]:

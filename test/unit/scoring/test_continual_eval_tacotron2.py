@@ -1,4 +1,4 @@
-"""speechkit.scoring.continual_eval with tacotron2 episode models: the synthesizer's phones -> stop token ->
+"""speechkit.tasks.continual.evaluation with tacotron2 episode models: the synthesizer's phones -> stop token ->
 Griffin-Lim path against a direct reference, its errors, and evaluate_continual reading the test dir's
 phones (``text``, no labels.scp) with a fake speaker encoder (the real one runs in the integration test)."""
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 
 import speechkit.models.speaker_encoder as se
 from speechkit.decode.griffin_lim import mel_to_waveform
-from speechkit.scoring import continual_eval as ce
+from speechkit.tasks.continual import evaluation as ce
 from speechkit.tasks.tacotron2 import synthesize
-from speechkit.train import continual_driver as cd
+from speechkit.tasks.continual import driver as cd
 from speechkit.tasks import load_model
 from speechkit.utils.fileio import DataError
 

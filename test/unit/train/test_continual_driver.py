@@ -1,4 +1,4 @@
-"""speechkit.train.continual_driver / speechkit-train-continual on a tiny speaker-conditioned SALAD:
+"""speechkit.tasks.continual.driver / speechkit-train-continual on a tiny speaker-conditioned SALAD:
 episode data per strategy, ER-KD targets, the EWC penalty, optimiser reset, resume, plan mismatch, CLI."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from speechkit.bin.train_continual import main
 from speechkit.tasks import get_task, load_model
 from speechkit.tasks.acoustic import SaladTask, read_speakers
 from speechkit.train import Trainer
-from speechkit.train import continual_driver as cd
+from speechkit.tasks.continual import driver as cd
 from speechkit.train.checkpoint import load_checkpoint
 from speechkit.train.continual import EpisodePlan, PlanMismatchError
 from speechkit.utils.config import ConfigError, load_config

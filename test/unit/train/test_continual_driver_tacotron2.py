@@ -1,4 +1,4 @@
-"""speechkit.train.continual_driver with a tiny speaker-conditioned Tacotron 2 as theta_init: theta_init's
+"""speechkit.tasks.continual.driver with a tiny speaker-conditioned Tacotron 2 as theta_init: theta_init's
 vocabulary and statistics kept, sa / er_kd / ewc over two continual speakers, ER-KD targets against the
 model's own teacher-forced output, the EWC penalty in the loss, resume after a kill, synthesis from an episode."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from speechkit.tasks import get_task, load_model
 from speechkit.tasks.acoustic import read_speakers
 from speechkit.tasks.tacotron2 import Tacotron2Task, encode_phones, synthesize
 from speechkit.train import Trainer
-from speechkit.train import continual_driver as cd
+from speechkit.tasks.continual import driver as cd
 from speechkit.train.checkpoint import load_checkpoint
 from speechkit.train.continual import EpisodePlan
 from speechkit.utils.config import load_config

@@ -184,7 +184,7 @@ def _episodes(exp: Path) -> tuple[list[str], list[tuple[int, str, Path]]]:
     order = list(plan["order"])
     done = []
     for t, spk in enumerate(order, 1):
-        from speechkit.train.continual_driver import episode_dir_name
+        from speechkit.tasks.continual.driver import episode_dir_name
 
         d = exp / episode_dir_name(t, spk)
         if not (d / "episode.json").is_file():
@@ -251,9 +251,8 @@ class _Synthesizer:
     griffin_lim_iters = 60
 
     def __init__(self, ep_dir: Path):
-        from speechkit.bin.tts_synthesize import trained_speakers, world_conf
         from speechkit.models.tacotron2 import Tacotron2
-        from speechkit.tasks.acoustic import read_speaker_vectors, stream_layout
+        from speechkit.tasks.acoustic import read_speaker_vectors, stream_layout, trained_speakers, world_conf
         from speechkit.tasks import load_model
 
         self.model, cfg = load_model(ep_dir)
