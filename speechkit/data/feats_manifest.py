@@ -24,6 +24,8 @@ from speechkit.utils.fileio import DataError, read_lines
 
 MANIFEST_FORMAT = "speechkit-feats-part/1"
 
+__all__ = ["MANIFEST_FORMAT", "read_manifest", "utt_input_hash", "check_feats_scp"]
+
 
 def _file_stamp(path: str) -> list:
     try:

@@ -476,5 +476,4 @@ def _write_table_if_changed(path: Path, table: dict) -> None:
 
 
 __all__ = ["split_utts", "data_name", "data_tag", "effective_nj", "PartPaths", "part_fingerprint", "part_status",
-           "read_manifest", "compute_part", "merge_parts", "check_feats_scp", "backup_derived", "utt_input_hash",
-           "COMPRESSION_METHOD", "DERIVED_FILES"]
+           "compute_part", "merge_parts", "backup_derived", "COMPRESSION_METHOD", "DERIVED_FILES"]
