@@ -128,6 +128,9 @@ def _finite(x: Any) -> bool:
 
 
 _LOG_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ")
+# the training loop's own progress lines (Trainer: "epoch 3 step 120: ...", "epoch 3 done ...",
+# "epoch 3, step 7: gradient norm ...", "training finished: ..."): a run's span ends at its last one
+_LOG_PROGRESS = re.compile(r": (epoch \d+[ ,]|training finished)")
 
 
 def training_summary(exp_dir: str | os.PathLike, metric: str = "valid/loss") -> dict[str, Any]:
@@ -144,8 +147,12 @@ def training_summary(exp_dir: str | os.PathLike, metric: str = "valid/loss") -> 
         a dict with, where known, ``steps`` and ``epochs`` (of the last epoch record),
         ``best_epoch`` and ``best_value`` (of the last record marked best) and ``train_seconds``:
         the wall-clock training time in seconds, summed over the (re)starts of the run (each
-        span from the start line ``... parameters, ... training items`` to the run's last log
-        line; a re-run that found training finished adds nothing). Empty when nothing is there.
+        span from the start line ``... parameters, ... training items`` to that run's last
+        progress line, ``epoch N step M: ...`` / ``epoch N done ...`` / ``training finished: ...``;
+        so neither the time between a killed run and its restart nor the setup lines the next
+        invocation logs before its start line count, and a re-run that found training finished
+        adds nothing; a run killed before its first progress line counts 0 s). Empty when nothing
+        is there.
     """
     exp_dir = Path(exp_dir)
     info: dict[str, Any] = {}
@@ -172,8 +179,9 @@ def training_summary(exp_dir: str | os.PathLike, metric: str = "valid/loss") -> 
             if "parameters," in line and "training items" in line:  # a (re)start
                 if start is not None and prev is not None:
                     total += (prev - start).total_seconds()
-                start = t
-            prev = t
+                start = prev = t
+            elif start is not None and _LOG_PROGRESS.search(line):
+                prev = t
         if start is not None and prev is not None:
             total += (prev - start).total_seconds()
         info["train_seconds"] = total
