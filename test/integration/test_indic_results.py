@@ -94,3 +94,97 @@ def test_tables(tmp_path, make_results):
     rows = section("### Table 6")
     assert rows["multi-softmax + LSP"][:2] == ["118.94", "118.84"]
     assert rows["multi-softmax + LID"][3] == "1.58"
+
+
+def test_collect_keeps_hand_written_notes(tmp_path, make_results):
+    """--collect replaces results/<run>/ as a whole, but a hand-written NOTES.md survives it."""
+    exp, data = tmp_path / "exp", tmp_path / "data"
+    for s in ("train", "dev", "test"):
+        (data / s).mkdir(parents=True)
+        (data / s / "utt2lang").write_text("u1 aa\n")
+        (data / s / "utt2num_frames").write_text("u1 100\n")
+    scored(exp / "multisoftmax/decode_test_oracle", 60.0, 40.0)
+    results = tmp_path / "results"
+    args = ["--collect", "--exp", str(exp), "--data", str(data), "--run", "x",
+            "--results-dir", str(results), "--out", str(tmp_path / "RESULTS.md")]
+    assert make_results.main(args) == 0
+    (results / "x" / "NOTES.md").write_text("# by hand\n")
+    (results / "x" / "stale.json").write_text("{}")
+    assert make_results.main(args) == 0
+    assert (results / "x" / "NOTES.md").read_text() == "# by hand\n"
+    assert not (results / "x" / "stale.json").exists()  # everything else is replaced
+    assert (results / "x" / "multisoftmax").is_dir()
+
+
+def test_data_hours_and_per_system_blank_penalties(tmp_path, make_results):
+    """Hours from utt2num_frames, else utt2dur, else '-' (never 0); train_sp listed when present;
+    systems decoded with different blank penalties are not summarised by one of them."""
+    exp, data = tmp_path / "exp", tmp_path / "data"
+    tables = {"train": {"utt2dur": "u1 1800.0\nu2 3600.0\n"},          # no features of train itself
+              "train_sp": {"utt2num_frames": "u1 180000\nu2 360000\nu3 540000\n"},
+              "dev": {},                                              # neither: hours unknown
+              "test": {"utt2num_frames": "u1 360000\nu2 360000\n"}}
+    for s, files in tables.items():
+        (data / s).mkdir(parents=True)
+        n = 3 if s == "train_sp" else 2
+        (data / s / "utt2lang").write_text("".join(f"u{i} {'aa' if i == 1 else 'bb'}\n" for i in range(1, n + 1)))
+        for name, body in files.items():
+            (data / s / name).write_text(body)
+    scored(exp / "mono/decode_test_oracle", 80.0, 50.0)
+    scored(exp / "multisoftmax/decode_test_oracle", 60.0, 40.0)
+    for sysname, bp in (("mono", 1.5), ("multisoftmax", 2.0)):
+        f = exp / sysname / "decode_test_oracle" / "decode_stats.json"
+        f.write_text(json.dumps({**json.loads(f.read_text()), "blank_penalty": bp}))
+    out = tmp_path / "RESULTS.md"
+    assert make_results.main(["--collect", "--exp", str(exp), "--data", str(data), "--run", "x",
+                              "--results-dir", str(tmp_path / "results"), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| train | 0.500 h / 1 | 1.000 h / 1 | 1.500 h / 2 |" in text
+    assert "| train_sp | 0.500 h / 1 | 2.500 h / 2 | 3.000 h / 3 |" in text
+    assert "| dev | - / 1 | - / 1 | - / 2 |" in text
+    assert "| test | 1.000 h / 1 | 1.000 h / 1 | 2.000 h / 2 |" in text
+    assert "blank penalty per system (1.5 to 2 nats" in text and "blank penalty 1.5." not in text
+
+
+def test_paired_comparisons(tmp_path, make_results):
+    """utt_counts.json from the decodes' per_utt files (each decode to its own test set, the longest
+    matching name), and the paired-bootstrap table rendered from it alone."""
+    exp, data = tmp_path / "exp", tmp_path / "data"
+    sets = ("train", "dev", "test", "test_unseen_voice")
+    for s in sets:
+        (data / s).mkdir(parents=True)
+        (data / s / "utt2lang").write_text("".join(f"u{i} aa\n" for i in range(40)))
+    for t in ("test", "test_unseen_voice"):
+        for sysname, errs in (("mono", 3), ("multisoftmax", 1)):   # B: 1 error in 10 words, A: 3
+            d = exp / sysname / f"decode_{t}_oracle"
+            scored(d, 10.0 * errs, 5.0 * errs)
+            (d / "scoring" / "per_utt").write_text(
+                "".join(f"u{i} #csid {10 - errs} {errs} 0 0\n" for i in range(40)))
+            (d / "scoring" / "per_utt.char").write_text(
+                "".join(f"u{i} #csid {40 - errs} {errs} 0 0\n" for i in range(40)))
+    results = tmp_path / "results"
+    out = tmp_path / "RESULTS.md"
+    assert make_results.main(["--collect", "--exp", str(exp), "--data", str(data), "--run", "x",
+                              "--test-sets", "test test_unseen_voice",
+                              "--results-dir", str(results), "--out", str(out)]) == 0
+    counts = json.loads((results / "x" / "utt_counts.json").read_text())
+    assert sorted(counts) == ["test", "test_unseen_voice"]
+    assert sorted(counts["test"]["decodes"]) == ["mono/decode_test_oracle", "multisoftmax/decode_test_oracle"]
+    assert counts["test"]["words"] == [10] * 40 and counts["test"]["chars"] == [40] * 40
+    text = out.read_text()
+    # every utterance 30 % -> 10 % WER: the difference is -20 points on every resample
+    row = "| multi-softmax vs monolingual | 2 | 30.00 -> 10.00 | -20.00 [-20.00, -20.00] | 7.50 -> 2.50 | " \
+          "-5.00 [-5.00, -5.00] | 1.000 | B better |"
+    assert text.count(row) == 2   # one per test set
+
+
+def test_decode_of_other_references_is_left_out(tmp_path, make_results, capsys):
+    exp = tmp_path / "exp"
+    for sysname, ref_words in (("mono", 10), ("multisoftmax", 11)):
+        d = exp / sysname / "decode_test_oracle" / "scoring"
+        d.mkdir(parents=True)
+        (d / "per_utt").write_text(f"u1 #csid {ref_words} 0 0 0\n")
+        (d / "per_utt.char").write_text("u1 #csid 30 0 0 0\n")
+    counts = make_results.utterance_counts(exp, ["test"])
+    assert list(counts["test"]["decodes"]) == ["mono/decode_test_oracle"]
+    assert "multisoftmax/decode_test_oracle: reference lengths differ" in capsys.readouterr().err

@@ -12,8 +12,10 @@ Stage 6 of run.sh does both. --collect copies, for every system under EXP, the s
 speechkit-score-wer / speechkit-score-lid (decode_<set>*/scoring/{wer,cer,lid}.json), decode_stats.json
 (T_avg, RTF), model_info.json, blank_penalty.json and a summary of the training records
 (train_summary.json: steps, epochs, best epoch, wall-clock time), plus the hours and utterances of every
-set (data.json) and the run records (runs.jsonl: command lines, environment, config hashes), into
-results/<run>/ (replaced as a whole: small JSON files only, tracked in git). Rendering reads only
+set (data.json), per-utterance error counts of every decode (utt_counts.json, for the paired
+bootstrap) and the run records (runs.jsonl: command lines, environment, config hashes), into
+results/<run>/ (replaced as a whole, but for a hand-written NOTES.md, which is kept: small JSON files
+only, tracked in git). Rendering reads only
 results/, so a clean clone regenerates RESULTS.md without exp/. Systems or decodes that do not exist
 are left out. Tables follow the paper (Joshi et al., Interspeech 2021):
 
@@ -25,6 +27,8 @@ are left out. Tables follow the paper (Joshi et al., Interspeech 2021):
   Table 5    multi-softmax + LID: oracle language vs LID-free; utterance LID accuracy (vanilla's
              language = the script of its hypothesis)
   Figure 2   multi-softmax with LSP, LID and both (oracle language and LID-free)
+  paired     the paper's comparisons (Table 2-5 pairs) with a paired bootstrap over utterances
+             (Bisani & Ney 2004, speechkit.scoring.significance): difference, 95 % interval, P(better)
   Table 6    parameters: the paper's counts, speechkit's `paper` preset, this run's systems
   Table 7    early switch-off: the recipe's grid (tau in encoder frames, s_th in nats) and the
              paper's (tau in ms, s_th on the running average LID posterior) against T_avg, WER,
@@ -44,6 +48,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from speechkit.scoring.significance import paired_bootstrap, read_per_utt_counts
 from speechkit.train.report import training_summary
 from speechkit.utils.fileio import atomic_write
 from speechkit.utils.outputs import replace_dir
@@ -138,6 +143,59 @@ RECIPE_SWITCH_OFF = re.compile(r"_lidfree_tau(\d+)_s([0-9.]+|inf)$")
 PAPER_SWITCH_OFF = re.compile(r"_lidfree_paper_tau(\d+)ms_p([0-9.]+)$")
 
 
+#: The paper's comparisons read with the paired bootstrap: (A, B, what B is, the paper's table).
+PAIRS = [("mono/decode_{t}_oracle", "multisoftmax/decode_{t}_oracle", "multi-softmax vs monolingual", "2"),
+         ("vanilla/decode_{t}", "multisoftmax/decode_{t}_oracle", "multi-softmax vs vanilla", "2"),
+         ("onehot/decode_{t}_oracle", "multisoftmax/decode_{t}_oracle", "multi-softmax vs one-hot", "2"),
+         ("multisoftmax/decode_{t}_oracle", "ft/decode_{t}_oracle", "fine-tuned vs multi-softmax", "3"),
+         ("onehot/decode_{t}_oracle", "ft_onehot/decode_{t}_oracle", "fine-tuned one-hot vs one-hot", "3"),
+         ("multisoftmax/decode_{t}_oracle", "multisoftmax_lsp/decode_{t}_oracle", "+ LSP vs multi-softmax", "4"),
+         ("multisoftmax_lid/decode_{t}_oracle", "multisoftmax_lid/decode_{t}_lidfree",
+          "+ LID: LID-free vs oracle language", "5")]
+BOOTSTRAP_RESAMPLES = 1000
+
+
+def paired_table(counts: dict, t: str) -> list[str]:
+    """Markdown table of the paired bootstrap (Bisani & Ney 2004) for the pairs of :data:`PAIRS`
+    found in ``counts[t]`` (:func:`utterance_counts`); empty when none is."""
+    cs = counts.get(t)
+    if not cs:
+        return []
+    rows = []
+    for a_rel, b_rel, what, table in PAIRS:
+        a_rel, b_rel = a_rel.format(t=t), b_rel.format(t=t)
+        if a_rel not in cs["decodes"] or b_rel not in cs["decodes"]:
+            continue
+        cells = []
+        res = {}
+        for unit, lens in (("wer", cs["words"]), ("cer", cs["chars"])):
+            ea, eb = cs["decodes"][a_rel][unit], cs["decodes"][b_rel][unit]
+            a = {u: (e, n) for u, e, n in zip(cs["utts"], ea, lens) if e is not None}
+            b = {u: (e, n) for u, e, n in zip(cs["utts"], eb, lens) if e is not None}
+            if set(a) != set(b) or not a:
+                break
+            r = res[unit] = paired_bootstrap(a, b, n_resamples=BOOTSTRAP_RESAMPLES, seed=0)
+            cells += [f"{r.rate_a:.2f} -> {r.rate_b:.2f}",
+                      f"{r.delta:+.2f} [{r.interval[0]:+.2f}, {r.interval[1]:+.2f}]"]
+        if len(res) < 2:
+            continue
+        v = res["cer"].verdict()
+        verdict = {"B better": "B better", "A better": "B worse", "within noise": "within noise"}[v]
+        rows.append(f"| {what} | {table} | " + " | ".join(cells)
+                    + f" | {res['cer'].prob_b_better:.3f} | {verdict} |")
+    if not rows:
+        return []
+    return ["#### Paired comparisons (bootstrap over utterances)", "",
+            f"Bisani & Ney (ICASSP 2004): the {len(cs['utts'])} utterances resampled with replacement, "
+            f"{BOOTSTRAP_RESAMPLES} times (seed 0), the same resample for both systems; the difference "
+            "B - A of the pooled rates (points; negative: B makes fewer errors) with its 95 % percentile "
+            "interval, and P(B better): the share of resamples on which B makes fewer character errors. "
+            "Verdict on CER: the interval excludes 0 or not. This covers the sampling of test utterances, "
+            "not training variance: one training per system (one seed).", "",
+            "| B vs A | paper table | WER A -> B | WER B - A [95 % CI] | CER A -> B | CER B - A [95 % CI] "
+            "| P(B better) | verdict (CER) |", "|---|---|---:|---:|---:|---:|---:|---|"] + rows + [""]
+
+
 def switch_off_tables(exp: Path, t: str, num_langs: int) -> list[str]:
     """Table 7: the recipe's switch-off grid and the paper's, each with the plain LID-free row
     (tau = s_th = inf) first. Decode dirs: ``decode_<t>_lidfree_tau<frames>_s<nats>`` (recipe) and
@@ -221,23 +279,78 @@ def table6(exp: Path) -> list[str]:
 
 
 def data_summary(data: Path, sets: list[str]) -> dict[str, dict[str, list]]:
-    """``{set: {language: [hours, utterances]}}`` from each set's utt2lang and utt2num_frames (10 ms frames)."""
+    """``{set: {language: [hours, utterances]}}`` of each set of ``data`` that exists.
+
+    Hours come from the set's ``utt2num_frames`` (10 ms frames), else from its ``utt2dur``
+    (seconds); a language with an utterance in neither gets ``None`` hours (shown as ``-``, never
+    as 0). Utterances are counted from ``utt2lang``.
+    """
     per: dict[str, dict[str, list]] = {}
     for s in sets:
+        if not (data / s / "utt2lang").is_file():
+            continue
         u2l = read_table(data / s / "utt2lang")
-        n2f = read_table(data / s / "utt2num_frames")
+        if (data / s / "utt2num_frames").is_file():
+            secs = {u: int(v) / 100.0 for u, v in read_table(data / s / "utt2num_frames").items()}
+        elif (data / s / "utt2dur").is_file():
+            secs = {u: float(v) for u, v in read_table(data / s / "utt2dur").items()}
+        else:
+            secs = {}
         d: dict[str, list] = {}
         for u, lang in u2l.items():
             e = d.setdefault(lang, [0.0, 0])
-            e[0] += int(n2f.get(u, 0)) / 360000.0
+            e[0] = None if e[0] is None or u not in secs else e[0] + secs[u] / 3600.0
             e[1] += 1
         per[s] = d
     return per
 
 
+def utterance_counts(exp: Path, test_sets: list[str]) -> dict:
+    """Per-utterance error counts of every decode of ``exp``, for the paired bootstrap.
+
+    Read from each decode's ``scoring/per_utt`` and ``scoring/per_utt.char`` (written by
+    speechkit-score-wer). Returns ``{set: {"utts": [...], "words": [...], "chars": [...],
+    "decodes": {"<system>/<decode dir>": {"wer": [errors or None, ...], "cer": [...]}}}}``, the
+    lists aligned with ``utts`` (None: the decode did not cover the utterance). A decode whose
+    reference lengths disagree with the set's is left out with a warning.
+    """
+    out: dict = {}
+    by_set: dict[str, list[tuple[str, dict, dict]]] = {}
+    for d in sorted(exp.glob("*/decode_*")):
+        names = [t for t in test_sets if d.name == f"decode_{t}" or d.name.startswith(f"decode_{t}_")]
+        pw, pc = d / "scoring" / "per_utt", d / "scoring" / "per_utt.char"
+        if not names or not pw.is_file() or not pc.is_file():
+            continue
+        t = max(names, key=len)   # decode_test_unseen_voice_* belongs to test_unseen_voice, not test
+        by_set.setdefault(t, []).append((f"{d.parent.name}/{d.name}", read_per_utt_counts(pw),
+                                         read_per_utt_counts(pc)))
+    for t, decodes in by_set.items():
+        words: dict[str, int] = {}
+        chars: dict[str, int] = {}
+        kept = []
+        for rel, w, c in decodes:
+            if any(words.get(u, n) != n for u, (_, n) in w.items()) or \
+                    any(chars.get(u, n) != n for u, (_, n) in c.items()):
+                print(f"make_results.py: warning: {rel}: reference lengths differ from the set's; "
+                      "left out of the paired comparisons", file=sys.stderr)
+                continue
+            for u, (_, n) in w.items():
+                words[u] = n
+            for u, (_, n) in c.items():
+                chars[u] = n
+            kept.append((rel, w, c))
+        utts = sorted(words)
+        out[t] = {"utts": utts, "words": [words[u] for u in utts], "chars": [chars.get(u) for u in utts],
+                  "decodes": {rel: {"wer": [w[u][0] if u in w else None for u in utts],
+                                    "cer": [c[u][0] if u in c else None for u in utts]}
+                              for rel, w, c in kept}}
+    return out
+
+
 def collect(exp: Path, data: Path, lang: Path | None, test_sets: list[str], out: Path,
             runs_file: Path | None) -> None:
-    """Copy what the tables need from an experiment into ``out`` (replaced as a whole).
+    """Copy what the tables need from an experiment into ``out`` (replaced as a whole but for a
+    hand-written ``out/NOTES.md``, which is kept).
 
     Raises:
         FileNotFoundError: ``exp`` is not a directory.
@@ -245,12 +358,17 @@ def collect(exp: Path, data: Path, lang: Path | None, test_sets: list[str], out:
     if not exp.is_dir():
         raise FileNotFoundError(2, "no such experiment directory", str(exp))
     with replace_dir(out, backup=False) as tmp:
+        if (out / "NOTES.md").is_file():  # written by hand, not collected: kept
+            shutil.copyfile(out / "NOTES.md", tmp / "NOTES.md")
         info = {"exp": str(exp), "data": str(data), "test_sets": test_sets,
                 "languages": [ln.split()[0] for ln in (lang / "languages.txt").read_text().splitlines() if ln.strip()]
                 if lang is not None and (lang / "languages.txt").is_file() else []}
         (tmp / "run.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
-        (tmp / "data.json").write_text(json.dumps(data_summary(data, ["train", "dev", *test_sets]), indent=1)
+        (tmp / "data.json").write_text(json.dumps(data_summary(data, ["train", "train_sp", "dev", *test_sets]),
+                                                           indent=1)
                                        + "\n", encoding="utf-8")
+        (tmp / "utt_counts.json").write_text(json.dumps(utterance_counts(exp, test_sets), separators=(",", ":"))
+                                             + "\n", encoding="utf-8")
         if runs_file is not None and runs_file.is_file():
             shutil.copyfile(runs_file, tmp / "runs.jsonl")
         for sysdir in sorted(p for p in exp.iterdir() if p.is_dir()):
@@ -281,15 +399,24 @@ def render_run(run_dir: Path) -> list[str]:
 
     # ---- data
     out += ["### Data (hours / utterances)", ""]
-    sets = [s for s in ["train", "dev"] + list(test_sets) if s in per]
+    sets = [s for s in ["train", "train_sp", "dev"] + list(test_sets) if s in per]
     langs = info.get("languages") or sorted({k for v in per.values() for k in v})
     out.append("| set | " + " | ".join(langs) + " | total |")
     out.append("|---|" + "---:|" * (len(langs) + 1))
+
+    def hours(h: float | None) -> str:
+        return "-" if h is None else f"{h:.3f} h"
+
     for s in sets:
-        cells = [f"{per[s][k][0]:.3f} h / {per[s][k][1]}" if k in per[s] else "-" for k in langs]
-        tot_h = sum(v[0] for v in per[s].values())
+        cells = [f"{hours(per[s][k][0])} / {per[s][k][1]}" if k in per[s] else "-" for k in langs]
+        hs = [v[0] for v in per[s].values()]
+        tot_h = None if any(h is None for h in hs) else sum(hs)
         tot_n = sum(v[1] for v in per[s].values())
-        out.append(f"| {s} | " + " | ".join(cells) + f" | {tot_h:.3f} h / {tot_n} |")
+        out.append(f"| {s} | " + " | ".join(cells) + f" | {hours(tot_h)} / {tot_n} |")
+    if "train_sp" in per:
+        out.append("")
+        out.append("`train_sp`: Kaldi's 3-way speed-perturbed copy of `train` (factors 0.9, 1.0, 1.1), what the "
+                   "systems were trained on.")
     out.append("")
     args = argparse.Namespace(test_sets=" ".join(test_sets))
 
@@ -315,12 +442,19 @@ def render_run(run_dir: Path) -> list[str]:
                 "WER/CER in %; 'avg' pools every language's errors over all reference words/characters "
                 "(the word-weighted average); WERR/CERR: relative reduction against the monolingual "
                 "models (the paper's baseline)."]
-        st = next((load(p) for p in sorted(exp.glob(f"*/decode_{t}*/decode_stats.json"))), None)
-        if st:
+        stats = [load(p) for p in sorted(exp.glob(f"*/decode_{t}*/decode_stats.json"))]
+        stats = [x for x in stats if x]
+        if stats:
+            st = stats[0]
             search = f"beam search (beam {st['beam']})" if st.get("search") == "beam" else \
                 f"greedy search (at most {st.get('max_symbols_per_frame')} symbols per frame)"
-            out[-1] += (f" Decoding: {search}, streaming chunks of {st.get('chunk_frames')} feature frames"
-                        + (f", blank penalty {st['blank_penalty']}" if st.get("blank_penalty") else "") + ".")
+            penalties = sorted({float(x.get("blank_penalty") or 0.0) for x in stats})
+            if len(penalties) > 1:
+                bp = ", blank penalty per system (" + " to ".join(f"{p:g}" for p in (penalties[0], penalties[-1])) \
+                    + " nats, chosen on dev: the Systems table)"
+            else:
+                bp = f", blank penalty {penalties[0]:g}" if penalties[0] else ""
+            out[-1] += f" Decoding: {search}, streaming chunks of {st.get('chunk_frames')} feature frames{bp}."
         out.append("")
 
         # Table 2
@@ -368,6 +502,7 @@ def render_run(run_dir: Path) -> list[str]:
         if rows[4][1].ok or rows[5][1].ok:
             out += ["#### Figure 2: multi-softmax with LSP, LID and both", ""]
             out += header(["LID acc %"]) + [row(n, d, base, [fmt(d.lid_acc())]) for n, d in rows if d.ok] + [""]
+        out += paired_table(load(run_dir / "utt_counts.json") or {}, t)
         # Table 7
         out += switch_off_tables(exp, t, len(langs))
 
