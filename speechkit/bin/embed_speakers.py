@@ -157,7 +157,7 @@ def write_embeddings(out_dir: str | os.PathLike, embeddings: dict[str, np.ndarra
     """
     from speechkit.data.datadir import c_sorted
     from speechkit.features.io import ark_scp_writer
-    from speechkit.models.speaker_encoder import mean_embedding
+    from speechkit.data.speakers import mean_embedding
 
     out = Path(out_dir).resolve()
     final = Path(final_dir).resolve() if final_dir is not None else out

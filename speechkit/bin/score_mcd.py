@@ -46,8 +46,9 @@ from pathlib import Path
 
 import numpy as np
 
+from speechkit.features.world import read_world_layout
 from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
-from speechkit.scoring.mcd import CONVENTIONS, DEFAULT_FRAME_SHIFT, read_world_layout, score_world
+from speechkit.scoring.mcd import CONVENTIONS, DEFAULT_FRAME_SHIFT, score_world
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write
 

@@ -109,7 +109,8 @@ def speaker_vectors_for(args, model_dir: Path, cfg, data_dir: Path, utts: list[s
         DataError: a speaker never trained, or without a vector (named); an utterance not in utt2spk.
         FileNotFoundError: no scp, no DATA_DIR/utt2spk (without --speaker), no EXP/speakers.
     """
-    from speechkit.tasks.acoustic import read_speaker_vectors, trained_speakers, utterance_speakers
+    from speechkit.data.expdir import trained_speakers
+    from speechkit.data.speakers import read_speaker_vectors, utterance_speakers
 
     conditioned = bool(getattr(cfg.data, "speaker_embeddings", ""))
     if not conditioned:
@@ -189,9 +190,11 @@ def _run(args) -> int:
     import kaldiio
     import torch
 
+    from speechkit.data.expdir import world_conf
     from speechkit.features.io import ark_scp_writer, scp_files
+    from speechkit.features.world import feature_streams, stream_layout
     from speechkit.tasks import load_model
-    from speechkit.tasks.acoustic import feature_streams, predict_features, stream_layout, world_conf
+    from speechkit.tasks.acoustic import predict_features
 
     setup_logging(args.log_file)
     if args.num_wavs < 0:

@@ -5,7 +5,7 @@ module                            what
 ================================  ===========================================================
 :mod:`~.frontends`                ``build_frontend(conf)`` -> MFCC+deltas, log-mel, spectrogram,
                                   Kaldi fbank / MFCC (configs in ``conf/*.yaml``)
-:mod:`~.world`                    WORLD features (``type: world``) and ``world_synthesize``
+:mod:`~.world`                    WORLD features (``type: world``), their column layout, ``world_synthesize``
 :mod:`~.delta`                    librosa (Savitzky-Golay) and Kaldi (regression) deltas
 :mod:`~.extract`                  data-dir extraction in parts (``speechkit-compute-feats``)
 :mod:`~.cmvn`                     Kaldi CMVN stats (the math) and ``apply_cmvn``

@@ -13,6 +13,12 @@ Feature layout, per frame (see :func:`world_streams`)::
 
     [ mcep (mcep_dim, c0 first) | lf0 (1) | vuv (1) | bap (num_bap) ]
 
+Every user of the layout takes it from here: :func:`world_streams` (the slices of a config),
+:class:`WorldLayout` (``mcep_dim``, ``num_bap``, ``dim`` and the column indices, used by
+:mod:`speechkit.scoring.mcd`), :func:`read_world_layout` (the layout of a feature dir from its
+``feats.yaml``), :func:`stream_layout` / :func:`feature_streams` (the slices the acoustic models'
+tasks and synthesis use, ``bap`` open-ended).
+
 Frames are every ``frame_period`` ms; an ``N``-sample input gives
 ``1 + floor(1000 N / (sample_rate * frame_period))`` frames, frame ``t`` at ``t * frame_period`` ms.
 
@@ -21,22 +27,26 @@ TTS recipe can turn predicted features into a waveform.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Optional
+from pathlib import Path
+from typing import ClassVar, Literal, Mapping, Optional
 
 import numpy as np
 
 from speechkit.features.frontends import (
-    Frontend, FrontendConfig, _require, build_frontend, register_frontend,
+    Frontend, FrontendConfig, _require, build_frontend, load_frontend_conf, register_frontend,
 )
+from speechkit.utils.fileio import DataError
 
 with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns on import
     warnings.simplefilter("ignore")
     import pysptk
     import pyworld
 
-__all__ = ["WorldConfig", "WorldFrontend", "world_streams", "interpolate_log_f0", "world_synthesize"]
+__all__ = ["WorldConfig", "WorldFrontend", "world_streams", "interpolate_log_f0", "world_synthesize", "WorldLayout",
+           "read_world_layout", "stream_layout", "feature_streams"]
 
 
 @dataclass
@@ -222,3 +232,95 @@ def world_synthesize(feats: np.ndarray, sr: int, conf: "WorldConfig | dict | Wor
     y = pyworld.synthesize(np.ascontiguousarray(f0), np.ascontiguousarray(sp), np.ascontiguousarray(ap),
                            sr, frame_period=c.frame_period)
     return y.astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+@dataclass(frozen=True)
+class WorldLayout:
+    """Column layout ``[mcep (mcep_dim) | lf0 | vuv | bap (num_bap)]`` of WORLD feature matrices.
+
+    The default (40, 1) is ``conf/world.yaml`` at 16 kHz (43 dims).
+    """
+
+    mcep_dim: int = 40
+    num_bap: int = 1
+
+    @property
+    def dim(self) -> int:
+        """Columns per frame: ``mcep_dim + 2 + num_bap``."""
+        return self.mcep_dim + 2 + self.num_bap
+
+    @property
+    def mcep(self) -> slice:
+        return slice(0, self.mcep_dim)
+
+    @property
+    def lf0(self) -> int:
+        return self.mcep_dim
+
+    @property
+    def vuv(self) -> int:
+        return self.mcep_dim + 1
+
+    def describe(self) -> str:
+        return f"mcep_dim={self.mcep_dim}, num_bap={self.num_bap} ({self.dim} dims)"
+
+    @classmethod
+    def from_conf(cls, conf: "WorldLayout | Mapping | object | None" = None) -> "WorldLayout":
+        """The layout of a WORLD config: a :class:`WorldLayout` (returned as is), a
+        :class:`WorldConfig`, a dict as in ``feats.yaml``, or None (the defaults of ``conf/world.yaml``).
+
+        Raises:
+            ConfigError: a dict with an unknown key or bad value (names the key).
+        """
+        if isinstance(conf, WorldLayout):
+            return conf
+        s = world_streams(WorldConfig() if conf is None else conf)
+        return cls(mcep_dim=s["mcep"].stop, num_bap=s["bap"].stop - s["bap"].start)
+
+
+def read_world_layout(feature_dir: str | os.PathLike) -> tuple[WorldLayout, str]:
+    """The layout of ``feature_dir`` from its ``feats.yaml`` (the config written by
+    ``speechkit-compute-feats`` / ``speechkit-tts-synthesize``), else the defaults.
+
+    Returns:
+        ``(layout, source)``: ``source`` is the ``feats.yaml`` path, or ``"default (no feats.yaml)"``.
+
+    Raises:
+        DataError: ``feats.yaml`` is not a ``type: world`` config.
+        ConfigError: ``feats.yaml`` has an unknown key or a bad value (names file and key).
+    """
+    f = Path(feature_dir) / "feats.yaml"
+    if not f.is_file():
+        return WorldLayout.from_conf(None), "default (no feats.yaml)"
+    conf = load_frontend_conf(f)
+    if conf.get("type") != "world":
+        raise DataError(f"{f}: not WORLD features (type: {conf.get('type')!r}, expected 'world')")
+    cfg = build_frontend(conf, source=str(f)).config
+    assert isinstance(cfg, WorldConfig)
+    return WorldLayout.from_conf(cfg), str(f)
+
+
+def stream_layout(mcep_dim: int = 40) -> dict[str, slice]:
+    """Column slices ``{"mcep", "lf0", "vuv", "bap"}`` of ``[mcep | lf0 | vuv | bap]`` features.
+
+    Unlike :func:`world_streams`, ``bap`` runs to the end of the row (no sample rate is needed).
+    """
+    return _slices(WorldLayout(mcep_dim=mcep_dim))
+
+
+def _slices(lay: WorldLayout) -> dict[str, slice]:
+    return {"mcep": lay.mcep, "lf0": slice(lay.lf0, lay.lf0 + 1), "vuv": slice(lay.vuv, lay.vuv + 1),
+            "bap": slice(lay.vuv + 1, None)}
+
+
+def feature_streams(data_dir: str | os.PathLike | None) -> dict[str, slice]:
+    """The WORLD stream layout of ``data_dir``'s features (:func:`read_world_layout`: its ``feats.yaml``,
+    else 40 mel-cepstra at 16 kHz), as :func:`stream_layout`'s slices.
+
+    Raises:
+        DataError: ``feats.yaml`` is not a WORLD config (the models predict WORLD features).
+    """
+    return _slices(read_world_layout(data_dir)[0]) if data_dir else stream_layout()

@@ -19,13 +19,13 @@ Pipeline of :meth:`SpeakerEncoder.embed` (Resemblyzer's own ``preprocess_wav`` +
    the partial embeddings.
 
 The speaker vector of the paper (Hemati & Borth 2024, section 3) is the mean of a speaker's
-utterance embeddings: :func:`mean_embedding` (re-normalised to unit length by default, as
-Resemblyzer's ``embed_speaker``).
+utterance embeddings: :func:`speechkit.data.speakers.mean_embedding` (re-normalised to unit length
+by default, as Resemblyzer's ``embed_speaker``); :mod:`speechkit.data.speakers` also reads and writes
+the embedding tables.
 """
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -37,9 +37,8 @@ from speechkit.utils.fileio import DataError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SpeakerEncoder", "UtteranceTooShortError", "mean_embedding", "load_embeddings", "EMBEDDING_DIM",
-           "SAMPLE_RATE",
-           "DEFAULT_MIN_SPEECH", "weights_path"]
+__all__ = ["SpeakerEncoder", "UtteranceTooShortError", "EMBEDDING_DIM", "SAMPLE_RATE", "DEFAULT_MIN_SPEECH",
+           "weights_path"]
 
 #: Dimension of the embedding (``model_embedding_size`` of Resemblyzer).
 EMBEDDING_DIM = 256
@@ -242,57 +241,3 @@ class SpeakerEncoder:
         for i in np.unique(owner_arr):
             out[int(i)] = self._pool(partials[owner_arr == i])
         return out
-
-
-def mean_embedding(embeddings: np.ndarray | Sequence[np.ndarray], renormalize: bool = True) -> np.ndarray:
-    """A speaker vector: the mean of the speaker's utterance embeddings (Hemati & Borth 2024, sec. 3).
-
-    Args:
-        embeddings: ``(N, D)`` utterance embeddings (N >= 1).
-        renormalize: scale the mean to unit L2 norm (default; as Resemblyzer's ``embed_speaker``,
-            so speaker vectors lie on the same sphere as utterance embeddings).
-
-    Returns:
-        float32 ``(D,)``.
-
-    Raises:
-        ValueError: no embeddings, or not a 2-D stack.
-    """
-    e = np.asarray(embeddings, dtype=np.float64)
-    if e.ndim != 2 or e.shape[0] == 0:
-        raise ValueError(f"mean_embedding: expected (N >= 1, dim) embeddings, got shape {e.shape}")
-    m = e.mean(axis=0)
-    if renormalize:
-        norm = np.linalg.norm(m)
-        if norm > 0:
-            m = m / norm
-    return m.astype(np.float32)
-
-
-def load_embeddings(scp: str | os.PathLike, dim: int | None = EMBEDDING_DIM) -> dict[str, np.ndarray]:
-    """Read an ``embeddings.scp`` / ``spk_embeddings.scp`` (Kaldi vectors, or 1-row matrices).
-
-    Returns:
-        key -> float32 ``(dim,)``, in file order.
-
-    Raises:
-        FileNotFoundError: no such file.
-        DataError: an unreadable entry or one of the wrong size (names the file and key).
-    """
-    import kaldiio
-
-    from speechkit.utils.fileio import read_table
-
-    table = read_table(scp)
-    out: dict[str, np.ndarray] = {}
-    for key, loc in table.items():
-        try:
-            v = np.asarray(kaldiio.load_mat(loc), dtype=np.float32)
-        except Exception as e:  # kaldiio raises several types for bad/missing arks
-            raise DataError(f"{scp}: '{key}': cannot read {loc}: {e}") from None
-        if v.ndim == 2 and v.shape[0] == 1:
-            v = v[0]
-        if v.ndim != 1 or (dim is not None and v.shape[0] != dim):
-            raise DataError(f"{scp}: '{key}': expected a ({dim},) vector, got shape {v.shape}")
-        out[key] = v
-    return out

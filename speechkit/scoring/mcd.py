@@ -51,22 +51,19 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from speechkit.features.world import WorldLayout
 from speechkit.utils.fileio import DataError
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "MCD_CONSTANT", "DEFAULT_FRAME_SHIFT", "CONVENTIONS", "CONVENTION_DEFINITIONS", "WorldLayout", "UttScore",
-    "WorldScores",
+    "MCD_CONSTANT", "DEFAULT_FRAME_SHIFT", "CONVENTIONS", "CONVENTION_DEFINITIONS", "UttScore", "WorldScores",
     "check_convention", "frame_mcd_db", "mcd_db", "voiced_f0_hz", "silence_keep_mask", "score_utterance", "score_world",
-    "read_world_layout",
 ]
 
 #: ``10 sqrt(2) / ln 10`` = 6.141851463713754: converts a Euclidean cepstral distance to dB.
@@ -97,81 +94,6 @@ def check_convention(convention: str) -> str:
     if convention not in CONVENTIONS:
         raise ValueError(f"unknown scoring convention {convention!r} (known: {', '.join(CONVENTIONS)})")
     return convention
-
-
-# ----------------------------------------------------------------------------- layout
-
-
-@dataclass(frozen=True)
-class WorldLayout:
-    """Column layout ``[mcep (mcep_dim) | lf0 | vuv | bap (num_bap)]`` of WORLD feature matrices.
-
-    The default (40, 1) is ``conf/world.yaml`` at 16 kHz (43 dims).
-    """
-
-    mcep_dim: int = 40
-    num_bap: int = 1
-
-    @property
-    def dim(self) -> int:
-        """Columns per frame: ``mcep_dim + 2 + num_bap``."""
-        return self.mcep_dim + 2 + self.num_bap
-
-    @property
-    def mcep(self) -> slice:
-        return slice(0, self.mcep_dim)
-
-    @property
-    def lf0(self) -> int:
-        return self.mcep_dim
-
-    @property
-    def vuv(self) -> int:
-        return self.mcep_dim + 1
-
-    def describe(self) -> str:
-        return f"mcep_dim={self.mcep_dim}, num_bap={self.num_bap} ({self.dim} dims)"
-
-    @classmethod
-    def from_conf(cls, conf: "WorldLayout | Mapping | object | None" = None) -> "WorldLayout":
-        """The layout of a WORLD config: a :class:`WorldLayout` (returned as is), a
-        :class:`~speechkit.features.world.WorldConfig`, a dict as in ``feats.yaml``, or None
-        (the defaults of ``conf/world.yaml``).
-
-        Raises:
-            ConfigError: a dict with an unknown key or bad value (names the key).
-        """
-        if isinstance(conf, WorldLayout):
-            return conf
-        from speechkit.features.world import WorldConfig, world_streams
-
-        s = world_streams(WorldConfig() if conf is None else conf)
-        return cls(mcep_dim=s["mcep"].stop, num_bap=s["bap"].stop - s["bap"].start)
-
-
-def read_world_layout(feature_dir: str | os.PathLike) -> tuple[WorldLayout, str]:
-    """The layout of ``feature_dir`` from its ``feats.yaml`` (the config written by
-    ``speechkit-compute-feats`` / ``speechkit-tts-synthesize``), else the defaults.
-
-    Returns:
-        ``(layout, source)``: ``source`` is the ``feats.yaml`` path, or ``"default (no feats.yaml)"``.
-
-    Raises:
-        DataError: ``feats.yaml`` is not a ``type: world`` config.
-        ConfigError: ``feats.yaml`` has an unknown key or a bad value (names file and key).
-    """
-    from speechkit.features.frontends import build_frontend, load_frontend_conf
-    from speechkit.features.world import WorldConfig
-
-    f = Path(feature_dir) / "feats.yaml"
-    if not f.is_file():
-        return WorldLayout.from_conf(None), "default (no feats.yaml)"
-    conf = load_frontend_conf(f)
-    if conf.get("type") != "world":
-        raise DataError(f"{f}: not WORLD features (type: {conf.get('type')!r}, expected 'world')")
-    cfg = build_frontend(conf, source=str(f)).config
-    assert isinstance(cfg, WorldConfig)
-    return WorldLayout.from_conf(cfg), str(f)
 
 
 # ----------------------------------------------------------------------------- frame-level measures

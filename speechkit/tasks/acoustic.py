@@ -57,21 +57,21 @@ from __future__ import annotations
 import logging
 import math
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 import torch
-import yaml
 from torch import nn
 from torch.utils.data import Dataset
 
 from speechkit.data.fingerprint import DataInput
+from speechkit.data.speakers import read_speaker_dim, read_speaker_vectors, utterance_speakers, write_speakers
+from speechkit.features.world import feature_streams, stream_layout
 from speechkit.models.musa_rnn import MusaRnn, MusaRnnConfig, detach_state
 from speechkit.models.salad import OutputNormalizer, Salad, SaladConfig, count_parameters, format_parameters
-from speechkit.scoring.mcd import WorldLayout, frame_mcd_db, read_world_layout
+from speechkit.scoring.mcd import frame_mcd_db
 from speechkit.train.task import Task
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.cli import ConfigError
@@ -79,10 +79,8 @@ from speechkit.utils.config import FieldError
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 
 __all__ = ["AcousticDataConfig", "SaladTaskConfig", "MusaRnnTaskConfig", "AcousticTask", "SaladTask", "MusaRnnTask",
-           "StreamWindows", "UtteranceSet", "load_pairs", "read_label_dim", "feature_streams", "stream_layout",
-           "AcousticScores", "PAPER_PARAMETERS", "read_speaker_dim", "read_speaker_vectors", "utterance_speakers",
-           "append_speaker", "write_speakers", "read_speakers", "trained_speakers", "world_conf", "SpeakerTable",
-           "predict_features"]
+           "StreamWindows", "UtteranceSet", "load_pairs", "read_label_dim", "AcousticScores", "PAPER_PARAMETERS",
+           "append_speaker", "SpeakerTable", "predict_features"]
 
 log = logging.getLogger(__name__)
 
@@ -224,75 +222,6 @@ def read_label_dim(data_dir: str | os.PathLike, strict: bool = True) -> int | No
         return None
 
 
-def read_speaker_dim(scp: str | os.PathLike, strict: bool = True) -> int | None:
-    """The speaker-vector dimension ``E``: the size of the first vector of a ``spk_embeddings.scp``.
-
-    Args:
-        strict: raise on a missing, empty or unreadable file; otherwise return None.
-
-    Raises:
-        FileNotFoundError: no such file (strict).
-        DataError: empty, unreadable or not a vector (strict); names the file and key.
-    """
-    try:
-        if not Path(scp).is_file():
-            raise FileNotFoundError(f"{scp}: no speaker embeddings (run speechkit-embed-speakers)")
-        vectors = read_speaker_vectors(scp)
-        return int(next(iter(vectors.values())).shape[0])
-    except (FileNotFoundError, DataError):
-        if strict:
-            raise
-        return None
-
-
-def read_speaker_vectors(scp: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Speaker -> float32 ``(E,)`` vector from a ``spk_embeddings.scp``, all of the same size.
-
-    Raises:
-        FileNotFoundError: no such file.
-        DataError: empty, an unreadable entry, not a vector, sizes that differ, NaN/Inf (names
-            the file and speaker).
-    """
-    from speechkit.models.speaker_encoder import load_embeddings
-
-    if not Path(scp).is_file():
-        raise FileNotFoundError(f"{scp}: no speaker embeddings (run speechkit-embed-speakers)")
-    vectors = load_embeddings(scp, dim=None)
-    if not vectors:
-        raise DataError(f"{scp}: empty")
-    first, dim = next(iter(vectors.items()))[0], next(iter(vectors.values())).shape[0]
-    for spk, v in vectors.items():
-        if v.shape[0] != dim:
-            raise DataError(f"{scp}: '{spk}': a ({v.shape[0]},) vector, but '{first}' has ({dim},)")
-        if not np.isfinite(v).all():
-            raise DataError(f"{scp}: '{spk}': NaN or infinite values")
-    return vectors
-
-
-def utterance_speakers(data_dir: str | os.PathLike, utts: Iterable[str], vectors: dict[str, np.ndarray] | None,
-                       scp: str | os.PathLike = "spk_embeddings.scp") -> list[str]:
-    """The speaker of each of ``utts`` from ``data_dir/utt2spk``, checked against ``vectors`` (unless None).
-
-    Raises:
-        FileNotFoundError: no ``data_dir/utt2spk``.
-        DataError: an utterance missing from utt2spk, or a speaker without a vector in ``scp``
-            (names the utterance / speaker and the files).
-    """
-    path = Path(data_dir) / "utt2spk"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found (speaker conditioning needs each utterance's speaker)")
-    utt2spk = read_table(path)
-    out = []
-    for utt in utts:
-        spk = utt2spk.get(utt)
-        if spk is None:
-            raise DataError(f"{path}: utterance '{utt}' has no speaker")
-        if vectors is not None and spk not in vectors:
-            raise DataError(f"{scp}: no vector for speaker '{spk}' (of utterance '{utt}' in {path})")
-        out.append(spk)
-    return out
-
-
 def append_speaker(labels: np.ndarray | torch.Tensor, vector: np.ndarray | torch.Tensor):
     """``[labels | vector]`` on every frame: ``(T, D)`` + ``(E,)`` -> ``(T, D + E)`` (same type as labels)."""
     if isinstance(labels, torch.Tensor):
@@ -326,66 +255,6 @@ def predict_features(model: nn.Module, labels: np.ndarray, vector: np.ndarray | 
     if vuv_index is not None:
         y[:, vuv_index] = (y[:, vuv_index] > 0.5).astype(y.dtype)
     return y
-
-
-def write_speakers(path: str | os.PathLike, speakers: Iterable[str]) -> None:
-    """Write the trained speakers, one per line, C-sorted, atomically (``EXP/speakers``)."""
-    with atomic_write(path) as f:
-        for spk in sorted(set(speakers), key=lambda s: s.encode("utf-8")):
-            f.write(f"{spk}\n")
-
-
-def read_speakers(path: str | os.PathLike) -> list[str]:
-    """Read :func:`write_speakers`' file.
-
-    Raises:
-        FileNotFoundError: no such file.
-    """
-    return [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def world_conf(model_dir: Path, cfg) -> tuple[dict | None, str]:
-    """The front-end config of a model's training features and its source: ``EXP/feats.yaml``, else
-    ``data.train_dir``'s (``(None, "")`` if neither exists); the WORLD config of an acoustic model."""
-    for c in (model_dir / "feats.yaml", Path(cfg.data.train_dir) / "feats.yaml" if cfg.data.train_dir else None):
-        if c is not None and c.is_file():
-            return yaml.safe_load(c.read_text(encoding="utf-8")) or {}, str(c)
-    return None, ""
-
-
-def trained_speakers(model_dir: Path, cfg) -> list[str]:
-    """The speakers a conditioned model was trained on: ``EXP/speakers``, else ``data.train_dir/utt2spk``.
-
-    Raises:
-        FileNotFoundError: neither file exists.
-    """
-    if (model_dir / "speakers").is_file():
-        return read_speakers(model_dir / "speakers")
-    utt2spk = Path(cfg.data.train_dir) / "utt2spk" if cfg.data.train_dir else None
-    if utt2spk is not None and utt2spk.is_file():
-        return sorted(set(read_table(utt2spk).values()))
-    raise FileNotFoundError(f"{model_dir}/speakers: not found (nor the training data's utt2spk): cannot tell "
-                            f"which speakers the model was trained on")
-
-
-def stream_layout(mcep_dim: int = 40) -> dict[str, slice]:
-    """Column slices ``{"mcep", "lf0", "vuv", "bap"}`` of ``[mcep | lf0 | vuv | bap]`` features."""
-    return _slices(WorldLayout(mcep_dim=mcep_dim))
-
-
-def _slices(lay: WorldLayout) -> dict[str, slice]:
-    return {"mcep": lay.mcep, "lf0": slice(lay.lf0, lay.lf0 + 1), "vuv": slice(lay.vuv, lay.vuv + 1),
-            "bap": slice(lay.vuv + 1, None)}
-
-
-def feature_streams(data_dir: str | os.PathLike | None) -> dict[str, slice]:
-    """The WORLD stream layout of ``data_dir``'s features (:func:`speechkit.scoring.mcd.read_world_layout`:
-    its ``feats.yaml``, else 40 mel-cepstra at 16 kHz).
-
-    Raises:
-        DataError: ``feats.yaml`` is not a WORLD config (the models predict WORLD features).
-    """
-    return _slices(read_world_layout(data_dir)[0]) if data_dir else stream_layout()
 
 
 def load_pairs(data_dir: str | os.PathLike, input_dim: int | None = None, output_dim: int | None = None
@@ -546,7 +415,7 @@ class AcousticScores:
     """Accumulates MCD, F0 RMSE and V/UV accuracy of denormalised predictions over frames.
 
     Args:
-        streams: column slices of the features (:func:`stream_layout`).
+        streams: column slices of the features (:func:`speechkit.features.world.stream_layout`).
     """
 
     def __init__(self, streams: dict[str, slice]) -> None:
@@ -663,7 +532,8 @@ class AcousticTask(Task):
 
         Raises:
             ConfigError: data.train_dir not set.
-            FileNotFoundError, DataError: see :func:`load_pairs` and :func:`utterance_speakers`.
+            FileNotFoundError, DataError: see :func:`load_pairs` and
+                :func:`speechkit.data.speakers.utterance_speakers`.
         """
         d, m = cfg.data, cfg.model
         if not d.train_dir:

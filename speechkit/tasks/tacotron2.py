@@ -55,6 +55,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from speechkit.data.fingerprint import DataInput
+from speechkit.data.speakers import read_speaker_vectors, utterance_speakers, write_speakers
 from speechkit.models.tacotron2 import (
     Tacotron2,
     Tacotron2Config,
@@ -63,7 +64,6 @@ from speechkit.models.tacotron2 import (
     length_mask,
     stop_targets,
 )
-from speechkit.tasks.acoustic import read_speaker_vectors, utterance_speakers, write_speakers
 from speechkit.train.task import Task
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.cli import ConfigError

@@ -14,7 +14,8 @@ import kaldiio
 import numpy as np
 import pytest
 
-from speechkit.scoring.mcd import WorldLayout, score_world
+from speechkit.features.world import WorldLayout
+from speechkit.scoring.mcd import score_world
 from speechkit.utils.provenance import record_run
 
 LOCAL = Path(__file__).resolve().parents[2] / "egs" / "tcstar_salad" / "local"

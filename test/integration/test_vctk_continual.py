@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechkit.models.speaker_encoder import load_embeddings
+from speechkit.data.speakers import load_embeddings
 from speechkit.utils.fileio import read_table
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,8 @@ import kaldiio
 import numpy as np
 
 from analysis_common import load_test_set, write_outputs
-from speechkit.scoring.mcd import read_world_layout, silence_keep_mask
+from speechkit.features.world import read_world_layout
+from speechkit.scoring.mcd import silence_keep_mask
 
 
 def _f(x, nd: int = 1, pct: bool = False) -> str:

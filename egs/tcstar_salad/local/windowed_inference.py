@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from analysis_common import load_test_set, write_outputs
-from speechkit.scoring.mcd import read_world_layout, score_world
+from speechkit.features.world import read_world_layout
+from speechkit.scoring.mcd import score_world
 from speechkit.tasks.acoustic import predict_features
 from speechkit.tasks import load_model
 

@@ -77,9 +77,11 @@ import torch
 from torch import nn
 
 from speechkit.data.fingerprint import DataInput, fingerprint_inputs
+from speechkit.data.speakers import read_speaker_vectors, read_speakers, utterance_speakers, write_speakers
+from speechkit.features.world import feature_streams
 from speechkit.tasks.acoustic import (
-    AcousticTask, MusaRnnTask, SaladTask, SpeakerTable, StreamWindows, UtteranceSet, append_speaker,
-    feature_streams, load_pairs, predict_features, read_speaker_vectors, read_speakers, utterance_speakers, write_speakers,
+    AcousticTask, MusaRnnTask, SaladTask, SpeakerTable, StreamWindows, UtteranceSet, append_speaker, load_pairs,
+    predict_features,
 )
 from speechkit.tasks.tacotron2 import Tacotron2Task
 from speechkit.train.checkpoint import BEST, DATA_FINGERPRINT, latest_checkpoint, load_checkpoint, save_checkpoint

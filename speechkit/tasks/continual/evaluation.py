@@ -93,7 +93,7 @@ class GroundTruth:
     """
 
     def __init__(self, embed_dir: str | os.PathLike):
-        from speechkit.models.speaker_encoder import load_embeddings
+        from speechkit.data.speakers import load_embeddings
 
         d = Path(embed_dir)
         for f in ("embeddings.scp", "utt2spk"):
@@ -251,8 +251,10 @@ class _Synthesizer:
     griffin_lim_iters = 60
 
     def __init__(self, ep_dir: Path):
+        from speechkit.data.expdir import trained_speakers, world_conf
+        from speechkit.data.speakers import read_speaker_vectors
+        from speechkit.features.world import stream_layout
         from speechkit.models.tacotron2 import Tacotron2
-        from speechkit.tasks.acoustic import read_speaker_vectors, stream_layout, trained_speakers, world_conf
         from speechkit.tasks import load_model
 
         self.model, cfg = load_model(ep_dir)

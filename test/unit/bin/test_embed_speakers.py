@@ -11,7 +11,8 @@ import soundfile as sf
 
 from speechkit.bin.embed_speakers import main
 from speechkit.data.datadir import DataDir
-from speechkit.models.speaker_encoder import SpeakerEncoder, load_embeddings
+from speechkit.data.speakers import load_embeddings
+from speechkit.models.speaker_encoder import SpeakerEncoder
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "She sells sea shells by the sea shore."]
 

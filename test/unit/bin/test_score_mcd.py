@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from speechkit.bin import score_mcd as cli
-from speechkit.scoring.mcd import WorldLayout, score_world
+from speechkit.features.world import WorldLayout
+from speechkit.scoring.mcd import score_world
 
 LAST_LINE = re.compile(r"^MCD \d+\.\d\d dB \(with c0 \d+\.\d\d\)  F0 RMSE \d+\.\d\d Hz  V/UV \d+\.\d %$")
 LAY = WorldLayout(mcep_dim=6, num_bap=1)  # 9 columns

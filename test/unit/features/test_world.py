@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 
 from speechkit.features.frontends import build_frontend
-from speechkit.features.world import interpolate_log_f0, world_streams, world_synthesize
+from speechkit.features.world import (
+    WorldLayout, feature_streams, interpolate_log_f0, read_world_layout, stream_layout, world_streams, world_synthesize,
+)
+from speechkit.utils.fileio import DataError
 
 SR = 16000
 
@@ -91,3 +94,27 @@ def test_synthesize_errors():
         world_synthesize(np.zeros((10, 43)), 22050, fe.to_dict())
     with pytest.raises(ValueError, match="NaN"):
         world_synthesize(np.full((10, 43), np.nan), SR, fe)
+
+
+def test_layout_of_a_feature_dir(tmp_path):
+    lay, src = read_world_layout(tmp_path)
+    assert (lay, src) == (WorldLayout(40, 1), "default (no feats.yaml)")
+    assert (lay.dim, lay.mcep, lay.lf0, lay.vuv) == (43, slice(0, 40), 40, 41)
+    (tmp_path / "feats.yaml").write_text("type: world\nsample_rate: 48000\nmcep_dim: 50\nf0_ceil: 800\n")
+    assert read_world_layout(tmp_path) == (WorldLayout(50, 5), str(tmp_path / "feats.yaml"))
+    assert feature_streams(tmp_path) == {"mcep": slice(0, 50), "lf0": slice(50, 51), "vuv": slice(51, 52),
+                                         "bap": slice(52, None)}
+    (tmp_path / "feats.yaml").write_text("type: fbank\n")
+    with pytest.raises(DataError, match="not WORLD features"):
+        read_world_layout(tmp_path)
+    with pytest.raises(DataError, match="not WORLD features"):
+        feature_streams(tmp_path)
+
+
+def test_stream_layout_bap_runs_to_the_end():
+    s = stream_layout(40)
+    assert s == feature_streams(None) == {"mcep": slice(0, 40), "lf0": slice(40, 41), "vuv": slice(41, 42),
+                                          "bap": slice(42, None)}
+    w = world_streams({"sample_rate": 16000, "mcep_dim": 40})
+    assert {k: w[k] for k in ("mcep", "lf0", "vuv")} == {k: s[k] for k in ("mcep", "lf0", "vuv")}
+    assert w["bap"] == slice(42, 43)

@@ -13,9 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechkit.models.speaker_encoder import (
-    EMBEDDING_DIM, SpeakerEncoder, UtteranceTooShortError, load_embeddings, mean_embedding, weights_path,
-)
+from speechkit.models.speaker_encoder import EMBEDDING_DIM, SpeakerEncoder, UtteranceTooShortError, weights_path
 from speechkit.utils.fileio import DataError
 
 SENTENCES = ["The quick brown fox jumps over the lazy dog near the river bank.",
@@ -130,28 +128,3 @@ def test_batch_equals_single(speech, encoder):
         np.testing.assert_allclose(e, encoder.embed(w, sr), atol=1e-5)
     with pytest.raises(ValueError, match="sample rates"):
         encoder.embed_batch(wavs, [sr])
-
-
-def test_mean_embedding_by_hand():
-    e = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], np.float32)
-    np.testing.assert_allclose(mean_embedding(e, renormalize=False), [0.5, 0.5, 0.0])
-    np.testing.assert_allclose(mean_embedding(e), [2 ** -0.5, 2 ** -0.5, 0.0], rtol=1e-6)
-    with pytest.raises(ValueError, match="N >= 1"):
-        mean_embedding(np.zeros((0, 3)))
-
-
-def test_load_embeddings_vectors_and_rows(tmp_path):
-    import kaldiio
-
-    v = np.arange(4, dtype=np.float32)
-    with kaldiio.WriteHelper(f"ark,scp:{tmp_path}/e.ark,{tmp_path}/e.scp") as w:
-        w("a", v)
-        w("b", v[None] * 2)
-    got = load_embeddings(tmp_path / "e.scp", dim=4)
-    np.testing.assert_array_equal(got["a"], v)
-    np.testing.assert_array_equal(got["b"], 2 * v)
-    with pytest.raises(DataError, match="'a'.*\\(256,\\)"):
-        load_embeddings(tmp_path / "e.scp")
-    (tmp_path / "bad.scp").write_text(f"x {tmp_path}/missing.ark:5\n")
-    with pytest.raises(DataError, match="'x'"):
-        load_embeddings(tmp_path / "bad.scp")

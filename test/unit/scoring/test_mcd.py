@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from speechkit.features.world import WorldLayout
 from speechkit.scoring.mcd import (
-    MCD_CONSTANT, WorldLayout, frame_mcd_db, mcd_db, score_utterance, score_world, silence_keep_mask,
-    voiced_f0_hz,
+    MCD_CONSTANT, frame_mcd_db, mcd_db, score_utterance, score_world, silence_keep_mask, voiced_f0_hz,
 )
 from speechkit.scoring.plots import plot_f0_histograms
 from speechkit.utils.fileio import DataError

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from speechkit.data.speakers import read_speakers
 from speechkit.tasks import get_task
-from speechkit.tasks.acoustic import SpeakerTable, StreamWindows, read_speakers
+from speechkit.tasks.acoustic import SpeakerTable, StreamWindows
 from speechkit.train import Trainer
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, read_table, write_table

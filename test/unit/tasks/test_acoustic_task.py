@@ -13,9 +13,8 @@ import yaml
 
 from speechkit.features.io import ark_scp_writer
 from speechkit.tasks import get_task, load_model
-from speechkit.tasks.acoustic import (
-    AcousticScores, MusaRnnTask, SaladTask, StreamWindows, load_pairs, read_label_dim, stream_layout,
-)
+from speechkit.features.world import stream_layout
+from speechkit.tasks.acoustic import AcousticScores, MusaRnnTask, SaladTask, StreamWindows, load_pairs, read_label_dim
 from speechkit.train import Trainer
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from speechkit.bin.train_continual import main
+from speechkit.data.speakers import read_speakers
 from speechkit.tasks import get_task, load_model
-from speechkit.tasks.acoustic import SaladTask, read_speakers
+from speechkit.tasks.acoustic import SaladTask
 from speechkit.train import Trainer
 from speechkit.tasks.continual import driver as cd
 from speechkit.train.checkpoint import load_checkpoint

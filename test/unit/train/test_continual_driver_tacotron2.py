@@ -13,9 +13,9 @@ import pytest
 import torch
 import yaml
 
+from speechkit.data.speakers import read_speakers
 from speechkit.features.io import ark_scp_writer
 from speechkit.tasks import get_task, load_model
-from speechkit.tasks.acoustic import read_speakers
 from speechkit.tasks.tacotron2 import Tacotron2Task, encode_phones, synthesize
 from speechkit.train import Trainer
 from speechkit.tasks.continual import driver as cd
