@@ -55,7 +55,7 @@ import logging
 import sys
 from pathlib import Path
 
-from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.cli import ConfigError, add_model_args, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 from speechkit.utils.jobs import describe_failures, run_local_jobs
 
@@ -69,11 +69,7 @@ def build_parser():
     p = make_parser(__doc__, prog=PROG)
     p.add_argument("data_dir", metavar="DATA_DIR", help="data dir with feats.scp (and utt2lang for --oracle-lid)")
     p.add_argument("out_dir", metavar="OUT_DIR", help="where text, utt2lang, decode_stats.json, ... go")
-    p.add_argument("--model-dir", required=True, metavar="EXP",
-                   help="experiment dir of speechkit-train rnnt (or a checkpoint file)")
-    p.add_argument("--checkpoint", default=None, metavar="NAME",
-                   help="checkpoint in EXP/checkpoints (e.g. ckpt-e10-s500.pt) or a path (default: best.pt, "
-                        "else the latest)")
+    add_model_args(p, help="experiment dir of speechkit-train rnnt")
     p.add_argument("--units-dir", default=None, help="units (speechkit-make-units --per-language) (default: the "
                    "model config's data.units_dir)")
     p.add_argument("--cmvn-stats", default=None, help="global CMVN stats: cmvn_global.ark, a cmvn.scp or a data "
@@ -160,28 +156,9 @@ def _check_args(args) -> None:
 
 
 def _checkpoint_path(args) -> Path:
-    from speechkit.train.checkpoint import BEST, latest_checkpoint
+    from speechkit.train.checkpoint import resolve_checkpoint
 
-    md = Path(args.model_dir)
-    if md.is_file():
-        if args.checkpoint:
-            raise ConfigError("--checkpoint needs --model-dir to be an experiment directory")
-        return md
-    if not md.is_dir():
-        raise FileNotFoundError(f"--model-dir {md}: no such experiment directory or checkpoint")
-    ckdir = md / "checkpoints"
-    if args.checkpoint:
-        c = Path(args.checkpoint)
-        c = c if c.is_file() else ckdir / args.checkpoint
-        if not c.is_file():
-            raise FileNotFoundError(f"--checkpoint {args.checkpoint}: not a file, nor in {ckdir}")
-        return c
-    if (ckdir / BEST).is_file():
-        return ckdir / BEST
-    latest = latest_checkpoint(ckdir)
-    if latest is None:
-        raise FileNotFoundError(f"{md}: no checkpoints/best.pt or checkpoints/latest.pt (train it first)")
-    return Path(latest)
+    return resolve_checkpoint(args.model_dir, args.checkpoint, option="--model-dir")
 
 
 def _mode(args) -> str:

@@ -1,6 +1,7 @@
 """Extract discrete units with a trained VQ-VAE, in the ZeroSpeech 2019 submission layout.
 
-  speechkit-extract-units --model-dir exp/vqvae DATA_DIR OUT_DIR [--unit-format codebook|onehot] [--aux [--phases N|all]] [--nj N]
+  speechkit-extract-units --model-dir exp/vqvae [--checkpoint NAME] DATA_DIR OUT_DIR
+                          [--unit-format codebook|onehot] [--aux [--phases N|all]] [--nj N]
 
 DATA_DIR holds features of the kind the model was trained on (feats.scp; cmvn.scp when the model
 was trained with CMVN: per-speaker stats of DATA_DIR itself for data.cmvn=speaker, the training
@@ -58,7 +59,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.cli import add_model_args, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -70,8 +71,7 @@ def build_parser():
     p = make_parser(__doc__, prog=PROG)
     p.add_argument("data_dir", metavar="DATA_DIR", help="data dir with feats.scp (and cmvn.scp)")
     p.add_argument("out_dir", metavar="OUT_DIR", help="where the <utt>.txt files, codes, frame_shift go")
-    p.add_argument("--model-dir", "--model_dir", dest="model_dir", required=True, metavar="DIR",
-                   help="VQ-VAE experiment dir (uses checkpoints/best.pt, else the latest) or a checkpoint file")
+    add_model_args(p, help="VQ-VAE experiment dir", metavar="DIR")
     p.add_argument("--unit-format", "--unit_format", dest="unit_format", choices=UNIT_FORMATS, default="codebook",
                    help="how a code frame is written: codebook (its codebook vector, De numbers; the ZeroSpeech "
                         "2019 submission form) or onehot (K numbers, 0 or 1) (default: %(default)s)")
@@ -245,7 +245,7 @@ def _worker(args: tuple) -> dict[str, list[int]]:
 
 def _run(args) -> int:
     from speechkit.tasks import load_model
-    from speechkit.train.checkpoint import BEST, latest_checkpoint
+    from speechkit.train.checkpoint import resolve_checkpoint
 
     setup_logging(args.log_file, args.verbose)
     if args.nj < 1:
@@ -267,13 +267,7 @@ def _run(args) -> int:
         if phases < 1:
             raise ValueError(f"--phases must be >= 1 (or 'all'), got {phases}")
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)
-    model_path = Path(args.model_dir)
-    if model_path.is_dir():
-        ckpt_dir = model_path / "checkpoints"
-        chosen = ckpt_dir / BEST if (ckpt_dir / BEST).exists() else latest_checkpoint(ckpt_dir)
-        if chosen is None:
-            raise FileNotFoundError(f"{model_path}: no checkpoints/best.pt or checkpoints/latest.pt (train it first)")
-        model_path = chosen
+    model_path = resolve_checkpoint(args.model_dir, args.checkpoint, option="--model-dir")
     model, cfg = load_model(model_path)
     from speechkit.models.vqvae import VQVAE, default_hop, phase_offsets
 

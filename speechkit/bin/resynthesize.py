@@ -1,6 +1,6 @@
 """Resynthesize speech from discrete units: codebook inverter -> linear magnitude -> Griffin-Lim -> wav.
 
-  speechkit-resynthesize --inverter-dir exp/inverter --codes codes --out-dir DIR [--speaker S]
+  speechkit-resynthesize --inverter-dir exp/inverter [--checkpoint NAME] --codes codes --out-dir DIR [--speaker S]
                          [--reference-dir DATA_DIR] [--utt-list F | --max-utts N] [--n-iter 60]
 
 For each utterance of --codes (a '<utt> <code> <code> ...' table, speechkit-extract-units
@@ -43,7 +43,7 @@ import numpy as np
 import yaml
 
 from speechkit.scoring.plots import plot_spectrograms
-from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.cli import ConfigError, add_model_args, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, read_lines, read_table, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -53,8 +53,7 @@ log = logging.getLogger(PROG)
 
 def build_parser():
     p = make_parser(__doc__, prog=PROG)
-    p.add_argument("--inverter-dir", "--inverter_dir", dest="inverter_dir", required=True, metavar="DIR",
-                   help="inverter experiment dir (checkpoints/best.pt, else the latest) or a checkpoint file")
+    add_model_args(p, option="--inverter-dir", help="inverter experiment dir", metavar="DIR")
     p.add_argument("--codes", required=True, metavar="FILE", help="'<utt> <code> ...' table")
     p.add_argument("--out-dir", "--out_dir", dest="out_dir", required=True, metavar="DIR",
                    help="output directory (replaced as a whole; the previous one kept as DIR/.backup/N)")
@@ -104,6 +103,7 @@ def _run(args) -> int:
     from speechkit.tasks import get_task
     from speechkit.tasks.inverter import read_codes
     from speechkit.tasks import load_model
+    from speechkit.train.checkpoint import resolve_checkpoint
 
     setup_logging(args.log_file)
     if args.n_iter < 0:
@@ -120,10 +120,11 @@ def _run(args) -> int:
         check_output_dir(out_dir, inputs={**inputs, "--inverter-dir": inverter_dir}, option="--out-dir")
     task = get_task("inverter")
     task.init_from_vqvae = False  # the trained weights hold the codebook already
-    model, cfg = load_model(inverter_dir, task)
+    model, cfg = load_model(resolve_checkpoint(inverter_dir, args.checkpoint, option="--inverter-dir"), task)
     conf, conf_src = frontend_conf(inverter_dir, cfg, args.stft_config)
     frontend = build_frontend(conf, conf_src)
-    if conf.get("type") != "spectrogram" or conf.get("log", False):
+    resolved = frontend.to_dict()  # the values as checked (a YAML 'log: no' is False here)
+    if resolved["type"] != "spectrogram" or resolved.get("log", False):
         raise DataError(f"{conf_src}: expected a linear magnitude spectrogram front end (type: spectrogram, log: false)")
     stft = frontend.stft_params()
     sr = frontend.sample_rate

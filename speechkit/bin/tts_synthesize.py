@@ -1,6 +1,6 @@
 """Synthesize WORLD features (and waveforms) from label vectors with a trained acoustic model.
 
-  speechkit-tts-synthesize --model-dir EXP [--checkpoint best|latest|PATH] [--num-wavs N] [--nj N]
+  speechkit-tts-synthesize --model-dir EXP [--checkpoint best|latest|avgN|NAME|PATH] [--num-wavs N] [--nj N]
                            [--speaker-embeddings SCP] [--speaker SPK] DATA_DIR OUT_DIR
 
 Runs every utterance of DATA_DIR/labels.scp (float32 (T, D) label vectors, speechkit-make-labels)
@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.cli import add_model_args, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -58,10 +58,7 @@ def build_parser():
     p = make_parser(__doc__, prog=PROG)
     p.add_argument("data_dir", metavar="DATA_DIR", help="dir with labels.scp")
     p.add_argument("out_dir", metavar="OUT_DIR", help="output feature dir")
-    p.add_argument("--model-dir", "--model_dir", dest="model_dir", required=True, metavar="EXP",
-                   help="experiment dir of speechkit-train salad | musa_rnn")
-    p.add_argument("--checkpoint", default="best", metavar="best|latest|PATH",
-                   help="EXP/checkpoints/best.pt (default), the latest checkpoint, or a checkpoint file")
+    add_model_args(p, help="experiment dir of speechkit-train salad | musa_rnn", default="best")
     p.add_argument("--num-wavs", "--num_wavs", dest="num_wavs", type=int, default=0, metavar="N",
                    help="also vocode the first N utterances to OUT_DIR/wav/<utt>.wav (default: 0)")
     p.add_argument("--speaker-embeddings", "--speaker_embeddings", dest="speaker_embeddings", default=None,
@@ -73,32 +70,6 @@ def build_parser():
     p.add_argument("--nj", type=int, default=1, metavar="N", help="parallel processes for vocoding (default: 1)")
     p.add_argument("--log-file", default=None, help="also append the log here")
     return p
-
-
-def resolve_checkpoint(model_dir: Path, which: str) -> Path:
-    """The checkpoint file named by ``--checkpoint`` (``best``, ``latest`` or a path).
-
-    Raises:
-        FileNotFoundError: no such checkpoint (names what was looked for).
-    """
-    from speechkit.train.checkpoint import BEST, latest_checkpoint
-
-    ckpt_dir = model_dir / "checkpoints"
-    if which == "best":
-        path = ckpt_dir / BEST
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no best checkpoint (training without validation?); "
-                                    f"use --checkpoint latest")
-        return path
-    if which == "latest":
-        path = latest_checkpoint(ckpt_dir)
-        if path is None:
-            raise FileNotFoundError(f"{ckpt_dir}: no checkpoint (train the model first)")
-        return path
-    path = Path(which)
-    if not path.is_file():
-        raise FileNotFoundError(f"--checkpoint {which}: no such file")
-    return path
 
 
 def speaker_vectors_for(args, model_dir: Path, cfg, data_dir: Path, utts: list[str]) -> list[np.ndarray] | None:
@@ -195,6 +166,7 @@ def _run(args) -> int:
     from speechkit.features.world import feature_streams, stream_layout
     from speechkit.tasks import load_model
     from speechkit.tasks.acoustic import predict_features
+    from speechkit.train.checkpoint import resolve_checkpoint
 
     setup_logging(args.log_file)
     if args.num_wavs < 0:
@@ -204,7 +176,7 @@ def _run(args) -> int:
     model_dir, data_dir, out_dir = Path(args.model_dir), Path(args.data_dir), Path(args.out_dir)
     check_output_dir(out_dir, inputs={"DATA_DIR": data_dir}, experiment_dirs={"--model-dir": model_dir},
                      option="OUT_DIR")
-    ckpt = resolve_checkpoint(model_dir, args.checkpoint)
+    ckpt = resolve_checkpoint(model_dir, args.checkpoint, option="--model-dir")
     model, cfg = load_model(ckpt)
     if not hasattr(model, "infer") or not hasattr(model, "normalizer"):
         raise ValueError(f"{ckpt}: not an acoustic model checkpoint (speechkit-train salad | musa_rnn)")

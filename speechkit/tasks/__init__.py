@@ -89,14 +89,13 @@ def load_model(path, task=None, device="cpu"):
         was trained with (an instance of ``task.Config``).
 
     Raises:
-        FileNotFoundError: no checkpoint there.
+        FileNotFoundError: no checkpoint there (:func:`speechkit.train.checkpoint.resolve_checkpoint`).
         CheckpointError: unreadable checkpoint, or one that does not record its task (and no ``task``).
         ConfigError: the saved config does not fit the task's current schema (names the key).
     """
-    from speechkit.train.checkpoint import CheckpointError, load_checkpoint
-    from speechkit.train.task import model_checkpoint
+    from speechkit.train.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 
-    path = model_checkpoint(path)
+    path = resolve_checkpoint(path)
     ckpt = load_checkpoint(path)
     if task is None:
         task = ckpt.get("task")

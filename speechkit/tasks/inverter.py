@@ -150,12 +150,9 @@ def load_vqvae_codebook(vqvae_dir: str | os.PathLike) -> torch.Tensor:
         FileNotFoundError: no checkpoint.
         CheckpointError: unreadable, or not a VQ-VAE checkpoint.
     """
-    from speechkit.train.checkpoint import BEST, CheckpointError, latest_checkpoint, load_checkpoint
+    from speechkit.train.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 
-    ckpt_dir = Path(vqvae_dir) / "checkpoints"
-    path = ckpt_dir / BEST if (ckpt_dir / BEST).exists() else latest_checkpoint(ckpt_dir)
-    if path is None:
-        raise FileNotFoundError(f"{vqvae_dir}: no checkpoints/best.pt or latest.pt (train the VQ-VAE first)")
+    path = resolve_checkpoint(vqvae_dir)
     state = load_checkpoint(path)["model"]
     if "quantizer.codebook" not in state:
         raise CheckpointError(f"{path}: no quantizer.codebook: not a VQ-VAE checkpoint")

@@ -5,12 +5,19 @@ Layout of ``exp/<tag>/checkpoints/``::
     ckpt-e0003-s00001200.pt   full training state after update 1200, during/after epoch 3
     latest.pt -> ckpt-...pt   relative symlink to the newest complete checkpoint
     best.pt                   model weights (+ config) of the best validation so far
+    avg5.pt                   mean weights of the 5 newest checkpoints (speechkit-average-checkpoints --last 5)
 
 A checkpoint is written to a temporary file in the same directory, fsync'ed and renamed onto its
 final name; ``latest.pt`` is re-pointed (again by rename) only after that, so a crash at any
 moment leaves ``latest.pt`` on a complete file. Everything inside is plain containers, numbers,
 strings and CPU tensors (whatever device trained the model), loadable with
 ``torch.load(path, weights_only=True)`` anywhere.
+
+Which checkpoint a model is loaded from (``best``, ``latest``, ``avgN``, a file name in the
+directory, a path; by default ``best.pt``, else the latest) is decided in one place,
+:func:`resolve_checkpoint`, behind every CLI that takes a model (their options come from
+:func:`speechkit.utils.cli.add_model_args`) and every library loader (:func:`speechkit.tasks.load_model`,
+the continual driver and evaluation).
 """
 from __future__ import annotations
 
@@ -37,6 +44,7 @@ __all__ = [
     "load_checkpoint",
     "to_cpu",
     "latest_checkpoint",
+    "resolve_checkpoint",
     "set_latest",
     "list_checkpoints",
     "prune_checkpoints",
@@ -161,6 +169,101 @@ def latest_checkpoint(ckpt_dir: str | os.PathLike) -> Path | None:
                                   f"resume from an older checkpoint, or start over with --resume false")
         return target
     return link  # a regular file named latest.pt (e.g. copied without symlinks)
+
+
+_AVG_RE = re.compile(r"^avg(\d+)$")
+
+
+def resolve_checkpoint(model: str | os.PathLike, checkpoint: str | None = None, *,
+                       option: str | None = None) -> Path:
+    """The checkpoint file a model is loaded from: the one rule behind ``--model-dir`` / ``--checkpoint``.
+
+    Args:
+        model: an experiment dir ``exp/<tag>`` (its checkpoints in ``exp/<tag>/checkpoints/``), that
+            ``checkpoints/`` directory itself, or a checkpoint file.
+        checkpoint: which checkpoint of the experiment:
+
+            - ``None`` (the default): ``best.pt``, else the latest checkpoint (training without
+              validation writes no ``best.pt``);
+            - ``"best"``: ``best.pt`` only; ``"latest"``: the checkpoint ``latest.pt`` points to;
+            - ``"avgN"`` (``avg5``): ``avgN.pt``, written by ``speechkit-average-checkpoints --last N``;
+            - any other string: a path to a checkpoint file if there is one, else a file of that
+              name in the checkpoints directory (``ckpt-e0010-s00000500.pt``, ``avg5.pt``).
+
+            With ``model`` a checkpoint file, only ``None`` or a path to a file may be given.
+        option: the command-line option ``model`` came from (``--model-dir``), named in the errors
+            together with ``--checkpoint``; ``None`` for library callers.
+
+    Returns:
+        The checkpoint file (``latest.pt`` resolved to the file it points to).
+
+    Raises:
+        FileNotFoundError: ``model`` does not exist, or the experiment has no such checkpoint; the
+            message names the experiment dir, what was asked for and the checkpoints that exist.
+        ConfigError: a checkpoint name or keyword asked of a model given as a file.
+        CheckpointError: ``latest.pt`` points to a missing file.
+    """
+    from speechkit.utils.cli import ConfigError
+
+    model = Path(model)
+    label = f"{option} {model}" if option else str(model)
+    ckpt_opt = "--checkpoint" if option else "checkpoint"
+    if checkpoint is not None and not (checkpoint in ("best", "latest") or _AVG_RE.match(checkpoint)) \
+            and Path(checkpoint).is_file():
+        return Path(checkpoint)
+    if model.is_file():
+        if checkpoint is not None:
+            raise ConfigError(f"{ckpt_opt} {checkpoint}: needs {label} to be an experiment directory, "
+                              f"not a checkpoint file")
+        return model
+    if not model.is_dir():
+        if checkpoint is not None and not (checkpoint in ("best", "latest") or _AVG_RE.match(checkpoint)):
+            raise FileNotFoundError(f"{ckpt_opt} {checkpoint}: no such file; {label}: no such checkpoint "
+                                    f"file, and no such experiment directory")
+        raise FileNotFoundError(f"{label}: no such checkpoint file, and no such experiment directory")
+    ckpt_dir = model / "checkpoints" if (model / "checkpoints").is_dir() else model
+
+    def missing(asked: str, looked_for: str, hint: str = "") -> FileNotFoundError:
+        return FileNotFoundError(f"{ckpt_opt} {asked}: no such file ({looked_for}); {label}: "
+                                 f"{_checkpoints_held(model, ckpt_dir)}{hint}")
+
+    if checkpoint is None:
+        if (ckpt_dir / BEST).is_file():
+            return ckpt_dir / BEST
+        latest = latest_checkpoint(ckpt_dir)
+        if latest is None:
+            raise missing("(default: best, else latest)", f"{ckpt_dir / BEST} or {ckpt_dir / LATEST}",
+                          "; train the model first")
+        return latest
+    if checkpoint == "best":
+        if not (ckpt_dir / BEST).is_file():
+            hint = ("; training without validation writes none" + (": use --checkpoint latest" if option else "")
+                    if latest_checkpoint(ckpt_dir) is not None else "")
+            raise missing(checkpoint, str(ckpt_dir / BEST), hint)
+        return ckpt_dir / BEST
+    if checkpoint == "latest":
+        latest = latest_checkpoint(ckpt_dir)
+        if latest is None:
+            raise missing(checkpoint, str(ckpt_dir / LATEST))
+        return latest
+    m = _AVG_RE.match(checkpoint)
+    name = f"avg{m.group(1)}.pt" if m else checkpoint
+    if not (ckpt_dir / name).is_file():
+        hint = f"; make it with speechkit-average-checkpoints --last {m.group(1)} {model}" if m else ""
+        raise missing(checkpoint, f"not a file, nor in {ckpt_dir}" if not m else str(ckpt_dir / name), hint)
+    return ckpt_dir / name
+
+
+def _checkpoints_held(model: Path, ckpt_dir: Path) -> str:
+    """What the experiment holds, for :func:`resolve_checkpoint`'s errors."""
+    if ckpt_dir == model and not any(ckpt_dir.glob("*.pt")):
+        return f"no {model / 'checkpoints'} directory"
+    names = sorted(p.name + (f" -> {os.readlink(p)}" if p.is_symlink() else "")
+                   for p in ckpt_dir.iterdir() if p.name.endswith(".pt") and not p.name.startswith("."))
+    if not names:
+        return f"{ckpt_dir} holds no checkpoint"
+    shown = names if len(names) <= 8 else names[:7] + [f"... ({len(names) - 7} more)"]
+    return f"{ckpt_dir} holds {', '.join(shown)}"
 
 
 def set_latest(ckpt_dir: str | os.PathLike, name: str) -> None:

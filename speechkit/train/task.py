@@ -48,7 +48,7 @@ from torch.utils.data import Dataset
 
 from speechkit.data.fingerprint import DataInput
 from speechkit.train.batching import bucket_batches, epoch_rng
-from speechkit.train.checkpoint import BEST, latest_checkpoint, load_checkpoint
+from speechkit.train.checkpoint import BEST, CheckpointError, load_checkpoint, resolve_checkpoint
 from speechkit.utils.config import from_dict
 
 __all__ = ["Task", "batch_index_lists", "checkpoint_input", "KALDI_TABLES"]
@@ -183,7 +183,7 @@ class Task:
 
         Args:
             path: ``exp/<tag>``, its ``checkpoints/`` directory or a checkpoint file
-                (:func:`model_checkpoint`).
+                (:func:`~speechkit.train.checkpoint.resolve_checkpoint`: ``best.pt``, else the latest).
             device: where to put the model.
 
         Returns:
@@ -195,7 +195,7 @@ class Task:
             CheckpointError: unreadable checkpoint.
             ConfigError: the saved config does not fit the task's current schema (names the key).
         """
-        path = model_checkpoint(path)
+        path = resolve_checkpoint(path)
         return self.build_model_from_checkpoint(load_checkpoint(path), path, device)
 
     def build_model_from_checkpoint(self, ckpt: dict[str, Any], source: str | os.PathLike,
@@ -212,33 +212,13 @@ class Task:
         return model, cfg
 
 
-def model_checkpoint(path: str | os.PathLike) -> Path:
-    """The checkpoint file a model is loaded from: ``path`` itself if it is a file; for ``exp/<tag>``
-    or its ``checkpoints/`` directory, ``best.pt``, else the latest checkpoint.
-
-    Raises:
-        FileNotFoundError: a directory with neither.
-    """
-    path = Path(path)
-    if path.is_dir():
-        ckpt_dir = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-        candidate = ckpt_dir / BEST if (ckpt_dir / BEST).exists() else latest_checkpoint(ckpt_dir)
-        if candidate is None:
-            raise FileNotFoundError(f"{path}: no checkpoints/best.pt or checkpoints/latest.pt")
-        path = candidate
-    return path
-
-
 def checkpoint_input(exp_dir: str) -> DataInput:
     """The :class:`DataInput` of the checkpoint a task loads from the experiment dir ``exp_dir``
     (``checkpoints/best.pt``, else the latest checkpoint; a missing one is recorded as absent)."""
-    ckpt_dir = Path(exp_dir) / "checkpoints"
-    path = ckpt_dir / BEST
-    if not path.is_file():
-        try:
-            path = latest_checkpoint(ckpt_dir) or path
-        except ValueError:  # a dangling latest.pt: the task's load names it
-            pass
+    try:
+        path = resolve_checkpoint(exp_dir)
+    except (FileNotFoundError, CheckpointError):  # none yet, or a dangling latest.pt: the task's load names it
+        path = Path(exp_dir) / "checkpoints" / BEST
     return DataInput(str(path))
 
 

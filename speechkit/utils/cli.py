@@ -142,6 +142,34 @@ def split_overrides(argv: list[str], own_options: set[str] | frozenset[str], fla
     return own, overrides
 
 
+#: The forms ``--checkpoint`` takes (:func:`speechkit.train.checkpoint.resolve_checkpoint`), the same
+#: help in every CLI that loads a model.
+CHECKPOINT_CHOICES = ("best | latest | avgN (<checkpoints>/avgN.pt of speechkit-average-checkpoints --last N) | "
+                      "a file name in <checkpoints> (e.g. ckpt-e0010-s00000500.pt) | a path to a checkpoint file")
+
+
+def add_model_args(parser, *, option: str = "--model-dir", help: str, default: str | None = None,
+                   metavar: str = "EXP") -> None:
+    """Add the model options of a CLI that loads a trained model: ``option`` (required, also spelled
+    with underscores) and ``--checkpoint`` (the forms of
+    :func:`speechkit.train.checkpoint.resolve_checkpoint`, which the CLI calls with both values).
+
+    Args:
+        parser: an ``argparse.ArgumentParser``.
+        option: the model option's name (``--model-dir``; ``--inverter-dir`` for the inverter).
+        help: what the model is (``"experiment dir of speechkit-train rnnt"``); the help adds that a
+            checkpoint file is accepted too.
+        default: ``--checkpoint``'s default (``None``: best, else the latest).
+        metavar: the model option's metavar.
+    """
+    names = [option] + ([option.replace("-", "_").replace("__", "--", 1)] if "-" in option[2:] else [])
+    parser.add_argument(*names, dest=option[2:].replace("-", "_"), required=True, metavar=metavar,
+                        help=f"{help} (or a checkpoint file)")
+    shown = "best, else the latest" if default is None else default
+    parser.add_argument("--checkpoint", default=default, metavar="NAME",
+                        help=f"checkpoint of {metavar}: {CHECKPOINT_CHOICES} (default: {shown})")
+
+
 def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = False) -> None:
     """Log ``time level name: message`` to stderr and, if given, append to ``log_file``.
 

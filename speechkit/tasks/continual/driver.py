@@ -84,7 +84,9 @@ from speechkit.tasks.acoustic import (
     predict_features,
 )
 from speechkit.tasks.tacotron2 import Tacotron2Task
-from speechkit.train.checkpoint import BEST, DATA_FINGERPRINT, latest_checkpoint, load_checkpoint, save_checkpoint
+from speechkit.train.checkpoint import (
+    DATA_FINGERPRINT, latest_checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint,
+)
 from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer
 from speechkit.train.trainer import Trainer, TrainerConfig, check_data_fingerprint
 from speechkit.utils.config import ConfigError, FieldError, from_dict
@@ -419,22 +421,6 @@ def _c_sorted(xs) -> list[str]:
     return sorted(xs, key=lambda s: s.encode("utf-8"))
 
 
-def _best_checkpoint(exp: Path) -> Path:
-    path = exp / "checkpoints" / BEST
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no best checkpoint (train the model with validation data first)")
-    return path
-
-
-def _episode_weights(ep_dir: Path) -> Path:
-    """A finished episode's weights: best.pt, else (no validation improvement at all) the latest checkpoint."""
-    best = ep_dir / "checkpoints" / BEST
-    latest = best if best.is_file() else latest_checkpoint(ep_dir / "checkpoints")
-    if latest is None:
-        raise FileNotFoundError(f"{ep_dir}/checkpoints: no checkpoint of a finished episode")
-    return latest
-
-
 def _save_state(path: Path, state: dict) -> None:
     save_checkpoint(path, state)
 
@@ -474,7 +460,7 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
         if not getattr(cfg, key):
             raise ConfigError(f"key '{key}' is required")
     init_dir = Path(cfg.init_dir)
-    init_ckpt = _best_checkpoint(init_dir)
+    init_ckpt = resolve_checkpoint(init_dir, "best")  # theta_init: the best weights, never the latest
     saved = load_checkpoint(init_ckpt)
     task_name = saved.get("task", "")
     episode_task(task_name)  # checks the task
@@ -553,7 +539,7 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
             task.extra_inputs = {"pretrain_dir": task.data_inputs(pre_cfg)["data.train_dir"]}
         if (ep_dir / DONE).is_file():
             # a finished episode is reused only for the data (and initial weights) it was trained on
-            weights = _episode_weights(ep_dir)
+            weights = resolve_checkpoint(ep_dir)  # best.pt, else (no validation improvement) the latest
             check_data_fingerprint(load_checkpoint(weights).get(DATA_FINGERPRINT),
                                    fingerprint_inputs(task.data_inputs(ep_cfg)), ep_dir, weights,
                                    remedy=f"episode {t} ({spk}) of this continual run was trained on other data: "

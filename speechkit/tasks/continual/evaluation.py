@@ -126,10 +126,12 @@ class GroundTruth:
 
 def _episode_checkpoint(ep_dir: Path) -> Path | None:
     """The checkpoint an episode's model is loaded from: best.pt, else the latest (None: none)."""
-    from speechkit.train.checkpoint import BEST, latest_checkpoint
+    from speechkit.train.checkpoint import resolve_checkpoint
 
-    best = ep_dir / "checkpoints" / BEST
-    return best if best.is_file() else latest_checkpoint(ep_dir / "checkpoints")
+    try:
+        return resolve_checkpoint(ep_dir)
+    except FileNotFoundError:
+        return None
 
 
 def _model_digest(ep_dir: Path) -> str:
