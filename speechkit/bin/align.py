@@ -39,20 +39,12 @@ from pathlib import Path
 
 from speechkit.utils.cli import ConfigError, make_parser, positive_int, run_main, setup_logging
 from speechkit.utils.cli import split_overrides as cli_split_overrides
+from speechkit.utils.config import str2bool
 from speechkit.utils.fileio import DataError, write_table
 
 PROG = "speechkit-align"
 logger = logging.getLogger(PROG)
 _OWN = {"--model-dir", "--nj", "--optional-silence", "--config", "--log-file", "--help", "-h"}
-
-
-def _str2bool(text: str) -> bool:
-    v = text.strip().lower()
-    if v in ("true", "yes", "1"):
-        return True
-    if v in ("false", "no", "0"):
-        return False
-    raise ConfigError(f"command line: --optional-silence must be true or false, got {text!r}")
 
 
 def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -93,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             result = aligner.align(args.data_dir, nj=args.nj)
         else:
             if args.optional_silence is not None:
-                overrides = [f"optional_silence={str(_str2bool(args.optional_silence)).lower()}", *overrides]
+                silence = str2bool(args.optional_silence, "--optional-silence")
+                overrides = [f"optional_silence={str(silence).lower()}", *overrides]
             config = load_aligner_config(args.config, overrides)
             _, result = train_aligner(args.data_dir, exp_dir, config, nj=args.nj)
         n_ok, n_bad = len(result.alignments), len(result.unaligned)

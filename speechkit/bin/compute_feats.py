@@ -44,9 +44,8 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
 from speechkit.utils.cli import ConfigError, make_parser, positive_float, positive_int, run_main, setup_logging
+from speechkit.utils.config import parse_override, str2bool
 from speechkit.utils.jobs import describe_failures, run_local_jobs
 from speechkit.utils.outputs import check_output_dir
 
@@ -54,28 +53,20 @@ PROG = "speechkit-compute-feats"
 logger = logging.getLogger(PROG)
 
 
-def str2bool(v: str) -> bool:
-    """Kaldi-style boolean option value: true/false (also 1/0, yes/no)."""
-    s = v.strip().lower()
-    if s in ("true", "1", "yes"):
-        return True
-    if s in ("false", "0", "no"):
-        return False
-    raise ValueError(f"expected true or false, got {v!r}")
-
-
 def parse_overrides(items: list[str]) -> dict:
-    """``["n_mels=40", "fmax=7600"]`` -> ``{"n_mels": 40, "fmax": 7600}`` (values parsed as YAML)."""
+    """``["n_mels=40", "fmax=7600"]`` -> ``{"n_mels": 40, "fmax": 7600}``: each value is parsed by
+    :func:`speechkit.utils.config.parse_override`, the rule of every override in the toolkit (YAML
+    1.2 values); a ``-`` in a key is a ``_``."""
     out = {}
     for item in items:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
         key, value = item.split("=", 1)
-        key = key.strip().replace("-", "_")
         try:
-            out[key] = yaml.safe_load(value) if value.strip() else None
-        except yaml.YAMLError:
-            raise ConfigError(f"--set {item!r}: value is not valid YAML") from None
+            key, value = parse_override(f"{key.strip().replace('-', '_')}={value}")
+        except ConfigError as e:
+            raise ConfigError(f"--set {item!r}: {str(e).removeprefix('command line: ')}") from None
+        out[key] = value
     return out
 
 
@@ -92,7 +83,8 @@ def build_parser():
     g.add_argument("--job", type=positive_int, metavar="J", help="compute part J (1..N) only")
     g.add_argument("--merge-only", action="store_true", help="only merge the N finished parts into DATA_DIR")
     p.add_argument("--compress", type=str2bool, default=False, metavar="BOOL",
-                   help="write Kaldi-compressed matrices (lossy, about half the size; default: false)")
+                   help="write Kaldi-compressed matrices (lossy, about half the size): true|false (also yes/no, "
+                        "on/off, 1/0) (default: false)")
     p.add_argument("--max-jobs", type=positive_int, default=None, metavar="M",
                    help="without --job: run at most M parts at once (default: min(N, CPU count))")
     p.add_argument("--batch-seconds", type=positive_float, default=60.0, metavar="S",

@@ -39,6 +39,7 @@ import sys
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.cli import split_overrides as cli_split_overrides
+from speechkit.utils.config import str2bool
 from speechkit.utils.fileio import ensure_writable_dir
 from speechkit.utils.outputs import check_output_dir
 
@@ -47,15 +48,6 @@ PROG = "speechkit-train"
 _OWN_OPTIONS = {"--config", "--exp-dir", "--resume", "--print-config", "--verbose", "--help", "--nproc", "--ngpu"}
 
 log = logging.getLogger("speechkit.bin.train")
-
-
-def _str2bool(text: str) -> bool:
-    v = text.strip().lower()
-    if v in ("true", "yes", "1", "on"):
-        return True
-    if v in ("false", "no", "0", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -73,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="YAML config (any subset of the keys; the rest keep their defaults)")
     parser.add_argument("--exp-dir", "--exp_dir", dest="exp_dir", default=None, metavar="DIR",
                         help="experiment directory (required unless --print-config)")
-    parser.add_argument("--resume", type=_str2bool, default=True, metavar="BOOL",
+    parser.add_argument("--resume", type=str2bool, default=True, metavar="BOOL",
                         help="resume from EXP/checkpoints/latest.pt if present (default: true); false starts over")
     parser.add_argument("--print-config", "--print_config", dest="print_config", action="store_true",
                         help="print the resolved config as commented YAML and exit")

@@ -27,8 +27,9 @@ They work in the STFT's ``(freq, time)`` layout with the mel filterbank as a spa
 on one CPU core the 39-dim MFCC takes about a third of librosa's CPU time at matching numerics
 (``test/bench/bench_mfcc.py``).
 
-Unknown keys, wrong types and bad values raise :class:`~speechkit.utils.cli.ConfigError` naming
-the key and the config file.
+Configs follow the toolkit's one rule (:mod:`speechkit.utils.config`, in its strict mode: an int
+key takes no ``80.0``, a bool key no Python string): unknown keys, wrong types and bad values raise
+:class:`~speechkit.utils.cli.ConfigError` naming the key and the config file.
 """
 from __future__ import annotations
 
@@ -39,19 +40,16 @@ import importlib
 import logging
 import math
 import os
-import re
-import typing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-import yaml
 
 from speechkit.features.delta import append_savgol_deltas, kaldi_delta
 from speechkit.utils.cli import ConfigError
+from speechkit.utils.config import from_dict, read_yaml
 
 logger = logging.getLogger(__name__)
 
@@ -74,84 +72,6 @@ def register_frontend(cls: type["Frontend"]) -> type["Frontend"]:
     """Class decorator: register a :class:`Frontend` subclass under ``cls.name``."""
     FRONTENDS[cls.name] = cls
     return cls
-
-
-_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return " | ".join(repr(a) for a in typing.get_args(tp))
-    if origin is typing.Union:
-        return " | ".join(_type_name(a) for a in typing.get_args(tp))
-    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
-
-
-def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
-    """Check ``value`` against annotation ``tp``; return it (ints widened to float where declared)."""
-    origin = typing.get_origin(tp)
-    if origin is typing.Union:
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _coerce(value, a, key, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where}: key '{key}' must be {_type_name(tp)}, got {type(value).__name__} ({value!r})")
-    if origin is Literal:
-        choices = typing.get_args(tp)
-        if value not in choices or isinstance(value, bool) != any(isinstance(c, bool) for c in choices):
-            raise ConfigError(f"{where}: key '{key}' must be one of {', '.join(repr(c) for c in choices)}, "
-                              f"got {value!r}")
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: key '{key}' must be true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: key '{key}' must be an integer, got {type(value).__name__} ({value!r})")
-        return value
-    if tp is float:
-        # PyYAML reads ``1e-10`` (no dot) as a string; accept number-shaped strings for floats.
-        if isinstance(value, str) and _FLOAT_RE.match(value.strip()):
-            return float(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: key '{key}' must be a number, got {type(value).__name__} ({value!r})")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: key '{key}' must be a string, got {type(value).__name__} ({value!r})")
-        return value
-    raise TypeError(f"unsupported config annotation {tp!r} for '{key}'")  # pragma: no cover (a bug)
-
-
-def parse_config(schema: type, conf: dict, where: str) -> Any:
-    """Build dataclass ``schema`` from dict ``conf``, checking every key and type.
-
-    Raises:
-        ConfigError: unknown key (with a did-you-mean hint), wrong type, or (from the dataclass's
-            ``__post_init__``) a bad value; the message starts with ``where`` and names the key.
-    """
-    hints = typing.get_type_hints(schema)
-    fields = {f.name: f for f in dataclasses.fields(schema) if f.init}
-    kwargs = {}
-    for key, value in conf.items():
-        if key == "type":
-            continue
-        if key not in fields:
-            close = difflib.get_close_matches(str(key), list(fields), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(sorted(fields))})"
-            raise ConfigError(f"{where}: unknown key '{key}' for frontend type '{schema.type_name}'{hint}")
-        kwargs[key] = _coerce(value, hints[key], key, where)
-    obj = schema(**kwargs)
-    obj.check(where)
-    return obj
 
 
 def _require(cond: bool, where: str, key: str, msg: str) -> None:
@@ -177,21 +97,14 @@ class FrontendConfig:
 
 
 def load_frontend_conf(path: str | os.PathLike) -> dict:
-    """Read a frontend YAML file into a dict (``yaml.safe_load``).
+    """Read a frontend YAML file into a dict (:func:`speechkit.utils.config.read_yaml`, the rules of
+    every config in the toolkit; :func:`build_frontend` checks it).
 
     Raises:
         FileNotFoundError: no such file.
-        ConfigError: not valid YAML, or not a mapping with a ``type`` key.
+        ConfigError: not valid YAML (names line and column), or not a mapping.
     """
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    try:
-        conf = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(conf, dict):
-        raise ConfigError(f"{path}: must be a mapping of keys to values, got {type(conf).__name__}")
-    return conf
+    return read_yaml(path)
 
 
 def build_frontend(conf: dict, source: str = "<config>") -> "Frontend":
@@ -218,7 +131,10 @@ def build_frontend(conf: dict, source: str = "<config>") -> "Frontend":
         raise ConfigError(f"{source}: key 'type': unknown frontend {typ!r}{hint}; "
                           f"known: {', '.join(sorted(_known_types()))}")
     cls = FRONTENDS[typ]
-    return cls(parse_config(cls.Config, conf, source))
+    # the toolkit's one config rule (speechkit.utils.config), with scalars taken exactly
+    cfg = from_dict(cls.Config, {k: v for k, v in conf.items() if k != "type"}, source=source, strict=True)
+    cfg.check(source)
+    return cls(cfg)
 
 
 def frontend_from_file(path: str | os.PathLike, overrides: dict | None = None) -> "Frontend":

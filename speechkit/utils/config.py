@@ -24,7 +24,14 @@ Rules (an unknown key or a wrong type is never silently ignored):
   YAML 1.1, where ``yes``/``no``/``on``/``off`` are booleans too, which turned language ids such as
   Norwegian ``no`` into ``False`` (``data.languages: [no, hi]``); here they stay strings, so a
   ``str`` or ``list[str]`` field keeps them as written, and a ``bool`` field still accepts them
-  (``shuffle: yes`` is ``True``).
+  (``shuffle: yes`` is ``True``);
+- ``strict=True`` (:func:`from_dict`; the feature front ends' configs, ``conf/mfcc.yaml`` and
+  ``speechkit-compute-feats --set``) takes scalars exactly: an ``int`` field refuses ``80.0``, a
+  ``bool`` field refuses a Python string (``"yes"``) while still taking ``yes``/``no``/``on``/``off``
+  written in YAML, and a wrong type reads ``key 'n_mels' must be an integer, got float (80.0)``.
+
+Command-line boolean options (``--compress``, ``--resume``, ``--optional-silence``) take
+:func:`str2bool`'s words: those of YAML plus ``1``/``0``.
 
 Overrides are ``dotted.key=value`` strings; the value is parsed by YAML (``a.b=3`` is an int,
 ``a.b=[1,2]`` a list, ``a.b=null`` None, ``a.b='3'`` the string ``"3"``); an empty value (``a.b=``,
@@ -44,6 +51,7 @@ Example::
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import inspect
@@ -73,6 +81,8 @@ __all__ = [
     "field_docs",
     "config_diff",
     "dotted_keys",
+    "read_yaml",
+    "str2bool",
 ]
 
 # A plain decimal or scientific number as PyYAML leaves it a string (e.g. "1e-3", "5E4", "-2e+1").
@@ -81,10 +91,21 @@ _FLOAT_STR = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 _YAML11_BOOLS = {v: b for b, words in ((True, ("yes", "on")), (False, ("no", "off")))
                  for w in words for v in (w, w.capitalize(), w.upper())}
 _BOOL_TAG = "tag:yaml.org,2002:bool"
+_WORD_TAG = "tag:speechkit,2026:yaml11-bool-word"
+
+
+class _YamlWord(str):
+    """A YAML 1.1 boolean word (``yes``/``no``/``on``/``off``) as YAML text wrote it, unquoted: a
+    string for a ``str`` field, the boolean for a ``bool`` field, also in strict mode (where a
+    Python string ``"yes"`` is refused). :func:`from_dict` and :func:`to_dict` turn it into a plain
+    ``str``."""
+
+    __slots__ = ()
 
 
 class _Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` with YAML 1.2 booleans: ``true``/``false`` only, ``no``/``on``/... stay strings."""
+    """``yaml.SafeLoader`` with YAML 1.2 booleans: ``true``/``false`` only, ``no``/``on``/... stay strings
+    (marked as :class:`_YamlWord`)."""
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -92,6 +113,8 @@ _Loader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 _Loader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Loader.add_implicit_resolver(_WORD_TAG, re.compile("^(?:" + "|".join(_YAML11_BOOLS) + ")$"), list("yYnNoO"))
+_Loader.add_constructor(_WORD_TAG, lambda loader, node: _YamlWord(loader.construct_scalar(node)))
 
 
 def _load_yaml(text: str) -> Any:
@@ -99,6 +122,28 @@ def _load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
+def str2bool(text: str, option: str | None = None) -> bool:
+    """A command-line boolean option's value: ``true``/``yes``/``on``/``1`` or ``false``/``no``/``off``/``0``,
+    any case (the YAML words of a ``bool`` config field, plus Kaldi's ``1``/``0``).
+
+    Usable as an argparse ``type=`` (the error then reads ``argument --compress: expected true or
+    false, got 'maybe'``) or called on a value with ``option`` naming it.
+
+    Raises:
+        ConfigError: (also an ``argparse.ArgumentTypeError``) any other word; names ``option`` if given.
+    """
+    v = text.strip().lower()
+    if v in ("true", "yes", "on", "1"):
+        return True
+    if v in ("false", "no", "off", "0"):
+        return False
+    if option:
+        raise _BoolError(f"command line: {option} must be true or false, got {text!r}")
+    raise _BoolError(f"expected true or false, got {text!r}")
+
+
+class _BoolError(ConfigError, argparse.ArgumentTypeError):
+    """:func:`str2bool`'s error: a ConfigError that argparse shows as it is."""
 
 
 class FieldError(ConfigError):
@@ -175,12 +220,14 @@ def read_yaml(path: str | os.PathLike) -> dict:
 
 
 def from_dict(schema: type, data: Mapping, source: str = "<config>", _prefix: str = "",
-              _root: type | None = None) -> Any:
+              _root: type | None = None, *, strict: bool = False) -> Any:
     """Validate a plain mapping (e.g. parsed YAML) against ``schema`` and build the dataclass.
 
     Missing keys take the field defaults; a partial nested section updates that field's default
     instance (so a task's own trainer defaults survive ``trainer: {lr: 0.1}``). Values are
     converted where lossless (int -> float, integral float -> int, list -> tuple, str -> Path).
+    With ``strict`` scalars are taken exactly (see the module docstring: no ``80.0`` for an int,
+    no Python string for a bool) and a wrong type reads ``key 'x' must be an integer, got ...``.
 
     Raises:
         ConfigError: unknown key, wrong type, bad ``Literal`` value, missing required key, or a
@@ -208,7 +255,7 @@ def from_dict(schema: type, data: Mapping, source: str = "<config>", _prefix: st
                 # A partial section updates the field's own default (which may differ from the
                 # section class's defaults, e.g. a task's trainer defaults), not the class defaults.
                 value = _merge_section(default, value)
-            kwargs[name] = _convert(hints[name], value, key, source, root)
+            kwargs[name] = _convert(hints[name], value, key, source, root, strict)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{source}: missing required key '{key}'")
     try:
@@ -437,6 +484,8 @@ def _deepcopy_mapping(data: Mapping) -> dict:
 
 
 def _plain(obj: Any) -> Any:
+    if isinstance(obj, _YamlWord):
+        return str(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
@@ -453,6 +502,8 @@ def _value_type(v: Any) -> str:
         return "null"
     if isinstance(v, bool):
         return "bool"
+    if isinstance(v, str):
+        return "str"
     if isinstance(v, Mapping):
         return "mapping"
     if isinstance(v, (list, tuple)):
@@ -491,13 +542,25 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _convert(tp: Any, value: Any, key: str, source: str, root: type) -> Any:
-    """Check ``value`` against annotation ``tp``; return it (losslessly converted)."""
+def _must_be(tp: Any) -> str:
+    """What a value of annotation ``tp`` must be, in strict mode's words (``an integer``)."""
+    if _is_union(tp):
+        return " or ".join(_must_be(a) for a in get_args(tp))
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    words = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+    return words.get(tp, _type_name(tp))
+
+
+def _convert(tp: Any, value: Any, key: str, source: str, root: type, strict: bool = False) -> Any:
+    """Check ``value`` against annotation ``tp``; return it (losslessly converted; exactly with ``strict``)."""
     def bad(extra: str = "") -> ConfigError:
+        if strict:
+            return ConfigError(f"{source}: key '{key}' must be {_must_be(tp)}, got {_describe(value)}")
         return ConfigError(f"{source}: key '{key}': expected {_type_name(tp)}, got {_describe(value)}{extra}")
 
     if tp is Any or tp is object:
-        return value
+        return _unmark(value)
     if _is_union(tp):
         args = get_args(tp)
         if value is None:
@@ -509,11 +572,11 @@ def _convert(tp: Any, value: Any, key: str, source: str, root: type) -> Any:
             if a is type(None):
                 continue
             try:
-                return _convert(a, value, key, source, root)
+                return _convert(a, value, key, source, root, strict)
             except ConfigError as e:
                 errors.append(e)
         non_none = [a for a in args if a is not type(None)]
-        if len(non_none) == 1:
+        if len(non_none) == 1 and not strict:
             # One real alternative (Optional[X]): its own message is the most precise one.
             msg = str(errors[0])
             if type(None) in args and "expected" in msg:
@@ -524,12 +587,14 @@ def _convert(tp: Any, value: Any, key: str, source: str, root: type) -> Any:
     if origin is Literal:
         choices = get_args(tp)
         for c in choices:
-            if value == c and type(value) is type(c):
+            if value == c and (type(value) is type(c) or isinstance(value, str) and type(c) is str):
                 return c
         hint = ""
         if isinstance(value, str):
             close = difflib.get_close_matches(value, [c for c in choices if isinstance(c, str)], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
+        if strict:
+            raise ConfigError(f"{source}: key '{key}' must be {_must_be(tp)}, got {_plain(value)!r}{hint}")
         raise ConfigError(f"{source}: key '{key}': invalid value {value!r}; choose from: "
                           f"{', '.join(repr(c) for c in choices)}{hint}")
     if dataclasses.is_dataclass(tp):
@@ -537,17 +602,17 @@ def _convert(tp: Any, value: Any, key: str, source: str, root: type) -> Any:
             return value
         if not isinstance(value, Mapping):
             raise bad()
-        return from_dict(tp, value, source=source, _prefix=key + ".", _root=root)
+        return from_dict(tp, value, source=source, _prefix=key + ".", _root=root, strict=strict)
     if tp is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value in _YAML11_BOOLS:
+        if isinstance(value, str) and value in _YAML11_BOOLS and (isinstance(value, _YamlWord) or not strict):
             return _YAML11_BOOLS[value]
         raise bad()
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and not strict:
             return int(value)
         raise bad(" (a float is accepted only if integral)" if isinstance(value, float) else "")
     if tp is float:
@@ -558,7 +623,7 @@ def _convert(tp: Any, value: Any, key: str, source: str, root: type) -> Any:
         raise bad()
     if tp is str:
         if isinstance(value, str):
-            return value
+            return str(value)
         raise bad(" (quote it in YAML to make it a string)" if _is_num(value) or isinstance(value, bool) else "")
     if tp is Path or tp is os.PathLike:
         if isinstance(value, (str, Path)):
@@ -568,7 +633,7 @@ def _convert(tp: Any, value: Any, key: str, source: str, root: type) -> Any:
         if not isinstance(value, (list, tuple)):
             raise bad()
         (item_tp,) = get_args(tp) or (Any,)
-        return [_convert(item_tp, v, f"{key}[{i}]", source, root) for i, v in enumerate(value)]
+        return [_convert(item_tp, v, f"{key}[{i}]", source, root, strict) for i, v in enumerate(value)]
     if origin is tuple or tp is tuple:
         if not isinstance(value, (list, tuple)):
             raise bad()
@@ -576,22 +641,40 @@ def _convert(tp: Any, value: Any, key: str, source: str, root: type) -> Any:
         if not args:
             return tuple(value)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(args[0], v, f"{key}[{i}]", source, root) for i, v in enumerate(value))
+            return tuple(_convert(args[0], v, f"{key}[{i}]", source, root, strict) for i, v in enumerate(value))
         if len(value) != len(args):
             raise ConfigError(f"{source}: key '{key}': expected a list of {len(args)} items "
                               f"({_type_name(tp)}), got {len(value)} items")
-        return tuple(_convert(a, v, f"{key}[{i}]", source, root) for i, (a, v) in enumerate(zip(args, value)))
+        return tuple(_convert(a, v, f"{key}[{i}]", source, root, strict) for i, (a, v) in enumerate(zip(args, value)))
     if origin in (dict, typing.Mapping) or tp is dict:
         if not isinstance(value, Mapping):
             raise bad()
         args = get_args(tp)
         ktp, vtp = args if args else (Any, Any)
-        return {_convert(ktp, k, f"{key} (a key)", source, root): _convert(vtp, v, f"{key}.{k}", source, root)
-                for k, v in value.items()}
+        return {_convert(ktp, k, f"{key} (a key)", source, root, strict):
+                _convert(vtp, v, f"{key}.{k}", source, root, strict) for k, v in value.items()}
     if isinstance(tp, type):
         if isinstance(value, tp):
             return value
         raise bad()
+    return _unmark(value)
+
+
+def _unmark(value: Any) -> Any:
+    """``value`` with every :class:`_YamlWord` inside (dicts, lists, tuples) a plain ``str``; other
+    values are returned as they are (the same objects when nothing is marked)."""
+    if isinstance(value, _YamlWord):
+        return str(value)
+    if isinstance(value, Mapping):
+        items = [(_unmark(k), _unmark(v)) for k, v in value.items()]
+        if all(a is k and b is v for (a, b), (k, v) in zip(items, value.items())):
+            return value
+        return type(value)(items) if isinstance(value, dict) else dict(items)
+    if isinstance(value, (list, tuple)):
+        items = [_unmark(v) for v in value]
+        if all(a is v for a, v in zip(items, value)):
+            return value
+        return type(value)(items) if type(value) in (list, tuple) else list(items)
     return value
 
 
