@@ -76,8 +76,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from speechkit.data.expdir import trained_speakers
 from speechkit.data.fingerprint import DataInput, fingerprint_inputs
-from speechkit.data.speakers import read_speaker_vectors, read_speakers, utterance_speakers, write_speakers
+from speechkit.data.speakers import read_speaker_vectors, utterance_speakers, write_speakers
 from speechkit.features.world import feature_streams
 from speechkit.tasks.acoustic import (
     AcousticTask, MusaRnnTask, SaladTask, SpeakerTable, StreamWindows, UtteranceSet, append_speaker, load_pairs,
@@ -90,7 +91,7 @@ from speechkit.train.checkpoint import (
 from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer
 from speechkit.train.trainer import Trainer, TrainerConfig, check_data_fingerprint
 from speechkit.utils.config import ConfigError, FieldError, from_dict
-from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.fileio import DataError, atomic_write
 
 __all__ = ["ContinualConfig", "run_continual", "episode_dir_name", "EpisodeData", "episode_task",
            "Tacotron2EpisodeTask", "teacher_forced_mels"]
@@ -491,8 +492,7 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
 
         def make_corpus(data_dir: str) -> _Corpus:
             return _Corpus(data_dir, label_dim, out_dim, vectors, scp)
-    pretrain_speakers = (read_speakers(init_dir / "speakers") if (init_dir / "speakers").is_file() else
-                         _c_sorted(set(read_table(Path(init_cfg.data.train_dir) / "utt2spk").values())))
+    pretrain_speakers = trained_speakers(init_dir, init_cfg)
 
     train = make_corpus(str(cfg.train_dir))
     valid = make_corpus(str(cfg.valid_dir))
