@@ -32,12 +32,17 @@ def scored(d: Path, wer: float, cer: float, lid: float | None = None, t_avg: flo
         {"search": "beam", "beam": 4, "chunk_frames": 32, "t_avg": t_avg, "rtf": 0.01}))
 
 
+def data_sets(data: Path, utts: dict[str, tuple[str, int]], sets=("train", "dev", "test")) -> None:
+    """Data dirs ``data/<set>`` with utt2lang and utt2num_frames of ``{utt: (language, frames)}``."""
+    for s in sets:
+        (data / s).mkdir(parents=True)
+        (data / s / "utt2lang").write_text("".join(f"{u} {lang}\n" for u, (lang, _) in utts.items()))
+        (data / s / "utt2num_frames").write_text("".join(f"{u} {n}\n" for u, (_, n) in utts.items()))
+
+
 def test_tables(tmp_path, make_results):
     exp, data = tmp_path / "exp", tmp_path / "data"
-    for s in ("train", "dev", "test"):
-        (data / s).mkdir(parents=True)
-        (data / s / "utt2lang").write_text("u1 aa\nu2 bb\n")
-        (data / s / "utt2num_frames").write_text("u1 100\nu2 200\n")
+    data_sets(data, {"u1": ("aa", 100), "u2": ("bb", 200)})
     scored(exp / "mono/decode_test_oracle", 80.0, 50.0)
     scored(exp / "vanilla/decode_test", 100.0, 60.0, lid=70.0)
     scored(exp / "onehot/decode_test_oracle", 90.0, 55.0)
@@ -99,10 +104,7 @@ def test_tables(tmp_path, make_results):
 def test_collect_keeps_hand_written_notes(tmp_path, make_results):
     """--collect replaces results/<run>/ as a whole, but a hand-written NOTES.md survives it."""
     exp, data = tmp_path / "exp", tmp_path / "data"
-    for s in ("train", "dev", "test"):
-        (data / s).mkdir(parents=True)
-        (data / s / "utt2lang").write_text("u1 aa\n")
-        (data / s / "utt2num_frames").write_text("u1 100\n")
+    data_sets(data, {"u1": ("aa", 100)})
     scored(exp / "multisoftmax/decode_test_oracle", 60.0, 40.0)
     results = tmp_path / "results"
     args = ["--collect", "--exp", str(exp), "--data", str(data), "--run", "x",
