@@ -114,6 +114,8 @@ def test_collect_keeps_hand_written_notes(tmp_path, make_results):
     (results / "x" / "stale.json").write_text("{}")
     assert make_results.main(args) == 0
     assert (results / "x" / "NOTES.md").read_text() == "# by hand\n"
+    # and the page links it, relative to the page
+    assert "[`results/x/NOTES.md`](results/x/NOTES.md)" in (tmp_path / "RESULTS.md").read_text()
     assert not (results / "x" / "stale.json").exists()  # everything else is replaced
     assert (results / "x" / "multisoftmax").is_dir()
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
@@ -388,13 +389,16 @@ def collect(exp: Path, data: Path, lang: Path | None, test_sets: list[str], out:
                         shutil.copyfile(d / f, dest / d.name / f)
 
 
-def render_run(run_dir: Path) -> list[str]:
+def render_run(run_dir: Path, page_dir: Path | None = None) -> list[str]:
     """The Markdown of one results run (``results/<run>``): provenance, data, Tables 2-7, systems, Table 6."""
     exp = run_dir
     info = load(run_dir / "run.json") or {}
     test_sets = info.get("test_sets") or ["test"]
     per = {s: {k: tuple(v) for k, v in d.items()} for s, d in (load(run_dir / "data.json") or {}).items()}
     out: list[str] = [f"## Run `{run_dir.name}`", ""]
+    if (run_dir / "NOTES.md").is_file():   # hand-written: how the run was made, earlier measurements
+        rel = Path(os.path.relpath(run_dir / "NOTES.md", page_dir or Path.cwd())).as_posix()
+        out += [f"Notes on this run (how it was made; earlier measurements): [`{rel}`]({rel}).", ""]
     out += [markdown_header(read_runs(run_dir / "runs.jsonl"), level=3)]
 
     # ---- data
@@ -558,7 +562,7 @@ def main(argv=None) -> int:
            "`./run.sh` stage 6 collects a run's files from `exp/` first). One section per run: "
            + ", ".join(f"[`{d.name}`](#{d.name})" for d in runs) + ".", ""]
     for d in runs:
-        out += render_run(d)
+        out += render_run(d, args.out.resolve().parent)
     text = "\n".join(out).rstrip("\n") + "\n"
     with atomic_write(args.out) as f:
         f.write(text)
