@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     def body() -> int:
         import torch
 
-        from speechkit.bin.extract_units import onehot_rows
+        from speechkit.tasks.units import onehot_rows
         from speechkit.tasks.vqvae import load_features
 
         setup_logging()

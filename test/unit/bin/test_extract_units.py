@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from speechkit.bin.extract_units import codebook_rows, main, onehot_rows
+from speechkit.bin.extract_units import main
 from speechkit.scoring.bitrate import bitrate
 from speechkit.scoring.feature_dir import FeatureDir
 from speechkit.tasks.vqvae import load_features
@@ -34,17 +34,6 @@ def setup(tmp_path_factory):
 
 def run(args) -> int:
     return main([str(a) for a in args])
-
-
-def test_onehot_rows():
-    assert onehot_rows(3) == ["1 0 0", "0 1 0", "0 0 1"]
-
-
-def test_codebook_rows_round_trip_float32():
-    cb = torch.tensor([[0.1, -2.5e-7], [1 / 3, 7.0]])
-    rows = codebook_rows(cb)
-    assert len(rows) == 2
-    np.testing.assert_array_equal(np.array([r.split() for r in rows], dtype=np.float32), cb.numpy())
 
 
 def test_onehot_layout_matches_the_model(setup, tmp_path):
