@@ -39,7 +39,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from speechkit.scoring.plots import plot_spectrograms
@@ -97,7 +96,7 @@ def _run(args) -> int:
     import torch
     from tqdm import tqdm
 
-    from speechkit.data.audio import write_wav
+    from speechkit.decode.audio_out import write_synthesized
     from speechkit.decode.griffin_lim import griffin_lim
     from speechkit.features.frontends import build_frontend
     from speechkit.tasks import get_task
@@ -194,12 +193,8 @@ def _run(args) -> int:
             mag = mag[0].float()  # (S, F)
             wav = griffin_lim(mag.T.contiguous(), n_iter=args.n_iter, momentum=args.momentum, seed=args.seed,
                               **stft).numpy()
-            peak = float(np.abs(wav).max()) if wav.size else 0.0
-            if peak > 0.99:
-                wav = wav * (0.99 / peak)
-            write_wav(tmp / f"{utt}.wav", wav, sr)
+            seconds += write_synthesized(tmp / f"{utt}.wav", wav, sr)[0]  # peak-limited; its PNG is drawn below
             wavs[utt] = str(final / f"{utt}.wav")
-            seconds += len(wav) / sr
             if args.png:
                 panels = []
                 if ref_mag is not None:

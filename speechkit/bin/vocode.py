@@ -37,156 +37,12 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import time
-from pathlib import Path
 
-import yaml
-
+from speechkit.decode.vocode import vocode_feature_dir
 from speechkit.utils.cli import make_parser, run_main, setup_logging
-from speechkit.utils.fileio import DataError, write_table
-from speechkit.utils.outputs import check_output_dir, replace_dir
 
 PROG = "speechkit-vocode"
 log = logging.getLogger(PROG)
-
-_COPIED = ("utt2spk", "text", "utt2lang")
-
-
-def _is_logmel(conf: dict) -> bool:
-    return conf.get("type") == "logmel"
-
-
-def griffin_lim_vocode(utt: str, log_mel, conf: dict, wav_dir: str, title: str, plot: bool = False,
-                       n_iter: int = 60) -> tuple[str, str, float, bool]:
-    """Griffin-Lim one ``(T, n_mels)`` natural-log mel utterance to ``wav_dir/<utt>.wav`` (+ its
-    spectrogram ``.png`` if ``plot`` and the wav is at least one 25 ms window long); returns
-    ``(utt, path, seconds, plotted)``.
-
-    Raises:
-        DataError: features of the wrong shape or not finite (names the utterance).
-    """
-    import numpy as np
-
-    from speechkit.bin.tts_synthesize import plot_spectrogram
-    from speechkit.data.audio import write_wav
-    from speechkit.decode.griffin_lim import mel_to_waveform
-
-    sr = int(conf.get("sample_rate", 16000))
-    if not np.isfinite(log_mel).all():
-        raise DataError(f"utterance '{utt}': NaN or infinite log-mel values")
-    try:
-        wav = mel_to_waveform(log_mel, conf, n_iter=n_iter).astype(np.float64)
-    except ValueError as e:
-        raise DataError(f"utterance '{utt}': {e}") from None
-    peak = float(np.abs(wav).max()) if wav.size else 0.0
-    if peak > 0.99:
-        wav = wav * (0.99 / peak)
-    path = Path(wav_dir) / f"{utt}.wav"
-    write_wav(path, wav, sr)
-    plotted = plot_spectrogram(path.with_suffix(".png"), wav, sr, title) if plot else False
-    return utt, str(path.resolve()), len(wav) / sr, plotted
-
-
-def _vocode_part(feats_scp: str, utts: list[str], conf: dict, wav_dir: str, spectrograms: list[str],
-                 n_iter: int = 60) -> list[tuple[str, str, float, bool]]:
-    import kaldiio
-    import numpy as np
-
-    from speechkit.bin.tts_synthesize import vocode
-
-    loader = kaldiio.load_scp(feats_scp)
-    out = []
-    for utt in utts:
-        try:
-            feats = np.asarray(loader[utt], dtype=np.float64)
-        except Exception as e:  # kaldiio raises several types for a bad ark
-            raise DataError(f"{feats_scp}: '{utt}': cannot read its features: {e}") from None
-        if _is_logmel(conf):
-            out.append(griffin_lim_vocode(utt, feats, conf, wav_dir, f"{utt}: Griffin-Lim copy synthesis",
-                                          plot=utt in spectrograms, n_iter=n_iter))
-        else:
-            out.append(vocode(utt, feats, conf, wav_dir, f"{utt}: WORLD copy synthesis",
-                              plot=utt in spectrograms))
-    return out
-
-
-def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike, *, nj: int = 1,
-                       spectrograms: int = 0, griffin_lim_iters: int = 60) -> int:
-    """Copy-synthesize every utterance of ``feats_dir`` into the data dir ``out_dir``: WORLD
-    synthesis for WORLD features, Griffin-Lim (``griffin_lim_iters`` iterations) for log-mel ones
-    (``feats.yaml`` type ``logmel``); see the module docstring.
-
-    Returns:
-        The number of utterances written.
-
-    Raises:
-        ValueError: ``nj`` < 1, negative ``spectrograms``, ``griffin_lim_iters`` < 1.
-        OutputOverlapError: ``out_dir`` is, contains or lies inside ``feats_dir`` or a feature ark.
-        FileNotFoundError: no feats.scp or feats.yaml in ``feats_dir``.
-        DataError: features of another type, features the vocoder cannot synthesize, or
-            unreadable ones (names the utterance).
-    """
-    from speechkit.bin.tts_synthesize import warn_unplotted
-    from speechkit.data.datadir import c_sorted
-    from speechkit.features.io import scp_files
-    from speechkit.utils.fileio import read_table
-
-    if nj < 1:
-        raise ValueError(f"--nj must be >= 1, got {nj}")
-    if spectrograms < 0:
-        raise ValueError(f"--spectrograms must be >= 0, got {spectrograms}")
-    if griffin_lim_iters < 1:
-        raise ValueError(f"--griffin-lim-iters must be >= 1, got {griffin_lim_iters}")
-    src, out = Path(feats_dir), Path(out_dir)
-    check_output_dir(out, inputs={"FEATS_DIR": src}, option="OUT_DIR")
-    for f in ("feats.scp", "feats.yaml"):
-        if not (src / f).is_file():
-            raise FileNotFoundError(f"{src / f}: no such file (a WORLD or log-mel feature dir is needed)")
-    check_output_dir(out, option="OUT_DIR",
-                     inputs=[(f"a feature file of {src / 'feats.scp'}", f) for f in scp_files(src / "feats.scp")])
-    conf = yaml.safe_load((src / "feats.yaml").read_text(encoding="utf-8")) or {}
-    if not _is_logmel(conf) and conf.get("type", "world") != "world" and "mcep_dim" not in conf:
-        raise DataError(f"{src / 'feats.yaml'}: neither WORLD nor log-mel features (type {conf.get('type')!r})")
-    utts = c_sorted(read_table(src / "feats.scp"))
-    if not utts:
-        raise DataError(f"{src / 'feats.scp'}: empty")
-    plot = set(utts[:spectrograms])
-    nj = max(1, min(nj, len(utts)))
-    parts = [utts[i::nj] for i in range(nj)]
-    t0 = time.time()
-    final_wav_dir = Path(os.path.abspath(out)) / "wav"  # where the wavs will be once the temporary dir is swapped in
-    with replace_dir(out, backup=False) as tmp:
-        wav_dir = tmp / "wav"  # every job writes here
-        wav_dir.mkdir()
-        if nj > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            with ProcessPoolExecutor(nj, mp_context=multiprocessing.get_context("spawn")) as ex:
-                results = [r for part in ex.map(_vocode_part, [str(src / "feats.scp")] * nj, parts, [conf] * nj,
-                                                [str(wav_dir)] * nj, [sorted(plot)] * nj, [griffin_lim_iters] * nj)
-                           for r in part]
-        else:
-            results = _vocode_part(str(src / "feats.scp"), utts, conf, str(wav_dir), sorted(plot), griffin_lim_iters)
-        warn_unplotted(results, plot, log)
-        for f in _COPIED:
-            if (src / f).is_file():
-                table = read_table(src / f)
-                write_table(tmp / f, {u: table[u] for u in utts if u in table})
-        if (tmp / "utt2spk").is_file():
-            spk2utt: dict[str, list[str]] = {}
-            for u, s in read_table(tmp / "utt2spk").items():
-                spk2utt.setdefault(s, []).append(u)
-            write_table(tmp / "spk2utt", {s: " ".join(us) for s, us in spk2utt.items()})
-        if (src / "spk2gender").is_file():
-            shutil.copyfile(src / "spk2gender", tmp / "spk2gender")
-        write_table(tmp / "wav.scp", {u: str(final_wav_dir / Path(p).name) for u, p, _, _ in results})
-    log.info("%s: vocoded %d utterances (%.1f s of audio) in %.1f s -> %s",
-             "Griffin-Lim" if _is_logmel(conf) else "WORLD", len(results),
-             sum(sec for _, _, sec, _ in results), time.time() - t0, out)
-    return len(results)
 
 
 def main(argv=None) -> int:
@@ -205,7 +61,7 @@ def main(argv=None) -> int:
     def body() -> int:
         setup_logging(args.log_file)
         vocode_feature_dir(args.feats_dir, args.out_dir, nj=args.nj, spectrograms=args.spectrograms,
-                           griffin_lim_iters=args.griffin_lim_iters)
+                           griffin_lim_iters=args.griffin_lim_iters, logger=log)
         return 0
 
     return run_main(PROG, body)

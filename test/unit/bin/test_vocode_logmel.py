@@ -7,7 +7,8 @@ import pytest
 import soundfile as sf
 import yaml
 
-from speechkit.bin.vocode import main, vocode_feature_dir
+from speechkit.bin.vocode import main
+from speechkit.decode.vocode import vocode_feature_dir
 from speechkit.features.frontends import build_frontend
 from speechkit.features.io import ark_scp_writer
 from speechkit.utils.fileio import DataError, read_table, write_table
@@ -98,7 +99,7 @@ def test_a_rerun_replaces_the_output_whole(feats_dir, tmp_path):
 def test_a_failing_rerun_leaves_the_previous_output(feats_dir, tmp_path, monkeypatch):
     """A run that dies after its first wav (here an error; a kill -9 leaves the same) must not
     leave the previous wav.scp next to a mixture of old and new wavs."""
-    import speechkit.bin.vocode as vocode_mod
+    import speechkit.decode.vocode as vocode_mod
 
     d, _, _ = feats_dir
     out = tmp_path / "out"

@@ -1,0 +1,230 @@
+"""Vocoding acoustic features to wav files: WORLD synthesis, Griffin-Lim from log-mel, a whole feature dir.
+
+* :func:`world_vocode`: one utterance's WORLD features ``(T, 43)`` ``[mcep 40 | lf0 | vuv | bap]``
+  -> :func:`speechkit.features.world.world_synthesize` -> ``<utt>.wav``;
+* :func:`griffin_lim_vocode`: one utterance's natural-log mel ``(T, n_mels)`` ->
+  :func:`speechkit.decode.griffin_lim.mel_to_waveform` -> ``<utt>.wav``;
+* :func:`map_jobs`: either of them over many utterances, in spawned processes when asked;
+* :func:`vocode_feature_dir`: copy synthesis of a feature dir into a data dir of the waveforms
+  (speechkit-vocode).
+
+Each wav is written by :func:`speechkit.decode.audio_out.write_synthesized` (peak at most 0.99,
+16-bit PCM, the spectrogram PNG when asked for). The per-utterance vocoders are module-level
+functions of picklable arguments, so that a process pool can run them.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from speechkit.utils.fileio import DataError
+
+__all__ = ["world_vocode", "griffin_lim_vocode", "map_jobs", "vocode_feature_dir", "is_logmel"]
+
+log = logging.getLogger(__name__)
+
+_COPIED = ("utt2spk", "text", "utt2lang")
+
+
+def is_logmel(conf: dict) -> bool:
+    """True for a ``logmel`` front-end config (Griffin-Lim), False for anything else (WORLD)."""
+    return conf.get("type") == "logmel"
+
+
+def world_vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str, plot: bool = True
+                 ) -> tuple[str, str, float, bool]:
+    """WORLD-synthesize one utterance to ``wav_dir/<utt>.wav`` (+ its spectrogram ``.png`` if ``plot``
+    and the wav is at least one 25 ms window long).
+
+    Args:
+        utt: the utterance id (the file name, and named in errors).
+        feats: ``(T, mcep_dim + 2 + num_bap)`` WORLD features (float32 or float64).
+        conf: the WORLD config (``feats.yaml``); its ``sample_rate`` (default 16000 Hz) is the wav's.
+        wav_dir: an existing directory.
+        title: the spectrogram's title.
+        plot: draw the spectrogram.
+
+    Returns:
+        ``(utt, path, seconds, plotted)``: the wav's absolute path and duration, whether the PNG was drawn.
+
+    Raises:
+        DataError: world_synthesize rejects the features (names the utterance).
+    """
+    from speechkit.decode.audio_out import write_synthesized
+    from speechkit.features.world import world_synthesize
+
+    sr = int(conf.get("sample_rate", 16000))
+    try:
+        wav = world_synthesize(feats, sr, conf)
+    except ValueError as e:
+        raise DataError(f"utterance '{utt}': {e}") from None
+    path = Path(wav_dir) / f"{utt}.wav"
+    seconds, plotted = write_synthesized(path, wav, sr, title if plot else None)
+    return utt, str(path.resolve()), seconds, plotted
+
+
+def griffin_lim_vocode(utt: str, log_mel, conf: dict, wav_dir: str, title: str, plot: bool = False,
+                       n_iter: int = 60) -> tuple[str, str, float, bool]:
+    """Griffin-Lim one ``(T, n_mels)`` natural-log mel utterance to ``wav_dir/<utt>.wav`` (+ its
+    spectrogram ``.png`` if ``plot`` and the wav is at least one 25 ms window long).
+
+    Args:
+        utt: the utterance id (the file name, and named in errors).
+        log_mel: ``(T, n_mels)`` natural-log mel energies of the ``logmel`` front end ``conf``.
+        conf: the ``logmel`` front-end config (``feats.yaml``); its ``sample_rate`` (default 16000 Hz).
+        wav_dir: an existing directory.
+        title: the spectrogram's title.
+        plot: draw the spectrogram.
+        n_iter: Griffin-Lim iterations (seed 0); the wav has ``hop_length * (T - 1)`` samples.
+
+    Returns:
+        ``(utt, path, seconds, plotted)``: the wav's absolute path and duration, whether the PNG was drawn.
+
+    Raises:
+        DataError: features of the wrong shape or not finite (names the utterance).
+    """
+    from speechkit.decode.audio_out import write_synthesized
+    from speechkit.decode.griffin_lim import mel_to_waveform
+
+    sr = int(conf.get("sample_rate", 16000))
+    if not np.isfinite(log_mel).all():
+        raise DataError(f"utterance '{utt}': NaN or infinite log-mel values")
+    try:
+        wav = mel_to_waveform(log_mel, conf, n_iter=n_iter).astype(np.float64)
+    except ValueError as e:
+        raise DataError(f"utterance '{utt}': {e}") from None
+    path = Path(wav_dir) / f"{utt}.wav"
+    seconds, plotted = write_synthesized(path, wav, sr, title if plot else None)
+    return utt, str(path.resolve()), seconds, plotted
+
+
+def map_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], nj: int = 1) -> list:
+    """``[fn(*job) for job in jobs]``, in ``min(nj, len(jobs))`` spawned processes when ``nj > 1``
+    and there are several jobs (``fn`` and the jobs' arguments must then pickle).
+
+    Returns:
+        The results in the order of ``jobs``.
+
+    Raises:
+        Whatever ``fn`` raises (the first failing job's error; a pool's other jobs are cancelled).
+    """
+    if nj > 1 and len(jobs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(nj, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as ex:
+            return list(ex.map(fn, *zip(*jobs)))
+    return [fn(*j) for j in jobs]
+
+
+def _vocode_part(feats_scp: str, utts: list[str], conf: dict, wav_dir: str, spectrograms: list[str],
+                 n_iter: int = 60) -> list[tuple[str, str, float, bool]]:
+    """Vocode ``utts`` of ``feats_scp`` (one job of :func:`vocode_feature_dir`)."""
+    import kaldiio
+
+    loader = kaldiio.load_scp(feats_scp)
+    out = []
+    for utt in utts:
+        try:
+            feats = np.asarray(loader[utt], dtype=np.float64)
+        except Exception as e:  # kaldiio raises several types for a bad ark
+            raise DataError(f"{feats_scp}: '{utt}': cannot read its features: {e}") from None
+        if is_logmel(conf):
+            out.append(griffin_lim_vocode(utt, feats, conf, wav_dir, f"{utt}: Griffin-Lim copy synthesis",
+                                          plot=utt in spectrograms, n_iter=n_iter))
+        else:
+            out.append(world_vocode(utt, feats, conf, wav_dir, f"{utt}: WORLD copy synthesis",
+                                    plot=utt in spectrograms))
+    return out
+
+
+def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike, *, nj: int = 1,
+                       spectrograms: int = 0, griffin_lim_iters: int = 60, logger: logging.Logger = log) -> int:
+    """Copy-synthesize every utterance of ``feats_dir`` into the data dir ``out_dir`` (speechkit-vocode).
+
+    WORLD synthesis for WORLD features (``feats.yaml`` type ``world``, or one with ``mcep_dim``),
+    Griffin-Lim (``griffin_lim_iters`` iterations, seed 0) for log-mel ones (type ``logmel``).
+    ``out_dir`` gets ``wav/<utt>.wav`` (16-bit PCM at the config's sample rate, peak at most 0.99),
+    ``wav/<utt>.png`` for the first ``spectrograms`` utterances (C order; none for a wav shorter than
+    25 ms, with a warning naming it), ``wav.scp`` naming the wavs where they are once written, and
+    ``utt2spk`` / ``spk2utt`` / ``text`` / ``utt2lang`` / ``spk2gender`` from ``feats_dir`` where
+    present. It is replaced as a whole, without a backup (:func:`speechkit.utils.outputs.replace_dir`).
+
+    Args:
+        feats_dir: dir with ``feats.scp`` and ``feats.yaml``.
+        out_dir: the data dir to write.
+        nj: worker processes (each vocodes every ``nj``-th utterance).
+        spectrograms: PNGs of the first N utterances.
+        griffin_lim_iters: Griffin-Lim iterations for log-mel features.
+        logger: where the warning and the summary line go (a CLI passes its own).
+
+    Returns:
+        The number of utterances written.
+
+    Raises:
+        ValueError: ``nj`` < 1, negative ``spectrograms``, ``griffin_lim_iters`` < 1.
+        OutputOverlapError: ``out_dir`` is, contains or lies inside ``feats_dir`` or a feature ark.
+        FileNotFoundError: no feats.scp or feats.yaml in ``feats_dir``.
+        DataError: features of another type, features the vocoder cannot synthesize, or
+            unreadable ones (names the utterance).
+    """
+    import yaml
+
+    from speechkit.data.datadir import c_sorted
+    from speechkit.decode.audio_out import warn_unplotted
+    from speechkit.features.io import scp_files
+    from speechkit.utils.fileio import read_table, write_table
+    from speechkit.utils.outputs import check_output_dir, replace_dir
+
+    if nj < 1:
+        raise ValueError(f"--nj must be >= 1, got {nj}")
+    if spectrograms < 0:
+        raise ValueError(f"--spectrograms must be >= 0, got {spectrograms}")
+    if griffin_lim_iters < 1:
+        raise ValueError(f"--griffin-lim-iters must be >= 1, got {griffin_lim_iters}")
+    src, out = Path(feats_dir), Path(out_dir)
+    check_output_dir(out, inputs={"FEATS_DIR": src}, option="OUT_DIR")
+    for f in ("feats.scp", "feats.yaml"):
+        if not (src / f).is_file():
+            raise FileNotFoundError(f"{src / f}: no such file (a WORLD or log-mel feature dir is needed)")
+    check_output_dir(out, option="OUT_DIR",
+                     inputs=[(f"a feature file of {src / 'feats.scp'}", f) for f in scp_files(src / "feats.scp")])
+    conf = yaml.safe_load((src / "feats.yaml").read_text(encoding="utf-8")) or {}
+    if not is_logmel(conf) and conf.get("type", "world") != "world" and "mcep_dim" not in conf:
+        raise DataError(f"{src / 'feats.yaml'}: neither WORLD nor log-mel features (type {conf.get('type')!r})")
+    utts = c_sorted(read_table(src / "feats.scp"))
+    if not utts:
+        raise DataError(f"{src / 'feats.scp'}: empty")
+    plot = set(utts[:spectrograms])
+    nj = max(1, min(nj, len(utts)))
+    parts = [utts[i::nj] for i in range(nj)]
+    t0 = time.time()
+    final_wav_dir = Path(os.path.abspath(out)) / "wav"  # where the wavs will be once the temporary dir is swapped in
+    with replace_dir(out, backup=False) as tmp:
+        wav_dir = tmp / "wav"  # every job writes here
+        wav_dir.mkdir()
+        jobs = [(str(src / "feats.scp"), part, conf, str(wav_dir), sorted(plot), griffin_lim_iters) for part in parts]
+        results = [r for part in map_jobs(_vocode_part, jobs, nj) for r in part]
+        warn_unplotted(results, plot, logger)
+        for f in _COPIED:
+            if (src / f).is_file():
+                table = read_table(src / f)
+                write_table(tmp / f, {u: table[u] for u in utts if u in table})
+        if (tmp / "utt2spk").is_file():
+            spk2utt: dict[str, list[str]] = {}
+            for u, s in read_table(tmp / "utt2spk").items():
+                spk2utt.setdefault(s, []).append(u)
+            write_table(tmp / "spk2utt", {s: " ".join(us) for s, us in spk2utt.items()})
+        if (src / "spk2gender").is_file():
+            shutil.copyfile(src / "spk2gender", tmp / "spk2gender")
+        write_table(tmp / "wav.scp", {u: str(final_wav_dir / Path(p).name) for u, p, _, _ in results})
+    logger.info("%s: vocoded %d utterances (%.1f s of audio) in %.1f s -> %s",
+                "Griffin-Lim" if is_logmel(conf) else "WORLD", len(results),
+                sum(sec for _, _, sec, _ in results), time.time() - t0, out)
+    return len(results)
