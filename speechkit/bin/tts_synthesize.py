@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from speechkit.decode.vocode import world_vocode as vocode
 from speechkit.utils.cli import add_model_args, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
@@ -72,101 +73,13 @@ def build_parser():
     return p
 
 
-def speaker_vectors_for(args, model_dir: Path, cfg, data_dir: Path, utts: list[str]) -> list[np.ndarray] | None:
-    """Each utterance's speaker vector for a conditioned model (None for an unconditioned one).
-
-    Raises:
-        ValueError: --speaker / --speaker-embeddings given for an unconditioned model.
-        DataError: a speaker never trained, or without a vector (named); an utterance not in utt2spk.
-        FileNotFoundError: no scp, no DATA_DIR/utt2spk (without --speaker), no EXP/speakers.
-    """
-    from speechkit.data.expdir import trained_speakers
-    from speechkit.data.speakers import read_speaker_vectors, utterance_speakers
-
-    conditioned = bool(getattr(cfg.data, "speaker_embeddings", ""))
-    if not conditioned:
-        if args.speaker or args.speaker_embeddings:
-            raise ValueError(f"{model_dir}: the model is not speaker-conditioned (trained without "
-                             f"data.speaker_embeddings); drop --speaker / --speaker-embeddings")
-        return None
-    scp = args.speaker_embeddings or cfg.data.speaker_embeddings
-    vectors = read_speaker_vectors(scp)
-    known = set(trained_speakers(model_dir, cfg))
-    if args.speaker is not None:
-        speakers = [args.speaker] * len(utts)
-    else:
-        speakers = utterance_speakers(data_dir, utts, None)
-    for spk in dict.fromkeys(speakers):
-        if spk not in known:
-            raise DataError(f"speaker '{spk}' was never trained by the model in {model_dir} "
-                            f"(trained: {', '.join(sorted(known)[:10])}{' ...' if len(known) > 10 else ''})")
-        if spk not in vectors:
-            raise DataError(f"{scp}: no vector for speaker '{spk}'")
-    return [vectors[s] for s in speakers]
-
-
-def plot_spectrogram(path: Path, wav: np.ndarray, sr: int, title: str) -> bool:
-    """Save the log-magnitude spectrogram (25 ms Hann windows, 5 ms hop, dB) of ``wav`` as a PNG, atomically.
-
-    Returns:
-        ``False`` (nothing written) for a ``wav`` shorter than one 25 ms window, else ``True``.
-    """
-    from scipy.signal import stft
-
-    from speechkit.scoring.plots import plot_spectrograms
-
-    nper, hop = int(0.025 * sr), int(0.005 * sr)
-    if len(wav) < nper:
-        return False
-    _, _, z = stft(wav, fs=sr, window="hann", nperseg=nper, noverlap=nper - hop)
-    plot_spectrograms(path, [(title, np.abs(z).T)], sr, hop)
-    return True
-
-
-def warn_unplotted(results, wanted, logger: logging.Logger = log) -> None:
-    """Warn (on ``logger``) naming the utterances of ``wanted`` whose spectrogram was not drawn (too
-    short); ``results`` are :func:`vocode`'s tuples."""
-    missing = [u for u, _, _, plotted in results if u in wanted and not plotted]
-    if missing:
-        logger.warning("no spectrogram PNG for %d utterance(s) shorter than the 25 ms analysis window: %s%s",
-                    len(missing), ", ".join(missing[:10]), " ..." if len(missing) > 10 else "")
-
-
-def vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str, plot: bool = True
-           ) -> tuple[str, str, float, bool]:
-    """WORLD-synthesize one utterance to ``wav_dir/<utt>.wav`` (+ its spectrogram ``.png`` if ``plot``
-    and the wav is at least one 25 ms window long); returns ``(utt, path, seconds, plotted)``.
-
-    Raises:
-        DataError: world_synthesize rejects the features (names the utterance).
-    """
-    from speechkit.data.audio import write_wav
-    from speechkit.features.world import world_synthesize
-
-    sr = int(conf.get("sample_rate", 16000))
-    try:
-        wav = world_synthesize(feats, sr, conf)
-    except ValueError as e:
-        raise DataError(f"utterance '{utt}': {e}") from None
-    peak = float(np.abs(wav).max()) if wav.size else 0.0
-    if peak > 0.99:
-        wav = wav * (0.99 / peak)
-    path = Path(wav_dir) / f"{utt}.wav"
-    write_wav(path, wav, sr)
-    plotted = plot_spectrogram(path.with_suffix(".png"), wav, sr, title) if plot else False
-    return utt, str(path.resolve()), len(wav) / sr, plotted
-
-
 def _run(args) -> int:
     import kaldiio
-    import torch
 
-    from speechkit.data.expdir import world_conf
+    from speechkit.decode.audio_out import warn_unplotted
+    from speechkit.decode.vocode import map_jobs
     from speechkit.features.io import ark_scp_writer, scp_files
-    from speechkit.features.world import feature_streams, stream_layout
-    from speechkit.tasks import load_model
-    from speechkit.tasks.acoustic import predict_features
-    from speechkit.train.checkpoint import resolve_checkpoint
+    from speechkit.tasks.synthesize import Synthesizer
 
     setup_logging(args.log_file)
     if args.num_wavs < 0:
@@ -176,18 +89,14 @@ def _run(args) -> int:
     model_dir, data_dir, out_dir = Path(args.model_dir), Path(args.data_dir), Path(args.out_dir)
     check_output_dir(out_dir, inputs={"DATA_DIR": data_dir}, experiment_dirs={"--model-dir": model_dir},
                      option="OUT_DIR")
-    ckpt = resolve_checkpoint(model_dir, args.checkpoint, option="--model-dir")
-    model, cfg = load_model(ckpt)
-    if not hasattr(model, "infer") or not hasattr(model, "normalizer"):
-        raise ValueError(f"{ckpt}: not an acoustic model checkpoint (speechkit-train salad | musa_rnn)")
-    conf, conf_src = world_conf(model_dir, cfg)
+    synth = Synthesizer(model_dir, args.checkpoint, option="--model-dir", speaker_embeddings=args.speaker_embeddings,
+                        input="labels")
+    cfg, conf = synth.cfg, synth.conf
     if conf is None:
         if args.num_wavs:
             raise FileNotFoundError(f"no WORLD config in {model_dir}/feats.yaml or {cfg.data.train_dir}/feats.yaml: "
                                     f"needed to vocode (--num-wavs)")
         log.warning("no WORLD config (feats.yaml) found for %s; OUT_DIR gets none", model_dir)
-    streams = stream_layout(int(conf.get("mcep_dim", 40))) if conf else feature_streams(None)
-    vuv = streams["vuv"].start
     frame_shift = float(conf.get("frame_period", 5.0)) / 1000.0 if conf else 0.005
 
     scp = data_dir / "labels.scp"
@@ -198,11 +107,14 @@ def _run(args) -> int:
     if not utts:
         raise DataError(f"{scp}: empty")
     loader = kaldiio.load_scp(str(scp))
-    spk_vectors = speaker_vectors_for(args, model_dir, cfg, data_dir, utts)
+    if not synth.conditioned and (args.speaker or args.speaker_embeddings):
+        raise ValueError(f"{model_dir}: the model is not speaker-conditioned (trained without "
+                         f"data.speaker_embeddings); drop --speaker / --speaker-embeddings")
+    spk_vectors = synth.speaker_vectors(utts, data_dir, args.speaker)
     dim = cfg.model.input_dim - (len(spk_vectors[0]) if spk_vectors is not None else 0)
-    inputs = [("the checkpoint", ckpt)] + [(f"a label file of {scp}", f) for f in scp_files(scp)]
+    inputs = [("the checkpoint", synth.checkpoint)] + [(f"a label file of {scp}", f) for f in scp_files(scp)]
     if spk_vectors is not None:
-        inputs.append(("the speaker vectors", args.speaker_embeddings or cfg.data.speaker_embeddings))
+        inputs.append(("the speaker vectors", synth.speaker_embeddings))
     check_output_dir(out_dir, inputs=inputs, option="OUT_DIR")
 
     final = Path(os.path.abspath(out_dir))  # where the files will be once the temporary dir is swapped in
@@ -210,8 +122,7 @@ def _run(args) -> int:
     to_vocode: list[tuple[str, np.ndarray]] = []
     t0 = time.time()
     with replace_dir(out_dir) as tmp:
-        with torch.no_grad(), ark_scp_writer(tmp / "feats.ark", tmp / "feats.scp",
-                                             scp_ark=final / "feats.ark") as write:
+        with ark_scp_writer(tmp / "feats.ark", tmp / "feats.scp", scp_ark=final / "feats.ark") as write:
             for i, utt in enumerate(utts):
                 try:
                     x = np.array(loader[utt], dtype=np.float32)
@@ -223,7 +134,7 @@ def _run(args) -> int:
                                     f"{minus}), got shape {x.shape}")
                 if not np.isfinite(x).all():
                     raise DataError(f"{scp}: '{utt}': NaN or infinite label values")
-                y = predict_features(model, x, spk_vectors[i] if spk_vectors is not None else None, vuv)
+                y = synth.features(x, spk_vectors[i] if spk_vectors is not None else None)
                 write(utt, y)
                 num_frames[utt] = len(y)
                 if len(to_vocode) < args.num_wavs:
@@ -233,9 +144,9 @@ def _run(args) -> int:
             f.write(f"{frame_shift:g}\n")
         if conf is not None:
             with atomic_write(tmp / "feats.yaml") as f:
-                f.write(Path(conf_src).read_text(encoding="utf-8"))
-        log.info("predicted %d utterances (%d frames) with %s in %.1f s", len(utts), sum(num_frames.values()), ckpt,
-                 time.time() - t0)
+                f.write(Path(synth.conf_src).read_text(encoding="utf-8"))
+        log.info("predicted %d utterances (%d frames) with %s in %.1f s", len(utts), sum(num_frames.values()),
+                 synth.checkpoint, time.time() - t0)
 
         if to_vocode:
             # every job writes into the temporary dir; wav.scp names where the wavs will be
@@ -243,16 +154,8 @@ def _run(args) -> int:
             wav_dir.mkdir(parents=True, exist_ok=True)
             name = cfg.__class__.__name__.replace("TaskConfig", "")
             jobs = [(u, y, conf, str(wav_dir), f"{u}: {name} ({model_dir.name})") for u, y in to_vocode]
-            if args.nj > 1 and len(jobs) > 1:
-                import multiprocessing
-                from concurrent.futures import ProcessPoolExecutor
-
-                with ProcessPoolExecutor(min(args.nj, len(jobs)),
-                                         mp_context=multiprocessing.get_context("spawn")) as ex:
-                    results = list(ex.map(vocode, *zip(*jobs)))
-            else:
-                results = [vocode(*j) for j in jobs]
-            warn_unplotted(results, {u for u, _ in to_vocode})
+            results = map_jobs(vocode, jobs, args.nj)
+            warn_unplotted(results, {u for u, _ in to_vocode}, log)
             write_table(wav_dir / "wav.scp", {u: str(final / "wav" / Path(p).name) for u, p, _, _ in results})
             log.info("vocoded %d wavs (%.1f s of audio) with their spectrograms", len(results),
                      sum(sec for _, _, sec, _ in results))

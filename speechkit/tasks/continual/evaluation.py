@@ -50,6 +50,7 @@ from typing import Sequence
 
 import numpy as np
 
+from speechkit.tasks.synthesize import Synthesizer
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 from speechkit.utils.outputs import replace_dir
 
@@ -232,8 +233,11 @@ def _synthesis_input(ep_dir: Path) -> str:
     return "phones" if load_checkpoint(path).get("task") == "tacotron2" else "labels"
 
 
-class _Synthesizer:
+class _Synthesizer(Synthesizer):
     """One episode model: its input + a speaker -> waveform at :attr:`sr` Hz, peak at most 0.99.
+
+    The :class:`~speechkit.tasks.synthesize.Synthesizer` of the episode dir (best.pt, else the
+    latest checkpoint), required to be speaker-conditioned and to have its vocoder config:
 
     - salad / musa_rnn: ``(T, D)`` label vectors (forced durations) -> WORLD features -> WORLD synthesis.
     - tacotron2: a phone list -> :func:`~speechkit.tasks.tacotron2.synthesize` (stop token, at most
@@ -249,67 +253,12 @@ class _Synthesizer:
         ValueError: a tacotron2 model whose feats.yaml is not a ``logmel`` front end.
     """
 
-    max_frames_per_phone = 25
-    griffin_lim_iters = 60
-
     def __init__(self, ep_dir: Path):
-        from speechkit.data.expdir import trained_speakers, world_conf
-        from speechkit.data.speakers import read_speaker_vectors
-        from speechkit.features.world import stream_layout
-        from speechkit.models.tacotron2 import Tacotron2
-        from speechkit.tasks import load_model
-
-        self.model, cfg = load_model(ep_dir)
-        if not getattr(cfg.data, "speaker_embeddings", ""):
+        super().__init__(ep_dir)
+        if not self.conditioned:
             raise DataError(f"{ep_dir}: the model is not speaker-conditioned (no data.speaker_embeddings)")
-        self.vectors = read_speaker_vectors(cfg.data.speaker_embeddings)
-        self.known = set(trained_speakers(ep_dir, cfg))
-        conf, src = world_conf(ep_dir, cfg)  # EXP/feats.yaml, else the training dir's
-        self.tacotron2 = isinstance(self.model, Tacotron2)
-        if conf is None:
-            raise FileNotFoundError(f"{ep_dir}: no {'log-mel' if self.tacotron2 else 'WORLD'} config (feats.yaml) "
-                                    f"to vocode with")
-        if self.tacotron2:
-            if conf.get("type") != "logmel":
-                raise ValueError(f"{src}: tacotron2 output needs a 'logmel' front end for Griffin-Lim, got type "
-                                 f"{conf.get('type')!r}")
-            self.token_list = list(cfg.data.token_list)
-            self._vocab = set(self.token_list)
-        else:
-            self.vuv = stream_layout(int(conf.get("mcep_dim", 40)))["vuv"].start
-        self.conf = conf
-        self.sr = int(conf.get("sample_rate", 16000))
-        self.dir = ep_dir
-
-    def __call__(self, inputs: np.ndarray | Sequence[str], speaker: str) -> np.ndarray:
-        """``inputs``: ``(T, D)`` labels (WORLD models) or a phone list (tacotron2) -> float waveform."""
-        if speaker not in self.known:
-            raise DataError(f"speaker '{speaker}' was never trained by the model in {self.dir}")
-        if self.tacotron2:
-            from speechkit.decode.griffin_lim import mel_to_waveform
-            from speechkit.tasks.tacotron2 import UNK, synthesize
-
-            phones = list(inputs)
-            unknown = sorted({p for p in phones if p not in self._vocab})
-            if unknown:
-                log.warning("%s: phone(s) outside the model's vocabulary synthesized as %s: %s", self.dir, UNK,
-                            " ".join(unknown[:10]))
-                phones = [p if p in self._vocab else UNK for p in phones]
-            mel = synthesize(self.model, self.token_list, phones, self.vectors[speaker],
-                             max_frames=self.max_frames_per_phone * len(phones) + 20, seed=0)
-            if len(mel) < 2:  # the stop token fired at once: one hop of audio (the encoder skips and counts it)
-                log.warning("%s: speaker '%s': the stop token fired after %d frame; a one-hop waveform", self.dir,
-                            speaker, len(mel))
-                mel = np.concatenate([mel, mel[-1:]])
-            wav = mel_to_waveform(mel, self.conf, n_iter=self.griffin_lim_iters).astype(np.float64)
-        else:
-            from speechkit.features.world import world_synthesize
-            from speechkit.tasks.acoustic import predict_features
-
-            y = predict_features(self.model, inputs, self.vectors[speaker], self.vuv)
-            wav = world_synthesize(y.astype(np.float64), self.sr, self.conf)
-        peak = float(np.abs(wav).max()) if wav.size else 0.0
-        return wav * (0.99 / peak) if peak > 0.99 else wav
+        _ = self.vectors, self.speakers  # read now: an unreadable scp or speaker list fails here, not at the first call
+        self.require_vocoder()
 
 
 def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, gt_train: str | os.PathLike,
@@ -338,8 +287,8 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
     """
     import kaldiio
 
-    from speechkit.data.audio import write_wav
     from speechkit.data.fingerprint import DataInput, content_digest, fingerprint_input
+    from speechkit.decode.audio_out import write_synthesized
     from speechkit.models.speaker_encoder import SpeakerEncoder
     from speechkit.scoring.continual_plots import plot_confusion_matrix, plot_embeddings_2d
     from speechkit.scoring.speaker_verification import SpeakerVerifier, accuracy_matrix, continual_scores
@@ -406,8 +355,8 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
             for s in seen:
                 for j, u in enumerate(test_utts[s]):
                     wav = synth(synth_input(u), s)
-                    if j < cfg.wavs_per_speaker:
-                        write_wav(wav_dir / f"{s}__{u}.wav", wav, synth.sr)
+                    if j < cfg.wavs_per_speaker:  # the samples embedded below: limited already
+                        write_synthesized(wav_dir / f"{s}__{u}.wav", wav, synth.sr, limit=False)
                     e = encoder.embed_batch([wav], synth.sr, [u])[0]
                     if e is None:
                         skipped.append(u)

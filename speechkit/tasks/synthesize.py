@@ -1,0 +1,271 @@
+"""Synthesis with a trained acoustic model: an importable inference class (ESPnet2's ``Text2Speech``).
+
+:class:`Synthesizer` is built from an experiment dir (``speechkit-train salad | musa_rnn |
+tacotron2``) and a checkpoint choice (:func:`speechkit.train.checkpoint.resolve_checkpoint`), and
+turns one utterance into acoustic features and, with the vocoder of its training features'
+``feats.yaml``, into a waveform:
+
+- salad / musa_rnn (``input == "labels"``): float32 ``(T, D)`` frame-level label vectors (forced
+  durations, ``speechkit-make-labels``) -> :func:`speechkit.tasks.acoustic.predict_features`
+  (SALAD from position 0, the MUSA-RNN from zero state, the whole utterance at once; denormalised;
+  V/UV thresholded to 0/1 at 0.5) -> float32 ``(T, 43)`` WORLD features ``[mcep 40 | lf0 | vuv |
+  bap]``, one frame per label frame -> :func:`speechkit.features.world.world_synthesize`;
+- tacotron2 (``input == "phones"``): a phone list -> :func:`speechkit.tasks.tacotron2.synthesize`
+  (the stop token, at most ``max_frames_per_phone`` frames per phone + 20; phones outside the
+  vocabulary become ``<unk>`` as in training, warned) -> float32 ``(T, n_mels)`` natural-log mel ->
+  :func:`speechkit.decode.griffin_lim.mel_to_waveform` (``griffin_lim_iters`` iterations, seed 0).
+
+A speaker-conditioned model (trained with ``data.speaker_embeddings``; Hemati & Borth 2024, sec.
+2.1) gets the speaker's vector from the scp it was trained with (or the one given); only the
+speakers it was trained on (``EXP/speakers``) may be asked for.
+
+Used by ``speechkit-tts-synthesize`` and the continual evaluation
+(:mod:`speechkit.tasks.continual.evaluation`)::
+
+    synth = Synthesizer("exp/vctk/salad")
+    wav = synth(labels, "p225")            # float waveform at synth.sr Hz, peak at most 0.99
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from speechkit.utils.fileio import DataError
+
+__all__ = ["Synthesizer"]
+
+log = logging.getLogger(__name__)
+
+_MODELS = {"labels": "salad | musa_rnn", "phones": "tacotron2", None: "salad | musa_rnn | tacotron2"}
+
+
+class Synthesizer:
+    """A trained acoustic model with its vocoder config and speakers, ready to synthesize.
+
+    Args:
+        model_dir: the experiment dir ``exp/<tag>`` (or a checkpoint file; see ``resolve_checkpoint``).
+        checkpoint: ``None`` (best.pt, else the latest), ``"best"``, ``"latest"``, ``"avgN"``, a
+            checkpoint name or path.
+        option: the command-line option ``model_dir`` came from (named in the errors), or None.
+        speaker_embeddings: the speaker -> vector scp of a conditioned model (default: the
+            ``data.speaker_embeddings`` it was trained with); ignored for an unconditioned one.
+        input: ``"labels"`` or ``"phones"`` to accept only the models synthesizing from that; None: any.
+        device: where to put the model.
+
+    Attributes:
+        model_dir, checkpoint: the experiment dir and the checkpoint file loaded.
+        model, cfg: the model in eval mode and its task config.
+        input: ``"labels"`` (salad, musa_rnn) or ``"phones"`` (tacotron2).
+        conf, conf_src: the front-end config of its training features and its file
+            (``EXP/feats.yaml``, else ``data.train_dir/feats.yaml``); ``(None, "")`` without one.
+        sr: the vocoder's sample rate in Hz (the config's ``sample_rate``, default 16000).
+        speaker_embeddings: the scp the speaker vectors come from (None: an unconditioned model).
+        max_frames_per_phone, griffin_lim_iters: tacotron2's frame cap per phone, Griffin-Lim iterations.
+
+    Raises:
+        FileNotFoundError: no such experiment or checkpoint (``resolve_checkpoint``).
+        CheckpointError, ConfigError: an unreadable checkpoint or config (:func:`speechkit.tasks.load_model`).
+        ValueError: not an acoustic model checkpoint (of the ``input`` asked for).
+    """
+
+    max_frames_per_phone = 25
+    griffin_lim_iters = 60
+
+    def __init__(self, model_dir: str | os.PathLike, checkpoint: str | None = None, *, option: str | None = None,
+                 speaker_embeddings: str | os.PathLike | None = None, input: str | None = None,
+                 device: str = "cpu"):
+        from speechkit.data.expdir import world_conf
+        from speechkit.models.tacotron2 import Tacotron2
+        from speechkit.tasks import load_model
+        from speechkit.train.checkpoint import resolve_checkpoint
+
+        self.model_dir = Path(model_dir)
+        self.checkpoint = resolve_checkpoint(self.model_dir, checkpoint, option=option)
+        self.model, self.cfg = load_model(self.checkpoint, device=device)
+        if isinstance(self.model, Tacotron2):
+            kind = "phones"
+        elif hasattr(self.model, "infer") and hasattr(self.model, "normalizer"):
+            kind = "labels"
+        else:
+            kind = None
+        if kind is None or (input is not None and kind != input):
+            raise ValueError(f"{self.checkpoint}: not an acoustic model checkpoint (speechkit-train {_MODELS[input]})")
+        self.input = kind
+        self.conf, self.conf_src = world_conf(self.model_dir, self.cfg)
+        self.sr = int(self.conf.get("sample_rate", 16000)) if self.conf else 16000
+        self.speaker_embeddings = (speaker_embeddings or self.cfg.data.speaker_embeddings) if self.conditioned else None
+
+    @property
+    def tacotron2(self) -> bool:
+        """True for a tacotron2 model (phones -> log-mel -> Griffin-Lim)."""
+        return self.input == "phones"
+
+    @property
+    def conditioned(self) -> bool:
+        """True for a speaker-conditioned model (trained with ``data.speaker_embeddings``)."""
+        return bool(getattr(self.cfg.data, "speaker_embeddings", ""))
+
+    @property
+    def vuv_index(self) -> int | None:
+        """The V/UV column of the WORLD features (from the config's ``mcep_dim``, default 40); None for tacotron2."""
+        from speechkit.features.world import stream_layout
+
+        if self.tacotron2:
+            return None
+        return stream_layout(int(self.conf.get("mcep_dim", 40)) if self.conf else 40)["vuv"].start
+
+    @functools.cached_property
+    def vectors(self) -> dict[str, np.ndarray]:
+        """speaker -> ``(E,)`` vector of :attr:`speaker_embeddings` (read once; ``{}`` unconditioned).
+
+        Raises:
+            FileNotFoundError, DataError: the scp (:func:`speechkit.data.speakers.read_speaker_vectors`).
+        """
+        from speechkit.data.speakers import read_speaker_vectors
+
+        return read_speaker_vectors(self.speaker_embeddings) if self.conditioned else {}
+
+    @functools.cached_property
+    def speakers(self) -> list[str]:
+        """The speakers the model was trained on (:func:`speechkit.data.expdir.trained_speakers`).
+
+        Raises:
+            FileNotFoundError: neither ``EXP/speakers`` nor the training data's utt2spk.
+        """
+        from speechkit.data.expdir import trained_speakers
+
+        return trained_speakers(self.model_dir, self.cfg)
+
+    def speaker_vector(self, speaker: str) -> np.ndarray:
+        """The ``(E,)`` vector of a trained speaker.
+
+        Raises:
+            ValueError: the model is not speaker-conditioned.
+            DataError: a speaker the model was never trained on, or one without a vector (named).
+        """
+        if not self.conditioned:
+            raise ValueError(f"{self.model_dir}: the model is not speaker-conditioned (trained without "
+                             f"data.speaker_embeddings)")
+        vectors, known = self.vectors, self.speakers
+        if speaker not in known:
+            raise DataError(f"speaker '{speaker}' was never trained by the model in {self.model_dir} "
+                            f"(trained: {', '.join(sorted(known)[:10])}{' ...' if len(known) > 10 else ''})")
+        if speaker not in vectors:
+            raise DataError(f"{self.speaker_embeddings}: no vector for speaker '{speaker}'")
+        return vectors[speaker]
+
+    def speaker_vectors(self, utts: Sequence[str], data_dir: str | os.PathLike | None = None,
+                        speaker: str | None = None) -> list[np.ndarray] | None:
+        """Each utterance's speaker vector: ``speaker``'s for all, else each one's own (``data_dir/utt2spk``).
+
+        Every speaker is checked before any vector is returned. None for an unconditioned model.
+
+        Raises:
+            FileNotFoundError: no scp, no ``data_dir/utt2spk`` (without ``speaker``), no ``EXP/speakers``.
+            DataError: a speaker never trained, or without a vector (named); an utterance not in utt2spk.
+        """
+        from speechkit.data.speakers import utterance_speakers
+
+        if not self.conditioned:
+            return None
+        vectors = self.vectors
+        speakers = [speaker] * len(utts) if speaker is not None else utterance_speakers(data_dir, utts, None)
+        for spk in dict.fromkeys(speakers):
+            self.speaker_vector(spk)
+        return [vectors[s] for s in speakers]
+
+    def features(self, inputs: np.ndarray | Iterable[str], vector: np.ndarray | None = None) -> np.ndarray:
+        """One utterance's acoustic features.
+
+        Args:
+            inputs: float32 ``(T, D)`` label vectors without the speaker vector (``input ==
+                "labels"``), or a phone list (``"phones"``).
+            vector: the ``(E,)`` speaker vector of a conditioned model (:meth:`speaker_vector`), else None.
+
+        Returns:
+            float32 ``(T, 43)`` WORLD features (labels; one frame per label frame, V/UV 0/1), or
+            float32 ``(T, n_mels)`` natural-log mel (phones; ``T`` set by the stop token).
+
+        Raises:
+            DataError: an empty phone sequence.
+        """
+        if not self.tacotron2:
+            from speechkit.tasks.acoustic import predict_features
+
+            return predict_features(self.model, inputs, vector, self.vuv_index)
+        from speechkit.tasks.tacotron2 import UNK, synthesize
+
+        token_list = list(self.cfg.data.token_list)
+        vocab = set(token_list)
+        phones = list(inputs)
+        unknown = sorted({p for p in phones if p not in vocab})
+        if unknown:
+            log.warning("%s: phone(s) outside the model's vocabulary synthesized as %s: %s", self.model_dir, UNK,
+                        " ".join(unknown[:10]))
+            phones = [p if p in vocab else UNK for p in phones]
+        return synthesize(self.model, token_list, phones, vector,
+                          max_frames=self.max_frames_per_phone * len(phones) + 20, seed=0)
+
+    def require_vocoder(self) -> None:
+        """Check that the model's features can be vocoded.
+
+        Raises:
+            FileNotFoundError: no feats.yaml (WORLD or log-mel config) to vocode with.
+            ValueError: a tacotron2 model whose feats.yaml is not a ``logmel`` front end.
+        """
+        if self.conf is None:
+            raise FileNotFoundError(f"{self.model_dir}: no {'log-mel' if self.tacotron2 else 'WORLD'} config "
+                                    f"(feats.yaml) to vocode with")
+        if self.tacotron2 and self.conf.get("type") != "logmel":
+            raise ValueError(f"{self.conf_src}: tacotron2 output needs a 'logmel' front end for Griffin-Lim, got type "
+                             f"{self.conf.get('type')!r}")
+
+    def vocode(self, feats: np.ndarray) -> np.ndarray:
+        """The waveform of :meth:`features`' output, at :attr:`sr` Hz, not peak-limited.
+
+        Returns:
+            float ``(samples,)``: WORLD synthesis (float32, about ``T * frame_period`` ms), or
+            Griffin-Lim (float64, ``hop_length * (T - 1)`` samples).
+
+        Raises:
+            FileNotFoundError, ValueError: :meth:`require_vocoder`; features the vocoder rejects.
+        """
+        self.require_vocoder()
+        if self.tacotron2:
+            from speechkit.decode.griffin_lim import mel_to_waveform
+
+            return mel_to_waveform(feats, self.conf, n_iter=self.griffin_lim_iters).astype(np.float64)
+        from speechkit.features.world import world_synthesize
+
+        return world_synthesize(feats.astype(np.float64), self.sr, self.conf)
+
+    def __call__(self, inputs: np.ndarray | Iterable[str], speaker: str | None = None) -> np.ndarray:
+        """One utterance to a waveform: :meth:`features`, then :meth:`vocode`, peak-limited.
+
+        Args:
+            inputs: ``(T, D)`` labels or a phone list (see :meth:`features`).
+            speaker: a trained speaker (a conditioned model), else None.
+
+        Returns:
+            float ``(samples,)`` waveform at :attr:`sr` Hz, peak at most 0.99
+            (:func:`speechkit.decode.audio_out.limit_peak`). A tacotron2 output of one frame (the
+            stop token fired at once) is repeated once: ``hop_length`` samples (warned).
+
+        Raises:
+            DataError: a speaker never trained or without a vector.
+            FileNotFoundError, ValueError: :meth:`require_vocoder`.
+        """
+        from speechkit.decode.audio_out import limit_peak
+
+        vector = self.speaker_vector(speaker) if speaker is not None else None
+        feats = self.features(inputs, vector)
+        if self.tacotron2 and len(feats) < 2:  # the stop token fired at once: one hop of audio
+            log.warning("%s: speaker '%s': the stop token fired after %d frame; a one-hop waveform", self.model_dir,
+                        speaker, len(feats))
+            feats = np.concatenate([feats, feats[-1:]])
+        return limit_peak(self.vocode(feats))
