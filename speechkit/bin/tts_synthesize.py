@@ -77,7 +77,7 @@ def _run(args) -> int:
     import kaldiio
 
     from speechkit.decode.audio_out import warn_unplotted
-    from speechkit.decode.vocode import map_jobs
+    from speechkit.utils.jobs import map_jobs
     from speechkit.features.io import ark_scp_writer, scp_files
     from speechkit.tasks.synthesize import Synthesizer
 

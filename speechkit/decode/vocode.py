@@ -4,7 +4,8 @@
   -> :func:`speechkit.features.world.world_synthesize` -> ``<utt>.wav``;
 * :func:`griffin_lim_vocode`: one utterance's natural-log mel ``(T, n_mels)`` ->
   :func:`speechkit.decode.griffin_lim.mel_to_waveform` -> ``<utt>.wav``;
-* :func:`map_jobs`: either of them over many utterances, in spawned processes when asked;
+* :func:`speechkit.utils.jobs.map_jobs` runs either of them over many utterances, in spawned processes
+  when asked;
 * :func:`vocode_feature_dir`: copy synthesis of a feature dir into a data dir of the waveforms
   (speechkit-vocode).
 
@@ -24,8 +25,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from speechkit.utils.fileio import DataError
+from speechkit.utils.jobs import map_jobs
 
-__all__ = ["world_vocode", "griffin_lim_vocode", "map_jobs", "vocode_feature_dir", "is_logmel"]
+__all__ = ["world_vocode", "griffin_lim_vocode", "vocode_feature_dir", "is_logmel"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,7 @@ _COPIED = ("utt2spk", "text", "utt2lang")
 def is_logmel(conf: dict) -> bool:
     """True for a ``logmel`` front-end config (Griffin-Lim), False for anything else (WORLD)."""
     return conf.get("type") == "logmel"
+
 
 
 def world_vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: str, plot: bool = True
@@ -102,25 +105,6 @@ def griffin_lim_vocode(utt: str, log_mel, conf: dict, wav_dir: str, title: str, 
     path = Path(wav_dir) / f"{utt}.wav"
     seconds, plotted = write_synthesized(path, wav, sr, title if plot else None)
     return utt, str(path.resolve()), seconds, plotted
-
-
-def map_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], nj: int = 1) -> list:
-    """``[fn(*job) for job in jobs]``, in ``min(nj, len(jobs))`` spawned processes when ``nj > 1``
-    and there are several jobs (``fn`` and the jobs' arguments must then pickle).
-
-    Returns:
-        The results in the order of ``jobs``.
-
-    Raises:
-        Whatever ``fn`` raises (the first failing job's error; a pool's other jobs are cancelled).
-    """
-    if nj > 1 and len(jobs) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(min(nj, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as ex:
-            return list(ex.map(fn, *zip(*jobs)))
-    return [fn(*j) for j in jobs]
 
 
 def _vocode_part(feats_scp: str, utts: list[str], conf: dict, wav_dir: str, spectrograms: list[str],

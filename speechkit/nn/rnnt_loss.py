@@ -301,9 +301,9 @@ def choose_impl(impl: str, logits: torch.Tensor, logit_lengths: torch.Tensor | N
     elif logits.numel() >= _INT32_ELEMENTS:
         why = (f"{' x '.join(map(str, logits.shape))} = {logits.numel()} logits exceed torchaudio's int32 indexing "
                f"(< 2**31)")
-    elif impl == "auto" and logits.device.type == "cuda" and _short_utterances(logit_lengths, target_lengths):
-        why = (f"{_short_utterances(logit_lengths, target_lengths)}: torchaudio's CUDA op gets such utterances "
-               f"wrong (see choose_impl)")
+    elif impl == "auto" and logits.device.type == "cuda" and (short := _short_utterances(logit_lengths,
+                                                                                         target_lengths)):
+        why = f"{short}: torchaudio's CUDA op gets such utterances wrong (see choose_impl)"
     else:
         fn, why = torchaudio_rnnt_loss(logits.device)
     if not why:

@@ -142,9 +142,7 @@ def paired_bootstrap(a: Mapping[str, tuple[int, int]], b: Mapping[str, tuple[int
         idx = rng.integers(0, n, size=(k, n))
         r = ref[idx].sum(axis=1)
         sa, sb = ea[idx].sum(axis=1), eb[idx].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            d = np.where(r > 0, 100.0 * (sb - sa) / np.maximum(r, 1), 0.0)
-        deltas[done:done + k] = d
+        deltas[done:done + k] = np.where(r > 0, 100.0 * (sb - sa) / np.maximum(r, 1), 0.0)
         better += int((sb < sa).sum())
         done += k
     alpha = (1.0 - level) / 2.0

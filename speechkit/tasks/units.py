@@ -33,6 +33,7 @@ import numpy as np
 import yaml
 
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
+from speechkit.utils.jobs import map_jobs
 
 __all__ = ["UNIT_FORMATS", "codebook_rows", "onehot_rows", "check_extraction_options", "UnitExtractor",
            "write_units", "extract_units"]
@@ -434,8 +435,6 @@ def extract_units(extractor: UnitExtractor, data_dir: str | os.PathLike, out_dir
     if nj == 1 or utts is None or len(utts) < 2:
         codes = write_units(extractor, data_dir, utts, out_dir, batch_frames)
     else:
-        import multiprocessing as mp
-
         if extractor.checkpoint is None:
             raise ValueError("nj > 1 needs an extractor built with checkpoint= (the workers load the model from it)")
         nj = min(nj, len(utts))
@@ -444,16 +443,8 @@ def extract_units(extractor: UnitExtractor, data_dir: str | os.PathLike, out_dir
         jobs = [(str(extractor.checkpoint), str(data_dir), utts[k::nj], str(out_dir), batch_frames, options)
                 for k in range(nj)]
         codes = {}
-        pool = mp.get_context("spawn").Pool(nj)
-        try:
-            for part in pool.map(_worker, jobs):
-                codes.update(part)
-            pool.close()
-        except BaseException:
-            pool.terminate()
-            raise
-        finally:
-            pool.join()
+        for part in map_jobs(_worker, [(job,) for job in jobs], nj):
+            codes.update(part)
     write_table(out_dir / "codes", {u: " ".join(map(str, c)) for u, c in codes.items()})
     cfg = extractor.cfg
     shift = cfg.model.stride // extractor.phases * feat_shift

@@ -3,7 +3,8 @@
 The CLIs that split their work into parts (``speechkit-compute-feats``, ``speechkit-asr-decode``)
 run each part as a child process of themselves (``--job J``) when no external job runner is
 used; this is the pool they share. Under ``utils/run.pl`` / ``utils/slurm.pl`` the parts are
-started by the runner instead and this module is not involved.
+started by the runner instead and this module is not involved. :func:`map_jobs` is the in-process
+counterpart for library code: a function over a list of jobs, in spawned worker processes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 from pathlib import Path
 
 
@@ -77,3 +79,22 @@ def describe_failures(failed: Sequence[tuple[int, Path]]) -> list[str]:
                  if ln.strip() and not ln.startswith("#")]
         msgs.append(f"job {job} (see {log}): {lines[-1] if lines else 'no output'}")
     return msgs
+
+
+def map_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], nj: int = 1) -> list:
+    """``[fn(*job) for job in jobs]``, in ``min(nj, len(jobs))`` spawned processes when ``nj > 1``
+    and there are several jobs (``fn`` and the jobs' arguments must then pickle).
+
+    Returns:
+        The results in the order of ``jobs``.
+
+    Raises:
+        Whatever ``fn`` raises (the first failing job's error; a pool's other jobs are cancelled).
+    """
+    if nj > 1 and len(jobs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(nj, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as ex:
+            return list(ex.map(fn, *zip(*jobs)))
+    return [fn(*j) for j in jobs]

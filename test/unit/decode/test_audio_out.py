@@ -10,7 +10,8 @@ import pytest
 import soundfile as sf
 
 from speechkit.decode.audio_out import PEAK, limit_peak, write_synthesized, warn_unplotted
-from speechkit.decode.vocode import map_jobs, world_vocode
+from speechkit.decode.vocode import world_vocode
+from speechkit.utils.jobs import map_jobs
 from speechkit.utils.fileio import DataError
 
 
