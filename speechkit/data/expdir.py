@@ -13,7 +13,9 @@ This module holds the look-ups that are pure file layout, each with the fallback
 before the file existed needs (the training data dir its config names):
 
 * :func:`world_conf`: ``EXP/feats.yaml``, else ``data.train_dir/feats.yaml``;
-* :func:`trained_speakers`: ``EXP/speakers``, else the speakers of ``data.train_dir/utt2spk``.
+* :func:`trained_speakers`: ``EXP/speakers``, else the speakers of ``data.train_dir/utt2spk``;
+
+and :func:`copy_feats_yaml`, which a task's ``on_train_end`` calls to write ``EXP/feats.yaml``.
 
 Building a model from a checkpoint is the task's job (:func:`speechkit.tasks.load_model`).
 """
@@ -25,9 +27,9 @@ from typing import Any
 import yaml
 
 from speechkit.data.speakers import read_speakers
-from speechkit.utils.fileio import read_table
+from speechkit.utils.fileio import atomic_write, read_table
 
-__all__ = ["world_conf", "trained_speakers"]
+__all__ = ["world_conf", "trained_speakers", "copy_feats_yaml"]
 
 
 def world_conf(model_dir: Path, cfg: Any) -> tuple[dict | None, str]:
@@ -64,3 +66,20 @@ def trained_speakers(model_dir: Path, cfg: Any) -> list[str]:
         return sorted(set(read_table(utt2spk).values()))
     raise FileNotFoundError(f"{model_dir}/speakers: not found (nor the training data's utt2spk): cannot tell "
                             f"which speakers the model was trained on")
+
+
+def copy_feats_yaml(train_dir: str | Path, exp_dir: Path) -> bool:
+    """Copy the training features' front-end config ``train_dir/feats.yaml`` to ``exp_dir/feats.yaml``.
+
+    The copy is written atomically, as UTF-8 text; a data dir without ``feats.yaml`` leaves
+    ``exp_dir`` as it is.
+
+    Returns:
+        True if the file was copied, False if ``train_dir`` has no ``feats.yaml``.
+    """
+    feats_yaml = Path(train_dir) / "feats.yaml"
+    if not feats_yaml.is_file():
+        return False
+    with atomic_write(exp_dir / "feats.yaml") as f:
+        f.write(feats_yaml.read_text(encoding="utf-8"))
+    return True

@@ -66,6 +66,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from speechkit.data.expdir import copy_feats_yaml
 from speechkit.data.fingerprint import DataInput
 from speechkit.data.speakers import read_speaker_dim, read_speaker_vectors, utterance_speakers, write_speakers
 from speechkit.features.world import feature_streams, stream_layout
@@ -666,10 +667,7 @@ class AcousticTask(Task):
         lo = norm.minimum.cpu().numpy()
         with atomic_write(exp_dir / "output_stats.npz", "wb") as f:
             np.savez(f, minimum=lo, maximum=lo + norm.range.cpu().numpy())
-        feats_yaml = Path(cfg.data.train_dir) / "feats.yaml"
-        if feats_yaml.is_file():
-            with atomic_write(exp_dir / "feats.yaml") as f:
-                f.write(feats_yaml.read_text(encoding="utf-8"))
+        copy_feats_yaml(cfg.data.train_dir, exp_dir)
         with atomic_write(exp_dir / "num_parameters") as f:
             f.write(f"{count_parameters(model)}\n")
 

@@ -54,6 +54,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from speechkit.data.expdir import copy_feats_yaml
 from speechkit.data.fingerprint import DataInput
 from speechkit.data.speakers import read_speaker_vectors, utterance_speakers, write_speakers
 from speechkit.models.tacotron2 import (
@@ -499,10 +500,7 @@ class Tacotron2Task(Task):
         write_symbol_table(exp_dir / "phones.txt", cfg.data.token_list)
         if self.trained_speakers:
             write_speakers(exp_dir / "speakers", self.trained_speakers)
-        feats_yaml = Path(cfg.data.train_dir) / "feats.yaml"
-        if feats_yaml.is_file():
-            with atomic_write(exp_dir / "feats.yaml") as f:
-                f.write(feats_yaml.read_text(encoding="utf-8"))
+        copy_feats_yaml(cfg.data.train_dir, exp_dir)
         with atomic_write(exp_dir / "num_parameters") as f:
             f.write(f"{count_parameters(model)}\n")
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from speechkit.data.expdir import trained_speakers, world_conf
+from speechkit.data.expdir import copy_feats_yaml, trained_speakers, world_conf
 from speechkit.data.speakers import write_speakers
 from speechkit.utils.fileio import write_table
 
@@ -39,3 +39,15 @@ def test_trained_speakers_exp_then_utt2spk(tmp_path):
     assert trained_speakers(exp, _cfg(train)) == ["a", "b"]
     write_speakers(exp / "speakers", ["c"])
     assert trained_speakers(exp, _cfg(train)) == ["c"]
+
+
+def test_copy_feats_yaml(tmp_path):
+    exp, train = tmp_path / "exp", tmp_path / "train"
+    exp.mkdir()
+    train.mkdir()
+    assert copy_feats_yaml(train, exp) is False and not (exp / "feats.yaml").exists()
+    text = "# written by speechkit-compute-feats\ntype: logmel\nn_mels: 80\n"
+    (train / "feats.yaml").write_text(text, encoding="utf-8")
+    assert copy_feats_yaml(str(train), exp) is True
+    assert (exp / "feats.yaml").read_text(encoding="utf-8") == text
+    assert world_conf(exp, _cfg(None)) == ({"type": "logmel", "n_mels": 80}, str(exp / "feats.yaml"))
