@@ -28,11 +28,16 @@ Global CMVN statistics are not in ``cmvn.scp`` (whose keys Kaldi requires to be 
 speakers) but in ``cmvn_global.ark``, one Kaldi binary matrix (``kaldiio.load_mat``, Kaldi's
 ``apply-cmvn cmvn_global.ark``), as ESPnet keeps them out of ``cmvn.scp`` too.
 
-Checking and repairing a data dir are in :mod:`speechkit.data.validate` and
-:mod:`speechkit.data.fix` (Kaldi's ``validate_data_dir.sh`` / ``fix_data_dir.sh``).
+The tools on data dirs are modules named after Kaldi's scripts: checking and repairing in
+:mod:`speechkit.data.validate` and :mod:`speechkit.data.fix` (``validate_data_dir.sh`` /
+``fix_data_dir.sh``), :mod:`speechkit.data.subset_data_dir`, :mod:`speechkit.data.split_data`,
+:mod:`speechkit.data.copy_data_dir` and :mod:`speechkit.data.combine_data` (``subset_data_dir.sh``,
+``split_data.sh``, ``copy_data_dir.sh``, ``combine_data.sh``). Reproducible train/dev/test splits
+are :mod:`speechkit.data.splits`.
 
 Every tool that keeps a subset of the utterances (:func:`~speechkit.data.fix.fix_data_dir`, :func:`subset`,
-:func:`split`, :func:`copy_data_dir`, :func:`combine`) filters the per-utterance tables
+:func:`~speechkit.data.split_data.split`, :func:`~speechkit.data.copy_data_dir.copy_data_dir`,
+:func:`~speechkit.data.combine_data.combine`) filters the per-utterance tables
 (``text``, ``segments``, ``utt2lang``, ``utt2dur``, ``feats.scp``, ``utt2num_frames``,
 ``phone_alignments``) by utterance and the per-speaker ones (``cmvn.scp``, ``spk2gender``) by
 speaker, through :meth:`DataDir.load` / :func:`subset` / :meth:`DataDir.write`; utterances
@@ -41,7 +46,6 @@ directories ``.backup/1``, ``.backup/2``, ... (:func:`backup_files`), never over
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections import Counter
@@ -52,7 +56,6 @@ from typing import TYPE_CHECKING, Iterator, NamedTuple
 from speechkit.utils.fileio import (
     DataError, atomic_write, ensure_writable_dir, read_lines, read_table, write_table,
 )
-from speechkit.utils.outputs import check_output_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -381,7 +384,7 @@ def _parse_number(f: Path, lineno: int, key: str, value: str, typ):
         raise DataError(f"{f}:{lineno}: value for '{key}' is not a{'n integer' if typ is int else ' number'}: {value!r}") from None
 
 
-# ====================================================================== subset / split / combine / copy
+# ====================================================================== the rule every tool filters by
 #: Files copied as they are by subset/split/combine/copy (Kaldi carries ``frame_shift`` too).
 EXTRA_FILES = ("frame_shift", "feats.yaml", GLOBAL_CMVN)
 
@@ -434,373 +437,3 @@ def _copy_extras(src: Path | None, dest: Path) -> None:
 
 def _as_datadir(d: "DataDir | str | os.PathLike") -> DataDir:
     return d if isinstance(d, DataDir) else DataDir.load(d)
-
-
-def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike, *, first: int | None = None,
-                    last: int | None = None, utt_list: str | os.PathLike | None = None,
-                    spk_list: str | os.PathLike | None = None, num: int | None = None,
-                    seed: int = 777) -> DataDir:
-    """Write a subset of ``src`` to ``dest`` (Kaldi's ``utils/subset_data_dir.sh``); exactly one mode.
-
-    Modes: ``first``/``last`` N utterances in sorted order; the utterances listed (first field
-    per line) in ``utt_list``; all utterances of the speakers in ``spk_list``; ``num`` utterances
-    drawn at random with ``seed`` (the same seed gives the same subset). ``phone_alignments`` and
-    ``spk2gender`` are filtered along (:func:`subset`); ``frame_shift``, ``feats.yaml`` and
-    ``cmvn_global.ark`` are copied. An existing ``dest`` gets the new tables (stale ones removed,
-    :meth:`DataDir.write`); files other tools added there (features, logs) stay, as with Kaldi.
-
-    Raises:
-        ValueError: not exactly one mode, or N < 1.
-        OutputOverlapError: ``dest`` is, contains or lies inside ``src`` or the list file.
-        DataError: N larger than the number of utterances, or an empty result.
-    """
-    import random
-
-    d = _as_datadir(src)
-    modes = [m for m, v in (("first", first), ("last", last), ("utt_list", utt_list), ("spk_list", spk_list),
-                            ("num", num)) if v is not None]
-    if len(modes) != 1:
-        raise ValueError(f"choose exactly one of --first, --last, --utt-list, --spk-list, N (got {modes or 'none'})")
-    check_output_dir(dest, inputs=[("the source", d.path), ("--utt-list", utt_list), ("--spk-list", spk_list)],
-                     option="destination")
-    utts = d.utts
-    n = first if first is not None else last if last is not None else num
-    if n is not None:
-        if n < 1:
-            raise ValueError(f"number of utterances must be >= 1, got {n}")
-        if n > len(utts):
-            raise DataError(f"{d.path}: cannot take {n} utterances, there are only {len(utts)}")
-    if first is not None:
-        chosen = utts[:first]
-    elif last is not None:
-        chosen = utts[-last:]
-    elif num is not None:
-        chosen = random.Random(seed).sample(utts, num)
-    elif utt_list is not None:
-        chosen = [line.split()[0] for line in read_lines(utt_list) if line.strip()]
-    else:
-        spks = {line.split()[0] for line in read_lines(spk_list) if line.strip()}
-        unknown = spks - set(d.utt2spk.values())
-        if unknown:
-            logger.warning("%s: %d speakers of %s are not in the data dir (ignored): %s", d.path, len(unknown),
-                           spk_list, show_ids(unknown))
-        chosen = [u for u in utts if d.utt2spk[u] in spks]
-        if not chosen:
-            raise DataError(f"{spk_list}: none of its {len(spks)} speakers is in {d.path}")
-    out = subset(d, chosen)
-    out.write(dest)
-    _copy_extras(d.path, Path(dest))
-    logger.info("%s: %d utterances of %s", dest, len(out), d.path)
-    return out
-
-
-def _split_groups(items: list[str], n: int, weights: dict[str, int] | None = None) -> list[list[str]]:
-    """Split ``items`` into ``n`` contiguous non-empty groups with balanced total weight.
-
-    Without weights: sizes differ by at most one (the first ``len % n`` groups get one more).
-    With weights (utterances per speaker): start from even item boundaries, then move boundary
-    items to the neighbour while that reduces the size difference, as Kaldi's ``split_scp.pl``
-    does, never emptying a group.
-    """
-    if weights is None:
-        q, r = divmod(len(items), n)
-        out, i = [], 0
-        for j in range(n):
-            k = q + (1 if j < r else 0)
-            out.append(items[i:i + k])
-            i += k
-        return out
-    groups: list[list[str]] = [[] for _ in range(n)]
-    for i, it in enumerate(items):
-        groups[i * n // len(items)].append(it)
-    size = [sum(weights[x] for x in g) for g in groups]
-    changed = True
-    while changed:
-        changed = False
-        for j in range(n):
-            if j < n - 1 and len(groups[j]) > 1:
-                c = weights[groups[j][-1]]
-                if abs((size[j + 1] + c) - (size[j] - c)) < abs(size[j + 1] - size[j]):
-                    groups[j + 1].insert(0, groups[j].pop())
-                    size[j] -= c
-                    size[j + 1] += c
-                    changed = True
-            if j > 0 and len(groups[j]) > 1:
-                c = weights[groups[j][0]]
-                if abs((size[j] - c) - (size[j - 1] + c)) < abs(size[j] - size[j - 1]):
-                    groups[j - 1].append(groups[j].pop(0))
-                    size[j] -= c
-                    size[j - 1] += c
-                    changed = True
-    return groups
-
-
-def split_dir_name(n: int, by_speaker: bool = True) -> str:
-    """Kaldi's name for a split: ``split4`` (by speaker) or ``split4utt`` (by utterance)."""
-    return f"split{n}" if by_speaker else f"split{n}utt"
-
-
-def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> list[DataDir]:
-    """Split into ``n`` parts ``DIR/split{n}[utt]/{1..n}``, as Kaldi's ``utils/split_data.sh``.
-
-    Parts are contiguous in sorted order and deterministic. By speaker (default) every speaker is
-    in one part and parts are balanced in utterances (Kaldi's ``split_scp.pl --utt2spk``); with
-    ``by_speaker=False`` (``--per-utt``) parts differ by at most one utterance. An existing split
-    dir is reused when it was made from the same content of the source tables (a SHA-256 of their
-    bytes in ``split{n}[utt]/.source``; Kaldi compares times, which a source restored with ``cp -p``
-    defeats); otherwise it is rebuilt in a temporary directory and swapped in. A :class:`DataDir` without a ``path`` is
-    split in memory only.
-
-    Raises:
-        ValueError: ``n < 1``.
-        DataError: ``n`` larger than the number of speakers (or utterances with ``by_speaker=False``).
-    """
-    import shutil
-    import tempfile
-
-    if n < 1:
-        raise ValueError(f"number of splits must be >= 1, got {n}")
-    if not isinstance(d, DataDir):   # reuse an up-to-date split without loading the source
-        src = Path(d)
-        top = src / split_dir_name(n, by_speaker)
-        if src.is_dir() and _split_is_fresh(top, n, _split_sources(src)):
-            logger.info("%s: up to date, reusing it", top)
-            return [DataDir.load(top / str(j)) for j in range(1, n + 1)]
-    d = _as_datadir(d)
-    if by_speaker:
-        spk2utt = d.spk2utt
-        if n > len(spk2utt):
-            raise DataError(f"{d.path}: cannot split {len(spk2utt)} speakers into {n} parts "
-                            "(use --per-utt, or fewer jobs)")
-        groups = _split_groups(list(spk2utt), n, {s: len(u) for s, u in spk2utt.items()})
-        parts = [[u for s in g for u in spk2utt[s]] for g in groups]
-    else:
-        if n > len(d):
-            raise DataError(f"{d.path}: cannot split {len(d)} utterances into {n} parts")
-        parts = _split_groups(d.utts, n)
-    if d.path is None:
-        return [subset(d, p) for p in parts]
-
-    src = Path(d.path)
-    top = src / split_dir_name(n, by_speaker)
-    if _split_is_fresh(top, n, _split_sources(src)):
-        logger.info("%s: up to date, reusing it", top)
-        return [DataDir.load(top / str(j)) for j in range(1, n + 1)]
-    stamp = _split_stamp(_split_sources(src))  # of the tables as they are before the parts are cut
-    tmp = Path(tempfile.mkdtemp(prefix=f".{top.name}.tmp-", dir=src))
-    try:
-        out = []
-        for j, p in enumerate(parts, 1):
-            sub = subset(d, p)
-            sub.write(tmp / str(j))
-            _copy_extras(src, tmp / str(j))
-            out.append(sub)
-        (tmp / SPLIT_STAMP).write_text(stamp + "\n", encoding="utf-8")
-        old = None
-        if top.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{top.name}.old-", dir=src))
-            os.replace(top, old / "x")
-        os.replace(tmp, top)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    for j, sub in enumerate(out, 1):
-        sub.path = top / str(j)
-    return out
-
-
-def _split_sources(src: Path) -> list[Path]:
-    return [src / f for f in (*TABLES, "spk2utt", PHONE_ALIGNMENTS, *EXTRA_FILES) if (src / f).is_file()]
-
-
-SPLIT_STAMP = ".source"
-
-
-def _split_stamp(sources: list[Path]) -> str:
-    """SHA-256 over the names and bytes of the source tables a split is made from."""
-    h = hashlib.sha256()
-    for f in sorted(sources, key=lambda p: p.name):
-        data = f.read_bytes()
-        h.update(f"{f.name}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()
-
-
-def _split_is_fresh(top: Path, n: int, sources: list[Path]) -> bool:
-    """Whether ``top`` holds the ``n`` parts made from the current *content* of ``sources`` (its
-    :data:`SPLIT_STAMP`; times are not trusted: a source restored with ``cp -p`` or moved back from
-    ``.backup`` keeps older times than a split made from other content)."""
-    stamp = top / SPLIT_STAMP
-    if not stamp.is_file() or stamp.read_text(encoding="utf-8").strip() != _split_stamp(sources):
-        return False
-    for j in range(1, n + 1):
-        part = top / str(j)
-        if not (part / "utt2spk").is_file():
-            return False
-        # a part holds exactly the tables (and extra files) the source has
-        if {f.name for f in sources} != {f.name for f in part.iterdir()
-                                         if f.name in (*TABLES, "spk2utt", PHONE_ALIGNMENTS, *EXTRA_FILES)}:
-            return False
-    return True
-
-
-def combine(dirs) -> DataDir:
-    """The union of several data dirs (Kaldi's ``utils/combine_data.sh``), in memory.
-
-    Optional tables (``text``, ``utt2lang``, ``utt2dur``, ``feats.scp``, ``utt2num_frames``,
-    ``cmvn.scp``) are kept only if every source has them (else dropped with a warning). When only
-    some sources have ``segments``, the others get whole-recording segments (durations from
-    ``utt2dur``, else read from the audio headers). A recording id in two sources must have the
-    same ``wav.scp`` entry; conflicting ``cmvn.scp`` entries drop ``cmvn.scp`` (recompute it).
-
-    Raises:
-        ValueError: fewer than one source.
-        DataError: an utterance id in two sources (naming both), or a recording id with two
-            different ``wav.scp`` entries.
-    """
-    ds = [_as_datadir(x) for x in dirs]
-    if not ds:
-        raise ValueError("combine: no source data directories")
-    names = [str(x.path) if x.path is not None else f"<source {i + 1}>" for i, x in enumerate(ds)]
-    out = DataDir()
-    owner: dict[str, int] = {}
-    for i, x in enumerate(ds):
-        for u in x.utt2spk:
-            if u in owner:
-                raise DataError(f"utterance '{u}' is in both {names[owner[u]]} and {names[i]}")
-            owner[u] = i
-        out.utt2spk.update(x.utt2spk)
-
-    for attr in ("text", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames", "phone_alignments"):
-        have = [x for x in ds if getattr(x, attr) is not None]
-        if len(have) == len(ds):
-            setattr(out, attr, {k: v for x in ds for k, v in getattr(x, attr).items()})
-        elif have:
-            logger.warning("combine: only %d of %d sources have %s; not creating it",
-                           len(have), len(ds), _file_of(attr))
-    if all(x.spk2gender is not None for x in ds):
-        out.spk2gender = {}
-        for x in ds:
-            for k, v in x.spk2gender.items():
-                if out.spk2gender.setdefault(k, v) != v:
-                    raise DataError(f"speaker '{k}' has different genders in the sources' spk2gender")
-    elif any(x.spk2gender is not None for x in ds):
-        logger.warning("combine: not every source has spk2gender; not creating it")
-
-    if all(x.wav_scp is not None for x in ds):
-        out.wav_scp = {}
-        rec_owner: dict[str, int] = {}
-        for i, x in enumerate(ds):
-            for rec, v in x.wav_scp.items():
-                if rec in out.wav_scp and out.wav_scp[rec] != v:
-                    raise DataError(f"recording '{rec}' has different wav.scp entries in "
-                                    f"{names[rec_owner[rec]]} and {names[i]}")
-                out.wav_scp[rec] = v
-                rec_owner.setdefault(rec, i)
-        if any(x.segments is not None for x in ds):
-            out.segments = {}
-            for i, x in enumerate(ds):
-                out.segments.update(x.segments if x.segments is not None else _whole_segments(x, names[i]))
-    elif any(x.wav_scp is not None for x in ds):
-        logger.warning("combine: not every source has wav.scp; not creating wav.scp/segments")
-
-    if all(x.cmvn_scp is not None for x in ds):
-        out.cmvn_scp = {}
-        for x in ds:
-            for k, v in x.cmvn_scp.items():
-                if k in out.cmvn_scp and out.cmvn_scp[k] != v:
-                    logger.warning("combine: conflicting cmvn.scp entries for '%s'; not creating cmvn.scp "
-                                   "(recompute the stats for the combined data)", k)
-                    out.cmvn_scp = None
-                    break
-                out.cmvn_scp[k] = v
-            if out.cmvn_scp is None:
-                break
-    return out
-
-
-def _file_of(attr: str) -> str:
-    return PHONE_ALIGNMENTS if attr == "phone_alignments" else next(f for f, a in TABLES.items() if a == attr)
-
-
-def _whole_segments(x: DataDir, name: str) -> dict[str, Segment]:
-    from speechkit.data.audio import probe_audio
-
-    seg = {}
-    for u in x.utts:
-        if x.utt2dur is not None and u in x.utt2dur:
-            dur = x.utt2dur[u]
-        else:
-            n, sr = probe_audio(x.wav_scp[u], key=u, source=f"{name}/wav.scp")
-            dur = n / sr
-        seg[u] = Segment(u, 0.0, dur)
-    return seg
-
-
-def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
-    """Combine the data dirs ``srcs`` into ``dest`` (see :func:`combine`) and write it.
-
-    ``frame_shift``/``feats.yaml`` are copied when every source has the same one.
-
-    Raises:
-        OutputOverlapError: ``dest`` is, contains or lies inside one of the sources.
-        DataError: as :func:`combine`.
-    """
-    dest = Path(dest)
-    srcs = [Path(s) for s in srcs]
-    check_output_dir(dest, inputs=[("source", s) for s in srcs], option="destination")
-    out = combine(srcs)
-    out.write(dest)
-    for name in EXTRA_FILES:
-        contents = {(s / name).read_bytes() if (s / name).is_file() else None for s in srcs}
-        if len(contents) == 1 and None not in contents:
-            with atomic_write(dest / name, "wb") as f:
-                f.write(contents.pop())
-        elif contents != {None}:
-            logger.warning("combine: the sources' %s files differ or are missing; not copying it", name)
-    logger.info("%s: combined %d utterances from %d dirs", dest, len(out), len(srcs))
-    return out
-
-
-def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix: str = "", spk_prefix: str = "",
-                  utt_suffix: str = "", spk_suffix: str = "") -> DataDir:
-    """Copy a data dir, optionally renaming utterances and speakers (Kaldi's ``utils/copy_data_dir.sh``).
-
-    Utterance ids become ``utt_prefix + utt + utt_suffix`` in every per-utterance table (and in
-    ``wav.scp`` when there is no ``segments``; recording ids are kept otherwise); speaker ids
-    become ``spk_prefix + spk + spk_suffix`` in ``utt2spk``, ``cmvn.scp`` and ``spk2gender``.
-    ``phone_alignments`` and ``frame_shift``/``feats.yaml``/``cmvn_global.ark`` are carried along.
-    Use the same prefix for both to keep speaker ids prefixes of utterance ids.
-
-    Raises:
-        OutputOverlapError: ``dest`` is, contains or lies inside ``src``.
-    """
-    check_output_dir(dest, inputs={"the source": src}, option="destination")
-    d = DataDir.load(src)
-    if utt_prefix != spk_prefix:
-        logger.warning("copy_data_dir: --utt-prefix %r differs from --spk-prefix %r; speaker ids may no "
-                       "longer be prefixes of utterance ids", utt_prefix, spk_prefix)
-
-    def mu(u: str) -> str:
-        return f"{utt_prefix}{u}{utt_suffix}"
-
-    def ms(s: str) -> str:
-        return s if s == "global" else f"{spk_prefix}{s}{spk_suffix}"
-
-    out = DataDir()
-    out.utt2spk = {mu(u): ms(s) for u, s in d.utt2spk.items()}
-    for attr in ("text", "segments", "utt2lang", "utt2dur", "feats_scp", "utt2num_frames", "phone_alignments"):
-        table = getattr(d, attr)
-        if table is not None:
-            setattr(out, attr, {mu(k): v for k, v in table.items()})
-    if d.spk2gender is not None:
-        out.spk2gender = {ms(k): v for k, v in d.spk2gender.items()}
-    if d.wav_scp is not None:
-        out.wav_scp = dict(d.wav_scp) if d.segments is not None else {mu(k): v for k, v in d.wav_scp.items()}
-    if d.cmvn_scp is not None:
-        out.cmvn_scp = {ms(k): v for k, v in d.cmvn_scp.items()}
-    out.write(dest)
-    _copy_extras(d.path, Path(dest))
-    return out

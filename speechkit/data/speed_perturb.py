@@ -35,7 +35,8 @@ import shlex
 from pathlib import Path
 
 from speechkit.data.audio import is_command, probe_audio
-from speechkit.data.datadir import DataDir, Segment, combine, fmt_seconds
+from speechkit.data.combine_data import combine
+from speechkit.data.datadir import DataDir, Segment, fmt_seconds
 from speechkit.data.validate import validate
 from speechkit.utils.fileio import DataError, read_table, write_table
 from speechkit.utils.outputs import check_output_dir

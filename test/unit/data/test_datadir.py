@@ -1,33 +1,24 @@
-"""speechkit.data.datadir: validate / fix / subset / split / combine / copy, and their CLIs."""
+"""speechkit.data.datadir (the DataDir core, subset), validate / fix and their CLIs.
+
+subset_data_dir / split_data / combine_data / copy_data_dir: test_<module>.py beside this file
+(they use :func:`make_dir` and the ``ddir`` fixture from here)."""
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 
-from speechkit.bin import combine_data_dirs as combine_cli
 from speechkit.bin import fix_data_dir as fix_cli
-from speechkit.bin import split_data_dir as split_cli
-from speechkit.bin import subset_data_dir as subset_cli
 from speechkit.bin import validate_data_dir as validate_cli
 from speechkit.data.datadir import (
     DataDir,
     Segment,
-    _split_groups,
     c_sorted,
-    combine,
-    combine_data_dirs,
-    copy_data_dir,
     fmt_seconds,
-    split,
     subset,
-    subset_data_dir,
 )
 from speechkit.data.fix import fix_data_dir
 from speechkit.data.validate import (
@@ -313,219 +304,6 @@ def test_subset_prunes_recordings_and_cmvn(tmp_path):
     assert validate(s, no_feats=True) == []
     with pytest.raises(DataError, match="none of the 1 requested utterances"):
         subset(d, ["nope"])
-
-
-@pytest.mark.parametrize("argv,expect", [
-    (["--first", "3"], ["spkA_u00", "spkA_u01", "spkA_u02"]),
-    (["--last", "2"], ["spkD_u00", "spkD_u01"]),
-])
-def test_subset_cli_first_last(ddir, tmp_path, argv, expect):
-    out = tmp_path / "sub"
-    assert subset_cli.main([*argv, str(ddir), str(out)]) == 0
-    assert DataDir.load(out).utts == expect
-    assert validate(out, no_feats=True) == []
-    # Kaldi's argument order: --first SRC N DEST
-    out2 = tmp_path / "sub2"
-    assert subset_cli.main([argv[0], str(ddir), argv[1], str(out2)]) == 0
-    assert DataDir.load(out2).utts == expect
-
-
-def test_subset_lists_and_random(ddir, tmp_path):
-    (tmp_path / "utts").write_text("spkC_u02 x\nspkB_u00\n")
-    assert subset_cli.main(["--utt-list", str(tmp_path / "utts"), str(ddir), str(tmp_path / "u")]) == 0
-    assert DataDir.load(tmp_path / "u").utts == ["spkB_u00", "spkC_u02"]
-    (tmp_path / "spks").write_text("spkD\nspkA\n")
-    assert subset_cli.main(["--spk-list", str(tmp_path / "spks"), str(ddir), str(tmp_path / "s")]) == 0
-    assert set(DataDir.load(tmp_path / "s").utt2spk.values()) == {"spkA", "spkD"}
-    assert len(DataDir.load(tmp_path / "s")) == 5
-    # random: reproducible with the seed, N SRC DEST or SRC N DEST
-    assert subset_cli.main(["4", str(ddir), str(tmp_path / "r1")]) == 0
-    assert subset_cli.main([str(ddir), "4", str(tmp_path / "r2")]) == 0
-    assert subset_cli.main(["--seed", "1", "4", str(ddir), str(tmp_path / "r3")]) == 0
-    r1, r2, r3 = (DataDir.load(tmp_path / r).utts for r in ("r1", "r2", "r3"))
-    assert r1 == r2 and len(r1) == 4 and r1 != r3
-    for r in ("u", "s", "r1", "r3"):
-        assert validate(tmp_path / r, no_feats=True) == []
-
-
-def test_subset_errors(ddir, tmp_path):
-    with pytest.raises(DataError, match="cannot take 11 utterances, there are only 10"):
-        subset_data_dir(ddir, tmp_path / "x", first=11)
-    with pytest.raises(ValueError, match="exactly one"):
-        subset_data_dir(ddir, tmp_path / "x", first=1, last=1)
-    assert subset_cli.main(["--first", "11", str(ddir), str(tmp_path / "x")]) == 1
-    assert subset_cli.main(["--first", "2", str(ddir), str(ddir)]) == 1
-    with pytest.raises(SystemExit):
-        subset_cli.main([str(ddir), str(tmp_path / "x")])  # no mode
-    assert not (tmp_path / "x").exists()
-
-
-def test_subset_copies_frame_shift(ddir, tmp_path):
-    (ddir / "frame_shift").write_text("0.01\n")
-    subset_data_dir(ddir, tmp_path / "x", first=2)
-    assert (tmp_path / "x" / "frame_shift").read_text() == "0.01\n"
-
-
-# ---------------------------------------------------------------- split
-def _brute_best(counts: list[int], n: int) -> int:
-    """Smallest possible largest part over all contiguous splits into n non-empty parts."""
-    from itertools import combinations
-
-    best = None
-    for cuts in combinations(range(1, len(counts)), n - 1):
-        b = [0, *cuts, len(counts)]
-        worst = max(sum(counts[b[i]:b[i + 1]]) for i in range(n))
-        best = worst if best is None else min(best, worst)
-    return best
-
-
-def test_split_groups_per_utt():
-    items = [f"u{i}" for i in range(10)]
-    g = _split_groups(items, 4)
-    assert [len(x) for x in g] == [3, 3, 2, 2]
-    assert sum(g, []) == items
-
-
-def test_split_groups_by_speaker_hand_worked():
-    # start from even speaker boundaries [a b | c d] (sizes 2 | 11); moving b right (1 | 12) or
-    # c left (12 | 1) would not reduce the difference, so the split stays.
-    w = {"a": 1, "b": 1, "c": 10, "d": 1}
-    assert _split_groups(list(w), 2, w) == [["a", "b"], ["c", "d"]]
-    # [a b | c d] = 10 | 2; moving b right gives 5 | 7 (better); nothing improves after that.
-    w = {"a": 5, "b": 5, "c": 1, "d": 1}
-    assert _split_groups(list(w), 2, w) == [["a"], ["b", "c", "d"]]
-
-
-def test_split_groups_properties_against_brute_force():
-    rng = np.random.default_rng(0)
-    for _ in range(200):
-        ns = int(rng.integers(1, 9))
-        n = int(rng.integers(1, ns + 1))
-        counts = [int(c) for c in rng.choice([1, 1, 2, 3, 5, 8], size=ns)]
-        spk = [f"s{i}" for i in range(ns)]
-        g = _split_groups(spk, n, dict(zip(spk, counts)))
-        assert sum(g, []) == spk and len(g) == n and all(g)      # contiguous, complete, non-empty
-        sizes = [sum(counts[spk.index(s)] for s in x) for x in g]
-        # the local search is not always optimal, but never far from it on small cases
-        assert max(sizes) <= _brute_best(counts, n) + max(counts)
-
-
-def test_split_by_speaker_and_per_utt(ddir):
-    parts = split(ddir, 3)
-    top = ddir / "split3"
-    assert [p.path for p in parts] == [top / "1", top / "2", top / "3"]
-    speakers = [sorted(set(DataDir.load(top / str(j)).utt2spk.values())) for j in (1, 2, 3)]
-    # A3 B1 C4 D2 -> even speaker boundaries [A B | C | D] = 4 / 4 / 2; no move helps
-    assert speakers == [["spkA", "spkB"], ["spkC"], ["spkD"]]
-    for j in (1, 2, 3):
-        assert validate(top / str(j), no_feats=True) == []
-    assert sum((DataDir.load(top / str(j)).utts for j in (1, 2, 3)), []) == DataDir.load(ddir).utts
-    parts = split(ddir, 3, by_speaker=False)
-    assert [len(p) for p in parts] == [4, 3, 3]
-    assert (ddir / "split3utt" / "3" / "utt2spk").is_file()
-
-
-def test_split_errors(ddir, capsys):
-    with pytest.raises(DataError, match="cannot split 4 speakers into 5 parts"):
-        split(ddir, 5)
-    with pytest.raises(DataError, match="cannot split 10 utterances into 11 parts"):
-        split(ddir, 11, by_speaker=False)
-    assert split_cli.main([str(ddir), "5"]) == 1
-    assert "cannot split 4 speakers" in capsys.readouterr().err
-    assert split_cli.main([str(ddir), "2"]) == 0
-    assert "utterances per part: 4 6" in capsys.readouterr().out
-
-
-def test_split_is_reused_only_when_newer(ddir):
-    split(ddir, 2)
-    marker = ddir / "split2" / "1" / "marker"
-    marker.write_text("x")
-    old = time.time() - 100
-    for f in ddir.iterdir():
-        if f.is_file():
-            os.utime(f, (old, old))
-    split(ddir, 2)
-    assert marker.exists()                       # reused
-    d = DataDir.load(ddir)
-    del d.utt2spk["spkA_u00"], d.text["spkA_u00"], d.wav_scp["spkA_u00"], d.utt2dur["spkA_u00"]
-    d.write()
-    parts = split(ddir, 2)
-    assert not marker.exists()                   # rebuilt from the newer source
-    assert "spkA_u00" not in DataDir.load(ddir / "split2" / "1").utt2spk
-    assert sum(len(p) for p in parts) == 9
-    assert sorted(p.name for p in ddir.iterdir() if p.name.startswith(".split")) == []
-
-
-def test_split_is_rebuilt_for_other_content_with_older_times(ddir, tmp_path):
-    """Issue 23 audit: a source restored with its old times (cp -p, mv from .backup) is new content."""
-    keep = tmp_path / "kept"
-    keep.mkdir()
-    for f in ddir.iterdir():
-        if f.is_file():
-            shutil.copy2(f, keep / f.name)           # the data dir as it was, times included
-    d = DataDir.load(ddir)
-    del d.utt2spk["spkA_u00"], d.text["spkA_u00"], d.wav_scp["spkA_u00"], d.utt2dur["spkA_u00"]
-    d.write()
-    assert sum(len(p) for p in split(ddir, 2)) == 9
-    for f in keep.iterdir():                         # restore the older version, older times and all
-        os.replace(f, ddir / f.name)
-    parts = split(ddir, 2)
-    assert sum(len(p) for p in parts) == 10
-    assert "spkA_u00" in DataDir.load(ddir / "split2" / "1").utt2spk
-
-
-def test_split_in_memory():
-    d = DataDir(utt2spk={f"s{i}_u": f"s{i}" for i in range(4)})
-    assert [p.utts for p in split(d, 2)] == [["s0_u", "s1_u"], ["s2_u", "s3_u"]]
-
-
-# ---------------------------------------------------------------- combine / copy
-def test_combine(tmp_path):
-    a = make_dir(tmp_path / "a", speakers={"spkA": 2, "spkB": 1})
-    make_dir(tmp_path / "b", speakers={"spkC": 2})
-    (tmp_path / "a" / "utt2lang").write_text("".join(f"{u} en\n" for u in a.utts))
-    out = combine_data_dirs(tmp_path / "ab", [tmp_path / "a", tmp_path / "b"])
-    assert len(out) == 5 and out.utt2lang is None      # only one source has utt2lang
-    assert validate(tmp_path / "ab", no_feats=True) == []
-    assert not (tmp_path / "ab" / "utt2lang").exists()
-
-
-def test_combine_duplicate_ids_name_both_dirs(tmp_path):
-    make_dir(tmp_path / "a", speakers={"spkA": 2})
-    make_dir(tmp_path / "b", speakers={"spkA": 1})
-    with pytest.raises(DataError, match=rf"utterance 'spkA_u00' is in both {tmp_path}/a and {tmp_path}/b"):
-        combine([tmp_path / "a", tmp_path / "b"])
-    assert combine_cli.main([str(tmp_path / "c"), str(tmp_path / "a"), str(tmp_path / "b")]) == 1
-    assert not (tmp_path / "c").exists()
-    assert combine_cli.main([str(tmp_path / "a"), str(tmp_path / "a")]) == 1
-
-
-def test_combine_mixed_segments(tmp_path):
-    make_dir(tmp_path / "a", speakers={"spkA": 2}, segments=True)
-    # b has no segments and no utt2dur: durations come from the audio headers
-    b = tmp_path / "b"
-    b.mkdir()
-    sf.write(b / "x.wav", np.zeros(8000, dtype=np.float32), 16000)
-    DataDir(wav_scp={"spkB_u00": str(b / "x.wav")}, utt2spk={"spkB_u00": "spkB"}, text={"spkB_u00": "hi"}).write(b)
-    assert combine_cli.main([str(tmp_path / "ab"), str(tmp_path / "a"), str(b)]) == 0
-    d = DataDir.load(tmp_path / "ab")
-    assert d.segments["spkB_u00"] == Segment("spkB_u00", 0.0, 0.5)
-    assert d.utt2dur is None
-    assert validate(tmp_path / "ab", no_feats=True) == []
-
-
-def test_copy_with_prefix(tmp_path):
-    d = make_dir(tmp_path / "a", feats=True)
-    d.cmvn_scp = {s: "c.ark:1" for s in d.spk2utt}
-    d.write()
-    out = copy_data_dir(tmp_path / "a", tmp_path / "b", utt_prefix="sp1.1-", spk_prefix="sp1.1-")
-    assert out.utts[0] == "sp1.1-spkA_u00" and out.utt2spk["sp1.1-spkA_u00"] == "sp1.1-spkA"
-    assert set(out.cmvn_scp) == {"sp1.1-" + s for s in d.spk2utt}
-    assert validate(tmp_path / "b") == []
-    make_dir(tmp_path / "s", segments=True)
-    out = copy_data_dir(tmp_path / "s", tmp_path / "t", utt_prefix="x-", spk_prefix="x-")
-    assert set(out.wav_scp) == {f"{s}_rec" for s in SPEAKERS}      # recordings keep their ids
-    assert validate(tmp_path / "t", no_feats=True) == []
 
 
 def test_fmt_seconds_keeps_precision():

@@ -9,12 +9,10 @@ import pytest
 
 from speechkit.bin import fix_data_dir as fix_cli
 from speechkit.bin import validate_data_dir as validate_cli
-from speechkit.data.datadir import (
-    DataDir,
-    copy_data_dir,
-    split,
-    subset_data_dir,
-)
+from speechkit.data.copy_data_dir import copy_data_dir
+from speechkit.data.datadir import DataDir
+from speechkit.data.split_data import split
+from speechkit.data.subset_data_dir import subset_data_dir
 from speechkit.data.fix import fix_data_dir
 from speechkit.data.validate import validate
 

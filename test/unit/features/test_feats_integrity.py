@@ -15,7 +15,8 @@ import soundfile as sf
 from speechkit.bin import compute_cmvn_stats as cmvn_cli
 from speechkit.bin import compute_feats
 from speechkit.data.corpora._common import wav_entry
-from speechkit.data.datadir import DataDir, copy_data_dir
+from speechkit.data.copy_data_dir import copy_data_dir
+from speechkit.data.datadir import DataDir
 from speechkit.data.validate import validate
 from speechkit.features import extract
 from speechkit.features.cmvn_stats import compute_cmvn_stats
