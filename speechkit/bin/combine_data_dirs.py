@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from speechkit.data.datadir import combine_data_dirs
+from speechkit.data.combine_data import combine_data_dirs
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 
 PROG = "speechkit-combine-data-dirs"
