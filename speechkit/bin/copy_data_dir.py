@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from speechkit.data.datadir import copy_data_dir
+from speechkit.data.copy_data_dir import copy_data_dir
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 
 PROG = "speechkit-copy-data-dir"
