@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from speechkit.data.datadir import split, split_dir_name
+from speechkit.data.split_data import split, split_dir_name
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 
 PROG = "speechkit-split-data-dir"
