@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 
-from speechkit.data.datadir import subset_data_dir
+from speechkit.data.subset_data_dir import subset_data_dir
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 
 PROG = "speechkit-subset-data-dir"
