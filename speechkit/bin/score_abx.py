@@ -53,47 +53,12 @@ from __future__ import annotations
 import json
 import sys
 
-from speechkit.scoring.abx import (
-    CONVENTIONS,
-    DEFAULT_TOLERANCE,
-    DISTANCES,
-    EMPTY_ITEM_RULES,
-    TooFewResamplesError,
-    abx_error,
-    bootstrap_interval,
-    paired_bootstrap_difference,
-)
-from speechkit.scoring.abx_items import read_item_file
-from speechkit.scoring.feature_dir import load_item_features, resolve_frame_shift
+from speechkit.scoring.abx import CONVENTIONS, DEFAULT_TOLERANCE, DISTANCES, EMPTY_ITEM_RULES
+from speechkit.scoring.abx_report import score_abx_dir
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import atomic_write
 
 PROG = "speechkit-score-abx"
-
-
-def check_device(name: str, option: str = "--device") -> str:
-    """``name`` if torch can run on it here (``cpu``, ``cuda``, ``cuda:N``).
-
-    Raises:
-        ValueError: not a device name, a device type other than cpu/cuda, CUDA asked for without a
-            CUDA device (a CPU-only torch, or no GPU), or ``cuda:N`` past the last GPU; names ``option``.
-    """
-    import torch
-
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, ValueError, TypeError):
-        raise ValueError(f"{option} {name}: not a torch device (cpu, cuda or cuda:N)") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"{option} {name}: the DTW runs on cpu or cuda[:N], not {dev.type}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            why = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA device is visible"
-            raise ValueError(f"{option} {name}: no CUDA device is available ({why}); use --device cpu")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"{option} {name}: there are {torch.cuda.device_count()} CUDA device(s) "
-                             f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
-    return name
 
 
 def main(argv=None) -> int:
@@ -144,62 +109,16 @@ def main(argv=None) -> int:
 
     def body() -> int:
         setup_logging(args.log_file, args.verbose)
-        if args.tolerance < 0:
-            raise ValueError(f"--tolerance must be >= 0, got {args.tolerance}")
-        if args.bootstrap < 0:
-            raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-        if args.num_threads is not None and args.num_threads < 1:
-            raise ValueError(f"--num-threads must be >= 1, got {args.num_threads}")
-        if args.paired_with and not args.bootstrap:
-            raise ValueError("--paired-with needs --bootstrap N (N > 0 resamples)")
-        check_device(args.device)
-        items = read_item_file(args.item_file)
-
-        def score(feature_dir: str):
-            features = load_item_features(feature_dir, items, args.item_file)  # logs what it loads
-            return abx_error(features, items, mode=args.mode, distance=args.distance,
-                             frame_shift=resolve_frame_shift(feature_dir, args.frame_shift),
-                             normalize=args.normalize, tolerance=args.tolerance, source=str(args.item_file),
-                             progress=sys.stderr.isatty(), device=args.device, empty_items=args.empty_items,
-                             convention=args.convention, num_threads=args.num_threads)
-
-        res = score(args.feature_dir)
-        paired = None
-        try:
-            if args.paired_with:
-                ref = score(args.paired_with)
-                try:
-                    paired = paired_bootstrap_difference(res, ref, args.bootstrap, args.bootstrap_seed)
-                except TooFewResamplesError:
-                    raise
-                except ValueError as e:
-                    raise ValueError(f"--paired-with {args.paired_with}: {e}") from None
-            boot = bootstrap_interval(res, args.bootstrap, args.bootstrap_seed) if args.bootstrap else None
-        except TooFewResamplesError as e:
-            raise ValueError(f"--bootstrap {args.bootstrap}: {e}") from None
+        rep = score_abx_dir(args.feature_dir, args.item_file, mode=args.mode, distance=args.distance,
+                            frame_shift=args.frame_shift, normalize=args.normalize, tolerance=args.tolerance,
+                            empty_items=args.empty_items, bootstrap=args.bootstrap,
+                            bootstrap_seed=args.bootstrap_seed, paired_with=args.paired_with, device=args.device,
+                            convention=args.convention, num_threads=args.num_threads, progress=sys.stderr.isatty())
         if args.json:
-            out = res.to_dict()
-            if boot is not None:
-                out["bootstrap"] = boot.to_dict()
-            if paired is not None:
-                out["paired"] = {"reference_dir": str(args.paired_with), "reference_error": ref.error,
-                                 **paired.to_dict()}
-            out.update(feature_dir=str(args.feature_dir), item_file=str(args.item_file))
             with atomic_write(args.json) as f:
-                json.dump(out, f, indent=2)
+                json.dump(rep.to_dict(), f, indent=2)
                 f.write("\n")
-        print(f"distance: {res.distance}{'' if res.normalize else ' (not normalised)'}; "
-              f"frame shift {res.frame_shift} s; convention {res.convention}")
-        print(f"items: {res.n_items} used ({res.n_items_overlap} with no frame centre inside took their "
-              f"overlapping frame(s)), {res.n_items_dropped} dropped (no frame)")
-        print(f"triplets: {res.n_triplets} in {res.n_cells} cells over {res.n_phone_pairs} phone pairs "
-              f"({res.n_dtw_pairs} DTW pairs)")
-        if boot is not None:
-            print(boot.summary())
-        if paired is not None:
-            print(f"reference {args.paired_with}: {ref.summary()}")
-            print(f"{paired.summary()}; {'beyond' if paired.significant else 'within'} speaker-sampling noise")
-        print(res.summary())
+        print("\n".join(rep.lines()))
         return 0
 
     return run_main(PROG, body)

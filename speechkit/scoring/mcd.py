@@ -51,7 +51,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -64,6 +66,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "MCD_CONSTANT", "DEFAULT_FRAME_SHIFT", "CONVENTIONS", "CONVENTION_DEFINITIONS", "UttScore", "WorldScores",
     "check_convention", "frame_mcd_db", "mcd_db", "voiced_f0_hz", "silence_keep_mask", "score_utterance", "score_world",
+    "open_features", "frame_shift_of", "score_world_dirs", "write_per_utt", "report_lines",
 ]
 
 #: ``10 sqrt(2) / ln 10`` = 6.141851463713754: converts a Euclidean cepstral distance to dB.
@@ -508,3 +511,153 @@ def score_world(ref: Mapping[str, np.ndarray], hyp: Mapping[str, np.ndarray],
         logger.warning("%d utterances have no frame voiced in both and add nothing to F0 RMSE: %s",
                        len(novoiced), _first(novoiced))
     return res
+
+
+# ----------------------------------------------------------------------------- feature dirs (speechkit-score-mcd)
+
+class _ScpFile:
+    """An scp file given directly: the :class:`FeatureDir` interface used here (utts, load, source)."""
+
+    def __init__(self, path: Path):
+        import kaldiio
+
+        self.path = path
+        try:
+            self._scp = kaldiio.load_scp(str(path))
+        except Exception as e:  # kaldiio raises bare ValueError/IndexError on bad lines
+            raise DataError(f"{path}: cannot parse ({e})") from None
+        self.utts = sorted(self._scp.keys(), key=lambda k: k.encode("utf-8"))
+
+    def source(self, utt: str) -> str:
+        return f"{self.path}[{utt}]"
+
+    def load(self, utt: str) -> np.ndarray:
+        try:
+            mat = np.asarray(self._scp[utt], dtype=np.float64)
+        except Exception as e:
+            raise DataError(f"{self.source(utt)}: cannot read matrix ({e})") from None
+        if mat.ndim != 2 or mat.shape[0] == 0:
+            raise DataError(f"{self.source(utt)}: expected a non-empty (frames, dim) matrix, got shape {mat.shape}")
+        return mat  # NaN/Inf are reported by score_utterance, naming the utterance
+
+
+class _Lazy(dict):
+    """``utt -> matrix`` read on access (keys known up front), so one utterance is in memory at a time."""
+
+    def __init__(self, reader):
+        super().__init__((u, None) for u in reader.utts)
+        self._reader = reader
+
+    def __getitem__(self, utt):
+        if utt not in self:
+            raise KeyError(utt)
+        return self._reader.load(utt)
+
+
+def open_features(path: str | os.PathLike) -> tuple[object, Path]:
+    """A reader for a feature dir (with feats.scp) or an scp file, and the dir holding its metadata.
+
+    The reader has ``utts`` (C-sorted ids), ``load(utt)`` (a float64 ``(frames, dim)`` matrix) and
+    ``source(utt)``.
+
+    Raises:
+        DataError: a dir without ``feats.scp``; an scp file that cannot be parsed.
+        FileNotFoundError: ``path`` is neither a dir nor a file.
+    """
+    from speechkit.scoring.feature_dir import FeatureDir
+
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "feats.scp").is_file():
+            raise DataError(f"{p}: no feats.scp (expected a WORLD feature dir or an scp file)")
+        return FeatureDir(p), p
+    if p.is_file():
+        return _ScpFile(p), p.parent
+    raise FileNotFoundError(f"no such feature dir or scp file: {p}")
+
+
+def frame_shift_of(meta_dir: str | os.PathLike) -> float | None:
+    """``meta_dir/frame_shift`` in seconds if that file is present, else None.
+
+    Raises:
+        DataError: the file does not hold one positive number.
+    """
+    from speechkit.scoring.feature_dir import resolve_frame_shift
+
+    meta_dir = Path(meta_dir)
+    return resolve_frame_shift(meta_dir) if (meta_dir / "frame_shift").is_file() else None
+
+
+def score_world_dirs(ref: str | os.PathLike, hyp: str | os.PathLike, *, mask_silence: str | os.PathLike | None = None,
+                     silence_phones: str = "sil", convention: str = "speechkit"
+                     ) -> tuple[WorldScores, WorldLayout, str]:
+    """:func:`score_world` of two feature dirs (or scp files), as ``speechkit-score-mcd REF HYP`` scores them.
+
+    The layouts come from each side's ``feats.yaml`` (:func:`speechkit.features.world.read_world_layout`)
+    and must agree. With ``mask_silence`` (a ``phone_alignments`` file), ``silence_phones``
+    (comma-separated labels) are left out at the frame shift of REF's / HYP's ``frame_shift`` file
+    (else :data:`DEFAULT_FRAME_SHIFT`); the matrices are read one utterance at a time.
+
+    Returns:
+        ``(scores, layout, layout_source)``: the :class:`WorldScores`, REF's layout and the
+        ``feats.yaml`` it came from.
+
+    Raises:
+        DataError: the layouts differ, or the two ``frame_shift`` files do (both named); the errors
+            of :func:`open_features` and :func:`score_world`.
+        ValueError: ``silence_phones`` names no phone (with ``mask_silence``); an unknown ``convention``.
+    """
+    from speechkit.features.world import read_world_layout
+
+    ref_reader, ref_meta = open_features(ref)
+    hyp_reader, hyp_meta = open_features(hyp)
+    ref_lay, ref_src = read_world_layout(ref_meta)
+    hyp_lay, hyp_src = read_world_layout(hyp_meta)
+    if ref_lay != hyp_lay:
+        raise DataError(f"feature layouts differ: REF {ref_lay.describe()} from {ref_src}, "
+                        f"HYP {hyp_lay.describe()} from {hyp_src}")
+    alignments, frame_shift, sil = None, DEFAULT_FRAME_SHIFT, None
+    if mask_silence:
+        from speechkit.data.corpora._common import read_phone_alignments
+
+        sil = [p for p in silence_phones.split(",") if p]
+        if not sil:
+            raise ValueError("--silence-phones: no phone given")
+        alignments = read_phone_alignments(mask_silence)
+        fs_ref, fs_hyp = frame_shift_of(ref_meta), frame_shift_of(hyp_meta)
+        if fs_ref is not None and fs_hyp is not None and not math.isclose(fs_ref, fs_hyp, rel_tol=1e-6):
+            raise DataError(f"frame shifts differ: {fs_ref:g} s in {ref_meta / 'frame_shift'}, "
+                            f"{fs_hyp:g} s in {hyp_meta / 'frame_shift'}")
+        frame_shift = fs_ref if fs_ref is not None else fs_hyp if fs_hyp is not None else DEFAULT_FRAME_SHIFT
+    res = score_world(_Lazy(ref_reader), _Lazy(hyp_reader), ref_lay, alignments=alignments, frame_shift=frame_shift,
+                      silence_phones=sil or ("sil",), names=(str(ref), str(hyp)), convention=convention)
+    return res, ref_lay, ref_src
+
+
+def write_per_utt(path: str | os.PathLike, res: WorldScores) -> None:
+    """Write ``'<utt> <frames> <mcd_db> <mcd_with_c0_db> <f0_rmse_hz|nan> <vuv_%>'`` lines (atomically)."""
+    from speechkit.utils.fileio import atomic_write
+
+    with atomic_write(path) as f:
+        for u in res.utts:
+            f.write(f"{u.utt} {u.n_frames} {u.mcd_db:.4f} {u.mcd_with_c0_db:.4f} "
+                    f"{u.f0_rmse_hz:.4f} {u.vuv_accuracy:.2f}\n")
+
+
+def report_lines(res: WorldScores, layout: WorldLayout, *, masked: bool = False) -> list[str]:
+    """The report of ``speechkit-score-mcd``: counts, the mean of per-utterance MCDs, what F0 RMSE is
+    over and, last, :meth:`WorldScores.summary` (``masked``: silence phones were masked)."""
+    authors = res.convention == "authors"
+    silence = (f", {res.n_masked} frames in silence phones {'zeroed' if authors else 'left out'}"
+               if masked else "")
+    lines = [f"utterances: {len(res.utts)}, frames scored: {res.n_frames}{silence} ({layout.describe()})"]
+    if authors:
+        lines += [f"mean of per-utterance MCD: {res.mcd_db_utt_mean:.2f} dB (c0 included); "
+                  "figures below pooled over all frames",
+                  f"F0 RMSE over all {res.n_frames + res.n_masked} frames"]
+    else:
+        lines += [f"mean of per-utterance MCD: {res.mcd_db_utt_mean:.2f} dB (with c0 "
+                  f"{res.mcd_with_c0_db_utt_mean:.2f}); figures below pooled over all frames",
+                  f"F0 RMSE over {res.n_voiced_both} frames voiced in both "
+                  f"({len(res.utts_no_voiced_both)} utterances with none)"]
+    return lines + [res.summary()]
