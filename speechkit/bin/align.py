@@ -3,7 +3,7 @@
 Without --model-dir, trains a flat-start HMM-GMM aligner (Kaldi's train_mono.sh + train_deltas.sh
 recipe: MFCC + deltas with per-speaker CMVN, 3-state left-to-right phone HMMs, Baum-Welch then
 Viterbi re-estimation with Gaussian splitting, then decision-tree tied triphones; optional
-LDA+MLLT and fMLLR speaker-adaptive stages; see speechkit.decode.aligner) on DATA_DIR's audio
+LDA+MLLT and fMLLR speaker-adaptive stages; see speechkit.align) on DATA_DIR's audio
 (wav.scp, optional segments) and the tokens of its `text` (phones; no boundary is read), saves it
 in EXP_DIR and aligns DATA_DIR with it. With --model-dir DIR it loads the aligner trained in DIR
 and only aligns.
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         own, overrides = split_overrides(argv)
         args = parser.parse_args(own)
         setup_logging(args.log_file)
-        from speechkit.decode.aligner import (ALIGNMENTS_FILE, MAX_LISTED, UNALIGNED_FILE, Aligner,
-                                              load_aligner_config, train_aligner)
+        from speechkit.align import (ALIGNMENTS_FILE, MAX_LISTED, UNALIGNED_FILE, Aligner, load_aligner_config,
+                                     train_aligner)
 
         from speechkit.utils.outputs import check_output_dir
 

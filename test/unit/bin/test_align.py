@@ -11,7 +11,7 @@ from speechkit.utils.fileio import read_table
 
 # the synthetic corpus of the aligner's unit tests
 _spec = importlib.util.spec_from_file_location(
-    "aligner_synthetic", Path(__file__).parents[1] / "decode" / "test_aligner.py")
+    "aligner_synthetic", Path(__file__).parents[1] / "align" / "test_aligner.py")
 _mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_mod)
 FAST, make_synthetic = _mod.FAST, _mod.make_synthetic
