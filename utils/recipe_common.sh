@@ -14,10 +14,46 @@
 #   check_stages LAST   --stage and --stop_stage are whole numbers, --stage in 0..LAST,
 #                       --stop_stage in --stage..LAST or 100 and more (the default 100: to the end);
 #                       otherwise an error naming the option. Leading zeros are dropped (08 is 8).
+#   log STAGE MESSAGE...  prints "YYYY-MM-DD HH:MM:SS [stage STAGE] MESSAGE" on stdout.
+#   check_db_root       stage 0 of a recipe with a --corpus choice: a --db_root given must be a
+#                       directory, except with --corpus mini (a new folder to synthesize mini into).
+#   guess_corpus NAME DESCRIPTION PATH...
+#                       with no --corpus: mini without --db_root (or where mini was synthesized),
+#                       msc where the shared data folder is, NAME where --db_root holds one of the
+#                       PATHs (PATH/ a folder, else a file), otherwise an error naming DESCRIPTION.
 
 die() { echo "$0: $*" >&2; exit 1; }
 
 option_given() { [[ " ${cmdline_options:-} " == *" $1 "* ]]; }
+
+log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
+
+# check_db_root: a mistyped --db_root is an error, not the synthetic corpus (and is not created);
+# only `--corpus mini --db_root DIR` may name a new folder (the caller creates it).
+check_db_root() {
+  [ -n "$db_root" ] && [ ! -d "$db_root" ] || return 0
+  if option_given corpus && [ -n "$corpus" ]; then
+    [ "$corpus" = mini ] || die "--db_root $db_root: no such directory"
+  else
+    die "--db_root $db_root: no such directory (--corpus mini --db_root DIR synthesizes the mini corpus into a new DIR)"
+  fi
+}
+
+# guess_corpus NAME DESCRIPTION PATH...: sets $corpus where --corpus was not given (see above).
+guess_corpus() {
+  local name=$1 what=$2 path
+  shift 2
+  [ -z "$corpus" ] || return 0
+  if [ -z "$db_root" ] || [ -f "$db_root/.complete" ]; then corpus=mini; return 0; fi
+  if [ -d "$db_root/msc_malayalam" ] || [ -f "$db_root/speech.tsv" ]; then corpus=msc; return 0; fi
+  for path in "$@"; do
+    case "$path" in
+      */) [ -d "$db_root/$path" ] ;;
+      *) [ -f "$db_root/$path" ] ;;
+    esac && { corpus=$name; return 0; }
+  done
+  die "--db_root $db_root: neither the shared data folder (msc_malayalam/), $what nor a mini corpus; give --corpus (--corpus mini synthesizes the mini corpus there)"
+}
 
 check_stages() {
   local last=$1 opt value

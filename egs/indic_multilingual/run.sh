@@ -145,20 +145,20 @@ esac
 case "$unit" in
   bpe) lang=$data/lang_bpe${bpe_vocab_size}; unit_opts="--vocab-size $bpe_vocab_size" ;;
   char|char_wb) lang=$data/lang_$unit; unit_opts="" ;;
-  *) echo "$0: --unit must be char_wb, char or bpe, got '$unit'" >&2; exit 1 ;;
+  *) die "--unit must be char_wb, char or bpe, got '$unit'" ;;
 esac
 exp=exp/$setup/rnnt_$unit
 if [ "$unit" = bpe ]; then exp=${exp}$bpe_vocab_size; fi
-[ -f "$train_config" ] || { echo "$0: --train_config $train_config: no such file" >&2; exit 1; }
+[ -f "$train_config" ] || die "--train_config $train_config: no such file"
 for v in $variants; do
   case "$v" in
     mono|vanilla|onehot|multisoftmax|multisoftmax_lsp|multisoftmax_lid|multisoftmax_lsp_lid|finetune|finetune_onehot) ;;
-    *) echo "$0: --variants: unknown system '$v'" >&2; exit 1 ;;
+    *) die "--variants: unknown system '$v'" ;;
   esac
 done
 case "$switch_off_grid" in recipe|paper|both|none) ;; *) die "--switch_off_grid must be recipe, paper, both or none, got '$switch_off_grid'" ;; esac
 has_variant() { [[ " $variants " == *" $1 "* ]]; }
-log() { echo "$(date '+%F %T') ($(basename "$0"):${BASH_LINENO[0]}) $*"; }
+log() { echo "$(date '+%F %T') ($(basename "$0"):${BASH_LINENO[0]}) $*"; }   # the line, not recipe_common's [stage N]
 languages() { echo "$langs"; }   # set after stage 2 (below)
 
 # The systems of --variants in training order (mono_<l> and ft_<l> per language).
@@ -349,7 +349,7 @@ bp_opt=
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   log "stage 4: decoding ($search search, chunks of $chunk_frames frames; blank penalty: $blank_penalties, chosen on dev if several)"
   for sys in $(systems); do
-    [ -f "$exp/$sys/checkpoints/best.pt" ] || { echo "$0: $exp/$sys is not trained (stage 3)" >&2; exit 1; }
+    [ -f "$exp/$sys/checkpoints/best.pt" ] || die "$exp/$sys is not trained (stage 3)"
     decode_ckpt=
     if [ "$avg" -gt 0 ]; then   # an error naming the directory when fewer than N epochs were kept
       speechkit-average-checkpoints --last "$avg" "$exp/$sys"

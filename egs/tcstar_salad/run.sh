@@ -71,10 +71,8 @@ setup_keys="corpus db_root num_crowd mini_sentences lang seed"
 . ./cmd.sh
 . utils/parse_options.sh
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
-. utils/recipe_common.sh   # die, check_stages
+. utils/recipe_common.sh   # die, check_stages, log, check_db_root, guess_corpus
 check_stages 8
-
-log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
 
 # ------------------------------------------------------------------ the setup stage 0 prepared
 # Stage 0 writes $datadir/.setup (corpus, db_root and the data options); later stages read it, so
@@ -86,19 +84,9 @@ setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
   setup_restore "$setup_file" $setup_keys
 else
-  # --db_root must exist, except where `--corpus mini --db_root DIR` names a new folder to synthesize
-  # mini into: a mistyped path is an error, not the synthetic corpus (and is not created)
-  if [ -n "$db_root" ] && [ ! -d "$db_root" ] && [ "$corpus" != mini ]; then
-    [ -n "$corpus" ] || die "--db_root $db_root: no such directory (--corpus mini --db_root DIR synthesizes the mini corpus into a new DIR)"
-    die "--db_root $db_root: no such directory"
-  fi
-  if [ -z "$corpus" ]; then   # mini only without --db_root (or where mini was synthesized before)
-    if [ -z "$db_root" ] || [ -f "$db_root/.complete" ]; then corpus=mini
-    elif [ -d "$db_root/msc_malayalam" ] || [ -f "$db_root/speech.tsv" ]; then corpus=msc
-    elif [ -f "$db_root/metadata.csv" ]; then corpus=ljspeech
-    else die "--db_root $db_root: neither the shared data folder (msc_malayalam/), an LJSpeech root (metadata.csv) nor a mini corpus; give --corpus (--corpus mini synthesizes the mini corpus there)"
-    fi
-  fi
+  check_db_root
+  # mini only without --db_root (or where mini was synthesized before)
+  guess_corpus ljspeech "an LJSpeech root (metadata.csv)" metadata.csv
   case "$corpus" in
     mini) db_root=${db_root:-db/mini} ;;
     msc|ljspeech) [ -n "$db_root" ] || die "--corpus $corpus needs --db_root" ;;

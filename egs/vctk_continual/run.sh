@@ -92,10 +92,8 @@ setup_keys="corpus db_root ljspeech_root num_continual continual_speakers mini_s
 . ./cmd.sh
 . utils/parse_options.sh
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
-. utils/recipe_common.sh   # die, check_stages
+. utils/recipe_common.sh   # die, check_stages, log, check_db_root, guess_corpus
 check_stages 8
-
-log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
 
 # ------------------------------------------------------------------ the setup stage 0 prepared
 # Stage 0 writes $datadir/.setup; later stages read it, so `./run.sh --stage 5` continues what
@@ -106,19 +104,9 @@ setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
   setup_restore "$setup_file" $setup_keys
 else
-  # --db_root must exist, except where `--corpus mini --db_root DIR` names a new folder to synthesize
-  # mini into: a mistyped path is an error, not the synthetic corpus (and is not created)
-  if [ -n "$db_root" ] && [ ! -d "$db_root" ] && [ "$corpus" != mini ]; then
-    [ -n "$corpus" ] || die "--db_root $db_root: no such directory (--corpus mini --db_root DIR synthesizes the mini corpus into a new DIR)"
-    die "--db_root $db_root: no such directory"
-  fi
-  if [ -z "$corpus" ]; then   # mini only without --db_root (or where mini was synthesized before)
-    if [ -z "$db_root" ] || [ -f "$db_root/.complete" ]; then corpus=mini
-    elif [ -d "$db_root/msc_malayalam" ] || [ -f "$db_root/speech.tsv" ]; then corpus=msc
-    elif [ -d "$db_root/wav48_silence_trimmed" ] || [ -d "$db_root/wav48" ]; then corpus=vctk
-    else die "--db_root $db_root: neither the shared data folder (msc_malayalam/), a VCTK root (wav48*/) nor a mini corpus; give --corpus (--corpus mini synthesizes the mini corpus there)"
-    fi
-  fi
+  check_db_root
+  # mini only without --db_root (or where mini was synthesized before)
+  guess_corpus vctk "a VCTK root (wav48*/)" wav48_silence_trimmed/ wav48/
   case "$corpus" in
     mini) db_root=${db_root:-db/mini}; num_continual=${num_continual:-4} ;;
     msc) [ -n "$db_root" ] || die "--corpus msc needs --db_root" ;;

@@ -92,7 +92,7 @@ setup_keys="corpus db_root mini_speakers mini_sentences speed_perturb"
 . ./cmd.sh
 . utils/parse_options.sh
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
-. utils/recipe_common.sh
+. utils/recipe_common.sh   # die, check_stages, log, check_db_root
 check_stages 6
 
 # The setup stage 0 prepared ($datadir/.setup): later stages take the corpus, --db_root, the mini
@@ -103,11 +103,10 @@ check_stages 6
 setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
   setup_restore "$setup_file" $setup_keys
-elif [ -n "$db_root" ] && [ ! -d "$db_root" ]; then
+else
   # a new folder only where `--corpus mini --db_root DIR` asks for the mini corpus to be synthesized
   # (created below, once every option is checked); else a mistyped path is not silently made mini
-  if [ "$corpus" != mini ]; then die "--db_root $db_root: no such directory"; fi
-  option_given corpus || die "--db_root $db_root: no such directory (--corpus mini --db_root DIR synthesizes the mini corpus into a new DIR)"
+  check_db_root
 fi
 
 # the real-speech default (--corpus local): the best configuration measured that finishes stages 0-3 in
@@ -122,12 +121,12 @@ aux_units=${aux_units:-false}
 train_config=${train_config:-conf/train_vqvae.yaml}
 inverter_config=${inverter_config:-conf/train_inverter.yaml}
 speed_perturb=${speed_perturb:-false}
-case "$speed_perturb" in true|false) ;; *) echo "$0: --speed_perturb must be true or false, got '$speed_perturb'" >&2; exit 1 ;; esac
-case "$feats_type" in mfcc|logmel) ;; *) echo "$0: --feats_type must be mfcc or logmel, got '$feats_type'" >&2; exit 1 ;; esac
-[ -f "$train_config" ] || { echo "$0: --train_config $train_config: no such file" >&2; exit 1; }
-[ -f "$inverter_config" ] || { echo "$0: --inverter_config $inverter_config: no such file" >&2; exit 1; }
-case "$aux_units" in true|false) ;; *) echo "$0: --aux_units must be true or false, got '$aux_units'" >&2; exit 1 ;; esac
-case "$unit_format" in codebook|onehot) ;; *) echo "$0: --unit_format must be codebook or onehot, got '$unit_format'" >&2; exit 1 ;; esac
+case "$speed_perturb" in true|false) ;; *) die "--speed_perturb must be true or false, got '$speed_perturb'" ;; esac
+case "$feats_type" in mfcc|logmel) ;; *) die "--feats_type must be mfcc or logmel, got '$feats_type'" ;; esac
+[ -f "$train_config" ] || die "--train_config $train_config: no such file"
+[ -f "$inverter_config" ] || die "--inverter_config $inverter_config: no such file"
+case "$aux_units" in true|false) ;; *) die "--aux_units must be true or false, got '$aux_units'" ;; esac
+case "$unit_format" in codebook|onehot) ;; *) die "--unit_format must be codebook or onehot, got '$unit_format'" ;; esac
 case "$corpus" in mini|local|zerospeech2019) ;; *) die "unknown --corpus '$corpus' (mini, local, zerospeech2019)" ;; esac
 if [ "$stage" -eq 0 ] && [ -n "$db_root" ]; then   # the options are valid: the mini folder may be created
   mkdir -p "$db_root"
@@ -165,7 +164,6 @@ inverter_dir=$expdir/$tag/inverter
 resynth_dir=$expdir/$tag/resynth/test
 score_dir=$expdir/$tag/scores
 
-log() { echo "$(date '+%F %T') [stage $1] ${*:2}"; }
 # time_it FILE CMD...: run CMD, append '<seconds> <date>' to FILE (the wall clock of each run)
 # (returns CMD's status, also where set -e is off: in a `time_it ... || handler` list)
 time_it() {
@@ -188,9 +186,9 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
     local)
       local/prepare_local.sh "${db_root:-../../../shared/data}" "$datadir" ;;
     zerospeech2019)
-      [ -n "$db_root" ] || { echo "$0: --corpus zerospeech2019 needs --db_root (the 'english' or 'surprise' folder)" >&2; exit 1; }
+      [ -n "$db_root" ] || die "--corpus zerospeech2019 needs --db_root (the 'english' or 'surprise' folder)"
       python local/prepare_zerospeech2019.py "$db_root" "$datadir" ;;
-    *) echo "$0: unknown --corpus '$corpus' (mini, local, zerospeech2019)" >&2; exit 1 ;;
+    *) die "unknown --corpus '$corpus' (mini, local, zerospeech2019)" ;;
   esac
   for x in train dev voice test; do
     utils/validate_data_dir.sh --no-feats --no-text "$datadir/$x"
@@ -222,7 +220,7 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
     utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config "conf/$type.yaml" "$dir" "$dir/log" "$dir/data"
     speechkit-compute-cmvn-stats --per-speaker "$dir" "$dir/data"
   }
-  [ -f "$datadir/$train_set/utt2spk" ] || { echo "$0: no $datadir/$train_set (run stage 0 with --speed_perturb $speed_perturb)" >&2; exit 1; }
+  [ -f "$datadir/$train_set/utt2spk" ] || die "no $datadir/$train_set (run stage 0 with --speed_perturb $speed_perturb)"
   for x in $train_set dev voice test; do make_dump "$feats_type" "$x"; done
   [ "$feats_type" = mfcc ] || make_dump mfcc test
   for x in voice test; do make_dump spectrogram "$x"; done
@@ -289,11 +287,11 @@ inverter_of() { per_voice "$inverter_dir" "$1"; }
 resynth_of() { per_voice "$resynth_dir" "$1"; }
 
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
-  [ -f "$datadir/voice/spk2utt" ] || { echo "$0: no $datadir/voice/spk2utt (run stage 0)" >&2; exit 1; }
+  [ -f "$datadir/voice/spk2utt" ] || die "no $datadir/voice/spk2utt (run stage 0)"
   # The inverter is tied to the VQ-VAE checkpoint whose codebook it inverts: a retrained VQ-VAE
   # retrains it (the stale one is kept in <inverter>.stale).
   ckpt=$(vqvae_checkpoint)
-  [ -n "$ckpt" ] || { echo "$0: no VQ-VAE checkpoint in $vqvae_dir/checkpoints (run stage 2)" >&2; exit 1; }
+  [ -n "$ckpt" ] || die "no VQ-VAE checkpoint in $vqvae_dir/checkpoints (run stage 2)"
   vq_hash=$(sha256sum "$ckpt" | cut -d' ' -f1)
   # codebook size, code dimension and spectrogram frames per code, from the units of the voice set
   info=$(python - "$units_dir/voice/units.yaml" "$dumpdir/spectrogram/voice/frame_shift" <<'PYEOF'
@@ -324,7 +322,7 @@ PYEOF
       awk -v v="$v" 'NR == FNR {if ($2 == v) keep[$1] = 1; next} $1 in keep' \
         "$datadir/voice/utt2spk" "$units_dir/voice/codes" > "$codes.tmp"
       mv "$codes.tmp" "$codes"
-      [ -s "$codes" ] || { echo "$0: no codes of voice $v in $units_dir/voice/codes (re-run stage 3)" >&2; exit 1; }
+      [ -s "$codes" ] || die "no codes of voice $v in $units_dir/voice/codes (re-run stage 3)"
     fi
     # shellcheck disable=SC2086
     inv_opts=(--config "$inverter_config" --data.codes "$codes" --data.feats_dir "$dumpdir/spectrogram/voice"
@@ -346,9 +344,9 @@ PYEOF
 fi
 
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
-  [ -f "$datadir/voice/spk2utt" ] || { echo "$0: no $datadir/voice/spk2utt (run stage 0)" >&2; exit 1; }
+  [ -f "$datadir/voice/spk2utt" ] || die "no $datadir/voice/spk2utt (run stage 0)"
   default_voice=${voice:-$(awk 'NR == 1 {print $1}' "$datadir/voice/spk2utt")}
-  has_voice "$default_voice" || { echo "$0: --voice $default_voice: not a speaker of $datadir/voice" >&2; exit 1; }
+  has_voice "$default_voice" || die "--voice $default_voice: not a speaker of $datadir/voice"
   ckpt=$(vqvae_checkpoint)
   # the utterances to resynthesize, as '<utt> <voice>' lines: the official list (zerospeech2019:
   # synthesis.txt, whose voice column picks the inverter; a line without one takes --voice), else the
@@ -364,7 +362,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   fi
   mv "$jobs_file.tmp" "$jobs_file"
   for v in $(cut -d' ' -f2 "$jobs_file" | sort -u); do
-    has_voice "$v" || { echo "$0: $jobs_file: voice '$v' is not a speaker of $datadir/voice" >&2; exit 1; }
+    has_voice "$v" || die "$jobs_file: voice '$v' is not a speaker of $datadir/voice"
     inv=$(inverter_of "$v")
     out=$(resynth_of "$v")
     if [ -z "$ckpt" ] || [ "$(sha256sum "$ckpt" | cut -d' ' -f1)" != "$(cat "$inv/vqvae_checkpoint.sha256" 2>/dev/null)" ]; then
@@ -433,7 +431,7 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
       log 6 "paired comparisons: ${comparisons[*]}"
       python local/compare_abx.py --expdir "$expdir" --bootstrap "$abx_bootstrap" \
         --out "$expdir/$tag/comparisons.md" "${comparisons[@]}" > "$expdir/$tag/comparisons.log" 2>&1 \
-        || { echo "$0: stage 6: local/compare_abx.py failed, see $expdir/$tag/comparisons.log" >&2; exit 1; }
+        || die "stage 6: local/compare_abx.py failed, see $expdir/$tag/comparisons.log"
     else
       log 6 "paired comparisons skipped: $(wc -l < "$datadir/test/spk2utt") test speakers" \
         "(a paired interval needs 3 or more)"

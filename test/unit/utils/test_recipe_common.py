@@ -1,8 +1,10 @@
 """The shell helpers behind the recipes' option checks: parse_options.sh's $cmdline_options and its
 refusal of internal variables, stage_setup.sh's setup_restore (an option given explicitly is compared
-whatever its value), recipe_common.sh's check_stages and option_given (issue 23, items 13 and 14)."""
+whatever its value), recipe_common.sh's check_stages and option_given (issue 23, items 13 and 14), and its log, check_db_root
+and guess_corpus, the pieces the recipes' run.sh shared (issue 20, item 6)."""
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -126,3 +128,57 @@ def test_option_given():
     r = bash('for o in corpus stage db_root; do option_given $o && echo "$o yes" || echo "$o no"; done',
              "--corpus", "mini", "--db_root", "")
     assert r.stdout.split("\n")[:3] == ["corpus yes", "stage no", "db_root yes"]
+
+
+def test_log_names_the_stage():
+    r = bash('log 3 "training" "the models"')
+    assert r.returncode == 0 and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[stage 3\] training the models\n", r.stdout)
+
+
+HINT = "(--corpus mini --db_root DIR synthesizes the mini corpus into a new DIR)"
+
+
+@pytest.mark.parametrize("args,message", [
+    ([], None), (["--db_root", "{tmp}"], None),                       # none given, or a directory
+    (["--corpus", "mini", "--db_root", "{new}"], None),                # a new folder for mini
+    (["--db_root", "{new}"], f"demo: --db_root {{new}}: no such directory {HINT}"),   # mini by default
+    (["--corpus", "", "--db_root", "{new}"], f"demo: --db_root {{new}}: no such directory {HINT}"),
+    (["--corpus", "msc", "--db_root", "{new}"], "demo: --db_root {new}: no such directory"),
+])
+def test_check_db_root(tmp_path, args, message):
+    fill = {"tmp": str(tmp_path), "new": str(tmp_path / "typo")}
+    r = bash("check_db_root; echo ran", *[a.format(**fill) for a in args])
+    if message is None:
+        assert r.returncode == 0 and r.stdout == "ran\n", r.stderr
+    else:
+        assert r.returncode == 1 and r.stdout == "" and r.stderr == message.format(**fill) + "\n"
+    assert not (tmp_path / "typo").exists()
+
+
+def test_guess_corpus(tmp_path):
+    guess = 'corpus=; guess_corpus vctk "a VCTK root (wav48*/)" wav48_silence_trimmed/ wav48/; echo "$corpus"'
+    def run(db_root, *given):
+        return bash(guess.replace("corpus=;", f"corpus={given[0] if given else ''};"), "--db_root", str(db_root))
+    assert bash(guess).stdout == "mini\n"                                 # no --db_root
+    db = tmp_path / "db"
+    db.mkdir()
+    r = run(db)
+    assert r.returncode == 1 and r.stderr == (
+        f"demo: --db_root {db}: neither the shared data folder (msc_malayalam/), a VCTK root (wav48*/) nor a mini "
+        "corpus; give --corpus (--corpus mini synthesizes the mini corpus there)\n")
+    (db / "wav48").write_text("")                                       # a file where a folder is meant
+    assert run(db).returncode == 1
+    (db / "wav48").unlink()
+    (db / "wav48").mkdir()
+    assert run(db).stdout == "vctk\n"
+    (db / "speech.tsv").write_text("")
+    assert run(db).stdout == "msc\n"                                     # the shared data folder first
+    (db / ".complete").write_text("")
+    assert run(db).stdout == "mini\n"                                    # mini synthesized there before
+    assert run(db, "ljspeech").stdout == "ljspeech\n"                    # --corpus given: kept
+    r = bash('corpus=; guess_corpus ljspeech "an LJSpeech root (metadata.csv)" metadata.csv; echo "$corpus"',
+             "--db_root", str(tmp_path))
+    assert r.returncode == 1 and "an LJSpeech root (metadata.csv)" in r.stderr
+    (tmp_path / "metadata.csv").write_text("")
+    assert bash('corpus=; guess_corpus ljspeech "x" metadata.csv; echo "$corpus"',
+                "--db_root", str(tmp_path)).stdout == "ljspeech\n"
