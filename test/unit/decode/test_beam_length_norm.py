@@ -4,51 +4,12 @@ import math
 
 import pytest
 import torch
-from torch import nn
 
 from speechkit.decode.rnnt_search import BeamDecoder, DecodeConfig, StreamingRecognizer
 from speechkit.models.rnnt import RNNT, RNNTConfig
 
 
-class _Joint:
-    """Joint output = a table of probabilities indexed by (frame t, labels so far u, last label)."""
-
-    def __init__(self, table):
-        self.table = table  # (T, U, V_last, V) log-probs
-
-    def lin_enc(self, enc):
-        return enc
-
-    def lin_pred(self, pred):
-        return pred
-
-    def from_projections(self, e, p):
-        t = e[..., 0].long()
-        u, last = p[..., 0].long(), p[..., 1].long()
-        t, u, last = torch.broadcast_tensors(t, u, last)
-        return self.table[t, u, last]
-
-
-class _Scripted(nn.Module):
-    blank = 0
-    languages = ["x"]
-
-    def __init__(self, table):
-        super().__init__()
-        self.dummy = nn.Parameter(torch.zeros(1))
-        self.jn = _Joint(table)
-
-    def joint_network(self, lang):
-        return self.jn
-
-    def prediction_step(self, lang, token, state=None):
-        n = token.numel()
-        out = torch.zeros(n, 2) if state is None else torch.stack([state[0][0, :, 0] + 1, token.float()], dim=1)
-        h = out[None].clone()
-        return out, (h, h.clone())
-
-
-def _hand_case():
+def _hand_case(scripted_model):
     """Two frames, units a=1, b=2. Frame 0: blank .55, a .45. Frame 1 after nothing: blank .9,
     a .05, b .05; after a: blank .1, b .9. Sequence probabilities (summed over alignments):
     [] .495, [a] .55*.05 + .45*.1 = .0725, [b] .0275, [a b] .405."""
@@ -57,11 +18,11 @@ def _hand_case():
     p[0, 0, :, 0], p[0, 0, :, 1] = 0.55, 0.45
     p[1, 0, :, 0], p[1, 0, :, 1], p[1, 0, :, 2] = 0.9, 0.05, 0.05
     p[1, 1, 1, 0], p[1, 1, 1, 2] = 0.1, 0.9
-    return _Scripted((p / p.sum(-1, keepdim=True)).log()), torch.arange(T, dtype=torch.float32)[:, None]
+    return scripted_model((p / p.sum(-1, keepdim=True)).log()), torch.arange(T, dtype=torch.float32)[:, None]
 
 
-def test_final_choice_with_and_without_length_normalisation():
-    model, enc = _hand_case()
+def test_final_choice_with_and_without_length_normalisation(scripted_model):
+    model, enc = _hand_case(scripted_model)
     plain = BeamDecoder(model, "x", beam=5)  # 5 extensions: no pruning
     plain.advance(enc)
     tokens, score = plain.best()
@@ -77,9 +38,9 @@ def test_final_choice_with_and_without_length_normalisation():
     assert got == pytest.approx({(): 0.495, (1,): 0.0725, (2,): 0.0275, (1, 2): 0.405}, rel=1e-6)
 
 
-def test_length_norm_divides_by_one_plus_symbols():
+def test_length_norm_divides_by_one_plus_symbols(scripted_model):
     # icefall: log_prob / len(ys), ys = the start blank + the symbols (context size 1)
-    model, _ = _hand_case()
+    model, _ = _hand_case(scripted_model)
     d = BeamDecoder(model, "x", beam=4, length_norm=True)
     d.hyps = [(), (1, 2, 3)]
     d.scores = torch.tensor([-2.0, -8.1], dtype=torch.float64)

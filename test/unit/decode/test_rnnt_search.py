@@ -5,7 +5,6 @@ import math
 
 import pytest
 import torch
-from torch import nn
 
 from speechkit.decode.rnnt_search import (
     BeamDecoder, DecodeConfig, GreedyDecoder, RecognitionResult, StreamingRecognizer, recognize, recognize_batch,
@@ -14,54 +13,13 @@ from speechkit.decode.rnnt_search import (
 from speechkit.models.rnnt import RNNT, RNNTConfig
 
 
-# --------------------------------------------------------------------------------------------
-# A scripted "model": the joint output is a table indexed by (frame t, labels emitted u, last
-# label); the encoder frame carries t, the prediction network carries (u, last label).
-class _ScriptedJoint:
-    def __init__(self, table):
-        self.table = table  # (T, U, V_last, V) log-probs
-
-    def lin_enc(self, enc):
-        return enc
-
-    def lin_pred(self, pred):
-        return pred
-
-    def from_projections(self, e, p):
-        t = e[..., 0].long()
-        u, last = p[..., 0].long(), p[..., 1].long()
-        t, u, last = torch.broadcast_tensors(t, u, last)
-        return self.table[t, u, last]
-
-
-class ScriptedModel(nn.Module):
-    blank = 0
-    has_lid = False
-    languages = ["x"]
-
-    def __init__(self, table):
-        super().__init__()
-        self.dummy = nn.Parameter(torch.zeros(1))
-        self.jn = _ScriptedJoint(table)
-
-    def joint_network(self, lang):
-        return self.jn
-
-    def prediction_step(self, lang, token, state=None):
-        n = token.numel()
-        if state is None:  # start symbol (blank)
-            out = torch.zeros(n, 2)
-        else:
-            out = torch.stack([state[0][0, :, 0] + 1, token.float()], dim=1)
-        h = out[None].clone()
-        return out, (h, h.clone())
-
-
+# A scripted "model" (the scripted_model fixture, conftest.py): the joint output is a table indexed by
+# (frame t, labels emitted u, last label).
 def frames(T):
     return torch.arange(T, dtype=torch.float32)[:, None]
 
 
-def test_greedy_on_hand_set_joint():
+def test_greedy_on_hand_set_joint(scripted_model):
     T, U, V = 3, 5, 5
     logits = torch.zeros(T, U, V, V)
     logits[..., 0] = 3.0  # blank by default
@@ -70,7 +28,7 @@ def test_greedy_on_hand_set_joint():
     logits[2, 1, :, 3] = 6.0
     logits[2, 2, :, 4] = 6.0
     lp = torch.log_softmax(logits, -1)
-    m = ScriptedModel(lp)
+    m = scripted_model(lp)
     want = {3: [2, 3, 4], 2: [2, 3, 4], 1: [2, 3]}
     for cap, tokens in want.items():
         d = GreedyDecoder(m, "x", max_symbols_per_frame=cap)
@@ -104,11 +62,11 @@ def exhaustive_one_symbol_per_frame(lp, T):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_beam_without_pruning_equals_exhaustive_search(seed):
+def test_beam_without_pruning_equals_exhaustive_search(seed, scripted_model):
     g = torch.Generator().manual_seed(seed)
     T, V = 4, 3
     lp = torch.log_softmax(torch.randn(T, T + 1, V, V, generator=g) * 1.5, -1)
-    m = ScriptedModel(lp)
+    m = scripted_model(lp)
     d = BeamDecoder(m, "x", beam=V**T)
     d.advance(frames(T))
     tokens, score = d.best()
@@ -117,7 +75,7 @@ def test_beam_without_pruning_equals_exhaustive_search(seed):
     assert score == pytest.approx(want_score, abs=1e-5)
 
 
-def test_beam_finds_better_sequence_than_greedy():
+def test_beam_finds_better_sequence_than_greedy(scripted_model):
     # frame 0: blank 0.6 / a 0.4; after "a" frame 1 is sure; after blank frame 1 is split between
     # blank and b: greedy takes blank (0.6) then at best 0.6*0.5 = 0.3 < 0.4
     T, V = 2, 3
@@ -126,7 +84,7 @@ def test_beam_finds_better_sequence_than_greedy():
     p[1, 0, :, 0], p[1, 0, :, 2] = 0.5, 0.5
     p[1, 1, :, 0] = 1.0
     lp = (p / p.sum(-1, keepdim=True)).log()
-    m = ScriptedModel(lp)
+    m = scripted_model(lp)
     g = GreedyDecoder(m, "x", 1)
     g.advance(frames(T))
     b = BeamDecoder(m, "x", beam=2)
