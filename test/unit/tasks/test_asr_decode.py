@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from speechkit.bin.asr_decode import Decoder, main
+from speechkit.bin.asr_decode import main
 from speechkit.decode.rnnt_search import DecodeConfig, recognize
 from speechkit.features.cmvn import apply_cmvn
 from speechkit.features.io import FeatureReader
 from speechkit.tasks import get_task
+from speechkit.tasks.recognize import Recognizer as Decoder
 from speechkit.text.units import MultilingualUnits
 from speechkit.train.trainer import Trainer
 from speechkit.utils.config import load_config
