@@ -1,6 +1,7 @@
 """Frontends: numerics vs librosa / a hand-computed Kaldi frame, shapes, batching, config errors."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -191,6 +192,33 @@ def test_kaldi_mfcc_with_deltas():
     # c0 is log energy of the DC-removed, scaled frame (use_energy, raw_energy)
     w = y[160 * 5: 160 * 5 + 400].astype(np.float64) * 32768
     assert a[5, 0] == pytest.approx(math.log(np.sum((w - w.mean()) ** 2)), abs=1e-3)
+
+
+def test_kaldi_mel_config_is_one_definition():
+    """fbank and kaldi_mfcc take the mel-bank/energy options from KaldiMelConfig; feats.yaml keeps its key order."""
+    import kaldi_native_fbank as knf
+
+    from speechkit.features.frontends import FbankConfig, KaldiFrameConfig, KaldiMelConfig, KaldiMfccConfig
+
+    frame = ["type", "sample_rate", *(f.name for f in dataclasses.fields(KaldiFrameConfig) if f.name != "sample_rate")]
+    assert list(build_frontend({"type": "fbank"}).to_dict()) == frame + [
+        "num_mel_bins", "use_energy", "energy_floor", "raw_energy", "htk_compat", "use_log_fbank", "use_power"]
+    assert list(build_frontend({"type": "kaldi_mfcc"}).to_dict()) == frame + [
+        "num_mel_bins", "num_ceps", "use_energy", "energy_floor", "raw_energy", "cepstral_lifter", "htk_compat",
+        "delta_order", "delta_window"]
+    assert (FbankConfig().num_mel_bins, FbankConfig().use_energy) == (80, False)
+    assert (KaldiMfccConfig().num_mel_bins, KaldiMfccConfig().use_energy) == (23, True)
+    shared = {"num_mel_bins": 30, "use_energy": True, "energy_floor": 1.5, "raw_energy": False, "htk_compat": True,
+              "frame_shift_ms": 12.5}
+    for cls, opts, own in ((FbankConfig, knf.FbankOptions(), {"use_log_fbank": False, "use_power": False}),
+                           (KaldiMfccConfig, knf.MfccOptions(), {"num_ceps": 10, "cepstral_lifter": 0.0})):
+        assert issubclass(cls, KaldiMelConfig)
+        cls(**shared, **own).apply(opts)
+        assert opts.mel_opts.num_bins == 30 and opts.frame_opts.frame_shift_ms == 12.5
+        assert (opts.use_energy, opts.energy_floor, opts.raw_energy, opts.htk_compat) == (True, 1.5, False, True)
+        assert all(getattr(opts, k) == v for k, v in own.items())
+    with pytest.raises(ConfigError, match="key 'num_mel_bins' must be positive"):
+        build_frontend({"type": "kaldi_mfcc", "num_mel_bins": 0})
 
 
 def test_input_errors():
