@@ -35,7 +35,7 @@ from typing import ClassVar, Literal, Mapping, Optional
 
 import numpy as np
 
-from speechkit.features.frontends import (
+from speechkit.features.frontends.base import (
     Frontend, FrontendConfig, _require, build_frontend, load_frontend_conf, register_frontend,
 )
 from speechkit.utils.fileio import DataError
