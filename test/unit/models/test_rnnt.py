@@ -10,15 +10,7 @@ from speechkit.models.rnnt import (
 from speechkit.nn.rnnt_loss import rnnt_loss
 from speechkit.utils.cli import ConfigError
 
-VOCAB = {"hi": 9, "ta": 7, "gu": 8}
-
-
-def tiny(variant, vocab=VOCAB, **kw):
-    torch.manual_seed(0)
-    args = dict(input_dim=12, encoder_layers=2, encoder_hidden=16, encoder_proj=0, pred_layers=2,
-                pred_hidden=12, pred_proj=0, embed_dim=6, joint_dim=10)
-    args.update(kw)
-    return RNNT(RNNTConfig.from_dict({"vocab_sizes": dict(vocab), "variant": variant, **args}))
+VOCAB = {"hi": 9, "ta": 7, "gu": 8}  # the tiny fixture's (conftest.py)
 
 
 def batch(B=4, T=11, U=4, seed=1):
@@ -31,7 +23,7 @@ def batch(B=4, T=11, U=4, seed=1):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_shapes_and_losses_per_variant(variant):
+def test_shapes_and_losses_per_variant(variant, tiny):
     m = tiny(variant)
     feats, fl, y, yl = batch()
     out = m(feats, fl, y, yl, ["hi", "ta", "hi", "gu"])
@@ -59,7 +51,7 @@ def test_shapes_and_losses_per_variant(variant):
 
 
 @pytest.mark.parametrize("variant", ["multisoftmax_lid", "onehot"])
-def test_streaming_encoder_equals_full(variant):
+def test_streaming_encoder_equals_full(variant, tiny):
     m = tiny(variant).eval()
     x = torch.randn(1, 23, 12)
     full, _, _ = m.encode(x, lang="gu")
@@ -87,7 +79,7 @@ def test_lstm_step_equals_torch_lstm(proj):
     torch.testing.assert_close(state[1], c)
 
 
-def test_prediction_step_matches_prediction_network():
+def test_prediction_step_matches_prediction_network(tiny):
     m = tiny("multisoftmax_lsp").eval()
     tokens = torch.tensor([[0, 3, 1, 6], [0, 2, 2, 5]])
     full = m.prediction_network("ta", tokens)
@@ -97,7 +89,7 @@ def test_prediction_step_matches_prediction_network():
         torch.testing.assert_close(out, full[:, u])
 
 
-def test_lid_ce_reaches_only_encoder_and_lid_head():
+def test_lid_ce_reaches_only_encoder_and_lid_head(tiny):
     m = tiny("multisoftmax_lid")
     feats, fl, y, yl = batch()
     out = m(feats, fl, y, yl, "hi")
@@ -112,7 +104,7 @@ def test_lid_ce_reaches_only_encoder_and_lid_head():
     assert m.encoder.weight_ih_l0.grad.abs().sum() > 0
 
 
-def test_mixed_language_batch_equals_per_language_batches():
+def test_mixed_language_batch_equals_per_language_batches(tiny):
     m = tiny("multisoftmax_lsp")
     feats, fl, y, yl = batch()
     langs = ["hi", "ta", "hi", "gu"]
@@ -124,7 +116,7 @@ def test_mixed_language_batch_equals_per_language_batches():
     torch.testing.assert_close(mixed, torch.stack(per).mean(), rtol=1e-5, atol=1e-5)
 
 
-def test_multisoftmax_uses_language_specific_joint_and_embedding():
+def test_multisoftmax_uses_language_specific_joint_and_embedding(tiny):
     m = tiny("multisoftmax")
     feats, fl, y, yl = batch()
     m(feats, fl, y, yl, "ta")["total"].backward()
@@ -133,7 +125,7 @@ def test_multisoftmax_uses_language_specific_joint_and_embedding():
     assert m.pred_rnn.weight_hh_l0.grad is not None  # shared prediction LSTM
 
 
-def test_vanilla_union_mapping_default_and_custom():
+def test_vanilla_union_mapping_default_and_custom(tiny):
     m = tiny("vanilla")
     # default disjoint union: blank, hi 1..8, ta 9..14, gu 15..21
     assert m.union_vocab_size == 22
@@ -155,7 +147,7 @@ def test_vanilla_union_mapping_default_and_custom():
     torch.testing.assert_close(a, b)
 
 
-def test_onehot_encoder_depends_on_language():
+def test_onehot_encoder_depends_on_language(tiny):
     m = tiny("onehot").eval()
     x = torch.randn(1, 5, 12)
     a, _, _ = m.encode(x, lang="hi")
@@ -166,7 +158,7 @@ def test_onehot_encoder_depends_on_language():
 
 
 @pytest.mark.parametrize("variant", ["multisoftmax", "multisoftmax_lsp", "multisoftmax_lid"])
-def test_to_monolingual(variant):
+def test_to_monolingual(variant, tiny):
     m = tiny(variant).eval()
     mono = to_monolingual(m, "gu").eval()
     assert mono.languages == ["gu"] and not mono.has_lid
@@ -183,12 +175,12 @@ def test_to_monolingual(variant):
     assert not any(".hi." in k or ".ta." in k or k.startswith("lid_head") for k in mono.state_dict())
 
 
-def test_to_monolingual_unknown_language():
+def test_to_monolingual_unknown_language(tiny):
     with pytest.raises(ValueError, match="unknown language"):
         to_monolingual(tiny("vanilla"), "xx")
 
 
-def test_parameter_counts_by_hand():
+def test_parameter_counts_by_hand(tiny):
     m = tiny("multisoftmax_lid")
     c = parameter_counts(m)
     assert c["total"] == sum(p.numel() for p in m.parameters())
@@ -232,7 +224,7 @@ def test_config_validation_names_the_key():
     assert RNNTConfig.from_dict(cfg.to_dict()) == cfg
 
 
-def test_bad_batches():
+def test_bad_batches(tiny):
     m = tiny("multisoftmax")
     feats, fl, y, yl = batch()
     with pytest.raises(ValueError, match="no encoder frames"):

@@ -5,19 +5,11 @@ import pytest
 import torch
 
 from speechkit.models.rnnt import (
-    PAPER_TABLE6, RNNT, RNNTConfig, padded_union_maps, paper_parameter_table, parameter_counts, to_monolingual,
+    PAPER_TABLE6, padded_union_maps, paper_parameter_table, parameter_counts, to_monolingual,
 )
 from speechkit.nn.rnnt_loss import rnnt_loss
 
-VOCAB = {"hi": 9, "ta": 7, "gu": 8}
-
-
-def tiny(variant, vocab=VOCAB, **kw):
-    torch.manual_seed(0)
-    args = dict(input_dim=12, encoder_layers=2, encoder_hidden=16, encoder_proj=0, pred_layers=2,
-                pred_hidden=12, pred_proj=0, embed_dim=6, joint_dim=10)
-    args.update(kw)
-    return RNNT(RNNTConfig.from_dict({"vocab_sizes": dict(vocab), "variant": variant, **args}))
+VOCAB = {"hi": 9, "ta": 7, "gu": 8}  # the tiny fixture's (conftest.py)
 
 
 def lstm(i, h):  # parameters of one unprojected LSTM layer: 4H x (in + H) weights + 2 x 4H biases
@@ -62,7 +54,7 @@ def test_padded_union_maps():
         padded_union_maps({"a": 3, "b": 4}, 5)
 
 
-def test_shared_joint_projections():
+def test_shared_joint_projections(tiny):
     m = tiny("multisoftmax", share_joint_proj=True)
     assert m.joint_nets["hi"].lin_enc is m.joint_nets["ta"].lin_enc
     assert m.joint_nets["gu"].lin_pred is m.joint_nets["hi"].lin_pred
@@ -83,7 +75,7 @@ def test_shared_joint_projections():
     assert parameter_counts(mono)["total"] == c["decode_ta"]
 
 
-def test_multisoftmax_lsp_lid():
+def test_multisoftmax_lsp_lid(tiny):
     m = tiny("multisoftmax_lsp_lid")
     assert m.has_lid and set(m.pred_rnns) == set(VOCAB)
     feats, tl = torch.randn(3, 8, 12), torch.tensor([8, 7, 6])
@@ -98,7 +90,7 @@ def test_multisoftmax_lsp_lid():
 
 
 @pytest.mark.parametrize("variant", ["onehot", "vanilla"])
-def test_to_monolingual_shared_softmax(variant):
+def test_to_monolingual_shared_softmax(variant, tiny):
     """The one-language model's joint logits equal the union model's at the language's units,
     so its RNN-T loss equals the loss of the union logits restricted to those units."""
     m = tiny(variant).eval()
@@ -125,7 +117,7 @@ def test_to_monolingual_shared_softmax(variant):
     assert parameter_counts(mono)["total"] < parameter_counts(m)["total"]
 
 
-def test_onehot_fold_differs_by_language():
+def test_onehot_fold_differs_by_language(tiny):
     m = tiny("onehot").eval()
     x = torch.randn(1, 5, 12)
     a, _, _ = to_monolingual(m, "hi").encode(x)
