@@ -34,17 +34,10 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 import sys
-import time
-from pathlib import Path
 
-import yaml
-
-from speechkit.scoring.plots import plot_spectrograms
-from speechkit.utils.cli import ConfigError, add_model_args, make_parser, run_main, setup_logging
-from speechkit.utils.fileio import DataError, read_lines, read_table, write_table
-from speechkit.utils.outputs import check_output_dir, replace_dir
+from speechkit.tasks.resynthesize import resynthesize
+from speechkit.utils.cli import add_model_args, make_parser, run_main, setup_logging
 
 PROG = "speechkit-resynthesize"
 log = logging.getLogger(PROG)
@@ -74,136 +67,12 @@ def build_parser():
     return p
 
 
-def frontend_conf(inverter_dir: Path, cfg, stft_config: str | None) -> tuple[dict, str]:
-    """The spectrogram front-end config the inverter's targets were computed with, and where it came from."""
-    from speechkit.features.frontends import load_frontend_conf
-
-    if stft_config:
-        return load_frontend_conf(stft_config), stft_config
-    candidates = []
-    if inverter_dir.is_dir():
-        candidates.append(inverter_dir / "frontend.yaml")
-    if cfg.data.feats_dir:
-        candidates.append(Path(cfg.data.feats_dir) / "feats.yaml")
-    for c in candidates:
-        if c.is_file():
-            return yaml.safe_load(c.read_text(encoding="utf-8")), str(c)
-    raise FileNotFoundError(f"no spectrogram front-end config in {' or '.join(map(str, candidates)) or inverter_dir}; "
-                            f"pass --stft-config conf/spectrogram.yaml")
-
-
 def _run(args) -> int:
-    import torch
-    from tqdm import tqdm
-
-    from speechkit.decode.audio_out import write_synthesized
-    from speechkit.decode.griffin_lim import griffin_lim
-    from speechkit.features.frontends import build_frontend
-    from speechkit.tasks import get_task
-    from speechkit.tasks.inverter import read_codes
-    from speechkit.tasks import load_model
-    from speechkit.train.checkpoint import resolve_checkpoint
-
     setup_logging(args.log_file)
-    if args.n_iter < 0:
-        raise ValueError(f"--n-iter must be >= 0, got {args.n_iter}")
-    if args.max_utts < 0:
-        raise ValueError(f"--max-utts must be >= 0, got {args.max_utts}")
-    inverter_dir = Path(args.inverter_dir)
-    out_dir = Path(args.out_dir)
-    inputs = {"--codes": args.codes, "--reference-dir": args.reference_dir, "--utt-list": args.utt_list,
-              "--stft-config": args.stft_config}
-    if inverter_dir.is_dir():
-        check_output_dir(out_dir, inputs=inputs, experiment_dirs={"--inverter-dir": inverter_dir}, option="--out-dir")
-    else:
-        check_output_dir(out_dir, inputs={**inputs, "--inverter-dir": inverter_dir}, option="--out-dir")
-    task = get_task("inverter")
-    task.init_from_vqvae = False  # the trained weights hold the codebook already
-    model, cfg = load_model(resolve_checkpoint(inverter_dir, args.checkpoint, option="--inverter-dir"), task)
-    conf, conf_src = frontend_conf(inverter_dir, cfg, args.stft_config)
-    frontend = build_frontend(conf, conf_src)
-    resolved = frontend.to_dict()  # the values as checked (a YAML 'log: no' is False here)
-    if resolved["type"] != "spectrogram" or resolved.get("log", False):
-        raise DataError(f"{conf_src}: expected a linear magnitude spectrogram front end (type: spectrogram, log: false)")
-    stft = frontend.stft_params()
-    sr = frontend.sample_rate
-    r = cfg.model.upsample_ratio
-
-    speaker = None
-    if cfg.model.num_speakers > 0:
-        table_file = inverter_dir / "speakers"
-        if not table_file.is_file():
-            raise FileNotFoundError(f"{table_file}: the inverter has {cfg.model.num_speakers} voices but no speaker table")
-        table = {k: int(v) for k, v in read_table(table_file).items()}
-        if args.speaker is None:
-            raise ConfigError(f"--speaker is required: the inverter has several voices ({', '.join(table)})")
-        if args.speaker not in table:
-            raise ConfigError(f"--speaker {args.speaker!r}: not a voice of the inverter ({', '.join(table)})")
-        speaker = torch.tensor([table[args.speaker]])
-    elif args.speaker is not None:
-        log.info("the inverter has one voice (that of its training data); --speaker %s only labels the output",
-                 args.speaker)
-
-    codes = read_codes(args.codes, cfg.model.codebook_size)
-    utts = sorted(codes, key=lambda u: u.encode("utf-8"))
-    if args.utt_list:
-        wanted = [ln.split()[0] for ln in read_lines(args.utt_list) if ln.strip()]
-        missing = [u for u in wanted if u not in codes]
-        if missing:
-            raise DataError(f"{args.utt_list}: '{missing[0]}' has no codes in {args.codes}")
-        utts = wanted
-    elif args.max_utts:
-        utts = utts[: args.max_utts]
-    if not utts:
-        raise DataError(f"{args.codes}: no utterances to resynthesize")
-
-    ref = None
-    if args.reference_dir:
-        from speechkit.features.io import FeatureReader
-
-        from speechkit.features.io import scp_files
-
-        ref = FeatureReader(args.reference_dir)
-        ref_conf = ref.conf
-        if ref_conf is not None and (ref_conf.get("type") != "spectrogram" or ref_conf.get("log", False)):
-            raise DataError(f"{args.reference_dir}/feats.yaml: --reference-dir needs linear magnitude spectrograms")
-        ref_scp = Path(args.reference_dir) / "feats.scp"
-        check_output_dir(out_dir, inputs=[(f"a spectrogram file of {ref_scp}", f) for f in scp_files(ref_scp)],
-                         option="--out-dir")
-
-    final = Path(os.path.abspath(out_dir))  # where the wavs will be once the temporary dir is swapped in
-    wavs = {}
-    t0 = time.time()
-    seconds = 0.0
-    with torch.no_grad(), replace_dir(out_dir) as tmp:
-        for utt in tqdm(utts, desc="resynthesizing", unit="utt", disable=None):
-            c = torch.from_numpy(codes[utt])[None]
-            lengths = torch.tensor([c.shape[1]])
-            target = None
-            ref_mag = None
-            if ref is not None and utt in ref:
-                ref_mag = ref[utt]
-                target = torch.tensor([len(ref_mag)])
-                if not (c.shape[1] - 1) * r <= len(ref_mag) <= (c.shape[1] + 1) * r:
-                    raise DataError(f"{args.reference_dir}/feats.scp: '{utt}': {len(ref_mag)} frames do not match its "
-                                    f"{c.shape[1]} codes x upsample_ratio {r}")
-            elif ref is not None:
-                log.warning("%s: no reference spectrogram for '%s'", args.reference_dir, utt)
-            mag, _ = model(c, lengths, speaker, target_lengths=target)
-            mag = mag[0].float()  # (S, F)
-            wav = griffin_lim(mag.T.contiguous(), n_iter=args.n_iter, momentum=args.momentum, seed=args.seed,
-                              **stft).numpy()
-            seconds += write_synthesized(tmp / f"{utt}.wav", wav, sr)[0]  # peak-limited; its PNG is drawn below
-            wavs[utt] = str(final / f"{utt}.wav")
-            if args.png:
-                panels = []
-                if ref_mag is not None:
-                    panels.append((f"{utt}: input", ref_mag))
-                voice = f" ({args.speaker})" if args.speaker else ""
-                panels.append((f"{utt}: resynthesized from {c.shape[1]} codes{voice}", mag.numpy()))
-                plot_spectrograms(tmp / f"{utt}.png", panels, sr, stft["hop_length"])
-        write_table(tmp / "wav.scp", wavs)
-    log.info("wrote %d wavs (%.1f s of audio) to %s in %.1f s", len(wavs), seconds, out_dir, time.time() - t0)
+    resynthesize(args.inverter_dir, args.codes, args.out_dir, checkpoint=args.checkpoint, speaker=args.speaker,
+                 reference_dir=args.reference_dir, utt_list=args.utt_list, max_utts=args.max_utts,
+                 n_iter=args.n_iter, momentum=args.momentum, seed=args.seed, stft_config=args.stft_config,
+                 png=args.png, log=log)
     return 0
 
 
