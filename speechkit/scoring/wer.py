@@ -39,6 +39,7 @@ normalisation (case, Unicode form) is applied: references and hypotheses are com
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -49,7 +50,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_table
+
+log = logging.getLogger(__name__)
 
 MODES = ("present", "all", "strict")
 EPS = "***"  # the empty side of an insertion/deletion in per-utterance alignments (Kaldi/sclite)
@@ -489,3 +492,127 @@ def load_baseline(path: str | os.PathLike) -> dict:
     if not isinstance(data, dict) or not isinstance(data.get("wer"), (int, float)):
         raise DataError(f"{path}: no numeric 'wer' key (expected a speechkit-score-wer --json file)")
     return data
+
+
+# ---------------------------------------------------------------------------------- the scoring of two files
+def _fmt(x: float | None, nd: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = False, mode: str = "present",
+                normalize: bool = True, utt2lang: str | os.PathLike | None = None,
+                baseline_json: str | os.PathLike | None = None, json_path: str | os.PathLike | None = None,
+                trn_dir: str | os.PathLike | None = None,
+                logger: logging.Logger = log) -> tuple[list[str], dict]:
+    """Score the Kaldi text file ``hyp`` against ``ref`` as ``speechkit-score-wer`` does and write its files.
+
+    Args:
+        cer: score characters (code points, whitespace removed) instead of words.
+        mode: references without hypothesis (:data:`MODES`): ``present`` not scored, ``all`` scored
+            as empty, ``strict`` an error.
+        normalize: NFC-normalise both sides first.
+        utt2lang: an utt2lang file: per-language WER and averages.
+        baseline_json: a ``json_path`` of an earlier run: WERR (relative WER reduction, %).
+        json_path: write every number here (and the trn files next to it unless ``trn_dir``).
+        trn_dir: write ``ref.trn`` / ``hyp.trn`` / ``per_utt`` (``.char`` with ``cer``) here.
+        logger: where the warnings (ignored hypothesis ids, absent hypotheses) go.
+
+    Returns:
+        The report lines (compute-wer's three, then the per-language table and WERR lines) and
+        what ``json_path`` holds. The files are written before this returns.
+
+    Raises:
+        FileNotFoundError; DataError (naming the file): an empty HYP or REF, an utt2lang line that is
+        not '<utt> <lang>' or a reference without a language, a baseline of another unit or reference
+        set, ``strict`` with a reference without hypothesis, no reference word to score;
+        WriteError: an unwritable ``json_path`` / ``trn_dir``.
+    """
+    unit = "char" if cer else "word"
+    refs = read_transcripts(ref, "reference")
+    hyps = read_transcripts(hyp, "hypothesis")
+    if normalize:
+        refs, hyps = nfc(refs), nfc(hyps)
+    unknown = unknown_hyp_ids(hyps, refs)
+    if unknown:  # as compute-wer: ignored, and said
+        logger.warning("%d hypothesis utterance(s) of %s are not in the reference %s and are ignored: %s%s",
+                       len(unknown), hyp, ref, " ".join(unknown[:10]), " ..." if len(unknown) > 10 else "")
+        hyps = {u: t for u, t in hyps.items() if u in refs}
+    langs = None
+    if utt2lang:
+        langs = read_table(utt2lang)
+        for lineno, (utt, lang) in enumerate(langs.items(), 1):
+            if len(lang.split()) != 1:
+                raise DataError(f"{utt2lang}:{lineno}: expected '<utt> <lang>', got {lang!r}")
+        for lineno, utt in enumerate(refs, 1):
+            if utt not in langs:
+                raise DataError(f"{ref}:{lineno}: utterance '{utt}' has no language in {utt2lang}")
+    baseline = load_baseline(baseline_json) if baseline_json else None
+    if baseline is not None and baseline.get("unit", "word") != unit:
+        raise DataError(f"{baseline_json}: baseline scored {baseline.get('unit')}s, this run {unit}s "
+                        f"({'drop' if unit == 'word' else 'add'} --cer or use a matching baseline)")
+
+    try:
+        scored = score(refs, hyps, unit=unit, mode=mode, utt2lang=langs)
+    except DataError as e:
+        raise DataError(f"{hyp}: {e}") from None
+    total = scored.total
+    if scored.absent:
+        shown = " ".join(scored.absent[:10])
+        logger.warning("%d of %d reference utterances have no hypothesis in %s (%s): %s%s",
+                       len(scored.absent), len(refs), hyp,
+                       "not scored" if mode == "present" else "scored as empty", shown,
+                       " ..." if len(scored.absent) > 10 else "")
+    if total.num_words == 0:
+        raise DataError(f"{ref}: the scored references have no {unit}s: error rate undefined")
+
+    check = check_werr(baseline, baseline_json, refs, len(scored.absent), ref) \
+        if baseline is not None else None
+    lines = total.kaldi_lines()
+    result = {"ref": str(ref), "hyp": str(hyp), "unit": unit, "mode": mode, **total.to_dict(),
+              "absent": scored.absent, "ref_utterances": len(refs), "ref_fingerprint": reference_fingerprint(refs)}
+    if unit == "char":
+        result["cer"] = result["wer"]
+    if scored.per_language is not None:
+        avgs = scored.language_averages()
+        lines.append(f"per-language ({len(scored.per_language)} languages, word-weighted average = pooled):")
+        lines.append(f"  {'lang':<8} {'wer%':>7}  {'err':>6} / {'words':<6}  {'ins':>5} {'del':>5} {'sub':>5}"
+                     f"  {'ser%':>7}  {'sents':>5}  {'absent':>6}")
+        for lang, r in scored.per_language.items():
+            wer = _fmt(kaldi_percent(r.errors, r.num_words) if r.num_words else None)
+            ser = _fmt(kaldi_percent(r.sent_errs, r.num_sent) if r.num_sent else None)
+            lines.append(f"  {lang:<8} {wer:>7}  {r.errors:>6} / {r.num_words:<6}  {r.ins:>5} {r.dels:>5} "
+                         f"{r.subs:>5}  {ser:>7}  {r.num_sent:>5}  {r.num_absent:>6}")
+        lines.append(f"  average wer%: word-weighted {_fmt(avgs['weighted'])}, "
+                     f"unweighted mean over languages {_fmt(avgs['unweighted'])}")
+        result["per_language"] = {lang: r.to_dict() for lang, r in scored.per_language.items()}
+        result["avg_wer_weighted"] = avgs["weighted"]
+        result["avg_wer_unweighted"] = avgs["unweighted"]
+    if baseline is not None:
+        w = werr(baseline["wer"], total.wer)
+        result["baseline"] = str(baseline_json)
+        result["werr"] = w
+        result["werr_flags"] = check.flags  # [] = two complete runs on the same reference set
+        lines.append(f"werr: {_fmt(w)} % relative to {baseline_json} "
+                     f"(wer% {baseline['wer']:.2f} -> {total.wer:.2f}){check.suffix()}")
+        if scored.per_language is not None and isinstance(baseline.get("per_language"), dict):
+            per = {}
+            for lang, r in scored.per_language.items():
+                b = baseline["per_language"].get(lang, {})
+                per[lang] = werr(b.get("wer") if isinstance(b, dict) else None, r.wer)
+            result["werr_per_language"] = per
+            lines.append("  werr% per language: " + ", ".join(f"{k} {_fmt(v)}" for k, v in per.items())
+                         + check.suffix())
+    # the files first: nothing is printed as a result unless they are written
+    trn_dir = Path(trn_dir) if trn_dir else Path(json_path).parent if json_path else None
+    if trn_dir is not None:
+        ensure_writable_dir(trn_dir)
+        sfx = ".char" if unit == "char" else ""
+        write_trn(trn_dir / f"ref{sfx}.trn", ((u, r) for u, (r, _, _) in scored.utts.items()))
+        write_trn(trn_dir / f"hyp{sfx}.trn", ((u, h) for u, (_, h, _) in scored.utts.items()))
+        write_per_utt(trn_dir / f"per_utt{sfx}", scored)
+        result["trn_dir"] = str(trn_dir)
+    if json_path:
+        with atomic_write(json_path) as f:
+            json.dump(result, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+    return lines, result

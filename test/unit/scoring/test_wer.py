@@ -338,3 +338,25 @@ def test_cli_werr_only_between_runs_on_one_reference_set(tmp_path, capsys):
     (tmp_path / "old.json").write_text(json.dumps(old), "utf-8")
     line, _ = werr_line("u1 a b c\nu2 d e f\nu3 g x i\nu4 j k l\n", baseline=tmp_path / "old.json")
     assert "(wer% 16.67 -> 8.33) [UNCHECKED: the baseline JSON records no reference fingerprint" in line
+
+
+def test_score_files_library_call(tmp_path, caplog):
+    """score_files (the library behind speechkit-score-wer): the report lines and the JSON it writes,
+    warnings on the logger given, the per-language table with utt2lang."""
+    from speechkit.scoring.wer import score_files
+
+    (tmp_path / "ref").write_text("u1 a b c d\nu2 e f\n")
+    (tmp_path / "hyp").write_text("u1 a c d e\nu9 x\n")
+    (tmp_path / "u2l").write_text("u1 en\nu2 hi\n")
+    with caplog.at_level("WARNING", logger="speechkit.scoring.wer"):
+        lines, result = score_files(tmp_path / "ref", tmp_path / "hyp", utt2lang=tmp_path / "u2l",
+                                    json_path=tmp_path / "s/wer.json")
+    assert lines[:3] == ["%WER 50.00 [ 2 / 4, 1 ins, 1 del, 0 sub ] [PARTIAL]", "%SER 100.00 [ 1 / 1 ]",
+                         "Scored 1 sentences, 1 not present in hyp."]
+    assert lines[3].startswith("per-language (2 languages")
+    assert json.loads((tmp_path / "s/wer.json").read_text()) == result
+    assert result["absent"] == ["u2"] and result["trn_dir"] == str(tmp_path / "s")
+    assert (tmp_path / "s/per_utt").is_file() and (tmp_path / "s/hyp.trn").read_text() == "a c d e (u1)\n"
+    assert "are not in the reference" in caplog.text and "u9" in caplog.text
+    with pytest.raises(DataError, match="no hypothesis for utterance 'u2'"):
+        score_files(tmp_path / "ref", tmp_path / "hyp", mode="strict")
