@@ -39,17 +39,11 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 import sys
-import time
-from pathlib import Path
-
-import numpy as np
 
 from speechkit.decode.vocode import world_vocode as vocode
+from speechkit.tasks.synthesize import synthesize_label_dir
 from speechkit.utils.cli import add_model_args, make_parser, run_main, setup_logging
-from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
-from speechkit.utils.outputs import check_output_dir, replace_dir
 
 PROG = "speechkit-tts-synthesize"
 log = logging.getLogger(PROG)
@@ -74,92 +68,11 @@ def build_parser():
 
 
 def _run(args) -> int:
-    import kaldiio
-
-    from speechkit.decode.audio_out import warn_unplotted
-    from speechkit.utils.jobs import map_jobs
-    from speechkit.features.io import ark_scp_writer, scp_files
-    from speechkit.tasks.synthesize import Synthesizer
-
     setup_logging(args.log_file)
-    if args.num_wavs < 0:
-        raise ValueError(f"--num-wavs must be >= 0, got {args.num_wavs}")
-    if args.nj < 1:
-        raise ValueError(f"--nj must be >= 1, got {args.nj}")
-    model_dir, data_dir, out_dir = Path(args.model_dir), Path(args.data_dir), Path(args.out_dir)
-    check_output_dir(out_dir, inputs={"DATA_DIR": data_dir}, experiment_dirs={"--model-dir": model_dir},
-                     option="OUT_DIR")
-    synth = Synthesizer(model_dir, args.checkpoint, option="--model-dir", speaker_embeddings=args.speaker_embeddings,
-                        input="labels")
-    cfg, conf = synth.cfg, synth.conf
-    if conf is None:
-        if args.num_wavs:
-            raise FileNotFoundError(f"no WORLD config in {model_dir}/feats.yaml or {cfg.data.train_dir}/feats.yaml: "
-                                    f"needed to vocode (--num-wavs)")
-        log.warning("no WORLD config (feats.yaml) found for %s; OUT_DIR gets none", model_dir)
-    frame_shift = float(conf.get("frame_period", 5.0)) / 1000.0 if conf else 0.005
-
-    scp = data_dir / "labels.scp"
-    if not scp.is_file():
-        raise FileNotFoundError(f"{scp}: no label vectors (run speechkit-make-labels)")
-    table = read_table(scp)
-    utts = sorted(table, key=lambda u: u.encode("utf-8"))
-    if not utts:
-        raise DataError(f"{scp}: empty")
-    loader = kaldiio.load_scp(str(scp))
-    if not synth.conditioned and (args.speaker or args.speaker_embeddings):
-        raise ValueError(f"{model_dir}: the model is not speaker-conditioned (trained without "
-                         f"data.speaker_embeddings); drop --speaker / --speaker-embeddings")
-    spk_vectors = synth.speaker_vectors(utts, data_dir, args.speaker)
-    dim = cfg.model.input_dim - (len(spk_vectors[0]) if spk_vectors is not None else 0)
-    inputs = [("the checkpoint", synth.checkpoint)] + [(f"a label file of {scp}", f) for f in scp_files(scp)]
-    if spk_vectors is not None:
-        inputs.append(("the speaker vectors", synth.speaker_embeddings))
-    check_output_dir(out_dir, inputs=inputs, option="OUT_DIR")
-
-    final = Path(os.path.abspath(out_dir))  # where the files will be once the temporary dir is swapped in
-    num_frames: dict[str, int] = {}
-    to_vocode: list[tuple[str, np.ndarray]] = []
-    t0 = time.time()
-    with replace_dir(out_dir) as tmp:
-        with ark_scp_writer(tmp / "feats.ark", tmp / "feats.scp", scp_ark=final / "feats.ark") as write:
-            for i, utt in enumerate(utts):
-                try:
-                    x = np.array(loader[utt], dtype=np.float32)
-                except Exception as e:  # kaldiio raises several types for a bad ark
-                    raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
-                if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dim:
-                    minus = " minus the speaker vector" if spk_vectors is not None else ""
-                    raise DataError(f"{scp}: '{utt}': expected a (frames, {dim}) label matrix (the model's input_dim"
-                                    f"{minus}), got shape {x.shape}")
-                if not np.isfinite(x).all():
-                    raise DataError(f"{scp}: '{utt}': NaN or infinite label values")
-                y = synth.features(x, spk_vectors[i] if spk_vectors is not None else None)
-                write(utt, y)
-                num_frames[utt] = len(y)
-                if len(to_vocode) < args.num_wavs:
-                    to_vocode.append((utt, y))
-        write_table(tmp / "utt2num_frames", num_frames)
-        with atomic_write(tmp / "frame_shift") as f:
-            f.write(f"{frame_shift:g}\n")
-        if conf is not None:
-            with atomic_write(tmp / "feats.yaml") as f:
-                f.write(Path(synth.conf_src).read_text(encoding="utf-8"))
-        log.info("predicted %d utterances (%d frames) with %s in %.1f s", len(utts), sum(num_frames.values()),
-                 synth.checkpoint, time.time() - t0)
-
-        if to_vocode:
-            # every job writes into the temporary dir; wav.scp names where the wavs will be
-            wav_dir = tmp / "wav"
-            wav_dir.mkdir(parents=True, exist_ok=True)
-            name = cfg.__class__.__name__.replace("TaskConfig", "")
-            jobs = [(u, y, conf, str(wav_dir), f"{u}: {name} ({model_dir.name})") for u, y in to_vocode]
-            results = map_jobs(vocode, jobs, args.nj)
-            warn_unplotted(results, {u for u, _ in to_vocode}, log)
-            write_table(wav_dir / "wav.scp", {u: str(final / "wav" / Path(p).name) for u, p, _, _ in results})
-            log.info("vocoded %d wavs (%.1f s of audio) with their spectrograms", len(results),
-                     sum(sec for _, _, sec, _ in results))
-    log.info("wrote %s (feats.scp%s)", out_dir, ", wav/" if to_vocode else "")
+    # the vocoder is looked up here, at call time: a test replaces this module's vocode
+    synthesize_label_dir(args.model_dir, args.data_dir, args.out_dir, checkpoint=args.checkpoint,
+                         speaker_embeddings=args.speaker_embeddings, speaker=args.speaker, num_wavs=args.num_wavs,
+                         nj=args.nj, vocoder=vocode, log=log)
     return 0
 
 

@@ -19,7 +19,8 @@ A speaker-conditioned model (trained with ``data.speaker_embeddings``; Hemati & 
 2.1) gets the speaker's vector from the scp it was trained with (or the one given); only the
 speakers it was trained on (``EXP/speakers``) may be asked for.
 
-Used by ``speechkit-tts-synthesize`` and the continual evaluation
+Used by ``speechkit-tts-synthesize`` (through :func:`synthesize_label_dir`, a whole
+``labels.scp`` into a feature dir and wavs) and the continual evaluation
 (:mod:`speechkit.tasks.continual.evaluation`)::
 
     synth = Synthesizer("exp/vctk/salad")
@@ -37,7 +38,7 @@ import numpy as np
 
 from speechkit.utils.fileio import DataError
 
-__all__ = ["Synthesizer"]
+__all__ = ["Synthesizer", "synthesize_label_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -269,3 +270,125 @@ class Synthesizer:
                         speaker, len(feats))
             feats = np.concatenate([feats, feats[-1:]])
         return limit_peak(self.vocode(feats))
+
+
+def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
+                         checkpoint: str | None = None, option: str | None = "--model-dir",
+                         speaker_embeddings: str | os.PathLike | None = None, speaker: str | None = None,
+                         num_wavs: int = 0, nj: int = 1, vocoder=None, log: logging.Logger = log) -> dict[str, int]:
+    """Every utterance of ``data_dir/labels.scp`` through a salad / musa_rnn :class:`Synthesizer`
+    into the feature dir ``out_dir`` (``speechkit-tts-synthesize``; its docstring gives the files).
+
+    ``out_dir`` is written as a whole (the previous one kept as ``out_dir/.backup/N``) and checked
+    against every input before any work. The first ``num_wavs`` utterances (C order) are vocoded in
+    ``nj`` processes.
+
+    Args:
+        model_dir, checkpoint, option, speaker_embeddings: as :class:`Synthesizer` takes them
+            (``option``: the command-line option named in the errors).
+        speaker: every utterance in this trained speaker's voice (else each one's own, from
+            ``data_dir/utt2spk``); conditioned models only.
+        vocoder: the per-utterance job (default :func:`speechkit.decode.vocode.world_vocode`).
+        log: where the progress lines go (the CLI passes its own logger).
+
+    Returns:
+        ``utt -> frames`` of the predicted features (``out_dir/utt2num_frames``).
+
+    Raises:
+        ValueError: a negative ``num_wavs``, ``nj < 1`` (named as the CLI options); ``speaker`` or
+            ``speaker_embeddings`` for an unconditioned model; not a salad / musa_rnn checkpoint.
+        OutputOverlapError: ``out_dir`` overlaps an input or the experiment dir.
+        FileNotFoundError: no labels.scp; no WORLD config when ``num_wavs`` asks for wavs.
+        DataError: an empty or unreadable labels.scp, labels of the wrong dimension or with NaN/Inf
+            (the utterance named), a speaker never trained or without a vector.
+    """
+    import time
+
+    import kaldiio
+
+    from speechkit.decode.audio_out import warn_unplotted
+    from speechkit.features.io import ark_scp_writer, scp_files
+    from speechkit.utils.fileio import atomic_write, read_table, write_table
+    from speechkit.utils.jobs import map_jobs
+    from speechkit.utils.outputs import check_output_dir, replace_dir
+
+    if vocoder is None:
+        from speechkit.decode.vocode import world_vocode as vocoder
+    if num_wavs < 0:
+        raise ValueError(f"--num-wavs must be >= 0, got {num_wavs}")
+    if nj < 1:
+        raise ValueError(f"--nj must be >= 1, got {nj}")
+    model_dir, data_dir, out_dir = Path(model_dir), Path(data_dir), Path(out_dir)
+    check_output_dir(out_dir, inputs={"DATA_DIR": data_dir}, experiment_dirs={"--model-dir": model_dir},
+                     option="OUT_DIR")
+    synth = Synthesizer(model_dir, checkpoint, option=option, speaker_embeddings=speaker_embeddings, input="labels")
+    cfg, conf = synth.cfg, synth.conf
+    if conf is None:
+        if num_wavs:
+            raise FileNotFoundError(f"no WORLD config in {model_dir}/feats.yaml or {cfg.data.train_dir}/feats.yaml: "
+                                    f"needed to vocode (--num-wavs)")
+        log.warning("no WORLD config (feats.yaml) found for %s; OUT_DIR gets none", model_dir)
+    frame_shift = float(conf.get("frame_period", 5.0)) / 1000.0 if conf else 0.005
+
+    scp = data_dir / "labels.scp"
+    if not scp.is_file():
+        raise FileNotFoundError(f"{scp}: no label vectors (run speechkit-make-labels)")
+    table = read_table(scp)
+    utts = sorted(table, key=lambda u: u.encode("utf-8"))
+    if not utts:
+        raise DataError(f"{scp}: empty")
+    loader = kaldiio.load_scp(str(scp))
+    if not synth.conditioned and (speaker or speaker_embeddings):
+        raise ValueError(f"{model_dir}: the model is not speaker-conditioned (trained without "
+                         f"data.speaker_embeddings); drop --speaker / --speaker-embeddings")
+    spk_vectors = synth.speaker_vectors(utts, data_dir, speaker)
+    dim = cfg.model.input_dim - (len(spk_vectors[0]) if spk_vectors is not None else 0)
+    inputs = [("the checkpoint", synth.checkpoint)] + [(f"a label file of {scp}", f) for f in scp_files(scp)]
+    if spk_vectors is not None:
+        inputs.append(("the speaker vectors", synth.speaker_embeddings))
+    check_output_dir(out_dir, inputs=inputs, option="OUT_DIR")
+
+    final = Path(os.path.abspath(out_dir))  # where the files will be once the temporary dir is swapped in
+    num_frames: dict[str, int] = {}
+    to_vocode: list[tuple[str, np.ndarray]] = []
+    t0 = time.time()
+    with replace_dir(out_dir) as tmp:
+        with ark_scp_writer(tmp / "feats.ark", tmp / "feats.scp", scp_ark=final / "feats.ark") as write:
+            for i, utt in enumerate(utts):
+                try:
+                    x = np.array(loader[utt], dtype=np.float32)
+                except Exception as e:  # kaldiio raises several types for a bad ark
+                    raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
+                if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dim:
+                    minus = " minus the speaker vector" if spk_vectors is not None else ""
+                    raise DataError(f"{scp}: '{utt}': expected a (frames, {dim}) label matrix (the model's input_dim"
+                                    f"{minus}), got shape {x.shape}")
+                if not np.isfinite(x).all():
+                    raise DataError(f"{scp}: '{utt}': NaN or infinite label values")
+                y = synth.features(x, spk_vectors[i] if spk_vectors is not None else None)
+                write(utt, y)
+                num_frames[utt] = len(y)
+                if len(to_vocode) < num_wavs:
+                    to_vocode.append((utt, y))
+        write_table(tmp / "utt2num_frames", num_frames)
+        with atomic_write(tmp / "frame_shift") as f:
+            f.write(f"{frame_shift:g}\n")
+        if conf is not None:
+            with atomic_write(tmp / "feats.yaml") as f:
+                f.write(Path(synth.conf_src).read_text(encoding="utf-8"))
+        log.info("predicted %d utterances (%d frames) with %s in %.1f s", len(utts), sum(num_frames.values()),
+                 synth.checkpoint, time.time() - t0)
+
+        if to_vocode:
+            # every job writes into the temporary dir; wav.scp names where the wavs will be
+            wav_dir = tmp / "wav"
+            wav_dir.mkdir(parents=True, exist_ok=True)
+            name = cfg.__class__.__name__.replace("TaskConfig", "")
+            jobs = [(u, y, conf, str(wav_dir), f"{u}: {name} ({model_dir.name})") for u, y in to_vocode]
+            results = map_jobs(vocoder, jobs, nj)
+            warn_unplotted(results, {u for u, _ in to_vocode}, log)
+            write_table(wav_dir / "wav.scp", {u: str(final / "wav" / Path(p).name) for u, p, _, _ in results})
+            log.info("vocoded %d wavs (%.1f s of audio) with their spectrograms", len(results),
+                     sum(sec for _, _, sec, _ in results))
+    log.info("wrote %s (feats.scp%s)", out_dir, ", wav/" if to_vocode else "")
+    return num_frames
