@@ -2,7 +2,6 @@
 atomic output."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,7 @@ from speechkit.tasks.vqvae import load_features
 from speechkit.tasks import load_model
 from speechkit.utils.fileio import read_table
 
-_spec = importlib.util.spec_from_file_location(
-    "zs_helpers", Path(__file__).parents[1] / "tasks" / "zs_helpers.py")
-zs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zs)
+import zs_helpers as zs  # test/unit/tasks/zs_helpers.py (test/unit/conftest.py)
 
 
 @pytest.fixture(scope="module")

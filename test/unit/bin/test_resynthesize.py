@@ -1,7 +1,6 @@
 """speechkit-resynthesize: wavs from the inverter's magnitudes through Griffin-Lim, plots, voices, errors."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +13,8 @@ from speechkit.decode.griffin_lim import griffin_lim
 from speechkit.tasks import get_task, load_model
 from speechkit.utils.fileio import read_table, write_table
 
-_spec = importlib.util.spec_from_file_location(
-    "zs_helpers", Path(__file__).parents[1] / "tasks" / "zs_helpers.py")
-zs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zs)
+import zs_helpers as zs  # test/unit/tasks/zs_helpers.py (test/unit/conftest.py)
+
 
 K, R = 8, 4
 

@@ -1,9 +1,6 @@
 """speechkit-tts-synthesize with a speaker-conditioned SALAD: --speaker, --speaker-embeddings, errors."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import kaldiio
 import numpy as np
 import pytest
@@ -14,10 +11,7 @@ from speechkit.tasks import get_task, load_model
 from speechkit.train import Trainer
 from speechkit.utils.config import load_config
 
-_spec = importlib.util.spec_from_file_location(
-    "tts_speaker_helpers", Path(__file__).parents[1] / "tasks" / "tts_speaker_helpers.py")
-H = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(H)
+import tts_speaker_helpers as H  # test/unit/tasks/tts_speaker_helpers.py (test/unit/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,6 @@
 speaker boundaries in the streams, missing speakers, EXP/speakers."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -16,10 +13,7 @@ from speechkit.train import Trainer
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, read_table, write_table
 
-_spec = importlib.util.spec_from_file_location("tts_speaker_helpers",
-                                               Path(__file__).with_name("tts_speaker_helpers.py"))
-H = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(H)
+import tts_speaker_helpers as H  # test/unit/tasks/tts_speaker_helpers.py (test/unit/conftest.py)
 
 
 @pytest.fixture

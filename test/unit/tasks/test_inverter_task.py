@@ -1,7 +1,6 @@
 """The inverter task: code tables, code/spectrogram alignment of crops, checks, codebook init, training."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -16,9 +15,8 @@ from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, write_table
 
-_spec = importlib.util.spec_from_file_location("zs_helpers", Path(__file__).with_name("zs_helpers.py"))
-zs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zs)
+import zs_helpers as zs  # test/unit/tasks/zs_helpers.py (test/unit/conftest.py)
+
 
 K = 8
 R = 4

@@ -2,9 +2,6 @@
 checkpoint choice and the refusals (a model of another input, no vocoder config, an unknown speaker)."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -18,9 +15,7 @@ from speechkit.train import Trainer
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError
 
-_spec = importlib.util.spec_from_file_location("tts_speaker_helpers", Path(__file__).parent / "tts_speaker_helpers.py")
-H = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(H)
+import tts_speaker_helpers as H  # test/unit/tasks/tts_speaker_helpers.py (test/unit/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,6 @@
 writes for the same utterances; its options, errors and the row writers."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -14,9 +11,7 @@ from speechkit.bin.extract_units import main
 from speechkit.tasks.units import UnitExtractor, check_extraction_options, codebook_rows, extract_units, onehot_rows
 from speechkit.utils.fileio import read_table
 
-_spec = importlib.util.spec_from_file_location("zs_helpers", Path(__file__).parent / "zs_helpers.py")
-zs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zs)
+import zs_helpers as zs  # test/unit/tasks/zs_helpers.py (test/unit/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,7 @@
 """The vqvae task: data loading and checks, crops, validation statistics, training through the Trainer."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +15,7 @@ from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, read_table
 
-_spec = importlib.util.spec_from_file_location("zs_helpers", Path(__file__).with_name("zs_helpers.py"))
-zs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zs)
+import zs_helpers as zs  # test/unit/tasks/zs_helpers.py (test/unit/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Tiny multi-speaker label/WORLD-feature data dirs for the speaker-conditioned acoustic model tests
 (task, speechkit-tts-synthesize, the continual driver).
 
-Not a test module: loaded by path (``importlib``) from the tests that need it. Each speaker shifts
+Not a test module: test/unit/conftest.py registers it (``import tts_speaker_helpers as H``). Each speaker shifts
 the targets of every phone by its own offset (mcep c1..c4 and lf0), so a model can only fit the
 data if it uses the speaker vector.
 """

@@ -1,6 +1,6 @@
 """Tiny on-disk data for the vqvae / inverter task tests and the extract-units / resynthesize CLI tests.
 
-Not a test module: loaded by path (``importlib``) from the tests that need it.
+Not a test module: test/unit/conftest.py registers it, the tests say ``import zs_helpers as zs``.
 """
 from __future__ import annotations
 

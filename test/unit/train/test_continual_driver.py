@@ -2,7 +2,6 @@
 episode data per strategy, ER-KD targets, the EWC penalty, optimiser reset, resume, plan mismatch, CLI."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -20,10 +19,7 @@ from speechkit.train.checkpoint import load_checkpoint
 from speechkit.train.continual import EpisodePlan, PlanMismatchError
 from speechkit.utils.config import ConfigError, load_config
 
-_spec = importlib.util.spec_from_file_location(
-    "tts_speaker_helpers", Path(__file__).parents[1] / "tasks" / "tts_speaker_helpers.py")
-H = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(H)
+import tts_speaker_helpers as H  # test/unit/tasks/tts_speaker_helpers.py (test/unit/conftest.py)
 
 CONTINUAL = {"c1": 4, "c2": 3, "c3": 5}
 

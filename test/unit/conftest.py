@@ -1,0 +1,27 @@
+"""What the unit tests share beyond test/conftest.py's fixtures: the helper modules of the task tests.
+
+``test/unit/tasks/zs_helpers.py`` (tiny feature dirs and trainings for the vqvae / inverter tasks and
+the extract-units / resynthesize CLIs) and ``test/unit/tasks/tts_speaker_helpers.py`` (speaker-
+conditioned acoustic-model data) are not test modules; they are registered here under their names,
+once, so that a test anywhere under test/unit says ``import zs_helpers as zs``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+HELPERS = Path(__file__).resolve().parent / "tasks"
+
+
+def _register(name: str) -> None:
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, HELPERS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
+
+for _name in ("zs_helpers", "tts_speaker_helpers"):
+    _register(_name)
