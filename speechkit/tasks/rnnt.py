@@ -24,12 +24,12 @@ Skips (counted and logged, never a crash mid-epoch)
     an utterance without features; a transcript that is empty or has no in-vocabulary symbol
     (:meth:`~speechkit.text.units.UnitInventory.encode_checked`); one with more labels than
     ``max_symbols_per_frame`` x encoder frames or too short for one stacked frame
-    (:func:`~speechkit.models.rnnt.length_problem`); one longer than ``max_frames``. A language in
+    (:func:`length_problem`); one longer than ``max_frames``. A language in
     ``utt2lang`` that the units do not know is an error naming the file and line.
 
 Batches
     Each training mini-batch holds one language, the language drawn in proportion to its hours
-    of data (section 4; :func:`~speechkit.models.rnnt.language_batches`), packed to at most
+    of data (section 4; :func:`language_batches`), packed to at most
     ``trainer.batch_frames`` padded *input* (10 ms) frames; optionally shortest batches first in
     the first ``data.sortagrad_epochs`` epochs. Validation batches may mix languages (the model
     splits them).
@@ -69,7 +69,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -78,7 +78,8 @@ from torch.utils.data import Dataset
 
 from speechkit.data.fingerprint import DataInput
 from speechkit.nn.specaug import SpecAugment, SpecAugmentConfig
-from speechkit.models.rnnt import PRESETS, RNNT, RNNTConfig, language_batches, length_problem, parameter_counts
+from speechkit.models.rnnt import RNNT, RNNTConfig, parameter_counts
+from speechkit.models.rnnt_config import PRESETS
 from speechkit.train.task import Task, checkpoint_input
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.config import FieldError
@@ -88,7 +89,8 @@ from speechkit.utils.fileio import DataError, read_table
 logger = logging.getLogger(__name__)
 
 __all__ = ["RNNTDataConfig", "RNNTInitConfig", "RNNTTaskConfig", "RNNTDataset", "RNNTTask",
-           "load_global_cmvn", "model_config_for_units", "sortagrad", "collate_rnnt"]
+           "load_global_cmvn", "model_config_for_units", "sortagrad", "collate_rnnt", "language_batches",
+           "length_problem"]
 
 
 @dataclass
@@ -594,6 +596,108 @@ class RNNTTask(Task):
         with atomic_write(Path(exp_dir) / "model_info.json") as f:
             json.dump(info, f, indent=2)
             f.write("\n")
+
+
+# ---------------------------------------------------------------------------------------- batching
+
+
+def length_problem(
+    num_input_frames: int,
+    num_labels: int,
+    num_stack: int = 8,
+    stride: int = 3,
+    max_symbols_per_frame: int | None = 1,
+) -> str | None:
+    """Why an utterance cannot be used for training/decoding, or ``None`` if it can.
+
+    The data side counts and reports these skips (never a crash mid-epoch):
+
+    * fewer raw frames than ``num_stack``: no encoder frame at all (the RNN-T loss is undefined);
+    * more labels than ``max_symbols_per_frame`` x encoder frames: the RNN-T loss allows it, but
+      no decoder emitting at most that many symbols per frame can produce the transcript (modified
+      beam search emits one per frame; ``None`` disables this check).
+
+    Args:
+        num_input_frames: raw feature frames (10 ms); num_labels: output units in the transcript.
+    """
+    from speechkit.features.stack import num_stacked_frames
+
+    t = num_stacked_frames(num_input_frames, num_stack, stride)
+    if t == 0:
+        return f"no encoder frames: {num_input_frames} input frames < num_stack={num_stack}"
+    if max_symbols_per_frame is not None and num_labels > max_symbols_per_frame * t:
+        return (f"{num_labels} labels > {max_symbols_per_frame} per frame x {t} encoder frames "
+                f"({num_input_frames} input frames)")
+    return None
+
+
+def language_batches(
+    utt2lang: Mapping[str, str],
+    utt2num_frames: Mapping[str, int],
+    batch_frames: int,
+    seed: int = 0,
+    epoch: int = 0,
+) -> list[tuple[str, list[str]]]:
+    """One epoch of single-language mini-batches, each batch's language drawn in proportion to
+    that language's hours of data (Joshi et al. 2021, section 4).
+
+    Per language, utterances are sorted by length and packed into batches whose padded size
+    (``longest x count``) stays within ``batch_frames`` (an utterance longer than that is a batch
+    of its own); the batches are shuffled.  The epoch has as many steps as there are batches in
+    total; at each step a language is drawn with probability ``frames_l / sum_l' frames_l'`` and
+    its next batch is taken (its batches are reshuffled and reused if it runs out).  Deterministic
+    in ``(seed, epoch)``.
+
+    Args:
+        utt2lang: utterance -> language; utt2num_frames: utterance -> feature frames.
+        batch_frames: padded frames per batch (> 0).
+
+    Returns:
+        ``[(lang, [utt, ...]), ...]`` in training order.
+
+    Raises:
+        ValueError: ``batch_frames`` < 1, or an utterance of utt2lang missing from utt2num_frames
+        (named).
+    """
+    import random
+
+    if batch_frames < 1:
+        raise ValueError(f"batch_frames must be >= 1, got {batch_frames}")
+    rng = random.Random(f"{seed}:{epoch}")
+    by_lang: dict[str, list[str]] = {}
+    for utt, lang in utt2lang.items():
+        if utt not in utt2num_frames:
+            raise ValueError(f"utterance {utt!r} has a language but no num_frames")
+        by_lang.setdefault(lang, []).append(utt)
+    batches: dict[str, list[list[str]]] = {}
+    frames: dict[str, int] = {}
+    for lang in sorted(by_lang):
+        utts = sorted(by_lang[lang], key=lambda u: (utt2num_frames[u], u))
+        frames[lang] = sum(int(utt2num_frames[u]) for u in utts)
+        cur: list[str] = []
+        out: list[list[str]] = []
+        for u in utts:  # ascending lengths: the newest utterance is the longest
+            if cur and int(utt2num_frames[u]) * (len(cur) + 1) > batch_frames:
+                out.append(cur)
+                cur = []
+            cur.append(u)
+        if cur:
+            out.append(cur)
+        rng.shuffle(out)
+        batches[lang] = out
+    langs = sorted(batches)
+    total = sum(frames.values())
+    weights = [frames[k] / total if total else 1.0 for k in langs]
+    pos = {k: 0 for k in langs}
+    schedule = []
+    for _ in range(sum(len(b) for b in batches.values())):
+        lang = rng.choices(langs, weights)[0]
+        if pos[lang] == len(batches[lang]):
+            rng.shuffle(batches[lang])
+            pos[lang] = 0
+        schedule.append((lang, batches[lang][pos[lang]]))
+        pos[lang] += 1
+    return schedule
 
 
 def sortagrad(schedule: list[tuple[str, list[str]]], num_frames: dict[str, int]) -> list[tuple[str, list[str]]]:

@@ -4,9 +4,8 @@ vanilla models reduced to one language for fine-tuning (Table 3)."""
 import pytest
 import torch
 
-from speechkit.models.rnnt import (
-    PAPER_TABLE6, padded_union_maps, paper_parameter_table, parameter_counts, to_monolingual,
-)
+from speechkit.models.rnnt import parameter_counts, to_monolingual
+from speechkit.models.rnnt_parameters import PAPER_TABLE6, padded_union_maps, paper_parameter_table
 from speechkit.nn.rnnt_loss import rnnt_loss
 
 VOCAB = {"hi": 9, "ta": 7, "gu": 8}  # the tiny fixture's (conftest.py)
