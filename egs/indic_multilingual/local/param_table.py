@@ -20,7 +20,7 @@ def main(argv=None) -> int:
     p.add_argument("--units-dir", default=None, help="speechkit-make-units --per-language output")
     p.add_argument("--config", default=None, help="a speechkit-train rnnt YAML config (its model section)")
     args = p.parse_args(argv)
-    from speechkit.models.rnnt import PAPER_TABLE6, paper_parameter_table, parameter_table
+    from speechkit.models.rnnt_parameters import PAPER_TABLE6, paper_parameter_table, parameter_table
 
     systems = list(PAPER_TABLE6) + ["multisoftmax_lsp_lid"]
     if args.units_dir is None:
