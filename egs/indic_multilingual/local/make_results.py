@@ -246,7 +246,7 @@ def switch_off_tables(exp: Path, t: str, num_langs: int) -> list[str]:
 def table6(exp: Path) -> list[str]:
     """Table 6: parameters (M) of the paper, of speechkit's ``paper`` preset (built on the meta
     device, :func:`speechkit.models.rnnt.paper_parameter_table`) and of this run's systems."""
-    from speechkit.models.rnnt import PAPER_TABLE6, paper_parameter_table
+    from speechkit.models.rnnt_parameters import PAPER_TABLE6, paper_parameter_table
 
     preset = paper_parameter_table()
     run: dict[str, float] = {}
