@@ -234,29 +234,17 @@ def test_optimiser_reset_per_episode(setup, tmp_path):
         assert ckpt["scheduler"]["last_epoch"] == steps  # and so does the LR schedule
 
 
-def test_resume_after_kill_reproduces_the_run(setup, tmp_path, monkeypatch):
+def test_resume_after_kill_reproduces_the_run(setup, tmp_path, kill_forward_loss):
     root = setup
     order = order_of(root)
     extra = {"trainer.save_interval_steps": 1, "trainer.max_epochs": 2}
     cd.run_continual(config(root, "ewc", **extra), tmp_path / "a")
 
-    calls = {"n": 0}
-    orig = SaladTask.forward_loss
-
-    class Killed(Exception):
-        pass
-
-    def dying(self, model, batch):
-        calls["n"] += 1
-        # episode 1 (c3): 2 epochs x 4 windows; episode 2 (c2): 2 windows per epoch; dies in its 2nd epoch
-        if calls["n"] == 12:
-            raise Killed
-        return orig(self, model, batch)
-
-    monkeypatch.setattr(SaladTask, "forward_loss", dying)
-    with pytest.raises(Killed):
+    # episode 1 (c3): 2 epochs x 4 windows; episode 2 (c2): 2 windows per epoch; dies in its 2nd epoch
+    kill = kill_forward_loss(SaladTask, 12)
+    with pytest.raises(kill.error):
         cd.run_continual(config(root, "ewc", **extra), tmp_path / "b")
-    monkeypatch.setattr(SaladTask, "forward_loss", orig)
+    kill.restore()
     ep1, ep2 = (tmp_path / "b" / cd.episode_dir_name(t, order[t - 1]) for t in (1, 2))
     assert (ep1 / "episode.json").is_file() and not (ep2 / "episode.json").is_file()
     state = load_checkpoint(ep2 / "checkpoints" / "latest.pt")["state"]

@@ -202,28 +202,17 @@ def test_ewc_penalty_in_the_loss(setup, tmp_path):
     assert all(float(f.sum()) > 0 for f in st["fisher"][0].values() if f.numel() > 100)
 
 
-def test_resume_after_kill(setup, tmp_path, monkeypatch):
+def test_resume_after_kill(setup, tmp_path, kill_forward_loss):
     root = setup
     o = order()
     extra = {"trainer.save_interval_steps": 1, "trainer.max_epochs": 2, "buffer_size": 1}
     cd.run_continual(config(root, "er_kd", **extra), tmp_path / "a")
 
-    calls = {"n": 0}
-    orig = Tacotron2Task.forward_loss
-
-    class Killed(Exception):
-        pass
-
-    def dying(self, model, batch):
-        calls["n"] += 1
-        if calls["n"] == 9:  # in episode 2 (episode 1: 2 epochs x (2 train + 1 valid batch) = 6 calls)
-            raise Killed
-        return orig(self, model, batch)
-
-    monkeypatch.setattr(Tacotron2Task, "forward_loss", dying)
-    with pytest.raises(Killed):
+    # dies in episode 2 (episode 1: 2 epochs x (2 train + 1 valid batch) = 6 calls)
+    kill = kill_forward_loss(Tacotron2Task, 9)
+    with pytest.raises(kill.error):
         cd.run_continual(config(root, "er_kd", **extra), tmp_path / "b")
-    monkeypatch.setattr(Tacotron2Task, "forward_loss", orig)
+    kill.restore()
     ep1, ep2 = (tmp_path / "b" / cd.episode_dir_name(t, o[t - 1]) for t in (1, 2))
     assert (ep1 / "episode.json").is_file() and not (ep2 / "episode.json").is_file()
     assert load_checkpoint(ep2 / "checkpoints" / "latest.pt")["state"]["step"] >= 1
