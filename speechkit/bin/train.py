@@ -33,8 +33,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import subprocess
 import sys
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
@@ -80,97 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def num_processes(nproc: int, ngpu: int | None) -> int:
-    """Processes to start for ``--nproc``/``--ngpu`` (``ngpu`` wins when >= 1).
-
-    Raises:
-        ConfigError: a negative count, or --nproc and --ngpu >= 1 that disagree.
-    """
-    if nproc < 1:
-        raise ConfigError(f"--nproc must be >= 1, got {nproc}")
-    if ngpu is None or ngpu == 0:
-        return nproc
-    if ngpu < 0:
-        raise ConfigError(f"--ngpu must be >= 0, got {ngpu}")
-    if nproc not in (1, ngpu):
-        raise ConfigError(f"--nproc {nproc} and --ngpu {ngpu} disagree (with GPUs, one process per GPU)")
-    return ngpu
-
-
-def _strip_launch_options(argv: list[str]) -> list[str]:
-    """``argv`` without --nproc/--ngpu (and their values), for the torchrun workers."""
-    out, skip = [], False
-    for tok in argv:
-        if skip:
-            skip = False
-            continue
-        name = tok.split("=", 1)[0].replace("_", "-")
-        if name in ("--nproc", "--ngpu"):
-            skip = "=" not in tok
-            continue
-        out.append(tok)
-    return out
-
-
-def launch_torchrun(nproc: int, worker_argv: list[str]) -> int:
-    """Run ``speechkit-train worker_argv`` in ``nproc`` processes under ``torchrun --standalone``.
-
-    SIGINT/SIGTERM are passed on to torchrun (which stops the workers); returns its exit status.
-    """
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "speechkit.bin.train", *worker_argv]
-    log.info("launching %d processes: %s", nproc, " ".join(cmd))
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, without its warning
-    proc = subprocess.Popen(cmd, env=env)
-
-    received: list[int] = []
-
-    def forward(signum, frame):
-        received.append(signum)
-        proc.send_signal(signum)
-
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        rc = proc.wait()
-        if received:  # interrupted: the shell's 128 + N, whatever torchrun made of it
-            return 128 + received[0]
-        return 128 - rc if rc < 0 else rc
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-#: data-section keys that name a file (keys ending in _dir name a directory); an experiment dir read from.
-_DATA_FILE_KEYS = ("codes", "speaker_embeddings", "cmvn_stats")
-_DATA_EXPERIMENT_KEYS = ("vqvae_dir",)
-
-
-def data_paths(cfg) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """The paths a config's ``data`` section names, as ``(inputs, experiment_dirs)`` of
-    :func:`speechkit.utils.outputs.check_output_dir`: every non-empty string under a key ending in
-    ``_dir`` or in :data:`_DATA_FILE_KEYS` (labelled ``data.<key>``); ``vqvae_dir`` is an
-    experiment dir (an exp dir inside it is allowed)."""
-    import dataclasses
-
-    data = getattr(cfg, "data", None)
-    if data is None or not dataclasses.is_dataclass(data):
-        return [], []
-    inputs, experiments = [], []
-    for f in dataclasses.fields(data):
-        value = getattr(data, f.name)
-        if not isinstance(value, str) or not value:
-            continue
-        if f.name in _DATA_EXPERIMENT_KEYS:
-            experiments.append((f"data.{f.name}", value))
-        elif f.name.endswith("_dir") or f.name in _DATA_FILE_KEYS:
-            inputs.append((f"data.{f.name}", value))
-    return inputs, experiments
-
-
 def _run(args: argparse.Namespace, overrides: list[str], argv: list[str]) -> int:
     from speechkit.tasks import get_task
-    from speechkit.train.distributed import launched_by_torchrun
+    from speechkit.train.distributed import launch_torchrun, launched_by_torchrun, num_processes, strip_launch_options
+    from speechkit.train.task import data_paths
     from speechkit.train.trainer import Trainer
     from speechkit.utils.config import format_config, load_config
 
@@ -194,10 +105,10 @@ def _run(args: argparse.Namespace, overrides: list[str], argv: list[str]) -> int
     if rank > 0 and not args.verbose:  # one log: rank 0's (the others only warn)
         logging.getLogger().setLevel(logging.WARNING)
     if nproc > 1 and not launched_by_torchrun():
-        worker_argv = _strip_launch_options(argv)
+        worker_argv = strip_launch_options(argv)
         if args.ngpu is not None:
             worker_argv += ["--trainer.device", "cuda" if args.ngpu > 0 else "cpu"]
-        return launch_torchrun(nproc, worker_argv)
+        return launch_torchrun(nproc, worker_argv, logger=log)
     best = Trainer(task, cfg, args.exp_dir, resume=args.resume).fit()
     if rank == 0:
         log.info("best checkpoint: %s", best)

@@ -36,6 +36,9 @@ import contextlib
 import gc
 import logging
 import os
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Iterator, Sequence
@@ -47,7 +50,7 @@ from speechkit.utils.cli import ConfigError
 
 __all__ = ["DistInfo", "distributed_session", "launched_by_torchrun", "wrap_model",
            "all_gather_objects", "barrier", "combine_weighted_stats",
-           "end_distributed_session"]
+           "end_distributed_session", "num_processes", "strip_launch_options", "launch_torchrun"]
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +201,68 @@ def combine_weighted_stats(parts: Sequence[tuple[dict[str, float], float]]) -> t
             sums[k] = sums.get(k, 0.0) + float(v) * weight
             weights[k] = weights.get(k, 0.0) + weight
     return {k: sums[k] / weights[k] for k in sums if weights[k] > 0}, total
+
+
+# ------------------------------------------------------------------ speechkit-train --nproc / --ngpu
+
+
+def num_processes(nproc: int, ngpu: int | None) -> int:
+    """Processes to start for ``--nproc``/``--ngpu`` (``ngpu`` wins when >= 1).
+
+    Raises:
+        ConfigError: a negative count, or --nproc and --ngpu >= 1 that disagree.
+    """
+    if nproc < 1:
+        raise ConfigError(f"--nproc must be >= 1, got {nproc}")
+    if ngpu is None or ngpu == 0:
+        return nproc
+    if ngpu < 0:
+        raise ConfigError(f"--ngpu must be >= 0, got {ngpu}")
+    if nproc not in (1, ngpu):
+        raise ConfigError(f"--nproc {nproc} and --ngpu {ngpu} disagree (with GPUs, one process per GPU)")
+    return ngpu
+
+
+def strip_launch_options(argv: list[str]) -> list[str]:
+    """``argv`` without --nproc/--ngpu (and their values), for the torchrun workers."""
+    out, skip = [], False
+    for tok in argv:
+        if skip:
+            skip = False
+            continue
+        name = tok.split("=", 1)[0].replace("_", "-")
+        if name in ("--nproc", "--ngpu"):
+            skip = "=" not in tok
+            continue
+        out.append(tok)
+    return out
+
+
+def launch_torchrun(nproc: int, worker_argv: list[str], logger: logging.Logger = log) -> int:
+    """Run ``speechkit-train worker_argv`` in ``nproc`` processes under ``torchrun --standalone``.
+
+    SIGINT/SIGTERM are passed on to torchrun (which stops the workers); returns its exit status
+    (128 + N when signal N was passed on). The command is logged to ``logger``.
+    """
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "speechkit.bin.train", *worker_argv]
+    logger.info("launching %d processes: %s", nproc, " ".join(cmd))
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, without its warning
+    proc = subprocess.Popen(cmd, env=env)
+
+    received: list[int] = []
+
+    def forward(signum, frame):
+        received.append(signum)
+        proc.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        rc = proc.wait()
+        if received:  # interrupted: the shell's 128 + N, whatever torchrun made of it
+            return 128 + received[0]
+        return 128 - rc if rc < 0 else rc
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

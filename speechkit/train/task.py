@@ -51,7 +51,7 @@ from speechkit.train.batching import bucket_batches, epoch_rng
 from speechkit.train.checkpoint import BEST, CheckpointError, load_checkpoint, resolve_checkpoint
 from speechkit.utils.config import from_dict
 
-__all__ = ["Task", "batch_index_lists", "checkpoint_input", "KALDI_TABLES"]
+__all__ = ["Task", "batch_index_lists", "checkpoint_input", "data_paths", "KALDI_TABLES"]
 
 # The tables of a data dir that the default :meth:`Task.data_inputs` fingerprints.
 KALDI_TABLES = ("feats.scp", "feats.yaml", "cmvn.scp", "text", "utt2spk", "utt2lang", "segments", "labels.scp")
@@ -230,3 +230,28 @@ def batch_index_lists(loader: Any) -> Sequence[Sequence[int]] | None:
         if isinstance(sampler, Sequence):
             batches = sampler
     return batches
+
+
+#: data-section keys that name a file (keys ending in _dir name a directory); an experiment dir read from.
+_DATA_FILE_KEYS = ("codes", "speaker_embeddings", "cmvn_stats")
+_DATA_EXPERIMENT_KEYS = ("vqvae_dir",)
+
+
+def data_paths(cfg) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The paths a config's ``data`` section names, as ``(inputs, experiment_dirs)`` of
+    :func:`speechkit.utils.outputs.check_output_dir`: every non-empty string under a key ending in
+    ``_dir`` or in :data:`_DATA_FILE_KEYS` (labelled ``data.<key>``); ``vqvae_dir`` is an
+    experiment dir (an exp dir inside it is allowed)."""
+    data = getattr(cfg, "data", None)
+    if data is None or not dataclasses.is_dataclass(data):
+        return [], []
+    inputs, experiments = [], []
+    for f in dataclasses.fields(data):
+        value = getattr(data, f.name)
+        if not isinstance(value, str) or not value:
+            continue
+        if f.name in _DATA_EXPERIMENT_KEYS:
+            experiments.append((f"data.{f.name}", value))
+        elif f.name.endswith("_dir") or f.name in _DATA_FILE_KEYS:
+            inputs.append((f"data.{f.name}", value))
+    return inputs, experiments

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from speechkit.bin.train import _strip_launch_options, num_processes
+from speechkit.train.distributed import num_processes
+from speechkit.train.distributed import strip_launch_options as _strip_launch_options
 from speechkit.train import Task, Trainer, TrainerConfig
 from speechkit.train.batching import shard_batches, slice_batch
 from speechkit.train.distributed import combine_weighted_stats, end_distributed_session
