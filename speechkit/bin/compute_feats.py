@@ -44,30 +44,13 @@ import os
 import sys
 from pathlib import Path
 
-from speechkit.utils.cli import ConfigError, make_parser, positive_float, positive_int, run_main, setup_logging
-from speechkit.utils.config import parse_override, str2bool
+from speechkit.utils.cli import make_parser, positive_float, positive_int, run_main, setup_logging
+from speechkit.utils.config import str2bool
 from speechkit.utils.jobs import describe_failures, run_local_jobs
 from speechkit.utils.outputs import check_output_dir
 
 PROG = "speechkit-compute-feats"
 logger = logging.getLogger(PROG)
-
-
-def parse_overrides(items: list[str]) -> dict:
-    """``["n_mels=40", "fmax=7600"]`` -> ``{"n_mels": 40, "fmax": 7600}``: each value is parsed by
-    :func:`speechkit.utils.config.parse_override`, the rule of every override in the toolkit (YAML
-    1.2 values); a ``-`` in a key is a ``_``."""
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
-        key, value = item.split("=", 1)
-        try:
-            key, value = parse_override(f"{key.strip().replace('-', '_')}={value}")
-        except ConfigError as e:
-            raise ConfigError(f"--set {item!r}: {str(e).removeprefix('command line: ')}") from None
-        out[key] = value
-    return out
 
 
 def build_parser():
@@ -99,56 +82,25 @@ def build_parser():
     return p
 
 
-def _frontend(args):
-    """The frontend of ``--config`` with the ``--set`` overrides; a config error names the file, or
-    the ``--set KEY=VALUE`` at fault (never the file for a key given on the command line)."""
-    from speechkit.features.frontends import build_frontend, load_frontend_conf
-
-    overrides = parse_overrides(args.overrides)
-    conf = load_frontend_conf(args.config)
-    if "type" not in overrides:
-        build_frontend(conf, source=args.config)  # an error here is the file's
-    try:
-        return build_frontend({**conf, **overrides}, source=args.config)
-    except ConfigError as e:
-        msg = str(e).removeprefix(f"{args.config}: ")
-        for item, key in zip(args.overrides, overrides):
-            if f"key '{key}'" in msg:
-                raise ConfigError(f"--set {item}: {msg}") from None
-        raise
-
-
 def _child_argv(args, job: int) -> list[str]:
     argv = [sys.executable, "-m", "speechkit.bin.compute_feats", "--config", args.config, "--nj", str(args.nj),
             "--job", str(job), "--compress", str(args.compress).lower(), "--batch-seconds", str(args.batch_seconds),
             "--num-threads", str(args.num_threads)]
-    for o in args.overrides:
-        argv += ["--set", o]
-    if args.force:
-        argv.append("--force")
-    if args.skip_bad:
-        argv.append("--skip-bad")
-    if args.verbose:
-        argv.append("--verbose")
+    argv += [w for o in args.overrides for w in ("--set", o)]
+    argv += [flag for flag, on in (("--force", args.force), ("--skip-bad", args.skip_bad), ("--verbose", args.verbose))
+             if on]
     return argv + [args.data_dir, args.log_dir, args.feat_dir]
 
 
-def _run_pool(args, frontend) -> None:
-    """Run the parts that are not current as local processes, logging each to LOG_DIR/compute_feats.J.log."""
-    from speechkit.data.datadir import DataDir
-    from speechkit.features.extract import PartPaths, data_tag, part_fingerprint, part_status, split_utts
+def _run_pool(args, frontend) -> str | None:
+    """Run the parts that are not current as local processes, logging each to LOG_DIR/compute_feats.J.log;
+    the error message when some failed."""
+    from speechkit.features.extract import stale_parts
 
-    d = DataDir.load(args.data_dir)
-    parts = split_utts(d.utts, args.nj)
-    conf = frontend.to_dict()
-    todo = []
-    for job, utts in enumerate(parts, 1):
-        paths = PartPaths.of(args.feat_dir, frontend.name, data_tag(args.data_dir), job)
-        if args.force or part_status(paths, part_fingerprint(d, utts, conf, args.compress), args.data_dir) != "done":
-            todo.append(job)
+    todo = stale_parts(args.data_dir, frontend, args.feat_dir, args.nj, args.compress, args.force)
     if not todo:
         logger.info("all %d parts are complete and current", args.nj)
-        return
+        return None
     max_jobs = args.max_jobs or min(len(todo), os.cpu_count() or 1)
     logger.info("computing %d of %d parts, %d at a time; logs in %s/compute_feats.*.log",
                 len(todo), args.nj, max_jobs, args.log_dir)
@@ -157,18 +109,15 @@ def _run_pool(args, frontend) -> None:
                             max_jobs, args.num_threads, desc="feature jobs")
     if failed:
         msgs = describe_failures(failed)
-        raise _JobsFailed(f"{len(failed)} of {len(todo)} jobs failed; no feats.scp written.\n  " + "\n  ".join(msgs))
-
-
-class _JobsFailed(Exception):
-    pass
+        return f"{len(failed)} of {len(todo)} jobs failed; no feats.scp written.\n  " + "\n  ".join(msgs)
+    return None
 
 
 def _body(args) -> int:
     import torch
 
     from speechkit.data.datadir import DataDir
-    from speechkit.features.extract import compute_part, effective_nj, merge_parts
+    from speechkit.features.extract import compute_part, effective_nj, load_frontend, merge_parts
     from speechkit.utils.fileio import ensure_writable_dir
 
     if args.job is not None and not 1 <= args.job <= args.nj:
@@ -178,7 +127,7 @@ def _body(args) -> int:
     for option, d in (("FEAT_DIR", args.feat_dir), ("LOG_DIR", args.log_dir)):
         check_output_dir(d, experiment_dirs={"DATA_DIR": args.data_dir}, option=option)
     torch.set_num_threads(args.num_threads)
-    frontend = _frontend(args)
+    frontend = load_frontend(args.config, args.overrides)
     # every output is known to be writable before any work is done
     ensure_writable_dir(args.data_dir)
     ensure_writable_dir(args.feat_dir)
@@ -197,12 +146,10 @@ def _body(args) -> int:
         compute_part(args.data_dir, frontend, args.feat_dir, args.job, args.nj, compress=args.compress,
                      batch_seconds=args.batch_seconds, force=args.force, skip_bad=args.skip_bad)
         return 0
-    if not args.merge_only:
-        try:
-            _run_pool(args, frontend)
-        except _JobsFailed as e:
-            print(f"{PROG}: error: {e}", file=sys.stderr)
-            return 1
+    error = None if args.merge_only else _run_pool(args, frontend)
+    if error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
     n = merge_parts(args.data_dir, frontend, args.feat_dir, args.nj, compress=args.compress, log_dir=args.log_dir,
                     skip_bad=args.skip_bad)
     print(f"{PROG}: {n} utterances, {frontend.name} features of dim {frontend.dim} -> {args.data_dir}/feats.scp")

@@ -167,6 +167,70 @@ def part_status(paths: PartPaths, fingerprint: str, data_dir: str | os.PathLike 
     return "done"
 
 
+def parse_overrides(items: list[str]) -> dict:
+    """``["n_mels=40", "fmax=7600"]`` -> ``{"n_mels": 40, "fmax": 7600}``: each value is parsed by
+    :func:`speechkit.utils.config.parse_override`, the rule of every override in the toolkit (YAML
+    1.2 values); a ``-`` in a key is a ``_``.
+
+    Raises:
+        ConfigError: naming the ``--set`` item (no ``=``, a bad key or value).
+    """
+    from speechkit.utils.cli import ConfigError
+    from speechkit.utils.config import parse_override
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        try:
+            key, value = parse_override(f"{key.strip().replace('-', '_')}={value}")
+        except ConfigError as e:
+            raise ConfigError(f"--set {item!r}: {str(e).removeprefix('command line: ')}") from None
+        out[key] = value
+    return out
+
+
+def load_frontend(config: str | os.PathLike, overrides: list[str] | tuple[str, ...] = ()) -> "Frontend":
+    """The frontend of the YAML ``config`` with the ``KEY=VALUE`` overrides (``speechkit-compute-feats
+    --config`` / ``--set``; values parsed by :func:`parse_overrides`).
+
+    Raises:
+        ConfigError: naming the file for an error of the file's, or the ``--set KEY=VALUE`` at
+        fault (never the file for a key given on the command line).
+    """
+    from speechkit.features.frontends import build_frontend, load_frontend_conf
+    from speechkit.utils.cli import ConfigError
+
+    parsed = parse_overrides(list(overrides))
+    conf = load_frontend_conf(config)
+    if "type" not in parsed:
+        build_frontend(conf, source=config)  # an error here is the file's
+    try:
+        return build_frontend({**conf, **parsed}, source=config)
+    except ConfigError as e:
+        msg = str(e).removeprefix(f"{config}: ")
+        for item, key in zip(overrides, parsed):
+            if f"key '{key}'" in msg:
+                raise ConfigError(f"--set {item}: {msg}") from None
+        raise
+
+
+def stale_parts(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str | os.PathLike, nj: int,
+                compress: bool = False, force: bool = False) -> list[int]:
+    """The parts (1-based) of ``nj`` that are not complete and current (:func:`part_status`): the
+    jobs a local pool has to run; every part with ``force``."""
+    d = DataDir.load(data_dir)
+    parts = split_utts(d.utts, nj)
+    conf = frontend.to_dict()
+    todo = []
+    for job, utts in enumerate(parts, 1):
+        paths = PartPaths.of(feat_dir, frontend.name, data_tag(data_dir), job)
+        if force or part_status(paths, part_fingerprint(d, utts, conf, compress), data_dir) != "done":
+            todo.append(job)
+    return todo
+
+
 def _batches(items, max_samples: int) -> Iterator[list[tuple[str, np.ndarray]]]:
     batch, total = [], 0
     for utt, x in items:
@@ -476,4 +540,5 @@ def _write_table_if_changed(path: Path, table: dict) -> None:
 
 
 __all__ = ["split_utts", "data_name", "data_tag", "effective_nj", "PartPaths", "part_fingerprint", "part_status",
-           "compute_part", "merge_parts", "backup_derived", "COMPRESSION_METHOD", "DERIVED_FILES"]
+           "parse_overrides", "load_frontend", "stale_parts", "compute_part", "merge_parts", "backup_derived",
+           "COMPRESSION_METHOD", "DERIVED_FILES"]

@@ -292,3 +292,31 @@ def test_feat_and_log_dir_may_lie_inside_the_data_dir_but_not_be_or_contain_it(t
         assert compute_feats.main(["--config", conf, *args]) == 1
         assert msg in capsys.readouterr().err
     assert sorted(p.name for p in data_dir.iterdir()) == before
+
+
+def test_library_frontend_overrides_and_stale_parts(tmp_path, data_dir, repo_root):
+    """parse_overrides / load_frontend (compute-feats' --config + --set) and stale_parts (the jobs a
+    pool has to run), moved from the CLI into speechkit.features.extract."""
+    from speechkit.features.extract import load_frontend, parse_overrides, stale_parts
+    from speechkit.utils.cli import ConfigError
+
+    assert parse_overrides(["n-mels=40", "fmax=7600.5", "htk=true", "window=hann"]) == \
+        {"n_mels": 40, "fmax": 7600.5, "htk": True, "window": "hann"}
+    with pytest.raises(ConfigError, match="--set 'n_mels': expected KEY=VALUE"):
+        parse_overrides(["n_mels"])
+    conf = repo_root / "conf" / "mfcc.yaml"
+    plain = load_frontend(conf)
+    assert plain.to_dict() == frontend_from_file(conf).to_dict()
+    assert load_frontend(conf, ["n_mfcc=20"]).dim == 60
+    with pytest.raises(ConfigError, match="--set nokey=3: unknown key 'nokey'"):
+        load_frontend(conf, ["nokey=3"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("type: mfcc\nnokey: 1\n")
+    with pytest.raises(ConfigError, match=f"{bad}: .*unknown key 'nokey'"):
+        load_frontend(bad, ["n_mfcc=20"])  # the file's own error names the file
+    feat_dir = tmp_path / "mfcc"
+    assert stale_parts(data_dir, plain, feat_dir, 2) == [1, 2]
+    compute_part(data_dir, plain, feat_dir, 2, 2)
+    assert stale_parts(data_dir, plain, feat_dir, 2) == [1]
+    assert stale_parts(data_dir, plain, feat_dir, 2, force=True) == [1, 2]
+    assert stale_parts(data_dir, plain, feat_dir, 2, compress=True) == [1, 2]  # another setting: stale
