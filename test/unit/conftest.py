@@ -1,8 +1,9 @@
 """What the unit tests share beyond test/conftest.py's fixtures: the helper modules of the task tests.
 
 ``test/unit/tasks/zs_helpers.py`` (tiny feature dirs and trainings for the vqvae / inverter tasks and
-the extract-units / resynthesize CLIs) and ``test/unit/tasks/tts_speaker_helpers.py`` (speaker-
-conditioned acoustic-model data) are not test modules; they are registered here under their names,
+the extract-units / resynthesize CLIs), ``test/unit/tasks/tts_speaker_helpers.py`` (speaker-
+conditioned acoustic-model data) and ``test/unit/tasks/tacotron2_helpers.py`` (the tiny Tacotron 2)
+are not test modules; they are registered here under their names,
 once, so that a test anywhere under test/unit says ``import zs_helpers as zs``.
 """
 from __future__ import annotations
@@ -23,5 +24,5 @@ def _register(name: str) -> None:
     spec.loader.exec_module(module)
 
 
-for _name in ("zs_helpers", "tts_speaker_helpers"):
+for _name in ("zs_helpers", "tts_speaker_helpers", "tacotron2_helpers"):
     _register(_name)

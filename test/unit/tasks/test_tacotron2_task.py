@@ -21,18 +21,7 @@ from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, read_table, write_table
 
-N_MELS, SPK_DIM = 6, 4
-PHONES = ["a", "b", "tʃ", "oʊ", "ə"]
-TINY = ["model.embed_dim=16", "model.encoder_conv_layers=1", "model.encoder_conv_channels=16",
-        "model.encoder_lstm_units=8", "model.attention_dim=8", "model.attention_filters=4",
-        "model.attention_kernel=5", "model.prenet_dim=8", "model.decoder_lstm_units=16", "model.postnet_layers=2",
-        "model.postnet_channels=8", f"model.n_mels={N_MELS}", "model.reduction_factor=2",
-        "trainer.batch_size=2", "trainer.device=cpu", "trainer.log_interval=1", "trainer.lr=3e-3"]
-
-
-def speaker_vector(spk: str) -> np.ndarray:
-    v = np.random.default_rng(sum(spk.encode())).normal(size=SPK_DIM)
-    return (v / np.linalg.norm(v)).astype(np.float32)
+from tacotron2_helpers import N_MELS, PHONES, SPK_DIM, TINY, speaker_vector  # test/unit/tasks (test/unit/conftest.py)
 
 
 def write_dir(path: Path, utts: dict[str, list[str]], seed: int, extra_feats: tuple[str, ...] = ()) -> None:
