@@ -10,7 +10,7 @@
 # 8 kHz, split = train, test (and dev if present; else --dev of the training speakers). wav.scp
 # resamples to 16 kHz through a sox pipe. MUCS has no speaker ids: one pseudo-speaker per
 # utterance, or with --speaker-from-id true the part of the id before its first '_'. Per-language
-# dirs go to <data-root>/local/<lang>/{train,dev,test} (local/prepare_mucs.py documents the rules).
+# dirs go to <data-root>/local/<lang>/{train,dev,test} (speechkit/data/corpora/mucs.py documents the rules).
 set -euo pipefail
 
 languages=
