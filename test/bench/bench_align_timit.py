@@ -26,7 +26,7 @@ import numpy as np
 from speechkit.data.corpora._common import read_phone_alignments
 from speechkit.data.corpora.timit import prepare_timit
 from speechkit.data.datadir import DataDir
-from speechkit.decode.aligner import load_aligner_config, train_aligner
+from speechkit.align import load_aligner_config, train_aligner
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "timit_sample"
 
