@@ -10,8 +10,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from speechkit.data.datadir import DataDir, Segment, combine, split, subset_data_dir
+from speechkit.data.combine_data import combine
+from speechkit.data.datadir import DataDir, Segment
 from speechkit.data.fix import fix_data_dir
+from speechkit.data.split_data import split
+from speechkit.data.subset_data_dir import subset_data_dir
 from speechkit.data.validate import validate
 
 

@@ -245,7 +245,7 @@ def switch_off_tables(exp: Path, t: str, num_langs: int) -> list[str]:
 
 def table6(exp: Path) -> list[str]:
     """Table 6: parameters (M) of the paper, of speechkit's ``paper`` preset (built on the meta
-    device, :func:`speechkit.models.rnnt.paper_parameter_table`) and of this run's systems."""
+    device, :func:`speechkit.models.rnnt_parameters.paper_parameter_table`) and of this run's systems."""
     from speechkit.models.rnnt_parameters import PAPER_TABLE6, paper_parameter_table
 
     preset = paper_parameter_table()
@@ -265,7 +265,7 @@ def table6(exp: Path) -> list[str]:
              "multisoftmax_lid": "multi-softmax + LID", "multisoftmax_lsp_lid": "multi-softmax + LSP + LID"}
     out = ["### Table 6: parameters (M)", "",
            "paper: Joshi et al. 2021, Table 6. `paper` preset: speechkit's `paper` model sizes with the "
-           "paper's four languages' inventories (fitted, see speechkit/models/rnnt.py), built without "
+           "paper's four languages' inventories (fitted, see speechkit/models/rnnt_parameters.py), built without "
            "training. this run: the trained systems (monolingual: the mean over languages).", "",
            "| system | paper | `paper` preset | preset vs paper | LID head (preset) | this run |",
            "|---|---:|---:|---:|---:|---:|"]

@@ -5,7 +5,7 @@
 Usage: local/param_table.py [--units-dir DIR [--config conf/train_real.yaml]]
 
 Without options: the ``paper`` preset with the inventories fitted to the paper (four languages of
-93 units, a 567-unit vanilla output layer; speechkit.models.rnnt.PAPER_*). With --units-dir (the
+93 units, a 567-unit vanilla output layer; speechkit.models.rnnt_parameters.PAPER_*). With --units-dir (the
 output of stage 2) the recipe's own inventories (disjoint union for vanilla) and, with --config,
 the model section of that training config (over the 'small' preset, as speechkit-train rnnt does).
 """
