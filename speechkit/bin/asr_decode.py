@@ -52,11 +52,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
-from pathlib import Path
 
-from speechkit.tasks.recognize import DecodeOptions, check_decode_paths, decode_part, merge_parts
+from speechkit.tasks.recognize import DecodeOptions, decode_data_dir
 from speechkit.utils.cli import ConfigError, add_model_args, make_parser, run_main, setup_logging
-from speechkit.utils.jobs import describe_failures, run_local_jobs
 
 PROG = "speechkit-asr-decode"
 logger = logging.getLogger(PROG)
@@ -143,26 +141,11 @@ def _body(args) -> int:
         raise ConfigError(f"--nj must be >= 1, got {args.nj}")
     if args.job is not None and not 1 <= args.job <= args.nj:
         raise ConfigError(f"--job must be in 1..{args.nj}, got {args.job}")
-    opts = _options(args)
-    opts.check()
-    where = dict(model_dir=args.model_dir, checkpoint=args.checkpoint, data_dir=args.data_dir,
-                 out_dir=args.out_dir, options=opts, option="--model-dir")
-    check_decode_paths(**where)
-    if args.job is not None:
-        decode_part(**where, job=args.job, nj=args.nj, force=args.force, logger=logger)
-        return 0
-    log_dir = Path(args.out_dir) / "log"
-    if not args.merge_only and args.nj == 1:
-        decode_part(**where, job=1, nj=1, force=args.force, logger=logger, log_file=log_dir / "decode.1.log")
-    elif not args.merge_only:  # the parts as local processes (run.pl / slurm.pl run them with --job J instead)
-        failed = run_local_jobs(range(1, args.nj + 1), lambda job: _child_argv(args, job),
-                                lambda job: log_dir / f"decode.{job}.log", args.max_jobs or args.nj, args.num_threads)
-        if failed:
-            print(f"{PROG}: error: {len(failed)} of {args.nj} jobs failed; nothing merged.\n  "
-                  + "\n  ".join(describe_failures(failed)), file=sys.stderr)
-            return 1
-    _, summary = merge_parts(**where, nj=args.nj, logger=logger)
-    print(f"{PROG}: {summary}")
+    merged = decode_data_dir(args.model_dir, args.checkpoint, args.data_dir, args.out_dir, _options(args), nj=args.nj,
+                             job=args.job, merge_only=args.merge_only, force=args.force, max_jobs=args.max_jobs,
+                             job_argv=lambda job: _child_argv(args, job), option="--model-dir", logger=logger)
+    if merged is not None:
+        print(f"{PROG}: {merged[1]}")
     return 0
 
 

@@ -37,7 +37,7 @@ from speechkit.utils.cli import ConfigError
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 
 __all__ = ["DecodeOptions", "Recognizer", "read_utterances", "split_parts", "part_fingerprint", "part_paths",
-           "part_current", "check_decode_paths", "decode_part", "merge_parts"]
+           "part_current", "check_decode_paths", "decode_part", "merge_parts", "decode_data_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,8 @@ class Recognizer:
         blank_penalty = self.options.blank_penalty
         if blank_penalty:
             # logit_blank - P before the log-softmax == the output layer's blank bias lowered by P
-            joints = [self.model.joint_net] if self.model.config.shared_softmax else list(self.model.joint_nets.values())
+            m = self.model
+            joints = [m.joint_net] if m.config.shared_softmax else list(m.joint_nets.values())
             with torch.no_grad():
                 for j in joints:
                     j.out.bias[self.model.blank] -= blank_penalty
@@ -648,3 +649,47 @@ def merge_parts(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: 
                f"T_avg {t_avg:.3f}; RTF {stats['rtf']:.4f} ({options.num_threads} thread(s) per job)"
                + (f"; chosen language correct for {acc:.2f} %" if acc is not None and chooses else ""))
     return stats, summary
+
+
+def decode_data_dir(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: str | os.PathLike,
+                    out_dir: str | os.PathLike, options: DecodeOptions, *, nj: int = 1, job: int | None = None,
+                    merge_only: bool = False, force: bool = False, max_jobs: int | None = None,
+                    job_argv: Callable[[int], list[str]] | None = None, option: str | None = None,
+                    logger: logging.Logger = log) -> tuple[dict, str] | None:
+    """Decode ``data_dir`` into ``out_dir`` in ``nj`` parts, as ``speechkit-asr-decode`` does.
+
+    The options and paths are checked first (:meth:`DecodeOptions.check`, :func:`check_decode_paths`).
+    With ``job``, only that part is decoded (its log lines go to ``logger``) and None is returned.
+    Otherwise the parts are decoded -- one part: here, logged to ``OUT_DIR/log/decode.1.log`` too;
+    several: ``job_argv(J)`` (the command decoding part J, e.g. ``speechkit-asr-decode ... --job J``)
+    run as local processes, at most ``max_jobs`` (default ``nj``) at once, each logging to
+    ``OUT_DIR/log/decode.J.log``, or without ``job_argv`` here one after the other -- unless
+    ``merge_only``, and then merged (:func:`merge_parts`).
+
+    Returns:
+        :func:`merge_parts`' stats and summary line; None with ``job``.
+
+    Raises:
+        DataError: some of the local processes failed (names each and the last line of its log;
+            nothing merged); :func:`decode_part` and :func:`merge_parts`' errors.
+    """
+    from speechkit.utils.jobs import describe_failures, run_local_jobs
+
+    options.check()
+    where = dict(model_dir=model_dir, checkpoint=checkpoint, data_dir=data_dir, out_dir=out_dir, options=options,
+                 option=option)
+    check_decode_paths(**where)
+    if job is not None:
+        decode_part(**where, job=job, nj=nj, force=force, logger=logger)
+        return None
+    log_dir = Path(out_dir) / "log"
+    if not merge_only and (nj == 1 or job_argv is None):
+        for j in range(1, nj + 1):
+            decode_part(**where, job=j, nj=nj, force=force, logger=logger, log_file=log_dir / f"decode.{j}.log")
+    elif not merge_only:
+        failed = run_local_jobs(range(1, nj + 1), job_argv, lambda j: log_dir / f"decode.{j}.log", max_jobs or nj,
+                                options.num_threads)
+        if failed:
+            raise DataError(f"{len(failed)} of {nj} jobs failed; nothing merged.\n  "
+                            + "\n  ".join(describe_failures(failed)))
+    return merge_parts(**where, nj=nj, logger=logger)

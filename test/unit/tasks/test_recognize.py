@@ -13,7 +13,8 @@ from speechkit.features.cmvn import apply_cmvn
 from speechkit.features.io import FeatureReader
 from speechkit.tasks import get_task
 from speechkit.tasks.recognize import (
-    DecodeOptions, Recognizer, part_current, part_fingerprint, part_paths, read_utterances, split_parts,
+    DecodeOptions, Recognizer, decode_data_dir, part_current, part_fingerprint, part_paths, read_utterances,
+    split_parts,
 )
 from speechkit.text.units import MultilingualUnits
 from speechkit.train.trainer import Trainer
@@ -142,3 +143,24 @@ def test_parts_split_fingerprint_and_current(lid_exp, tmp_path):
     assert part_current("out", 1, fp) and not part_current("out", 1, "other")
     done.write_text("{not json")
     assert not part_current("out", 1, fp)
+
+
+def test_decode_data_dir_in_process_parts_job_and_merge(lid_exp, caplog):
+    """decode_data_dir without a job command decodes the parts here, one after the other (each with
+    its log); --job-like and merge-only calls; the options are checked first."""
+    caplog.set_level("INFO")  # the parts' log lines (INFO) reach their log files
+    opts = DecodeOptions(mode="lid_free")
+    stats, summary = decode_data_dir("exp/lid", None, "data/dev", "one", opts)
+    stats2, _ = decode_data_dir("exp/lid", None, "data/dev", "two", opts, nj=2)
+    assert open("one/text").read() == open("two/text").read() and stats2["nj"] == 2
+    assert (lid_exp["root"] / "two/log/decode.2.log").read_text().count("part 2/2") == 2
+    assert summary.startswith("one: decoded 4 of 5 utterances") and stats["num_decoded"] == 4
+    assert decode_data_dir("exp/lid", None, "data/dev", "three", opts, nj=2, job=1) is None
+    with pytest.raises(DataError, match="part 2 of 2 is missing"):
+        decode_data_dir("exp/lid", None, "data/dev", "three", opts, nj=2, merge_only=True)
+    decode_data_dir("exp/lid", None, "data/dev", "three", opts, nj=2, job=2)
+    assert decode_data_dir("exp/lid", None, "data/dev", "three", opts, nj=2, merge_only=True)[0]["num_decoded"] == 4
+    with pytest.raises(ConfigError, match="--beam must be >= 1"):
+        decode_data_dir("exp/lid", None, "data/dev", "four", DecodeOptions(beam=0))
+    with pytest.raises(ValueError, match="OUT_DIR data/dev is DATA_DIR"):
+        decode_data_dir("exp/lid", None, "data/dev", "data/dev", opts)
