@@ -42,12 +42,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 
 from speechkit.utils.cli import make_parser, positive_float, positive_int, run_main, setup_logging
 from speechkit.utils.config import str2bool
-from speechkit.utils.jobs import describe_failures, run_local_jobs
-from speechkit.utils.outputs import check_output_dir
+from speechkit.utils.jobs import run_local_jobs
 
 PROG = "speechkit-compute-feats"
 logger = logging.getLogger(PROG)
@@ -82,8 +80,8 @@ def build_parser():
     return p
 
 
-def _child_argv(args, job: int) -> list[str]:
-    argv = [sys.executable, "-m", "speechkit.bin.compute_feats", "--config", args.config, "--nj", str(args.nj),
+def _child_argv(args, job: int, nj: int | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "speechkit.bin.compute_feats", "--config", args.config, "--nj", str(nj or args.nj),
             "--job", str(job), "--compress", str(args.compress).lower(), "--batch-seconds", str(args.batch_seconds),
             "--num-threads", str(args.num_threads)]
     argv += [w for o in args.overrides for w in ("--set", o)]
@@ -92,67 +90,21 @@ def _child_argv(args, job: int) -> list[str]:
     return argv + [args.data_dir, args.log_dir, args.feat_dir]
 
 
-def _run_pool(args, frontend) -> str | None:
-    """Run the parts that are not current as local processes, logging each to LOG_DIR/compute_feats.J.log;
-    the error message when some failed."""
-    from speechkit.features.extract import stale_parts
-
-    todo = stale_parts(args.data_dir, frontend, args.feat_dir, args.nj, args.compress, args.force)
-    if not todo:
-        logger.info("all %d parts are complete and current", args.nj)
-        return None
-    max_jobs = args.max_jobs or min(len(todo), os.cpu_count() or 1)
-    logger.info("computing %d of %d parts, %d at a time; logs in %s/compute_feats.*.log",
-                len(todo), args.nj, max_jobs, args.log_dir)
-    failed = run_local_jobs(todo, lambda job: _child_argv(args, job),
-                            lambda job: Path(args.log_dir) / f"compute_feats.{job}.log",
-                            max_jobs, args.num_threads, desc="feature jobs")
-    if failed:
-        msgs = describe_failures(failed)
-        return f"{len(failed)} of {len(todo)} jobs failed; no feats.scp written.\n  " + "\n  ".join(msgs)
-    return None
-
-
 def _body(args) -> int:
-    import torch
-
-    from speechkit.data.datadir import DataDir
-    from speechkit.features.extract import compute_part, effective_nj, load_frontend, merge_parts
-    from speechkit.utils.fileio import ensure_writable_dir
+    from speechkit.features.extract import make_feats
 
     if args.job is not None and not 1 <= args.job <= args.nj:
         raise ValueError(f"--job must be in 1..{args.nj}, got {args.job}")
     args.log_dir = args.log_dir or os.path.join(args.data_dir, "log")
     args.feat_dir = args.feat_dir or os.path.join(args.data_dir, "data")
-    for option, d in (("FEAT_DIR", args.feat_dir), ("LOG_DIR", args.log_dir)):
-        check_output_dir(d, experiment_dirs={"DATA_DIR": args.data_dir}, option=option)
-    torch.set_num_threads(args.num_threads)
-    frontend = load_frontend(args.config, args.overrides)
-    # every output is known to be writable before any work is done
-    ensure_writable_dir(args.data_dir)
-    ensure_writable_dir(args.feat_dir)
-    if args.job is None:
-        ensure_writable_dir(args.log_dir)
-    num_utts = len(DataDir.load(args.data_dir))
-    nj = effective_nj(args.nj, num_utts)
-    if nj < args.nj:
-        logger.info("--nj %d capped at %d: there are only %d utterances (as Kaldi's split_data.sh, no empty parts)",
-                    args.nj, nj, num_utts)
-        args.nj = nj
-    if args.job is not None:
-        if args.job > nj:
-            logger.info("job %d: nothing to do (%d utterances make %d parts)", args.job, num_utts, nj)
-            return 0
-        compute_part(args.data_dir, frontend, args.feat_dir, args.job, args.nj, compress=args.compress,
-                     batch_seconds=args.batch_seconds, force=args.force, skip_bad=args.skip_bad)
-        return 0
-    error = None if args.merge_only else _run_pool(args, frontend)
-    if error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 1
-    n = merge_parts(args.data_dir, frontend, args.feat_dir, args.nj, compress=args.compress, log_dir=args.log_dir,
-                    skip_bad=args.skip_bad)
-    print(f"{PROG}: {n} utterances, {frontend.name} features of dim {frontend.dim} -> {args.data_dir}/feats.scp")
+    done = make_feats(args.data_dir, args.config, args.log_dir, args.feat_dir, overrides=args.overrides, nj=args.nj,
+                      job=args.job, merge_only=args.merge_only, compress=args.compress,
+                      batch_seconds=args.batch_seconds, num_threads=args.num_threads, force=args.force,
+                      skip_bad=args.skip_bad, max_jobs=args.max_jobs, job_argv=lambda j, nj: _child_argv(args, j, nj),
+                      run_jobs=run_local_jobs, log=logger)
+    if done is not None:
+        n, frontend = done
+        print(f"{PROG}: {n} utterances, {frontend.name} features of dim {frontend.dim} -> {args.data_dir}/feats.scp")
     return 0
 
 

@@ -57,7 +57,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import yaml
@@ -539,6 +539,82 @@ def _write_table_if_changed(path: Path, table: dict) -> None:
     _write_if_changed(path, text)
 
 
+def make_feats(data_dir: str | os.PathLike, config: str | os.PathLike, log_dir: str | os.PathLike,
+               feat_dir: str | os.PathLike, *, overrides: list[str] | tuple[str, ...] = (), nj: int = 1,
+               job: int | None = None, merge_only: bool = False, compress: bool = False, batch_seconds: float = 60.0,
+               num_threads: int = 1, force: bool = False, skip_bad: bool = False, max_jobs: int | None = None,
+               job_argv: Callable[[int, int], list[str]] | None = None,
+               run_jobs: Callable[..., list] | None = None,
+               log: logging.Logger = logger) -> "tuple[int, Frontend] | None":
+    """Compute the features of ``data_dir`` as ``speechkit-compute-feats`` (Kaldi's ``make_mfcc.sh``) does.
+
+    FEAT_DIR and LOG_DIR are checked (they may lie inside DATA_DIR, not be or contain it), the
+    frontend is built (:func:`load_frontend`), every output dir is checked writable and ``nj`` is
+    capped at the number of utterances (logged), all before any work. Then, with ``job``, only that
+    part is computed (:func:`compute_part`; a part beyond the capped ``nj`` has nothing to do);
+    otherwise the parts that are not current (:func:`stale_parts`) are computed -- by
+    ``run_jobs`` (default :func:`speechkit.utils.jobs.run_local_jobs`) running ``job_argv(J, nj)``
+    (the command computing part J of the capped ``nj``) as local processes, at most ``max_jobs``
+    (default: min(parts, CPU count)) at once, each logging to ``LOG_DIR/compute_feats.J.log``, or
+    without ``job_argv`` here one after the other -- unless ``merge_only``, and merged
+    (:func:`merge_parts`).
+
+    Returns:
+        ``(number of utterances merged, the frontend)``; None with ``job``.
+
+    Raises:
+        OutputOverlapError, WriteError, ConfigError: as checked above; DataError: some of the local
+        processes failed (names each and the last line of its log; no feats.scp written);
+        :func:`compute_part` and :func:`merge_parts`' errors.
+    """
+    import torch
+
+    from speechkit.utils.fileio import ensure_writable_dir
+    from speechkit.utils.jobs import describe_failures, run_local_jobs
+    from speechkit.utils.outputs import check_output_dir
+
+    for option, d in (("FEAT_DIR", feat_dir), ("LOG_DIR", log_dir)):
+        check_output_dir(d, experiment_dirs={"DATA_DIR": data_dir}, option=option)
+    torch.set_num_threads(num_threads)
+    frontend = load_frontend(config, overrides)
+    # every output is known to be writable before any work is done
+    ensure_writable_dir(data_dir)
+    ensure_writable_dir(feat_dir)
+    if job is None:
+        ensure_writable_dir(log_dir)
+    num_utts = len(DataDir.load(data_dir))
+    capped = effective_nj(nj, num_utts)
+    if capped < nj:
+        log.info("--nj %d capped at %d: there are only %d utterances (as Kaldi's split_data.sh, no empty parts)",
+                 nj, capped, num_utts)
+        nj = capped
+    part = dict(compress=compress, batch_seconds=batch_seconds, force=force, skip_bad=skip_bad)
+    if job is not None:
+        if job > nj:
+            log.info("job %d: nothing to do (%d utterances make %d parts)", job, num_utts, nj)
+        else:
+            compute_part(data_dir, frontend, feat_dir, job, nj, **part)
+        return None
+    todo = [] if merge_only else stale_parts(data_dir, frontend, feat_dir, nj, compress, force)
+    if not merge_only and not todo:
+        log.info("all %d parts are complete and current", nj)
+    elif todo and job_argv is None:
+        for j in todo:
+            compute_part(data_dir, frontend, feat_dir, j, nj, **part)
+    elif todo:
+        max_jobs = max_jobs or min(len(todo), os.cpu_count() or 1)
+        log.info("computing %d of %d parts, %d at a time; logs in %s/compute_feats.*.log", len(todo), nj, max_jobs,
+                 log_dir)
+        failed = (run_jobs or run_local_jobs)(todo, lambda j: job_argv(j, nj),
+                                              lambda j: Path(log_dir) / f"compute_feats.{j}.log",
+                                              max_jobs, num_threads, desc="feature jobs")
+        if failed:
+            raise DataError(f"{len(failed)} of {len(todo)} jobs failed; no feats.scp written.\n  "
+                            + "\n  ".join(describe_failures(failed)))
+    n = merge_parts(data_dir, frontend, feat_dir, nj, compress=compress, log_dir=log_dir, skip_bad=skip_bad)
+    return n, frontend
+
+
 __all__ = ["split_utts", "data_name", "data_tag", "effective_nj", "PartPaths", "part_fingerprint", "part_status",
-           "parse_overrides", "load_frontend", "stale_parts", "compute_part", "merge_parts", "backup_derived",
-           "COMPRESSION_METHOD", "DERIVED_FILES"]
+           "parse_overrides", "load_frontend", "stale_parts", "make_feats", "compute_part", "merge_parts",
+           "backup_derived", "COMPRESSION_METHOD", "DERIVED_FILES"]

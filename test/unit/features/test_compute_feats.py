@@ -320,3 +320,38 @@ def test_library_frontend_overrides_and_stale_parts(tmp_path, data_dir, repo_roo
     assert stale_parts(data_dir, plain, feat_dir, 2) == [1]
     assert stale_parts(data_dir, plain, feat_dir, 2, force=True) == [1, 2]
     assert stale_parts(data_dir, plain, feat_dir, 2, compress=True) == [1, 2]  # another setting: stale
+
+
+def test_make_feats_in_process_job_merge_and_pool(tmp_path, data_dir, repo_root, caplog):
+    """make_feats (compute-feats' one library call): without a job command the parts are computed
+    here; --job / --merge-only alike; nj capped; a failed pool is a DataError naming the job."""
+    from speechkit.features.extract import make_feats
+
+    conf = repo_root / "conf" / "mfcc.yaml"
+    n_utts = len(DataDir.load(data_dir))
+    caplog.set_level("INFO")
+    n, fe = make_feats(data_dir, conf, tmp_path / "log", tmp_path / "f", nj=2)
+    one = _load(data_dir)
+    assert n == n_utts and fe.dim == 39 and sorted(one) == DataDir.load(data_dir).utts
+    assert make_feats(data_dir, conf, tmp_path / "log", tmp_path / "g", nj=n_utts + 5, job=n_utts + 3) is None
+    assert f"capped at {n_utts}" in caplog.text and "nothing to do" in caplog.text
+    assert make_feats(data_dir, conf, tmp_path / "log", tmp_path / "g", nj=2, job=1) is None
+    with pytest.raises(DataError):
+        make_feats(data_dir, conf, tmp_path / "log", tmp_path / "g", nj=2, merge_only=True)  # part 2 missing
+    make_feats(data_dir, conf, tmp_path / "log", tmp_path / "g", nj=2, job=2)
+    assert make_feats(data_dir, conf, tmp_path / "log", tmp_path / "g", nj=2, merge_only=True)[0] == n_utts
+    assert all(one[u].tobytes() == m.tobytes() for u, m in _load(data_dir).items())
+    calls = []
+
+    def fake_jobs(jobs, argv_of, log_of, max_jobs, num_threads, desc=None):
+        calls.append((list(jobs), argv_of(1), max_jobs))
+        log_of(1).parent.mkdir(parents=True, exist_ok=True)
+        log_of(1).write_text("# cmd\nboom\n")
+        return [(1, log_of(1))]
+
+    with pytest.raises(DataError, match=r"1 of 2 jobs failed; no feats.scp written.\n  job 1 \(see .*\): boom"):
+        make_feats(data_dir, conf, tmp_path / "log", tmp_path / "h", nj=2, max_jobs=1, run_jobs=fake_jobs,
+                   job_argv=lambda j, nj: ["cmd", str(j), str(nj)])
+    assert calls == [([1, 2], ["cmd", "1", "2"], 1)]
+    with pytest.raises(ValueError, match="FEAT_DIR"):
+        make_feats(data_dir, conf, tmp_path / "log", data_dir.parent, nj=1)
