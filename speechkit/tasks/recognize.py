@@ -452,9 +452,9 @@ def _decode_part(model_dir, checkpoint, data_dir, out_dir, options: DecodeOption
         logger.info("part %d of %d is complete and current; nothing to do", job, nj)
         return
     # the checkpoint fingerprinted (an absolute path is never read as 'best' / 'latest' / 'avgN')
-    rec_ = Recognizer(model_dir, str(ckpt.resolve()), option=option, options=options)
-    model, cfg = rec_.model, rec_.cfg
-    need_lang = rec_.needs_language
+    recognizer = Recognizer(model_dir, str(ckpt.resolve()), option=option, options=options)
+    model, cfg = recognizer.model, recognizer.cfg
+    need_lang = recognizer.needs_language
     utt2lang = {}
     lang_file = data_dir / "utt2lang"
     if lang_file.is_file():
@@ -473,7 +473,7 @@ def _decode_part(model_dir, checkpoint, data_dir, out_dir, options: DecodeOption
                 job, nj, len(utts), model_dir, model.config.variant, " ".join(model.languages), ckpt.name, o.mode,
                 o.search, f" beam {o.beam}" if o.search == "beam" else "",
                 f", switch-off tau={o.switch_off_tau} s_th={o.switch_off_threshold}"
-                if o.switch_off_tau is not None else "", o.num_threads, rec_.device, o.batch_size)
+                if o.switch_off_tau is not None else "", o.num_threads, recognizer.device, o.batch_size)
     records = []
     dec_s = audio_s = 0.0
 
@@ -491,7 +491,8 @@ def _decode_part(model_dir, checkpoint, data_dir, out_dir, options: DecodeOption
     def flush() -> None:
         if not pending:
             return
-        results = rec_.batch([x for _, _, x in pending], [lang for _, lang, _ in pending], frame_shift=frame_shift)
+        results = recognizer.batch([x for _, _, x in pending], [lang for _, lang, _ in pending],
+                                   frame_shift=frame_shift)
         for (rec, _, x), res in zip(pending, results):
             if res is None:
                 records.append(too_short(rec, x))
@@ -499,7 +500,7 @@ def _decode_part(model_dir, checkpoint, data_dir, out_dir, options: DecodeOption
                 add(rec, res)
         pending.clear()
 
-    dcfg = rec_.decode_config(frame_shift)
+    dcfg = recognizer.decode_config(frame_shift)
     bar = tqdm(utts, desc=f"decode {job}/{nj}", unit="utt", file=sys.stderr, disable=None, leave=False)
     for utt in bar:
         rec = {"utt": utt, "ref_lang": utt2lang.get(utt)}
@@ -514,7 +515,7 @@ def _decode_part(model_dir, checkpoint, data_dir, out_dir, options: DecodeOption
                 continue
         m = reader.raw(utt)
         _check_finite(m, utt, data_dir, feats_table[utt])
-        x = rec_.prepare(m)
+        x = recognizer.prepare(m)
         if o.batch_size > 1:
             pending.append((rec, lang, x))
             if len(pending) == o.batch_size:
@@ -524,7 +525,7 @@ def _decode_part(model_dir, checkpoint, data_dir, out_dir, options: DecodeOption
         if o.show_partial:
             def on_partial(p, utt=utt):
                 logger.info("%s partial: %s", utt, " | ".join(
-                    f"{k}: {rec_.decode_text(v, k if k != 'union' else None)}" for k, v in p.items()))
+                    f"{k}: {recognizer.decode_text(v, k if k != 'union' else None)}" for k, v in p.items()))
         try:
             r = recognize(model, x, dcfg, lang=lang, on_partial=on_partial)
         except ValueError as e:
@@ -532,7 +533,7 @@ def _decode_part(model_dir, checkpoint, data_dir, out_dir, options: DecodeOption
                 raise
             records.append(too_short(rec, x))
             continue
-        add(rec, rec_.result(r))
+        add(rec, recognizer.result(r))
     flush()
     records.sort(key=lambda r: r["utt"].encode("utf-8"))
     bar.close()
