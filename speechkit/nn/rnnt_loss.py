@@ -272,7 +272,7 @@ def torchaudio_rnnt_loss(device: torch.device | str = "cpu"):
 
 
 def choose_impl(impl: str, logits: torch.Tensor, logit_lengths: torch.Tensor | None = None,
-                target_lengths: torch.Tensor | None = None) -> tuple[str, str]:
+                target_lengths: torch.Tensor | None = None, clamp: float = -1.0) -> tuple[str, str]:
     """The implementation :func:`rnnt_loss` uses for ``logits`` under ``impl``, and why.
 
     ``auto``: torchaudio's compiled op for CUDA logits where it runs there, the logits are float32 or
@@ -283,11 +283,14 @@ def choose_impl(impl: str, logits: torch.Tensor, logit_lengths: torch.Tensor | N
     with torchaudio 2.11 + CUDA 13, torchaudio's CUDA op gave other losses than its CPU op and this module
     (which agree to 1e-5) for 2 of 5 utterances of a batch that held one with ``target_length`` 0 and one
     with ``logit_length`` = ``target_length`` = 1 (test_rnnt_loss.py's agreement test; pytorch/audio
-    issue 3048 reports the same for lengths of 1); the rest of the batch agreed. Only the device, shape
-    and dtype of ``logits`` and the lengths' minima are read.
+    issue 3048 reports the same for lengths of 1); the rest of the batch agreed. Nor is torchaudio's CUDA
+    op used with ``clamp > 0``, under ``auto`` or ``torchaudio``: on the same machine it ignored ``clamp``
+    (gradients up to 0.22 where ``clamp=0.05``; its CPU op and this module clamp, and agree to 1e-6).
+    Only the device, shape and dtype of ``logits``, the lengths' minima and ``clamp`` are read.
 
     Raises:
-        ValueError: an unknown ``impl``; ``impl="torchaudio"`` where it cannot be used (says why).
+        ValueError: an unknown ``impl``; ``impl="torchaudio"`` where it cannot be used (says why), which
+            includes CUDA logits with ``clamp > 0``.
     """
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {impl!r}")
@@ -301,6 +304,8 @@ def choose_impl(impl: str, logits: torch.Tensor, logit_lengths: torch.Tensor | N
     elif logits.numel() >= _INT32_ELEMENTS:
         why = (f"{' x '.join(map(str, logits.shape))} = {logits.numel()} logits exceed torchaudio's int32 indexing "
                f"(< 2**31)")
+    elif logits.device.type == "cuda" and clamp > 0:
+        why = f"clamp={clamp:g}: torchaudio's CUDA op ignores clamp (see choose_impl)"
     elif impl == "auto" and logits.device.type == "cuda" and (short := _short_utterances(logit_lengths,
                                                                                          target_lengths)):
         why = f"{short}: torchaudio's CUDA op gets such utterances wrong (see choose_impl)"
@@ -378,7 +383,8 @@ def rnnt_loss(
             an utterance of one frame or with an empty target, which its CUDA op gets wrong; this
             module's otherwise: :func:`choose_impl`). Both give the same loss to 1e-5 relative and the
             same gradient to float rounding on the CPU (test_rnnt_loss.py); ``impl="torchaudio"``
-            on CUDA does not avoid torchaudio's short-utterance bug.
+            on CUDA does not avoid torchaudio's short-utterance bug, and refuses ``clamp > 0`` (its CUDA
+            op ignores it).
 
     Returns:
         The loss: a scalar, or ``(B,)`` with ``reduction="none"``.
@@ -390,7 +396,7 @@ def rnnt_loss(
     """
     _validate(logits, targets, logit_lengths, target_lengths, blank, reduction)
     if impl != "speechkit" and logits.size(0) and \
-            choose_impl(impl, logits, logit_lengths, target_lengths)[0] == "torchaudio":
+            choose_impl(impl, logits, logit_lengths, target_lengths, clamp)[0] == "torchaudio":
         return _torchaudio_loss(logits, targets, logit_lengths, target_lengths, int(blank), reduction,
                                 bool(fused_log_softmax), float(clamp))
     losses = _RNNTLossFunction.apply(

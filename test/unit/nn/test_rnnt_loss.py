@@ -199,8 +199,8 @@ def _devices():
 @pytest.mark.parametrize("reduction,clamp,blank", [("sum", -1.0, 0), ("mean", 0.05, 3), ("none", -1.0, 19)])
 def test_impl_torchaudio_and_speechkit_agree(device, reduction, clamp, blank):
     """impl='torchaudio' (through our argument handling: padded logits, int64 targets) against impl='speechkit':
-    losses to 1e-5 relative; gradients (float32, each about 1.5e-5 in norm from the float64 result here) to 5e-5
-    in norm and 1e-4 element-wise. Runs where torchaudio's op loads (the peers venv, a GPU machine)."""
+    losses to 1e-5 relative; gradients (float32, each about 1.5e-5 in norm from the float64 result here) to 1e-4
+    in norm and element-wise. Runs where torchaudio's op loads (the peers venv, a GPU machine)."""
     _torchaudio_rnnt_loss()
     if torchaudio_unavailable := R.torchaudio_rnnt_loss(device)[1]:
         pytest.skip(torchaudio_unavailable)
@@ -214,20 +214,23 @@ def test_impl_torchaudio_and_speechkit_agree(device, reduction, clamp, blank):
     if device == "cuda":
         # torchaudio 2.11's CUDA op gets the empty target (1) and the one-frame utterance (4) wrong (an H200:
         # 2 of 5 losses off, the rest as here; pytorch/audio#3048): impl="auto" does not send such a batch
-        # to it (test_auto_keeps_short_utterances_off_torchaudios_cuda_op); its other utterances must agree
+        # to it (test_auto_keeps_short_utterances_off_torchaudios_cuda_op); its other utterances must agree.
+        # It also ignores clamp (test_clamp_keeps_torchaudios_cuda_op_out): compared without it there
         auto = rnnt_loss(x, y, tl, ul, blank=blank, reduction=reduction, clamp=clamp, impl="auto")
         torch.testing.assert_close(auto, rnnt_loss(x, y, tl, ul, blank=blank, reduction=reduction, clamp=clamp,
                                                    impl="speechkit"), rtol=0, atol=0)
         keep = torch.tensor([0, 2, 3])
         x = x.detach()[keep.to(device)].requires_grad_()
         y, tl, ul = y[keep], tl[keep], ul[keep]
+        clamp = -1.0
     got = {impl: rnnt_loss(x, y, tl, ul, blank=blank, reduction=reduction, clamp=clamp, impl=impl)
            for impl in ("torchaudio", "speechkit")}
     torch.testing.assert_close(got["torchaudio"], got["speechkit"], rtol=1e-5, atol=0)
     w = torch.rand(got["speechkit"].shape, generator=g).to(device)
     grads = {k: torch.autograd.grad((v * w).sum(), x)[0] for k, v in got.items()}
     diff = grads["torchaudio"] - grads["speechkit"]
-    assert float(diff.norm() / grads["speechkit"].norm()) < 5e-5 and float(diff.abs().max()) < 1e-4
+    # 1e-4 in norm: float32 rounding of torchaudio's gradient measured 1.2e-5 to 4.9e-5 (CPU and CUDA, an H200)
+    assert float(diff.norm() / grads["speechkit"].norm()) < 1e-4 and float(diff.abs().max()) < 1e-4
 
 
 # ------------------------------------------------------------------------------ impl dispatch (no torchaudio needed)
@@ -332,6 +335,23 @@ def test_auto_keeps_short_utterances_off_torchaudios_cuda_op(monkeypatch):
     assert choose_impl("torchaudio", x, torch.tensor([10, 1, 5]), torch.tensor([4, 1, 0]))[0] == "torchaudio"
     # the CPU is not concerned (auto keeps speechkit there anyway), nor calls without lengths
     assert choose_impl("auto", x)[0] == "torchaudio"
+
+
+def test_clamp_keeps_torchaudios_cuda_op_out(monkeypatch):
+    """torchaudio 2.11's CUDA op ignored clamp on an H200 (gradients up to 0.22 with clamp=0.05, where its CPU
+    op and ours clamp): with clamp > 0 on CUDA, auto takes speechkit's loss and impl='torchaudio' refuses."""
+    _FakeTorchaudio(monkeypatch)
+    monkeypatch.setitem(R._TORCHAUDIO, "cuda", (object(), ""))
+    x = _CudaLogits((3, 10, 5, 7))
+    assert choose_impl("auto", x, clamp=-1.0)[0] == "torchaudio"
+    assert choose_impl("auto", x, clamp=0.0)[0] == "torchaudio"
+    assert choose_impl("auto", x, clamp=0.05) == (
+        "speechkit", "clamp=0.05: torchaudio's CUDA op ignores clamp (see choose_impl)")
+    with pytest.raises(ValueError, match="impl='torchaudio': clamp=0.05: torchaudio's CUDA op ignores clamp"):
+        choose_impl("torchaudio", x, clamp=0.05)
+    monkeypatch.setitem(R._TORCHAUDIO, "cpu", (object(), ""))
+    logits, *_ = _case(2, 4, 3, 5, seed=1, dtype=torch.float32)
+    assert choose_impl("torchaudio", logits, clamp=0.05)[0] == "torchaudio"  # its CPU op clamps
 
 
 def test_auto_keeps_speechkit_where_torchaudio_cannot_run(monkeypatch):
