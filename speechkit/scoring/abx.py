@@ -79,6 +79,7 @@ every step); both backends give the same bits.
 """
 from __future__ import annotations
 
+import bisect
 import importlib.util
 import logging
 import math
@@ -643,7 +644,10 @@ def abx_error(
     gv = np.concatenate([m[v] for m, v in zip(ctx_members, pair_v)])
 
     # flat frame array of the tokens that take part in some triplet
-    used = np.unique(np.concatenate([gu, gv]))
+    mark = np.zeros(len(kept), dtype=bool)
+    mark[gu] = True
+    mark[gv] = True
+    used = np.flatnonzero(mark)  # = np.unique(np.concatenate([gu, gv])), without sorting tens of millions
     pos = np.full(len(kept), -1, dtype=np.int64)
     pos[used] = np.arange(len(used))
     chunks = [np.asarray(features[kept[k].file][ranges[k, 0] : ranges[k, 1]], dtype=np.float64) for k in used]
@@ -840,10 +844,12 @@ def _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, dis
     pairs = sorted({(c.p1, c.p2) for c in cells})
     pair_index = {k: i for i, k in enumerate(pairs)}
     g_pair = np.array([pair_index[(c.p1, c.p2)] for c in cells], dtype=np.int64)
-    speakers = sorted({c.spk for c in cells} | {s for c in cells for s in c.x_spk})
+    x_lists = {id(c.x_spk): c.x_spk for c in cells}  # cells share their X speaker lists (_enumerate_cells)
+    speakers = sorted({c.spk for c in cells} | {s for xs in x_lists.values() for s in xs})
     spk_index = {s: i for i, s in enumerate(speakers)}
     g_spk = np.array([spk_index[c.spk] for c in cells], dtype=np.int64)
-    x_spk_ids = np.concatenate([np.array([spk_index[s] for s in c.x_spk], dtype=np.int64) for c in cells])
+    x_ids = {k: np.array([spk_index[s] for s in xs], dtype=np.int64) for k, xs in x_lists.items()}
+    x_spk_ids = np.concatenate([x_ids[id(c.x_spk)] for c in cells])
     c_pair, c_spk = g_pair[cell_group], g_spk[cell_group]
     c_spk_x = x_spk_ids if across else np.full(len(score), -1, dtype=np.int64)
     n_spk = len(speakers)
@@ -1252,28 +1258,36 @@ def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str) -> 
 
 
 def _enumerate_cells(context: int, groups: Mapping[str, Mapping[str, list[int]]], mode: str) -> list[_CellGroup]:
+    """The cell groups of one context: per (A/X phone, B phone, A/B speaker) with a token of each, its A, B and
+    X tokens (X: A's phone, every other speaker across; A's own tokens within). Cells share their arrays (one
+    array per phone and speaker, one X set per A phone and speaker): read-only."""
     cells = []
     phones = sorted(groups)
+    arrays = {p: {s: np.asarray(idx, dtype=np.int64) for s, idx in groups[p].items()} for p in phones}
+    one_group = np.zeros(1, dtype=np.int64)
     for p1 in phones:
-        g1 = groups[p1]
+        g1 = arrays[p1]
         spk1 = sorted(g1)
+        x_sets = {}  # A/B speaker -> (X speakers, X tokens grouped by speaker, start of each group): across only
+        if mode == "across":
+            for s in spk1:
+                xs = [sx for sx in spk1 if sx != s]
+                if xs:
+                    starts = np.cumsum([0] + [len(g1[sx]) for sx in xs[:-1]]).astype(np.int64)
+                    x_sets[s] = (xs, np.concatenate([g1[sx] for sx in xs]), starts)
         for p2 in phones:
             if p1 == p2:
                 continue
-            g2 = groups[p2]
+            g2 = arrays[p2]
             for s in spk1:
                 if s not in g2:
                     continue
-                a = np.asarray(g1[s], dtype=np.int64)
-                b = np.asarray(g2[s], dtype=np.int64)
+                a, b = g1[s], g2[s]
                 if mode == "within":
                     if len(a) >= 2:
-                        cells.append(_CellGroup(context, p1, p2, s, a, b, a, [s], np.zeros(1, dtype=np.int64)))
-                    continue
-                xs = [sx for sx in spk1 if sx != s]
-                if xs:
-                    x = np.concatenate([g1[sx] for sx in xs]).astype(np.int64)
-                    starts = np.cumsum([0] + [len(g1[sx]) for sx in xs[:-1]]).astype(np.int64)
+                        cells.append(_CellGroup(context, p1, p2, s, a, b, a, [s], one_group))
+                elif s in x_sets:
+                    xs, x, starts = x_sets[s]
                     cells.append(_CellGroup(context, p1, p2, s, a, b, x, xs, starts))
     return cells
 
@@ -1304,7 +1318,12 @@ def _pair_distances(
     rows = np.where(swap, gv, gu)
     cols = np.where(swap, gu, gv)
     nr, nc = lengths[rows], lengths[cols]
-    order = np.lexsort((nc, nr))[::-1]  # by rows, then cols, descending
+    # by rows, then cols, descending: a stable argsort of one small integer key (numpy's radix sort under 2**16,
+    # several times faster than np.lexsort on tens of millions of pairs)
+    key = nr * (int(nc.max()) + 1) + nc
+    desc = int(key.max()) - key
+    order = np.argsort(desc.astype(np.uint16) if desc.max() < 1 << 16 else desc, kind="stable")
+    del key, desc
     total = np.empty(n_pairs)
     len_rc = np.empty(n_pairs)
     len_cr = np.empty(n_pairs)
@@ -1367,24 +1386,31 @@ def _pair_distances(
 def _torch_batches(batches, order, rows, cols, offsets, lengths, last, frame_dist, device, total, len_rc, len_cr,
                    bar, dtw_fn: Callable) -> None:
     """The torch path of :func:`_pair_distances`: frame distances and ``dtw_fn`` (:func:`batched_dtw` or the
-    Triton kernel), batch by batch."""
+    Triton kernel), batch by batch. The pairs' token indices go to ``device`` once, in batch order, and the
+    results stay there until the last batch: on CUDA no batch waits for the host (one copy back at the end)."""
     off_t = torch.from_numpy(offsets).to(device)
     len_t = torch.from_numpy(lengths).to(device)
+    rows_t = torch.from_numpy(np.ascontiguousarray(rows[order])).to(device)
+    cols_t = torch.from_numpy(np.ascontiguousarray(cols[order])).to(device)
+    n = len(order)
+    tot_t = torch.empty(n, dtype=torch.float64, device=device)
+    rc_t = torch.empty(n, dtype=torch.long, device=device)
+    cr_t = torch.empty(n, dtype=torch.long, device=device)
+    ar = torch.arange(max((max(b[2], b[3]) for b in batches), default=1), device=device)[None, :]
     for start, stop, nmax, mmax in batches:
-        idx = order[start:stop]
-        r = torch.from_numpy(rows[idx]).to(device)
-        c = torch.from_numpy(cols[idx]).to(device)
-        ar_n = torch.arange(nmax, device=device)[None, :]
-        ar_m = torch.arange(mmax, device=device)[None, :]
-        ix = (off_t[r][:, None] + ar_n).clamp(max=last)
-        iy = (off_t[c][:, None] + ar_m).clamp(max=last)
+        r, c = rows_t[start:stop], cols_t[start:stop]
+        ix = (off_t[r][:, None] + ar[:, :nmax]).clamp_(max=last)
+        iy = (off_t[c][:, None] + ar[:, :mmax]).clamp_(max=last)
         d = frame_dist.batch(ix, iy)
         tot, a, b = dtw_fn(d, len_t[r], len_t[c])
-        total[idx] = tot.cpu().numpy()
-        len_rc[idx] = a.cpu().numpy()
-        len_cr[idx] = b.cpu().numpy()
+        tot_t[start:stop] = tot
+        rc_t[start:stop] = a
+        cr_t[start:stop] = b
         if bar is not None:
             bar.update(1)
+    total[order] = tot_t.cpu().numpy()
+    len_rc[order] = rc_t.cpu().numpy()
+    len_cr[order] = cr_t.cpu().numpy()
 
 
 # Cost model for batching: one batch costs ~_BATCH_OVERHEAD padded cell updates per anti-diagonal
@@ -1412,9 +1438,11 @@ def _plan_batches(
         return []
     key = nr.astype(np.int64) * (int(nc.max()) + 1) + nc
     bounds = np.concatenate([[0], np.nonzero(np.diff(key))[0] + 1, [n]])
+    starts = bounds[:-1].tolist()
+    group_nc = nc[bounds[:-1]].tolist()  # cols of each group of same-size pairs (constant within it)
     batches = []
     cur, nmax, mmax = 0, int(nr[0]), int(nc[0])
-    for s, e in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+    for g, (s, e) in enumerate(zip(starts, bounds[1:].tolist())):
         r, c = int(nr[s]), int(nc[s])
         if s > cur:
             m2 = max(mmax, c)
@@ -1427,6 +1455,7 @@ def _plan_batches(
         while e - cur > (cap := max(1, max_elements // (nmax * (nmax + mmax) + scratch(nmax, mmax)))):
             batches.append((cur, cur + cap, nmax, mmax))
             cur += cap
-            nmax, mmax = int(nr[cur]), int(nc[cur:e].max())
+            # = int(nc[cur:e].max()), from the groups [cur, e) overlaps (a scan of the pairs made this quadratic)
+            nmax, mmax = int(nr[cur]), max(group_nc[bisect.bisect_right(starts, cur) - 1: g + 1])
     batches.append((cur, n, nmax, mmax))
     return batches

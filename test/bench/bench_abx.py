@@ -4,6 +4,7 @@ Tasks (``--tasks``):
   timit-any-across, timit-any-within   all phones of ../shared/data/timit_sample, no context (the large task)
   timit-ctx-across, timit-ctx-within   the ZeroSpeech by-context task (previous and next phone)
   synth-ctx-across, synth-any-across   a synthetic corpus of 39-d frames, 40 phones, --synth-speakers x
+  (and their -within twins)
                                        --synth-utts utterances of --synth-seconds (by context; default 20 x 10 x
                                        5 s, as in issue 22) or --synth-any-seconds (no context; 2 s: ~100 M triplets)
 TIMIT features: 13 MFCCs (kaldi-native-fbank, 25 ms / 10 ms, no dither) + deltas + delta-deltas (39-d); items
@@ -45,7 +46,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("abx_peer_run.py")
 TASKS = ("timit-any-across", "timit-any-within", "timit-ctx-across", "timit-ctx-within", "synth-any-across",
-         "synth-ctx-across")
+         "synth-any-within", "synth-ctx-across", "synth-ctx-within")
 CONDITIONS = ("idle2", "busy2", "all", "cuda")
 
 
