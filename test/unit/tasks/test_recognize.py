@@ -2,6 +2,7 @@
 checks, and the part helpers behind speechkit-asr-decode (split, fingerprint, current)."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
 import numpy as np
@@ -13,7 +14,7 @@ from speechkit.features.cmvn import apply_cmvn
 from speechkit.features.io import FeatureReader
 from speechkit.tasks import get_task
 from speechkit.tasks.recognize import (
-    DecodeOptions, Recognizer, decode_data_dir, part_current, part_fingerprint, part_paths, read_utterances,
+    DecodeOptions, Recognizer, add_decode_options, decode_data_dir, part_current, part_fingerprint, part_paths, read_utterances,
     split_parts,
 )
 from speechkit.text.units import MultilingualUnits
@@ -115,6 +116,31 @@ def test_decode_options_fingerprint_dict():
     assert {k: d[k] for k in ("length_norm", "switch_off_rule", "device", "batch_size")} == \
         {"length_norm": True, "switch_off_rule": "posterior", "device": "auto", "batch_size": 4}
     assert "length_norm" not in DecodeOptions(length_norm=True).fingerprint_dict()  # greedy: no effect
+
+
+def test_add_decode_options_fill_decode_options():
+    """add_decode_options' options are DecodeOptions' fields (from_args reads them back), with the
+    part options of decode_data_dir unless parts=False."""
+    p = argparse.ArgumentParser()
+    add_decode_options(p)
+    assert DecodeOptions.from_args(p.parse_args([])) == DecodeOptions()
+    a = p.parse_args(["--lid-free", "--search", "beam", "--beam", "2", "--batch-size", "3", "--device", "auto",
+                      "--switch-off-tau", "5", "--switch-off-threshold", "inf", "--nj", "2", "--max-jobs", "1",
+                      "--force"])
+    assert DecodeOptions.from_args(a) == DecodeOptions(mode="lid_free", search="beam", beam=2, batch_size=3,
+                                                       device="auto", switch_off_tau=5,
+                                                       switch_off_threshold=float("inf"))
+    assert (a.nj, a.job, a.merge_only, a.max_jobs, a.force) == (2, None, False, 1, True)
+    assert DecodeOptions.from_args(p.parse_args(["--oracle-lid"])).mode == "oracle"
+    with pytest.raises(SystemExit):
+        p.parse_args(["--lid-free", "--oracle-lid"])
+    q = argparse.ArgumentParser()
+    add_decode_options(q, parts=False)
+    options = {s for action in q._actions for s in action.option_strings}
+    assert not options & {"--nj", "--job", "--merge-only", "--max-jobs", "--force"}
+    assert {f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(DecodeOptions) if f.name != "mode"} \
+        <= options
+    assert DecodeOptions.from_args(q.parse_args(["--chunk-frames", "7"])) == DecodeOptions(chunk_frames=7)
 
 
 def test_parts_split_fingerprint_and_current(lid_exp, tmp_path):
