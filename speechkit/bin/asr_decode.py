@@ -69,18 +69,14 @@ def build_parser():
     return p
 
 
-def _child_argv(args, job: int) -> list[str]:
-    a = args
-    argv = [sys.executable, "-m", "speechkit.bin.asr_decode", "--model-dir", str(a.model_dir), "--search", a.search,
-            "--beam", str(a.beam), "--max-symbols-per-frame", str(a.max_symbols_per_frame), "--blank-penalty",
-            str(a.blank_penalty), "--chunk-frames", str(a.chunk_frames), "--nj", str(a.nj), "--job", str(job),
-            "--num-threads", str(a.num_threads), "--switch-off-rule", a.switch_off_rule]
-    argv += ["--length-norm"] if a.length_norm else []
-    for k in ("checkpoint", "units_dir", "cmvn_stats", "switch_off_tau", "switch_off_threshold"):
-        argv += [f"--{k.replace('_', '-')}", str(getattr(a, k))] if getattr(a, k) is not None else []
-    argv += [f"--{k.replace('_', '-')}" for k in ("lid_free", "oracle_lid", "force", "show_partial", "verbose")
-             if getattr(a, k)]
-    return argv + [str(a.data_dir), str(a.out_dir)]
+def _child_argv(args, options: DecodeOptions, job: int) -> list[str]:
+    """The command decoding part ``job`` (run by decode_data_dir's local pool): every decoding option
+    (DecodeOptions.to_argv, so the part's fingerprint is the one the merge checks), --checkpoint, --nj."""
+    argv = [sys.executable, "-m", "speechkit.bin.asr_decode", "--model-dir", str(args.model_dir)]
+    argv += ["--checkpoint", str(args.checkpoint)] if args.checkpoint is not None else []
+    argv += ["--nj", str(args.nj), "--job", str(job), *options.to_argv()]
+    argv += [f"--{k}" for k in ("force", "verbose") if getattr(args, k)]
+    return argv + [str(args.data_dir), str(args.out_dir)]
 
 
 def _body(args) -> int:
@@ -88,10 +84,11 @@ def _body(args) -> int:
         raise ConfigError(f"--nj must be >= 1, got {args.nj}")
     if args.job is not None and not 1 <= args.job <= args.nj:
         raise ConfigError(f"--job must be in 1..{args.nj}, got {args.job}")
-    merged = decode_data_dir(args.model_dir, args.checkpoint, args.data_dir, args.out_dir,
-                             DecodeOptions.from_args(args), nj=args.nj, job=args.job, merge_only=args.merge_only,
-                             force=args.force, max_jobs=args.max_jobs, job_argv=lambda job: _child_argv(args, job),
-                             option="--model-dir", logger=logger)
+    options = DecodeOptions.from_args(args)
+    merged = decode_data_dir(args.model_dir, args.checkpoint, args.data_dir, args.out_dir, options, nj=args.nj,
+                             job=args.job, merge_only=args.merge_only, force=args.force, max_jobs=args.max_jobs,
+                             job_argv=lambda job: _child_argv(args, options, job), option="--model-dir",
+                             logger=logger)
     if merged is not None:
         print(f"{PROG}: {merged[1]}")
     return 0

@@ -127,6 +127,27 @@ class DecodeOptions:
         names = [f.name for f in dataclasses.fields(cls) if f.name != "mode"]  # the options' dest names
         return cls(mode="lid_free" if args.lid_free else "oracle", **{k: getattr(args, k) for k in names})
 
+    def to_argv(self) -> list[str]:
+        """The command-line options that give these options back (:func:`add_decode_options`, then
+        :meth:`from_args`): every field, so that a part decoded by a child process (``--job J``)
+        has the fingerprint the merge checks. ``--lid-free`` | ``--oracle-lid``, a flag per true
+        bool field, ``--<field> <value>`` per other field that is not None (floats as ``str`` gives
+        them: ``inf``, and exactly the same number back).
+
+        Raises:
+            ValueError: a mode other than ``oracle`` / ``lid_free``.
+        """
+        modes = {"oracle": "--oracle-lid", "lid_free": "--lid-free"}
+        if self.mode not in modes:
+            raise ValueError(f"mode must be one of {', '.join(modes)}, got {self.mode!r}")
+        argv = [modes[self.mode]]
+        for f in dataclasses.fields(self):
+            value, option = getattr(self, f.name), "--" + f.name.replace("_", "-")
+            if f.name == "mode" or value is None or value is False:
+                continue
+            argv += [option] if value is True else [option, str(value)]
+        return argv
+
 
 def add_decode_options(parser, *, parts: bool = True) -> None:
     """Add the options that fill :class:`DecodeOptions` (``--units-dir`` ... ``--num-threads``, read

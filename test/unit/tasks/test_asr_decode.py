@@ -2,17 +2,20 @@
 vanilla's hypothesis language, bad options."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 
 import numpy as np
 import pytest
 import torch
 
-from speechkit.bin.asr_decode import main
+from speechkit.bin.asr_decode import _child_argv, build_parser, main
 from speechkit.decode.rnnt_search import DecodeConfig, recognize
 from speechkit.features.cmvn import apply_cmvn
 from speechkit.features.io import FeatureReader
 from speechkit.tasks import get_task
+from speechkit.tasks.recognize import DecodeOptions
 from speechkit.tasks.recognize import Recognizer as Decoder
 from speechkit.text.units import MultilingualUnits
 from speechkit.train.trainer import Trainer
@@ -97,6 +100,54 @@ def test_batched_encoder_gives_the_same_outputs(lid_exp):
         assert read("batch/text") == read("one/text") and read("batch/utt2lang") == read("one/utt2lang")
         one, batch = json.load(open("one/decode_stats.json")), json.load(open("batch/decode_stats.json"))
         assert batch["num_decoded"] == one["num_decoded"] == 4 and batch["skipped"] == one["skipped"]
+
+
+def test_nj_parts_with_batch_size_and_device(lid_exp):
+    """--nj 2 with --batch-size 2 --device auto: the parts are decoded (local processes) with the
+    options the merge checks, so they merge (they failed with 'part 1 of 2 is missing or was decoded
+    with other inputs': the jobs were not given --batch-size and --device)."""
+    assert main(["--model-dir", "exp/lid", "--lid-free", "data/dev", "one"]) == 0
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--nj", "2", "--batch-size", "2", "--device", "auto",
+                 "data/dev", "two"]) == 0
+    assert read("two/text") == read("one/text") and read("two/utt2lang") == read("one/utt2lang")
+    s = json.load(open("two/decode_stats.json"))
+    assert (s["nj"], s["batch_size"], s["device"], s["num_decoded"]) == (2, 2, "auto", 4)
+
+
+# every DecodeOptions field away from its default (a field added later must be added here)
+NON_DEFAULT = dict(mode="lid_free", search="beam", beam=2, length_norm=True, max_symbols_per_frame=2,
+                   blank_penalty=0.1, switch_off_tau=5, switch_off_threshold=float("inf"), switch_off_rule="posterior",
+                   chunk_frames=7, units_dir="data/lang x", cmvn_stats="data/train/cmvn.scp", device="auto",
+                   batch_size=2, num_threads=2, show_partial=True)
+
+
+def test_child_argv_passes_every_fingerprint_option():
+    """The command of part J (--nj N without --job) holds every option of the part fingerprint that
+    the merge checks, and parses back to the same DecodeOptions (so the same fingerprint)."""
+    assert set(NON_DEFAULT) == {f.name for f in dataclasses.fields(DecodeOptions)}
+    for f in dataclasses.fields(DecodeOptions):
+        assert NON_DEFAULT[f.name] != f.default, f.name
+    for search in ("beam", "greedy"):
+        opts = DecodeOptions(**{**NON_DEFAULT, "search": search})
+        args = build_parser().parse_args(["--model-dir", "exp/lid", "--checkpoint", "avg2", "--nj", "3", "--force",
+                                          *opts.to_argv(), "data/dev", "out"])
+        assert DecodeOptions.from_args(args) == opts
+        argv = _child_argv(args, opts, 2)
+        assert argv[:3] == [sys.executable, "-m", "speechkit.bin.asr_decode"]
+        fingerprint = opts.fingerprint_dict()
+        assert {"device", "batch_size", "switch_off_rule", *(["length_norm"] if search == "beam" else [])} \
+            <= set(fingerprint)
+        for key in fingerprint:
+            assert ("--lid-free" if key == "mode" else f"--{key.replace('_', '-')}") in argv, key
+        child = build_parser().parse_args(argv[3:])
+        assert DecodeOptions.from_args(child) == opts and DecodeOptions.from_args(child).fingerprint_dict() == \
+            fingerprint
+        assert (child.job, child.nj, child.checkpoint, child.force, child.model_dir, child.data_dir, child.out_dir) \
+            == (2, 3, "avg2", True, "exp/lid", "data/dev", "out")
+    # the defaults: the child parses back to them too (--oracle-lid is the default mode)
+    args = build_parser().parse_args(["--model-dir", "exp/lid", "--nj", "2", "data/dev", "out"])
+    child = build_parser().parse_args(_child_argv(args, DecodeOptions.from_args(args), 1)[3:])
+    assert DecodeOptions.from_args(child) == DecodeOptions() and child.checkpoint is None and not child.force
 
 
 def test_monolingual_model_skips_other_languages(rnnt_env):

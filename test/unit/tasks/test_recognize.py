@@ -14,8 +14,8 @@ from speechkit.features.cmvn import apply_cmvn
 from speechkit.features.io import FeatureReader
 from speechkit.tasks import get_task
 from speechkit.tasks.recognize import (
-    DecodeOptions, Recognizer, add_decode_options, decode_data_dir, part_current, part_fingerprint, part_paths, read_utterances,
-    split_parts,
+    DecodeOptions, Recognizer, add_decode_options, decode_data_dir, part_current, part_fingerprint, part_paths,
+    read_utterances, split_parts,
 )
 from speechkit.text.units import MultilingualUnits
 from speechkit.train.trainer import Trainer
@@ -141,6 +141,28 @@ def test_add_decode_options_fill_decode_options():
     assert {f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(DecodeOptions) if f.name != "mode"} \
         <= options
     assert DecodeOptions.from_args(q.parse_args(["--chunk-frames", "7"])) == DecodeOptions(chunk_frames=7)
+
+
+def test_decode_options_to_argv_round_trip():
+    """to_argv gives every field back through add_decode_options' parser (floats exactly, inf too)."""
+    p = argparse.ArgumentParser()
+    add_decode_options(p, parts=False)
+    for opts in (DecodeOptions(), DecodeOptions(mode="lid_free", search="beam", beam=7, length_norm=True,
+                                                blank_penalty=0.1 + 0.2, switch_off_tau=0,
+                                                switch_off_threshold=float("inf"), switch_off_rule="posterior",
+                                                chunk_frames=3, units_dir="u", cmvn_stats="c", device="auto",
+                                                batch_size=5, num_threads=2),
+                 DecodeOptions(max_symbols_per_frame=1, switch_off_tau=2, switch_off_threshold=1e-7,
+                               show_partial=True)):
+        argv = opts.to_argv()
+        assert DecodeOptions.from_args(p.parse_args(argv)) == opts
+        assert argv[0] == ("--lid-free" if opts.mode == "lid_free" else "--oracle-lid")
+    assert DecodeOptions().to_argv() == ["--oracle-lid", "--search", "greedy", "--beam", "4",
+                                         "--max-symbols-per-frame", "3", "--blank-penalty", "0.0",
+                                         "--switch-off-rule", "gap", "--chunk-frames", "0", "--device", "cpu",
+                                         "--batch-size", "1", "--num-threads", "1"]
+    with pytest.raises(ValueError, match="mode must be one of oracle, lid_free, got 'lid'"):
+        DecodeOptions(mode="lid").to_argv()
 
 
 def test_parts_split_fingerprint_and_current(lid_exp, tmp_path):
