@@ -109,6 +109,7 @@ _INF = float("inf")
 _NUMBA_MIN_PAIRS = 20_000
 _NUMBA_MIN_TRIPLETS = 2_000_000
 _KERNELS_USED = False
+_DEVICE_PAIRS_MIN_TOKENS = 512  # contexts of fewer tokens find their needed pairs on the CPU, whatever the device
 _EXACT_EPS = 1e-9  # frames: float error allowed when placing a time on the frame grid (exact_times)
 
 
@@ -614,10 +615,15 @@ def abx_error(
         mem = members.setdefault(it.context, [])
         tree.setdefault(it.context, {}).setdefault(it.phone, {}).setdefault(it.speaker, []).append(len(mem))
         mem.append(k)
+    # every per-pair array lives on pair_dev: the scoring device on CUDA (the host never holds an array of
+    # pairs there), the CPU otherwise (numpy views of its tensors feed the numba kernels)
+    # (a context of few tokens is done on the CPU and its pairs moved: cheaper than a dozen kernel launches)
+    pair_dev = dev if dev.type == "cuda" else torch.device("cpu")
     cells: list[_CellGroup] = []
     ctx_members: list[np.ndarray] = []
-    pair_u: list[np.ndarray] = []  # local indices within the context
-    pair_v: list[np.ndarray] = []
+    pair_g: list[tuple[torch.Tensor, torch.Tensor]] = []  # per context: the pairs' tokens (indices into kept)
+    pair_flat: list[tuple[torch.Tensor, torch.Tensor]] = []  # and their entries [u, v], [v, u] in dflat below
+    ctx_size = 0
     for ctx, groups in tree.items():
         if len(groups) < 2:
             continue
@@ -626,30 +632,38 @@ def abx_error(
             continue
         mem = np.asarray(members[ctx], dtype=np.int64)
         cells.extend(new_cells)
-        u, v = _needed_pairs([kept[k].phone for k in mem], [kept[k].speaker for k in mem], mode)
+        w = len(mem)
+        mask_dev = pair_dev if w >= _DEVICE_PAIRS_MIN_TOKENS else torch.device("cpu")
+        u, v = _needed_pairs([kept[k].phone for k in mem], [kept[k].speaker for k in mem], mode, mask_dev)
+        m = torch.from_numpy(mem).to(mask_dev)
+        pair_g.append((m[u].to(pair_dev), m[v].to(pair_dev)))
+        pair_flat.append(((ctx_size + u * w + v).to(pair_dev), (ctx_size + v * w + u).to(pair_dev)))
+        ctx_size += w * w
         ctx_members.append(mem)
-        pair_u.append(u)
-        pair_v.append(v)
     if not cells:
         raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
+    n_dtw_pairs = sum(len(g[0]) for g in pair_g)
     small = False
-    if count_numba and backend == "auto" and not _KERNELS_USED and sum(map(len, pair_u)) < _NUMBA_MIN_PAIRS \
+    if count_numba and backend == "auto" and not _KERNELS_USED and n_dtw_pairs < _NUMBA_MIN_PAIRS \
             and sum(len(c.a) * len(c.b) * len(c.x) for c in cells) < _NUMBA_MIN_TRIPLETS:
         use_numba = count_numba = False  # a small task: the torch path costs less than loading the kernels (~1 s)
         small = True  # and one thread: torch's pool costs more than it gives on small ops (far more on a busy core)
     if count_numba and not _load_kernels(backend):
         use_numba = count_numba = False
-    n_pairs_ctx = np.array([len(u) for u in pair_u])
-    gu = np.concatenate([m[u] for m, u in zip(ctx_members, pair_u)])
-    gv = np.concatenate([m[v] for m, v in zip(ctx_members, pair_v)])
+    gu = torch.cat([g[0] for g in pair_g])
+    gv = torch.cat([g[1] for g in pair_g])
+    del pair_g
 
     # flat frame array of the tokens that take part in some triplet
-    mark = np.zeros(len(kept), dtype=bool)
+    mark = torch.zeros(len(kept), dtype=torch.bool, device=pair_dev)
     mark[gu] = True
     mark[gv] = True
-    used = np.flatnonzero(mark)  # = np.unique(np.concatenate([gu, gv])), without sorting tens of millions
-    pos = np.full(len(kept), -1, dtype=np.int64)
-    pos[used] = np.arange(len(used))
+    used_t = mark.nonzero().view(-1)  # = unique(cat([gu, gv])), without sorting tens of millions
+    used = used_t.cpu().numpy()
+    pos = torch.full((len(kept),), -1, dtype=torch.long, device=pair_dev)
+    pos[used_t] = torch.arange(len(used_t), device=pair_dev)
+    gu, gv = pos[gu], pos[gv]
+    del mark, pos, used_t
     chunks = [np.asarray(features[kept[k].file][ranges[k, 0] : ranges[k, 1]], dtype=np.float64) for k in used]
     allf = np.concatenate(chunks)
     if not np.isfinite(allf).all() or (distance == "kl" and ((allf < 0).any() or (allf.sum(1) <= 0).any())):
@@ -669,8 +683,9 @@ def abx_error(
         max_batch_elements = 1 << 25
 
     # one DTW per unordered token pair: d_uv (u as rows), d_vu (v as rows)
-    d_uv, d_vu = _pair_distances(offsets, used_len, pos[gu], pos[gv], frame_dist, normalize, max_batch_elements,
+    d_uv, d_vu = _pair_distances(offsets, used_len, gu, gv, frame_dist, normalize, max_batch_elements,
                                  progress, dev, use_numba, n_threads, None if use_numba else _device_dtw(backend, dev))
+    del gu, gv
 
     # per-context distance matrices, flattened: entry [p, x] = the distance of token p to X token x, the DTW
     # with p as its rows (ABXpy: d(A, X)) under zr2019, with x as its rows (fastabx: d(X, A)) under zr2021
@@ -678,14 +693,12 @@ def abx_error(
         d_uv, d_vu = d_vu, d_uv
     widths = np.array([len(m) for m in ctx_members], dtype=np.int64)
     ctx_off = np.concatenate([[0], np.cumsum(widths * widths)]).astype(np.int64)
-    dflat = np.full(int(ctx_off[-1]), np.nan)
-    bounds = np.concatenate([[0], np.cumsum(n_pairs_ctx)])
-    for c in range(len(ctx_members)):
-        sel = slice(bounds[c], bounds[c + 1])
-        w = int(widths[c])
-        dflat[ctx_off[c] + pair_u[c] * w + pair_v[c]] = d_uv[sel]
-        dflat[ctx_off[c] + pair_v[c] * w + pair_u[c]] = d_vu[sel]
-    del d_uv, d_vu
+    dflat_t = torch.full((int(ctx_off[-1]),), math.nan, dtype=torch.float64, device=pair_dev)
+    dflat_t[torch.cat([f[0] for f in pair_flat])] = d_uv
+    dflat_t[torch.cat([f[1] for f in pair_flat])] = d_vu
+    del d_uv, d_vu, pair_flat
+    dflat = dflat_t.cpu().numpy()  # the CPU counts the triplets (on the CPU: the same memory, no copy)
+    del dflat_t
 
     if count_numba:
         _mark_kernels_used()
@@ -694,7 +707,7 @@ def abx_error(
     del dflat
     score = (wins + 0.5 * ties) / cell_n
     return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize, frame_shift,
-                    len(kept), n_dropped, n_overlap, empty_items, len(gu))
+                    len(kept), n_dropped, n_overlap, empty_items, n_dtw_pairs)
 
 
 def _mark_kernels_used() -> None:
@@ -1230,31 +1243,38 @@ def _replicate_errors_zr2021(pair_id, sa, sx, score, count, n_pairs, n_spk, draw
     return errors
 
 
-def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str) -> tuple[np.ndarray, np.ndarray]:
+def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str,
+                  device: torch.device = torch.device("cpu")) -> tuple[torch.Tensor, torch.Tensor]:
     """Token pairs ``(u, v)``, ``u < v``, of one context whose distance some triplet needs (the pairs
     (A, X) and (B, X) of the cells of :func:`_enumerate_cells`), from the tokens' phones and speakers.
 
     Across: (A, X) when same phone, other speaker, and A's speaker has a token of another phone (a B);
     (B, X) when other phone, other speaker, and B's speaker has a token of X's phone (an A). Within: the
     same with one speaker, A != X, and an A/X phone with at least two tokens of the speaker.
+
+    Returns ``(u, v)``: ``(P,)`` int64 tensors on ``device`` (row-major order of the token x token mask, which
+    is built there: on CUDA the ``N x N`` masks of a large context never touch the host).
     """
-    ph = np.unique(np.asarray(phones), return_inverse=True)[1].reshape(-1)
-    sp = np.unique(np.asarray(speakers), return_inverse=True)[1].reshape(-1)
-    cnt = np.zeros((sp.max() + 1, ph.max() + 1), dtype=np.int64)
-    np.add.at(cnt, (sp, ph), 1)
+    ph = torch.from_numpy(np.unique(np.asarray(phones), return_inverse=True)[1].reshape(-1).astype(np.int64))
+    sp = torch.from_numpy(np.unique(np.asarray(speakers), return_inverse=True)[1].reshape(-1).astype(np.int64))
+    n_ph, n_sp = int(ph.max()) + 1, int(sp.max()) + 1
+    cnt = torch.bincount(sp * n_ph + ph, minlength=n_sp * n_ph).view(n_sp, n_ph).to(device)
+    ph, sp = ph.to(device), sp.to(device)
     n_phones = (cnt > 0).sum(1)  # distinct phones per speaker
     same_ph = ph[:, None] == ph[None, :]
     same_sp = sp[:, None] == sp[None, :]
-    has_b = (n_phones[sp] - (cnt[sp, ph] > 0)) > 0  # the token's speaker has another phone: B tokens exist
+    has_b = (n_phones[sp] - (cnt[sp, ph] > 0).long()) > 0  # the token's speaker has another phone: B tokens exist
     if mode == "across":
         ax = same_ph & ~same_sp & has_b[:, None]
         bx = ~same_ph & ~same_sp & (cnt > 0)[sp[:, None], ph[None, :]]  # B's speaker has X's phone
     else:
         ax = same_ph & same_sp & has_b[:, None]
-        np.fill_diagonal(ax, False)
+        ax.fill_diagonal_(False)
         bx = ~same_ph & same_sp & (cnt >= 2)[sp[:, None], ph[None, :]]  # two tokens of X's phone: A != X
     need = ax | bx
-    return np.nonzero(np.triu(need | need.T, 1))
+    del ax, bx, same_ph, same_sp
+    u, v = torch.triu(need | need.T, diagonal=1).nonzero(as_tuple=True)
+    return u, v
 
 
 def _enumerate_cells(context: int, groups: Mapping[str, Mapping[str, list[int]]], mode: str) -> list[_CellGroup]:
@@ -1295,8 +1315,8 @@ def _enumerate_cells(context: int, groups: Mapping[str, Mapping[str, list[int]]]
 def _pair_distances(
     offsets: np.ndarray,
     lengths: np.ndarray,
-    gu: np.ndarray,
-    gv: np.ndarray,
+    gu: torch.Tensor,
+    gv: torch.Tensor,
     frame_dist: _FrameDistance,
     normalize: bool,
     max_batch_elements: int,
@@ -1305,30 +1325,52 @@ def _pair_distances(
     use_numba: bool = False,
     n_threads: int = 1,
     dtw_fn: Callable | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """DTW distances ``d(u, v)`` and ``d(v, u)`` for token pairs ``(gu[k], gv[k])``, batched by size.
 
-    Frame distances of a batch in torch (on ``device``), then its DTW: the numba kernel (``use_numba``, CPU;
-    batches shared by ``n_threads`` threads, torch's intra-op pool set to one thread meanwhile) or
-    :func:`batched_dtw` (one batch at a time; on the CPU with torch's pool set to ``n_threads`` threads).
+    ``gu``, ``gv``: ``(P,)`` int64 tensors of token indices (into ``offsets`` / ``lengths``, the tokens' first
+    frame in the flat frame array and their frame counts), on the device where the per-pair work is done: the
+    scoring device on CUDA, the CPU otherwise. The pairs are ordered by size there (longer token on the rows;
+    rows, then cols, descending), planned into batches from the counts of each size (:func:`_plan_groups`),
+    and their results stay there: on CUDA the host never touches an array of pairs. Each batch's frame
+    distances are computed in torch (on ``device``), then its DTW: the numba kernel (``use_numba``, CPU; batches
+    shared by ``n_threads`` threads, torch's intra-op pool set to one thread meanwhile) or ``dtw_fn``
+    (:func:`batched_dtw` or the Triton kernel, one batch at a time; on the CPU with torch's pool set to
+    ``n_threads`` threads).
+
+    Returns:
+        ``(d_uv, d_vu)``: ``(P,)`` float64 tensors on ``gu``'s device, each DTW cost divided by the length of the
+        path ABXpy backtracks with ``u`` (resp. ``v``) as the rows (``normalize``), else the cost.
     """
-    n_pairs = len(gu)
-    lu, lv = lengths[gu], lengths[gv]
+    pdev = gu.device
+    len_t = torch.from_numpy(np.ascontiguousarray(lengths, dtype=np.int64)).to(pdev)
+    lu, lv = len_t[gu], len_t[gv]
     swap = lv > lu  # put the longer token on the rows (smaller skewed layout)
-    rows = np.where(swap, gv, gu)
-    cols = np.where(swap, gu, gv)
-    nr, nc = lengths[rows], lengths[cols]
-    # by rows, then cols, descending: a stable argsort of one small integer key (numpy's radix sort under 2**16,
-    # several times faster than np.lexsort on tens of millions of pairs)
-    key = nr * (int(nc.max()) + 1) + nc
-    desc = int(key.max()) - key
-    order = np.argsort(desc.astype(np.uint16) if desc.max() < 1 << 16 else desc, kind="stable")
-    del key, desc
-    total = np.empty(n_pairs)
-    len_rc = np.empty(n_pairs)
-    len_cr = np.empty(n_pairs)
+    nr, nc = torch.where(swap, lv, lu), torch.where(swap, lu, lv)
+    base = int(nc.max()) + 1
+    key = nr * base + nc
+    del lu, lv, nr, nc
+    # by rows, then cols, descending: on the CPU numpy's stable radix sort of a small key (twice as fast as
+    # torch's sort there), on CUDA torch's
+    if pdev.type == "cpu":
+        k = key.numpy()
+        desc = int(k.max()) - k
+        order = torch.from_numpy(np.argsort(desc.astype(np.uint16) if desc.max() < 1 << 16 else desc, kind="stable"))
+        del k, desc
+    else:
+        order = torch.sort(key, descending=True, stable=True)[1]
+    sizes, counts = torch.unique_consecutive(key[order], return_counts=True)
+    del key
+    sizes, counts = sizes.cpu().numpy(), counts.cpu().numpy()
+    rows = torch.where(swap, gv, gu)[order]  # in batch order from here on
+    cols = torch.where(swap, gu, gv)[order]
+    swap = swap[order]
+    n = len(order)
+    total = torch.empty(n, dtype=torch.float64, device=pdev)
+    len_rc = torch.empty(n, dtype=torch.long, device=pdev)
+    len_cr = torch.empty(n, dtype=torch.long, device=pdev)
     overhead = _BATCH_OVERHEAD_NUMBA if use_numba else _BATCH_OVERHEAD
-    batches = _plan_batches(nr[order], nc[order], max_batch_elements, frame_dist.scratch, overhead)
+    batches = _plan_groups(sizes // base, sizes % base, counts, max_batch_elements, frame_dist.scratch, overhead)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -1340,18 +1382,17 @@ def _pair_distances(
     if use_numba:
         from speechkit.scoring import _abx_kernels as K
 
+        rows_np, cols_np = rows.numpy(), cols.numpy()
+        tot_np, rc_np, cr_np = total.numpy(), len_rc.numpy(), len_cr.numpy()
+        len64 = np.ascontiguousarray(lengths, dtype=np.int64)
+
         def work(batch):
             start, stop, nmax, mmax = batch
-            idx = order[start:stop]
-            r, c = rows[idx], cols[idx]
+            r, c = rows_np[start:stop], cols_np[start:stop]
             ix = torch.from_numpy(np.minimum(offsets[r][:, None] + np.arange(nmax), last))
             iy = torch.from_numpy(np.minimum(offsets[c][:, None] + np.arange(mmax), last))
             d = np.ascontiguousarray(frame_dist.batch(ix, iy).numpy())
-            tot = np.empty(len(idx))
-            a = np.empty(len(idx), dtype=np.int64)
-            b = np.empty(len(idx), dtype=np.int64)
-            K.dtw_block(d, lengths[r].astype(np.int64), lengths[c].astype(np.int64), tot, a, b)
-            total[idx], len_rc[idx], len_cr[idx] = tot, a, b
+            K.dtw_block(d, len64[r], len64[c], tot_np[start:stop], rc_np[start:stop], cr_np[start:stop])
             if bar is not None:
                 with bar_lock:
                     bar.update(1)
@@ -1367,50 +1408,45 @@ def _pair_distances(
         if device.type == "cpu":
             torch.set_num_threads(n_threads)
         try:
-            _torch_batches(batches, order, rows, cols, offsets, lengths, last, frame_dist, device, total, len_rc,
-                           len_cr, bar, dtw_fn or batched_dtw)
+            _torch_batches(batches, rows, cols, offsets, len_t, last, frame_dist, device, total, len_rc, len_cr, bar,
+                           dtw_fn or batched_dtw)
         finally:
             torch.set_num_threads(torch_threads)
     if bar is not None:
         bar.close()
+    del rows, cols
     if normalize:
-        d_rows_first = total / len_rc  # d(rows, cols)
-        d_cols_first = total / len_cr  # d(cols, rows)
+        d_rows_first = total / len_rc.to(torch.float64)  # d(rows, cols)
+        d_cols_first = total / len_cr.to(torch.float64)  # d(cols, rows)
     else:
         d_rows_first = d_cols_first = total
-    d_uv = np.where(swap, d_cols_first, d_rows_first)
-    d_vu = np.where(swap, d_rows_first, d_cols_first)
+    del len_rc, len_cr
+    d_uv = torch.empty(n, dtype=torch.float64, device=pdev)
+    d_vu = torch.empty(n, dtype=torch.float64, device=pdev)
+    d_uv[order] = torch.where(swap, d_cols_first, d_rows_first)
+    d_vu[order] = torch.where(swap, d_rows_first, d_cols_first)
     return d_uv, d_vu
 
 
-def _torch_batches(batches, order, rows, cols, offsets, lengths, last, frame_dist, device, total, len_rc, len_cr,
-                   bar, dtw_fn: Callable) -> None:
+def _torch_batches(batches, rows, cols, offsets, len_t, last, frame_dist, device, total, len_rc, len_cr, bar,
+                   dtw_fn: Callable) -> None:
     """The torch path of :func:`_pair_distances`: frame distances and ``dtw_fn`` (:func:`batched_dtw` or the
-    Triton kernel), batch by batch. The pairs' token indices go to ``device`` once, in batch order, and the
-    results stay there until the last batch: on CUDA no batch waits for the host (one copy back at the end)."""
+    Triton kernel), batch by batch, over ``rows`` / ``cols`` (token indices in batch order, on ``device``),
+    writing ``total``, ``len_rc``, ``len_cr`` (on ``device``) in place: on CUDA no batch waits for the host."""
     off_t = torch.from_numpy(offsets).to(device)
-    len_t = torch.from_numpy(lengths).to(device)
-    rows_t = torch.from_numpy(np.ascontiguousarray(rows[order])).to(device)
-    cols_t = torch.from_numpy(np.ascontiguousarray(cols[order])).to(device)
-    n = len(order)
-    tot_t = torch.empty(n, dtype=torch.float64, device=device)
-    rc_t = torch.empty(n, dtype=torch.long, device=device)
-    cr_t = torch.empty(n, dtype=torch.long, device=device)
+    rows, cols, len_t = rows.to(device), cols.to(device), len_t.to(device)
     ar = torch.arange(max((max(b[2], b[3]) for b in batches), default=1), device=device)[None, :]
     for start, stop, nmax, mmax in batches:
-        r, c = rows_t[start:stop], cols_t[start:stop]
+        r, c = rows[start:stop], cols[start:stop]
         ix = (off_t[r][:, None] + ar[:, :nmax]).clamp_(max=last)
         iy = (off_t[c][:, None] + ar[:, :mmax]).clamp_(max=last)
         d = frame_dist.batch(ix, iy)
         tot, a, b = dtw_fn(d, len_t[r], len_t[c])
-        tot_t[start:stop] = tot
-        rc_t[start:stop] = a
-        cr_t[start:stop] = b
+        total[start:stop] = tot
+        len_rc[start:stop] = a
+        len_cr[start:stop] = b
         if bar is not None:
             bar.update(1)
-    total[order] = tot_t.cpu().numpy()
-    len_rc[order] = rc_t.cpu().numpy()
-    len_cr[order] = cr_t.cpu().numpy()
 
 
 # Cost model for batching: one batch costs ~_BATCH_OVERHEAD padded cell updates per anti-diagonal
@@ -1424,26 +1460,41 @@ def _plan_batches(
     nr: np.ndarray, nc: np.ndarray, max_elements: int, scratch: Callable[[int, int], int] = lambda n, m: 0,
     overhead: int = _BATCH_OVERHEAD,
 ) -> list[tuple[int, int, int, int]]:
-    """Split pairs sorted by (rows, cols) descending into ``(start, stop, n_rows, n_cols)`` batches.
-
-    A batch is padded to its first pair's rows and its largest cols and holds at most
-    ``max_elements // (N * (N + M) + scratch(N, M))`` pairs (frame distances + skewed cost +
-    the frame distance's temporaries). A new batch starts
-    before a group of same-size pairs when padding them (and the batch so far) costs more than the
-    fixed cost of another batch, ``overhead * (rows + cols - 1)``. The loop is over distinct
-    sizes, not pairs.
-    """
+    """Split pairs sorted by (rows, cols) descending into ``(start, stop, n_rows, n_cols)`` batches:
+    :func:`_plan_groups` on the runs of equal sizes of ``nr`` / ``nc``."""
     n = len(nr)
     if n == 0:
         return []
     key = nr.astype(np.int64) * (int(nc.max()) + 1) + nc
     bounds = np.concatenate([[0], np.nonzero(np.diff(key))[0] + 1, [n]])
-    starts = bounds[:-1].tolist()
-    group_nc = nc[bounds[:-1]].tolist()  # cols of each group of same-size pairs (constant within it)
+    return _plan_groups(nr[bounds[:-1]], nc[bounds[:-1]], np.diff(bounds), max_elements, scratch, overhead)
+
+
+def _plan_groups(
+    group_nr: np.ndarray, group_nc: np.ndarray, counts: np.ndarray, max_elements: int,
+    scratch: Callable[[int, int], int] = lambda n, m: 0, overhead: int = _BATCH_OVERHEAD,
+) -> list[tuple[int, int, int, int]]:
+    """Batches ``(start, stop, n_rows, n_cols)`` of pairs sorted by (rows, cols) descending, given as runs:
+    ``counts[g]`` pairs of ``group_nr[g]`` x ``group_nc[g]`` frames, in that order.
+
+    A batch is padded to its first pair's rows and its largest cols and holds at most
+    ``max_elements // (N * (N + M) + scratch(N, M))`` pairs (frame distances + skewed cost +
+    the frame distance's temporaries). A new batch starts
+    before a group of same-size pairs when padding them (and the batch so far) costs more than the
+    fixed cost of another batch, ``overhead * (rows + cols - 1)``. The loop is over the runs and the
+    batches, never over pairs.
+    """
+    group_nr = [int(x) for x in group_nr]
+    group_nc = [int(x) for x in group_nc]
+    if not group_nr:
+        return []
+    ends = np.cumsum(counts).tolist()
+    starts = [0] + ends[:-1]
+    n = ends[-1]
     batches = []
-    cur, nmax, mmax = 0, int(nr[0]), int(nc[0])
-    for g, (s, e) in enumerate(zip(starts, bounds[1:].tolist())):
-        r, c = int(nr[s]), int(nc[s])
+    cur, nmax, mmax = 0, group_nr[0], group_nc[0]
+    for g, (s, e) in enumerate(zip(starts, ends)):
+        r, c = group_nr[g], group_nc[g]
         if s > cur:
             m2 = max(mmax, c)
             pad_cost = (e - s) * nmax * m2 + (s - cur) * nmax * (m2 - mmax)
@@ -1455,7 +1506,7 @@ def _plan_batches(
         while e - cur > (cap := max(1, max_elements // (nmax * (nmax + mmax) + scratch(nmax, mmax)))):
             batches.append((cur, cur + cap, nmax, mmax))
             cur += cap
-            # = int(nc[cur:e].max()), from the groups [cur, e) overlaps (a scan of the pairs made this quadratic)
-            nmax, mmax = int(nr[cur]), max(group_nc[bisect.bisect_right(starts, cur) - 1: g + 1])
+            g0 = bisect.bisect_right(starts, cur) - 1  # the run holding pair cur
+            nmax, mmax = group_nr[g0], max(group_nc[g0: g + 1])
     batches.append((cur, n, nmax, mmax))
     return batches
