@@ -532,7 +532,7 @@ def synthesize(model: Tacotron2, token_list: Sequence[str], phones: Sequence[str
     model.eval()
     if seed is not None:
         torch.manual_seed(seed)
-    spk = None if speaker is None else torch.as_tensor(np.asarray(speaker, np.float32), device=device)[None]
+    spk = None if speaker is None else torch.tensor(np.asarray(speaker, np.float32), device=device)[None]
     out = model.inference(ids[None].to(device), spk, max_frames=max_frames)
     if not bool(out.stopped[0]):
         log.warning("synthesize: the stop token did not fire within %d frames; output cut there", max_frames)
