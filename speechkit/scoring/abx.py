@@ -109,7 +109,9 @@ _INF = float("inf")
 _NUMBA_MIN_PAIRS = 20_000
 _NUMBA_MIN_TRIPLETS = 2_000_000
 _KERNELS_USED = False
-_DEVICE_PAIRS_MIN_TOKENS = 512  # contexts of fewer tokens find their needed pairs on the CPU, whatever the device
+# contexts of fewer tokens find their needed pairs on the CPU whatever the device, and within speakers with one
+# mask over all their tokens (a larger one: one speaker's block at a time)
+_DEVICE_PAIRS_MIN_TOKENS = 512
 _EXACT_EPS = 1e-9  # frames: float error allowed when placing a time on the frame grid (exact_times)
 
 
@@ -1261,20 +1263,47 @@ def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str,
     cnt = torch.bincount(sp * n_ph + ph, minlength=n_sp * n_ph).view(n_sp, n_ph).to(device)
     ph, sp = ph.to(device), sp.to(device)
     n_phones = (cnt > 0).sum(1)  # distinct phones per speaker
+    has_b = (n_phones[sp] - (cnt[sp, ph] > 0).long()) > 0  # the token's speaker has another phone: B tokens exist
+    if mode == "within":
+        if len(ph) < _DEVICE_PAIRS_MIN_TOKENS or n_sp == 1:
+            return _within_block(ph, has_b, sp=sp, cnt=cnt)
+        # a large context: one speaker's block at a time (the mask across speakers would be mostly False)
+        us, vs = [], []
+        for s in range(n_sp):
+            idx = (sp == s).nonzero().view(-1)  # ascending: u < v within the block is u < v in the context
+            if len(idx) >= 2:
+                u, v = _within_block(ph[idx], has_b[idx], cnt_spk=cnt[s])
+                us.append(idx[u])
+                vs.append(idx[v])
+        empty = torch.zeros(0, dtype=torch.long, device=device)
+        return (torch.cat(us), torch.cat(vs)) if us else (empty, empty)
     same_ph = ph[:, None] == ph[None, :]
     same_sp = sp[:, None] == sp[None, :]
-    has_b = (n_phones[sp] - (cnt[sp, ph] > 0).long()) > 0  # the token's speaker has another phone: B tokens exist
-    if mode == "across":
-        ax = same_ph & ~same_sp & has_b[:, None]
-        bx = ~same_ph & ~same_sp & (cnt > 0)[sp[:, None], ph[None, :]]  # B's speaker has X's phone
-    else:
-        ax = same_ph & same_sp & has_b[:, None]
-        ax.fill_diagonal_(False)
-        bx = ~same_ph & same_sp & (cnt >= 2)[sp[:, None], ph[None, :]]  # two tokens of X's phone: A != X
+    ax = same_ph & ~same_sp & has_b[:, None]
+    bx = ~same_ph & ~same_sp & (cnt > 0)[sp[:, None], ph[None, :]]  # B's speaker has X's phone
     need = ax | bx
     del ax, bx, same_ph, same_sp
     u, v = torch.triu(need | need.T, diagonal=1).nonzero(as_tuple=True)
     return u, v
+
+
+def _within_block(ph: torch.Tensor, has_b: torch.Tensor, cnt_spk: torch.Tensor | None = None,
+                  sp: torch.Tensor | None = None, cnt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_needed_pairs` within speakers: the pairs ``u < v`` of one speaker's tokens (phones ``ph``, B tokens
+    exist ``has_b``, the speaker's token count per phone ``cnt_spk``), or of all tokens with their speakers ``sp``
+    and the (speaker, phone) counts ``cnt`` (a same-speaker mask then)."""
+    same_ph = ph[:, None] == ph[None, :]
+    if sp is None:
+        ax = same_ph & has_b[:, None]
+        bx = ~same_ph & (cnt_spk >= 2)[ph][None, :]  # two tokens of X's phone: A != X
+    else:
+        same_sp = sp[:, None] == sp[None, :]
+        ax = same_ph & same_sp & has_b[:, None]
+        bx = ~same_ph & same_sp & (cnt >= 2)[sp[:, None], ph[None, :]]
+    ax.fill_diagonal_(False)
+    need = ax | bx
+    del ax, bx, same_ph
+    return torch.triu(need | need.T, diagonal=1).nonzero(as_tuple=True)
 
 
 def _enumerate_cells(context: int, groups: Mapping[str, Mapping[str, list[int]]], mode: str) -> list[_CellGroup]:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import speechkit.scoring.abx as abx_module
 from speechkit.bin import make_abx_items as make_items_cli
 from speechkit.bin import score_abx as score_abx_cli
 from speechkit.scoring.abx import (
@@ -169,6 +170,21 @@ def test_abx_matches_per_triplet_bruteforce(mode, distance, kind):
     assert res.n_triplets == n > 50
     assert abs(res.error - err) < 1e-6
     assert sum(p.n_triplets for p in res.by_phone_pair) == n
+
+
+@pytest.mark.parametrize("mode", ["across", "within"])
+def test_needed_pairs_of_large_contexts_by_speaker_block(mode, monkeypatch):
+    """Within speakers, a context of _DEVICE_PAIRS_MIN_TOKENS tokens or more finds its needed pairs one speaker
+    block at a time: forced here on a small task, the same triplets and the same bits as the whole-context
+    masks, and the brute force's score."""
+    feats, items = synthetic(7, n_utt=2, dur=0.3)
+    dense = abx_error(feats, items, mode=mode)
+    monkeypatch.setattr(abx_module, "_DEVICE_PAIRS_MIN_TOKENS", 1)
+    blocked = abx_error(feats, items, mode=mode)
+    assert (blocked.n_dtw_pairs, blocked.n_triplets, blocked.error) == (dense.n_dtw_pairs, dense.n_triplets,
+                                                                        dense.error)
+    err, n = ref.ref_abx(feats, as_dicts(items), mode=mode)
+    assert blocked.n_triplets == n and abs(blocked.error - err) < 1e-6
 
 
 def test_abx_matches_bruteforce_without_normalisation():
