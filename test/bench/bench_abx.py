@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -239,6 +240,8 @@ def main(argv=None) -> int:
         if c not in CONDITIONS:
             ap.error(f"unknown condition {c!r}")
     peers = None if args.skip_fastabx else args.peers_python
+    if peers and not Path(peers).exists() and shutil.which(peers):  # a command name (python3): its path
+        peers = shutil.which(peers)
     if peers and not Path(peers).exists():
         print(f"fastabx: {peers} not found (./tools/install_peers.sh builds it); speechkit only")
         peers = None

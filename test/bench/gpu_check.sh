@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 22's GPU checks in one pass (docs/gpu_checks.md): the CUDA unit tests, the Triton DTW tests, the RNN-T
-# loss table (speechkit / auto / torchaudio on CUDA) and the ABX table (speechkit vs fastabx, all cores and CUDA).
+# loss table (speechkit / auto / torchaudio on CUDA), the ABX phase profile (CUDA and all cores, 1.55 G triplets) and
+# the ABX tables (speechkit vs fastabx: synthetic in all four conditions; the TIMIT sample, all cores and CUDA).
 # Run from the repository root on a machine with a GPU; each step has its own time limit and log under $OUT.
 #
 #   PYTHON=python3 PEERS_PYTHON=tools/venv-peers/bin/python OUT=gpu_check_out test/bench/gpu_check.sh [quick]
@@ -29,6 +30,10 @@ step pytest_cuda 900 "$py" -m pytest -q -m cuda -p no:cacheprovider \
 step pytest_triton 300 "$py" -m pytest -q -p no:cacheprovider test/unit/scoring/test_abx.py -k triton
 step bench_rnnt_loss 900 "$py" test/bench/bench_rnnt_loss.py --device cuda --python "$py" \
   --impls speechkit,auto,torchaudio --shapes 8,200,50,256 32,400,80,512 16,1000,150,1024
+step profile_abx_cuda 300 "$py" test/bench/profile_abx.py --device cuda --repeats 2 --seconds 5
+step profile_abx_cpu 300 "$py" test/bench/profile_abx.py --device cpu --repeats 1 --seconds 5
+step bench_abx_synth 1200 "$py" test/bench/bench_abx.py --tasks synth-ctx-across,synth-any-within,synth-any-across \
+  --synth-any-seconds 2.5 --conditions cuda,all,idle2,busy2 --peers-python "$peers" --workdir "$out/abx_data"
 tasks=timit-ctx-across,timit-ctx-within,timit-any-within
 [ "${1:-}" = quick ] || tasks=$tasks,timit-any-across
 step bench_abx 1800 "$py" test/bench/bench_abx.py --tasks "$tasks" --conditions all,cuda --peers-python "$peers" \
