@@ -17,6 +17,18 @@ from speechkit.utils.fileio import DataError
 logger = logging.getLogger(__name__)
 
 
+def split_contiguous(items: list[str], n: int) -> list[list[str]]:
+    """``items`` in ``n`` contiguous parts whose sizes differ by at most one (the first ``len % n`` get one more);
+    parts are empty when ``n > len(items)``."""
+    q, r = divmod(len(items), n)
+    out, i = [], 0
+    for j in range(n):
+        k = q + (1 if j < r else 0)
+        out.append(items[i:i + k])
+        i += k
+    return out
+
+
 def _split_groups(items: list[str], n: int, weights: dict[str, int] | None = None) -> list[list[str]]:
     """Split ``items`` into ``n`` contiguous non-empty groups with balanced total weight.
 
@@ -26,13 +38,7 @@ def _split_groups(items: list[str], n: int, weights: dict[str, int] | None = Non
     does, never emptying a group.
     """
     if weights is None:
-        q, r = divmod(len(items), n)
-        out, i = [], 0
-        for j in range(n):
-            k = q + (1 if j < r else 0)
-            out.append(items[i:i + k])
-            i += k
-        return out
+        return split_contiguous(items, n)
     groups: list[list[str]] = [[] for _ in range(n)]
     for i, it in enumerate(items):
         groups[i * n // len(items)].append(it)

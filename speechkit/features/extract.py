@@ -71,6 +71,7 @@ from speechkit.data.datadir import (
 from speechkit.data.feats_manifest import (  # the read side of the manifests (validate-data-dir uses it)
     MANIFEST_FORMAT, _utt_inputs, check_feats_scp, read_manifest, utt_input_hash,
 )
+from speechkit.data.split_data import split_contiguous
 from speechkit.features.io import ark_scp_writer
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
 
@@ -92,13 +93,7 @@ def split_utts(utts: list[str], nj: int) -> list[list[str]]:
     """
     if nj < 1:
         raise ValueError(f"nj must be >= 1, got {nj}")
-    q, r = divmod(len(utts), nj)
-    out, i = [], 0
-    for j in range(nj):
-        k = q + (1 if j < r else 0)
-        out.append(utts[i:i + k])
-        i += k
-    return out
+    return split_contiguous(utts, nj)
 
 
 def data_name(data_dir: str | os.PathLike) -> str:
