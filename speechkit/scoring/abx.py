@@ -80,6 +80,7 @@ every step); both backends give the same bits.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import importlib.util
 import logging
 import math
@@ -112,7 +113,25 @@ _KERNELS_USED = False
 # contexts of fewer tokens find their needed pairs on the CPU whatever the device, and within speakers with one
 # mask over all their tokens (a larger one: one speaker's block at a time)
 _DEVICE_PAIRS_MIN_TOKENS = 512
+# a needed-pair mask of fewer elements is built on one thread (_torch_threads)
+_THREADED_MASK_ELEMENTS = 1 << 22
 _EXACT_EPS = 1e-9  # frames: float error allowed when placing a time on the frame grid (exact_times)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    """Torch's intra-op pool at ``n`` threads inside the block, restored after. abx_error runs its many small torch
+    operations on one thread: a parallel region waits for every pool thread to be scheduled, which on a loaded
+    machine costs a time slice per operation (5 ms instead of 0.16 ms for a context's needed pairs, measured on
+    2 cores with one busy) and spins the other threads meanwhile; only the large operations use ``n``."""
+    prev = torch.get_num_threads()
+    if n != prev:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n != prev:
+            torch.set_num_threads(prev)
 
 
 # --------------------------------------------------------------------------------- frame distances
@@ -544,13 +563,17 @@ def abx_error(
         max_batch_elements: bound on ``batch * (N + M - 1) * N`` per DTW batch (memory; on CUDA the
             default is raised to ``1 << 25``: fewer, larger batches).
         progress: show a tqdm bar over DTW batches.
-        device: torch device for frame distances and DTW (float64 throughout).
+        device: torch device for frame distances and DTW (float64 throughout). Under ``backend="auto"`` a small
+            task (fewer than 20 000 DTW pairs and 2 M triplets) is scored on the CPU whatever the device: the
+            same result, without CUDA's start and kernel compilation (about 1 s, more than the task).
         convention: ``zr2019`` (ABXpy's averaging and argument order, ZeroSpeech 2017/2019/2020) or
             ``zr2021`` (Libri-Light's, as ``fastabx.zerospeech_abx``; ZeroSpeech 2021 and later); see the
             module docstring.
         num_threads: CPU threads (default: ``torch.get_num_threads()``): the numba path's threads, torch's
             intra-op pool being set to one thread meanwhile; the torch path's intra-op pool (one thread for
-            the small tasks that ``auto`` sends to it). Torch's setting is restored after.
+            the small tasks that ``auto`` sends to it); the large torch operations around them (needed-pair
+            masks of 4 M elements or more, the pair and table assembly). Every other torch operation runs on
+            one thread. Torch's setting is restored after.
         backend: ``auto`` (the compiled numba kernels on the CPU when numba imports, except for small
             tasks until they have been loaded once; on CUDA the DTW is a Triton kernel, one program per
             pair, where triton imports, else :func:`batched_dtw`, and the triplets are counted by the
@@ -610,106 +633,135 @@ def abx_error(
     if len(dims) != 1:
         raise DataError(f"feature files have different dimensions: {sorted(dims)}")
 
-    # context -> phone -> speaker -> local token indices; cells; token pairs needed by some triplet
-    tree: dict[tuple[str, ...], dict[str, dict[str, list[int]]]] = {}
-    members: dict[tuple[str, ...], list[int]] = {}
-    for k, it in enumerate(kept):
-        mem = members.setdefault(it.context, [])
-        tree.setdefault(it.context, {}).setdefault(it.phone, {}).setdefault(it.speaker, []).append(len(mem))
-        mem.append(k)
-    # every per-pair array lives on pair_dev: the scoring device on CUDA (the host never holds an array of
-    # pairs there), the CPU otherwise (numpy views of its tensors feed the numba kernels)
-    # (a context of few tokens is done on the CPU and its pairs moved: cheaper than a dozen kernel launches)
-    pair_dev = dev if dev.type == "cuda" else torch.device("cpu")
-    cells: list[_CellGroup] = []
-    ctx_members: list[np.ndarray] = []
-    pair_g: list[tuple[torch.Tensor, torch.Tensor]] = []  # per context: the pairs' tokens (indices into kept)
-    pair_flat: list[tuple[torch.Tensor, torch.Tensor]] = []  # and their entries [u, v], [v, u] in dflat below
-    ctx_size = 0
-    for ctx, groups in tree.items():
-        if len(groups) < 2:
-            continue
-        new_cells = _enumerate_cells(len(ctx_members), groups, mode)
-        if not new_cells:
-            continue
-        mem = np.asarray(members[ctx], dtype=np.int64)
-        cells.extend(new_cells)
-        w = len(mem)
-        mask_dev = pair_dev if w >= _DEVICE_PAIRS_MIN_TOKENS else torch.device("cpu")
-        u, v = _needed_pairs([kept[k].phone for k in mem], [kept[k].speaker for k in mem], mode, mask_dev)
-        m = torch.from_numpy(mem).to(mask_dev)
-        pair_g.append((m[u].to(pair_dev), m[v].to(pair_dev)))
-        pair_flat.append(((ctx_size + u * w + v).to(pair_dev), (ctx_size + v * w + u).to(pair_dev)))
-        ctx_size += w * w
-        ctx_members.append(mem)
-    if not cells:
-        raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
-    n_dtw_pairs = sum(len(g[0]) for g in pair_g)
-    small = False
-    if count_numba and backend == "auto" and not _KERNELS_USED and n_dtw_pairs < _NUMBA_MIN_PAIRS \
-            and sum(len(c.a) * len(c.b) * len(c.x) for c in cells) < _NUMBA_MIN_TRIPLETS:
-        use_numba = count_numba = False  # a small task: the torch path costs less than loading the kernels (~1 s)
-        small = True  # and one thread: torch's pool costs more than it gives on small ops (far more on a busy core)
-    if count_numba and not _load_kernels(backend):
-        use_numba = count_numba = False
-    gu = torch.cat([g[0] for g in pair_g])
-    gv = torch.cat([g[1] for g in pair_g])
-    del pair_g
+    n_req = num_threads if num_threads is not None else max(1, torch.get_num_threads())
+    with _torch_threads(1):  # small torch operations on one thread; the large ones say otherwise (_torch_threads)
+        # context -> phone -> speaker -> local token indices; cells; token pairs needed by some triplet
+        tree: dict[tuple[str, ...], dict[str, dict[str, list[int]]]] = {}
+        members: dict[tuple[str, ...], list[int]] = {}
+        for k, it in enumerate(kept):
+            mem = members.setdefault(it.context, [])
+            tree.setdefault(it.context, {}).setdefault(it.phone, {}).setdefault(it.speaker, []).append(len(mem))
+            mem.append(k)
+        # every per-pair array lives on pair_dev: the scoring device on CUDA (the host never holds an array of
+        # pairs there), the CPU otherwise (numpy views of its tensors feed the numba kernels)
+        # (a context of few tokens is done on the CPU and its pairs moved: cheaper than a dozen kernel launches)
+        pair_dev = dev if dev.type == "cuda" else torch.device("cpu")
+        cells: list[_CellGroup] = []
+        ctx_members: list[np.ndarray] = []
+        pair_g: list[tuple[torch.Tensor, torch.Tensor]] = []  # per context: the pairs' tokens (indices into kept)
+        pair_flat: list[tuple[torch.Tensor, torch.Tensor]] = []  # and their entries [u, v], [v, u] in dflat below
+        ctx_size = 0
+        for ctx, groups in tree.items():
+            if len(groups) < 2:
+                continue
+            new_cells = _enumerate_cells(len(ctx_members), groups, mode)
+            if not new_cells:
+                continue
+            mem = np.asarray(members[ctx], dtype=np.int64)
+            cells.extend(new_cells)
+            w = len(mem)
+            mask_dev = pair_dev if w >= _DEVICE_PAIRS_MIN_TOKENS else torch.device("cpu")
+            if mode == "within" and w >= _DEVICE_PAIRS_MIN_TOKENS:  # one speaker's block at a time
+                side = max(sum(len(g[s]) for g in groups.values() if s in g) for s in {s for g in groups.values() for s in g})
+            else:
+                side = w
+            with _torch_threads(n_req if side * side >= _THREADED_MASK_ELEMENTS else 1):
+                u, v = _needed_pairs([kept[k].phone for k in mem], [kept[k].speaker for k in mem], mode, mask_dev)
+                m = torch.from_numpy(mem).to(mask_dev)
+                pair_g.append((m[u], m[v]))  # on mask_dev: moved to pair_dev together below
+                pair_flat.append((ctx_size + u * w + v, ctx_size + v * w + u))
+            ctx_size += w * w
+            ctx_members.append(mem)
+        if not cells:
+            raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
+        n_dtw_pairs = sum(len(g[0]) for g in pair_g)
+        tiny = n_dtw_pairs < _NUMBA_MIN_PAIRS and sum(len(c.a) * len(c.b) * len(c.x) for c in cells) < _NUMBA_MIN_TRIPLETS
+        if tiny and backend == "auto" and dev.type == "cuda":
+            # a small task is scored on the CPU (the same bits): CUDA's start and a kernel's first launch (Triton's
+            # compilation or cache load) cost more than the whole task there
+            dev = pair_dev = torch.device("cpu")
+            use_numba, count_numba = _resolve_backend(backend, dev)
+        small = False
+        if count_numba and backend == "auto" and not _KERNELS_USED and tiny:
+            use_numba = count_numba = False  # a small task: the torch path costs less than loading the kernels (~1 s)
+            small = True  # and one thread: torch's pool costs more than it gives on small ops (far more on a busy core)
+        if count_numba and not _load_kernels(backend):
+            use_numba = count_numba = False
+        n_threads = 1 if small else n_req
+        gu = _cat_onto([g[0] for g in pair_g], pair_dev)
+        gv = _cat_onto([g[1] for g in pair_g], pair_dev)
+        del pair_g
 
-    # flat frame array of the tokens that take part in some triplet
-    mark = torch.zeros(len(kept), dtype=torch.bool, device=pair_dev)
-    mark[gu] = True
-    mark[gv] = True
-    used_t = mark.nonzero().view(-1)  # = unique(cat([gu, gv])), without sorting tens of millions
-    used = used_t.cpu().numpy()
-    pos = torch.full((len(kept),), -1, dtype=torch.long, device=pair_dev)
-    pos[used_t] = torch.arange(len(used_t), device=pair_dev)
-    gu, gv = pos[gu], pos[gv]
-    del mark, pos, used_t
-    chunks = [np.asarray(features[kept[k].file][ranges[k, 0] : ranges[k, 1]], dtype=np.float64) for k in used]
-    allf = np.concatenate(chunks)
-    if not np.isfinite(allf).all() or (distance == "kl" and ((allf < 0).any() or (allf.sum(1) <= 0).any())):
-        for k, mat in zip(used, chunks):  # find the culprit for the message
-            it, (s, e) = kept[k], ranges[k]
-            where = f"features of '{it.file}' frames {s}-{e} (item at {source}:{it.line})"
-            if not np.isfinite(mat).all():
-                raise DataError(f"{where}: NaN or Inf")
-            if distance == "kl":
-                check_kl_frames(mat, where)
-    del chunks
-    used_len = lengths[used]
-    offsets = np.concatenate([[0], np.cumsum(used_len)[:-1]]).astype(np.int64)
-    frame_dist = _FRAME_DISTANCES[distance](torch.from_numpy(allf).to(dev))
-    n_threads = 1 if small else num_threads if num_threads is not None else max(1, torch.get_num_threads())
-    if dev.type == "cuda" and max_batch_elements == 1 << 21:
-        max_batch_elements = 1 << 25
+        # flat frame array of the tokens that take part in some triplet
+        with _torch_threads(n_threads):
+            mark = torch.zeros(len(kept), dtype=torch.bool, device=pair_dev)
+            mark[gu] = True
+            mark[gv] = True
+            used_t = mark.nonzero().view(-1)  # = unique(cat([gu, gv])), without sorting tens of millions
+            used = used_t.cpu().numpy()
+            pos = torch.full((len(kept),), -1, dtype=torch.long, device=pair_dev)
+            pos[used_t] = torch.arange(len(used_t), device=pair_dev)
+            gu, gv = pos[gu], pos[gv]
+            del mark, pos, used_t
+        chunks = [np.asarray(features[kept[k].file][ranges[k, 0] : ranges[k, 1]], dtype=np.float64) for k in used]
+        allf = np.concatenate(chunks)
+        if not np.isfinite(allf).all() or (distance == "kl" and ((allf < 0).any() or (allf.sum(1) <= 0).any())):
+            for k, mat in zip(used, chunks):  # find the culprit for the message
+                it, (s, e) = kept[k], ranges[k]
+                where = f"features of '{it.file}' frames {s}-{e} (item at {source}:{it.line})"
+                if not np.isfinite(mat).all():
+                    raise DataError(f"{where}: NaN or Inf")
+                if distance == "kl":
+                    check_kl_frames(mat, where)
+        del chunks
+        used_len = lengths[used]
+        offsets = np.concatenate([[0], np.cumsum(used_len)[:-1]]).astype(np.int64)
+        frame_dist = _FRAME_DISTANCES[distance](torch.from_numpy(allf).to(dev))
+        if dev.type == "cuda" and max_batch_elements == 1 << 21:
+            max_batch_elements = 1 << 25
 
-    # one DTW per unordered token pair: d_uv (u as rows), d_vu (v as rows)
-    d_uv, d_vu = _pair_distances(offsets, used_len, gu, gv, frame_dist, normalize, max_batch_elements,
-                                 progress, dev, use_numba, n_threads, None if use_numba else _device_dtw(backend, dev))
-    del gu, gv
+        # one DTW per unordered token pair: d_uv (u as rows), d_vu (v as rows)
+        d_uv, d_vu = _pair_distances(offsets, used_len, gu, gv, frame_dist, normalize, max_batch_elements,
+                                     progress, dev, use_numba, n_threads, None if use_numba else _device_dtw(backend, dev))
+        del gu, gv
 
-    # per-context distance matrices, flattened: entry [p, x] = the distance of token p to X token x, the DTW
-    # with p as its rows (ABXpy: d(A, X)) under zr2019, with x as its rows (fastabx: d(X, A)) under zr2021
-    if convention == "zr2021":
-        d_uv, d_vu = d_vu, d_uv
-    widths = np.array([len(m) for m in ctx_members], dtype=np.int64)
-    ctx_off = np.concatenate([[0], np.cumsum(widths * widths)]).astype(np.int64)
-    dflat_t = torch.full((int(ctx_off[-1]),), math.nan, dtype=torch.float64, device=pair_dev)
-    dflat_t[torch.cat([f[0] for f in pair_flat])] = d_uv
-    dflat_t[torch.cat([f[1] for f in pair_flat])] = d_vu
-    del d_uv, d_vu, pair_flat
-    dflat = dflat_t.cpu().numpy()  # the CPU counts the triplets (on the CPU: the same memory, no copy)
-    del dflat_t
+        # per-context distance matrices, flattened: entry [p, x] = the distance of token p to X token x, the DTW
+        # with p as its rows (ABXpy: d(A, X)) under zr2019, with x as its rows (fastabx: d(X, A)) under zr2021
+        if convention == "zr2021":
+            d_uv, d_vu = d_vu, d_uv
+        widths = np.array([len(m) for m in ctx_members], dtype=np.int64)
+        ctx_off = np.concatenate([[0], np.cumsum(widths * widths)]).astype(np.int64)
+        with _torch_threads(n_threads):
+            dflat_t = torch.full((int(ctx_off[-1]),), math.nan, dtype=torch.float64, device=pair_dev)
+            dflat_t[_cat_onto([f[0] for f in pair_flat], pair_dev)] = d_uv
+            dflat_t[_cat_onto([f[1] for f in pair_flat], pair_dev)] = d_vu
+            del d_uv, d_vu, pair_flat
+            dflat = dflat_t.cpu().numpy()  # the CPU counts the triplets (on the CPU: the same memory, no copy)
+            del dflat_t
 
-    if count_numba:
-        _mark_kernels_used()
-    wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, ctx_off, widths, mode, count_numba,
-                                                                 n_threads)
-    del dflat
-    score = (wins + 0.5 * ties) / cell_n
-    return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize, frame_shift,
-                    len(kept), n_dropped, n_overlap, empty_items, n_dtw_pairs)
+        if count_numba:
+            _mark_kernels_used()
+        wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, ctx_off, widths, mode, count_numba,
+                                                                     n_threads)
+        del dflat
+        score = (wins + 0.5 * ties) / cell_n
+        return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize, frame_shift,
+                        len(kept), n_dropped, n_overlap, empty_items, n_dtw_pairs)
+
+
+def _cat_onto(tensors: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """``torch.cat(tensors)`` on ``device``, the tensors in order but on several devices: each run of consecutive
+    tensors on one device is joined there first, so that a run of small CPU tensors crosses to the GPU in one copy."""
+    runs: list[torch.Tensor] = []
+    cur: list[torch.Tensor] = []
+    for t in tensors:
+        if cur and t.device != cur[-1].device:
+            runs.append(torch.cat(cur))
+            cur = []
+        cur.append(t)
+    if cur:
+        runs.append(torch.cat(cur))
+    return torch.cat([r.to(device) for r in runs])
 
 
 def _mark_kernels_used() -> None:

@@ -187,6 +187,36 @@ def test_needed_pairs_of_large_contexts_by_speaker_block(mode, monkeypatch):
     assert blocked.n_triplets == n and abs(blocked.error - err) < 1e-6
 
 
+@pytest.mark.parametrize("mode", ["across", "within"])
+def test_small_torch_operations_run_on_one_thread(mode, monkeypatch):
+    """abx_error builds needed-pair masks on one torch thread unless they are large (_THREADED_MASK_ELEMENTS):
+    on a loaded machine each parallel region of a small operation waited for a descheduled pool thread
+    (5 ms per context instead of 0.16 ms: a 567-triplet task took 2.7 s instead of 0.2 s on 2 cores with a busy
+    one). The caller's setting is restored, the bits unchanged."""
+    feats, items = synthetic(7, n_utt=2, dur=0.3)
+    seen = []
+    real = abx_module._needed_pairs
+
+    def spy(*a, **k):
+        seen.append(torch.get_num_threads())
+        return real(*a, **k)
+
+    monkeypatch.setattr(abx_module, "_needed_pairs", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the caller's pool (the test session runs with one thread)
+    try:
+        small = abx_error(feats, items, mode=mode)
+        assert set(seen) == {1} and torch.get_num_threads() == 2
+        seen.clear()
+        monkeypatch.setattr(abx_module, "_THREADED_MASK_ELEMENTS", 1)  # every mask counts as large
+        monkeypatch.setattr(abx_module, "_DEVICE_PAIRS_MIN_TOKENS", 1)  # within: the per-speaker blocks too
+        large = abx_error(feats, items, mode=mode)
+        assert set(seen) == {2} and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert (large.n_triplets, large.error) == (small.n_triplets, small.error)
+
+
 def test_abx_matches_bruteforce_without_normalisation():
     feats, items = synthetic(11, dur=0.3)
     res = abx_error(feats, items, normalize=False)
@@ -224,9 +254,12 @@ def test_batching_does_not_change_the_score():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("distance", DISTANCES)
 @pytest.mark.parametrize("convention", CONVENTIONS)
-def test_abx_on_cuda_matches_cpu(distance, convention):
+def test_abx_on_cuda_matches_cpu(distance, convention, monkeypatch):
     """Every distance, both conventions, both CUDA DTWs (Triton where it imports, torch): CUDA scored hamming
-    53.78 % where the CPU scored 53.39 % (same triplets)."""
+    53.78 % where the CPU scored 53.39 % (same triplets). ``auto`` scores a task this small on the CPU (CUDA's start
+    costs more), so the size limit is lowered here to keep ``auto`` on the GPU."""
+    monkeypatch.setattr(abx_module, "_NUMBA_MIN_PAIRS", 0)
+    monkeypatch.setattr(abx_module, "_NUMBA_MIN_TRIPLETS", 0)
     feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
     if distance == "hamming":
         feats = {u: (m > 0).astype(float) for u, m in feats.items()}
@@ -239,6 +272,23 @@ def test_abx_on_cuda_matches_cpu(distance, convention):
                             backend=backend)
             assert gpu.n_triplets == cpu.n_triplets and abs(gpu.error - cpu.error) < 1e-6, (
                 mode, backend, gpu.error, cpu.error)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_small_task_on_cuda_is_scored_on_the_cpu(monkeypatch):
+    """``backend="auto"`` scores a small task (fewer than _NUMBA_MIN_PAIRS DTW pairs and _NUMBA_MIN_TRIPLETS
+    triplets) on the CPU whatever the device: the CPU's bits, and no CUDA DTW called."""
+    feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
+    cpu = abx_error(feats, items)
+
+    def no_device_dtw(backend, dev):
+        assert dev.type == "cpu", dev
+        return abx_module.batched_dtw
+
+    monkeypatch.setattr(abx_module, "_device_dtw", no_device_dtw)
+    gpu = abx_error(feats, items, device="cuda")
+    assert (gpu.error, gpu.n_triplets) == (cpu.error, cpu.n_triplets)
 
 
 def _triton_device():
