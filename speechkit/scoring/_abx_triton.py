@@ -10,7 +10,9 @@ A barrier after each diagonal's stores makes them visible to the next diagonal's
 reads ahead of the overwrite of its slot two diagonals later); the scratch loads bypass L1 (``.cg``). The
 number of diagonals walked is a compile-time constant rounded up to a multiple of 8 (a few compilations per
 task; loops with a run-time bound do not run in Triton's interpreter with numpy 2.5), the extra diagonals
-being off every matrix.
+being off every matrix. ``NMAX`` and ``MMAX`` (address arithmetic only) are not specialized on, so that their
+divisibility by 16 does not multiply the compilations (each a few tenths of a second in a process's first
+calls, until Triton's disk cache holds it).
 
 Same additions in the same order and the same tie-breaks as the torch and numba paths, float64: the same bits.
 Correctness is tested on the CPU with Triton's interpreter (``TRITON_INTERPRET=1``, test_abx.py) against
@@ -23,7 +25,7 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["NMAX", "MMAX"])  # one compilation per (BLOCK, DIAGONALS), not per divisibility
 def _dtw_kernel(dist_ptr, n_rows_ptr, n_cols_ptr, cost_ptr, lens_ptr, total_ptr, lrc_ptr, lcr_ptr,
                 NMAX, MMAX, BLOCK: tl.constexpr, DIAGONALS: tl.constexpr):  # pragma: no cover - compiled
     b = tl.program_id(0).to(tl.int64)

@@ -687,6 +687,18 @@ def abx_error(
             small = True  # and one thread: torch's pool costs more than it gives on small ops (far more on a busy core)
         if count_numba and not _load_kernels(backend):
             use_numba = count_numba = False
+        warm = None
+        if count_numba:  # the kernels load in the background while the pairs' DTW runs (on CUDA the host waits)
+            from speechkit.scoring import _abx_kernels as K
+
+            def _warm_up():
+                try:
+                    K.warm_up()
+                except Exception:  # noqa: BLE001 - the counting's own call raises it, with its arguments
+                    pass
+
+            warm = threading.Thread(target=_warm_up, name="speechkit-abx-warm-up", daemon=True)
+            warm.start()
         n_threads = 1 if small else n_req
         gu = _cat_onto([g[0] for g in pair_g], pair_dev)
         gv = _cat_onto([g[1] for g in pair_g], pair_dev)
@@ -739,6 +751,8 @@ def abx_error(
             dflat = dflat_t.cpu().numpy()  # the CPU counts the triplets (on the CPU: the same memory, no copy)
             del dflat_t
 
+        if warm is not None:
+            warm.join()
         if count_numba:
             _mark_kernels_used()
         wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, ctx_off, widths, mode, count_numba,

@@ -15,6 +15,9 @@ Conditions (``--conditions``), each a fresh process per scorer and run:
   busy2   the same, with a busy-loop process pinned to CPU 0 for the whole run (a shared node's neighbour)
   all     every core of the machine (os.cpu_count() threads, no pinning)
   cuda    device cuda (skipped without a GPU); all threads
+Before a task's timed rows, speechkit scores it once untimed on all cores (and on CUDA when that condition is
+asked for), so that every timed row finds numba's and Triton's compiled kernels in their disk caches, as a
+user's second run on a machine does (the first compiles them: seconds); --no-warm-up times the first run.
 speechkit runs with ``--convention zr2021`` (fastabx's averaging) and its own Python; fastabx 0.9.0 with
 ``zerospeech_abx(..., max_size_group=None, max_x_across=None)`` in the peers venv (./tools/install_peers.sh,
 tools/venv-peers; --peers-python), float32 as shipped. Both read the same .npy features (float64) and item file;
@@ -230,6 +233,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check-float64", action="store_true",
                     help="also run fastabx once per task with its float32 casts patched to float64 (idle2)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    ap.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                    help="skip the untimed speechkit run per task and device (all cores; cuda) that fills numba's and "
+                         "Triton's disk caches before the timed rows")
     args = ap.parse_args(argv)
     tasks = args.tasks.split(",")
     conditions = args.conditions.split(",")
@@ -255,6 +261,10 @@ def main(argv=None) -> int:
         data = prepare(args, corpus, context)
         ctx = "any" if context == "any" else "within"
         exact = None
+        if args.warm_up:  # a user's second run: numba's and Triton's kernels in their disk caches, not compiled
+            for cond in ["all"] + (["cuda"] if "cuda" in conditions else []):
+                r = run_one(sys.executable, "speechkit", data, mode, ctx, cond, args)
+                print(f"[{task} warm-up {cond}] speechkit {json.dumps(r)}", flush=True)
         if peers and args.check_float64:
             exact = run_one(peers, "fastabx", data, mode, ctx, "idle2", args, precision="float64")
         for cond in conditions:

@@ -381,6 +381,21 @@ def test_numba_dtw_kernel_matches_torch_and_bruteforce():
 
 
 @needs_numba
+def test_kernel_warm_up_compiles_what_abx_error_calls():
+    """_abx_kernels.warm_up (run in the background by abx_error) loads the kernels for the argument types of the
+    real calls: scoring after it adds no specialization (a mismatch would compile a second one at first use)."""
+    from speechkit.scoring import _abx_kernels as K
+
+    K.warm_up()
+    before = (list(K.dtw_block.signatures), list(K.count_cells.signatures))
+    feats, items = synthetic(7, n_utt=2, dur=0.3)
+    for mode in MODES:
+        abx_error(feats, items, mode=mode, backend="numba", num_threads=2)
+    assert (list(K.dtw_block.signatures), list(K.count_cells.signatures)) == before
+    assert len(before[0]) == len(before[1]) == 1
+
+
+@needs_numba
 @pytest.mark.parametrize("distance,kind", [("cosine", "cont"), ("kl", "pos"), ("hamming", "onehot")])
 def test_numba_and_torch_backends_give_the_same_bits(distance, kind):
     feats, items = synthetic(7, kind=kind, n_utt=2, dur=0.4)
