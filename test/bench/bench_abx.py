@@ -149,9 +149,23 @@ def prepare(args, corpus: str, context: str) -> Path:
     return out
 
 
+def die_with_parent(cpus: set[int] | None = None) -> None:
+    """preexec_fn of every child: pinned to ``cpus`` (if given), and killed when this process dies (Linux:
+    PR_SET_PDEATHSIG), so that a benchmark killed mid-row (a ``timeout``) leaves neither a scorer nor a busy loop
+    behind to slow every later run on the machine (one did: the H200 run's later idle2 rows were busy2 rows)."""
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: run_one's finally kills the busy loop
+        pass
+
+
 def busy_loop(cpu: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=lambda: die_with_parent({cpu}))
 
 
 def run_one(python: str, impl: str, data: Path, mode: str, context: str, condition: str, args,
@@ -167,7 +181,7 @@ def run_one(python: str, impl: str, data: Path, mode: str, context: str, conditi
     try:
         load = os.getloadavg()[0]
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout,
-                             preexec_fn=(lambda: os.sched_setaffinity(0, {0, 1})) if pin else None)
+                             preexec_fn=lambda: die_with_parent({0, 1} if pin else None))
     except subprocess.TimeoutExpired:
         return {"failed": f"timeout after {args.timeout} s"}
     finally:
