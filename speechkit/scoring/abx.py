@@ -135,6 +135,14 @@ def _torch_threads(n: int):
 
 
 # --------------------------------------------------------------------------------- frame distances
+def _rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``table[index]`` for an integer ``index`` of any shape, by ``torch.index_select`` on the flattened index:
+    the same values; the gather alone is up to twice as fast as advanced indexing on the CPU (a (5000, 11) index
+    into a (50 000, 39) float64 table, one thread: 2.8 ms instead of 6.6 ms; the within task end to end: within
+    the noise of a loaded 2-core machine)."""
+    return torch.index_select(table, 0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
+
+
 class _FrameDistance:
     """Per-frame precomputation over a flat ``(T, D)`` frame array, then batched look-ups."""
 
@@ -161,10 +169,10 @@ class _Cosine(_FrameDistance):
         return (n + m) * self.unit.shape[1]
 
     def batch(self, ix, iy):
-        cos = torch.bmm(self.unit[ix], self.unit[iy].transpose(1, 2))
-        d = torch.arccos(cos.clamp_(-1.0, 1.0)).div_(math.pi)
+        cos = torch.bmm(_rows(self.unit, ix), _rows(self.unit, iy).transpose(1, 2))
+        d = cos.clamp_(-1.0, 1.0).arccos_().div_(math.pi)  # in place: one (B, N, M) buffer
         if self.any_zero:  # ABXpy: 1 between a zero and a non-zero frame, 0 between two zero frames
-            zx, zy = self.zero[ix][:, :, None], self.zero[iy][:, None, :]
+            zx, zy = _rows(self.zero, ix)[:, :, None], _rows(self.zero, iy)[:, None, :]
             d = torch.where(zx | zy, (zx ^ zy).to(d.dtype), d)
         return d
 
@@ -183,10 +191,10 @@ class _SymKL(_FrameDistance):
         return 2 * (n + m) * self.p.shape[1]
 
     def batch(self, ix, iy):
-        px, py = self.p[ix], self.p[iy]
-        lx, ly = self.logp[ix], self.logp[iy]
-        kl_xy = self.ent[ix][:, :, None] - torch.bmm(px, ly.transpose(1, 2))
-        kl_yx = self.ent[iy][:, None, :] - torch.bmm(lx, py.transpose(1, 2))
+        px, py = _rows(self.p, ix), _rows(self.p, iy)
+        lx, ly = _rows(self.logp, ix), _rows(self.logp, iy)
+        kl_xy = _rows(self.ent, ix)[:, :, None] - torch.bmm(px, ly.transpose(1, 2))
+        kl_yx = _rows(self.ent, iy)[:, None, :] - torch.bmm(lx, py.transpose(1, 2))
         return 0.5 * kl_xy + 0.5 * kl_yx
 
 
@@ -221,9 +229,9 @@ class _Hamming(_FrameDistance):
 
     def batch(self, ix, iy):
         if self.table is not None:
-            sx, sy = self.sym[ix], self.sym[iy]
-            return self.table[sx[:, :, None], sy[:, None, :]]
-        x, y = self.x[ix], self.x[iy]
+            sx, sy = _rows(self.sym, ix), _rows(self.sym, iy)
+            return _rows(self.table.view(-1), sx[:, :, None] * self.table.shape[0] + sy[:, None, :])
+        x, y = _rows(self.x, ix), _rows(self.x, iy)
         return (x[:, :, None, :] != y[:, None, :, :]).sum(-1).to(x.dtype) / self.dim
 
 
