@@ -480,7 +480,6 @@ def check_decode_paths(model_dir: str | os.PathLike, checkpoint: str | None, dat
         names OUT_DIR and the input; ConfigError: --device.
     """
     from speechkit.train.checkpoint import resolve_checkpoint
-    from speechkit.train.trainer import resolve_device
     from speechkit.utils.outputs import check_output_dir
 
     md = Path(model_dir)
@@ -491,7 +490,10 @@ def check_decode_paths(model_dir: str | os.PathLike, checkpoint: str | None, dat
                              "the checkpoint": resolve_checkpoint(model_dir, checkpoint, option=option),
                              "--units-dir": options.units_dir, "--cmvn-stats": options.cmvn_stats},
                      experiment_dirs={"--model-dir": exp})
-    resolve_device(options.device, "--device")
+    if options.device != "cpu":  # the CPU always runs (and needs no torch import: a merge step stays light)
+        from speechkit.train.trainer import resolve_device
+
+        resolve_device(options.device, "--device")
 
 
 def decode_part(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: str | os.PathLike,

@@ -27,12 +27,16 @@ import os
 import random
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from speechkit.utils.fileio import DataError, atomic_write
+
+if TYPE_CHECKING:
+    import torch
+# torch is imported inside the functions that use it: resolving a checkpoint's path (resolve_checkpoint, the
+# merge step of a split decode) then costs no torch import (about 1.2 s per process)
 
 __all__ = [
     "CheckpointError",
@@ -85,6 +89,8 @@ def to_cpu(obj: Any) -> Any:
     """``obj`` with every tensor on the CPU: tensors on another device (CUDA, ...) are copied there,
     inside dicts (their type kept: ``OrderedDict`` state dicts stay ordered), lists and tuples, to any
     depth; CPU tensors and everything else are returned as they are (not copied)."""
+    import torch
+
     if isinstance(obj, torch.Tensor):
         return obj if obj.device.type == "cpu" else obj.detach().cpu()
     if isinstance(obj, dict):
@@ -108,6 +114,8 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
     ``torch.load(path, weights_only=True)`` in a process without CUDA; ``load_state_dict`` puts
     the weights and the optimizer state back on the model's device.
     """
+    import torch
+
     path = Path(path)
     state = to_cpu(state)
     with atomic_write(path, "wb") as f:
@@ -128,6 +136,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         FileNotFoundError: no such file (or a dangling ``latest.pt``).
         CheckpointError: truncated/corrupt file, not a dict, or not a speechkit checkpoint.
     """
+    import torch
+
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such checkpoint" + (
@@ -381,6 +391,8 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
             refusals above; tensor names or shapes that differ (names the file and the key).
         FileNotFoundError: a path that does not exist.
     """
+    import torch
+
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
         raise ValueError(f"average_checkpoints: need at least 2 checkpoints, got {len(paths)}")
@@ -476,6 +488,8 @@ def get_rng_state() -> dict[str, Any]:
 
     Returned as lists/numbers/tensors so that ``torch.load(weights_only=True)`` accepts them.
     """
+    import torch
+
     version, internal, gauss = random.getstate()
     name, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
     state: dict[str, Any] = {
@@ -492,6 +506,8 @@ def get_rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     """Restore the states captured by :func:`get_rng_state` (CUDA only if saved and available)."""
+    import torch
+
     py = state["python"]
     random.setstate((int(py["version"]), tuple(int(x) for x in py["internal"]), py["gauss_next"]))
     npst = state["numpy"]
