@@ -79,6 +79,10 @@ def main() -> None:
         from speechkit.scoring.abx import abx_error
         from speechkit.scoring.abx_items import Item, read_item_file
 
+        try:  # numba's import, outside the timing as fastabx's (torchdtw, polars) is; loading the kernels stays in it
+            import speechkit.scoring._abx_kernels  # noqa: F401
+        except ImportError:
+            pass
         t0, c0 = time.perf_counter(), time.process_time()
         items = read_item_file(data / "items.item")
         if args.context == "any":
