@@ -670,7 +670,11 @@ def abx_error(
             w = len(mem)
             mask_dev = pair_dev if w >= _DEVICE_PAIRS_MIN_TOKENS else torch.device("cpu")
             if mode == "within" and w >= _DEVICE_PAIRS_MIN_TOKENS:  # one speaker's block at a time
-                side = max(sum(len(g[s]) for g in groups.values() if s in g) for s in {s for g in groups.values() for s in g})
+                per_speaker: dict[str, int] = defaultdict(int)
+                for by_speaker in groups.values():
+                    for s, idx in by_speaker.items():
+                        per_speaker[s] += len(idx)
+                side = max(per_speaker.values())
             else:
                 side = w
             with _torch_threads(n_req if side * side >= _THREADED_MASK_ELEMENTS else 1):
@@ -683,7 +687,8 @@ def abx_error(
         if not cells:
             raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
         n_dtw_pairs = sum(len(g[0]) for g in pair_g)
-        tiny = n_dtw_pairs < _NUMBA_MIN_PAIRS and sum(len(c.a) * len(c.b) * len(c.x) for c in cells) < _NUMBA_MIN_TRIPLETS
+        n_upper = sum(len(c.a) * len(c.b) * len(c.x) for c in cells)  # triplets, A = X ones included
+        tiny = n_dtw_pairs < _NUMBA_MIN_PAIRS and n_upper < _NUMBA_MIN_TRIPLETS
         if tiny and backend == "auto" and dev.type == "cuda":
             # a small task is scored on the CPU (the same bits): CUDA's start and a kernel's first launch (Triton's
             # compilation or cache load) cost more than the whole task there
@@ -741,8 +746,9 @@ def abx_error(
             max_batch_elements = 1 << 25
 
         # one DTW per unordered token pair: d_uv (u as rows), d_vu (v as rows)
+        dtw_fn = None if use_numba else _device_dtw(backend, dev)
         d_uv, d_vu = _pair_distances(offsets, used_len, gu, gv, frame_dist, normalize, max_batch_elements,
-                                     progress, dev, use_numba, n_threads, None if use_numba else _device_dtw(backend, dev))
+                                     progress, dev, use_numba, n_threads, dtw_fn)
         del gu, gv
 
         # per-context distance matrices, flattened: entry [p, x] = the distance of token p to X token x, the DTW
@@ -767,8 +773,8 @@ def abx_error(
                                                                      n_threads)
         del dflat
         score = (wins + 0.5 * ties) / cell_n
-        return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize, frame_shift,
-                        len(kept), n_dropped, n_overlap, empty_items, n_dtw_pairs)
+        return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize,
+                        frame_shift, len(kept), n_dropped, n_overlap, empty_items, n_dtw_pairs)
 
 
 def _cat_onto(tensors: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
