@@ -135,11 +135,25 @@ def count_cells(g0, g1, dflat, ctx_off, ctx_w, a_ptr, a_pool, b_ptr, b_pool, x_p
 def warm_up() -> None:
     """Load both kernels (from numba's cache, else compile them) for the argument types abx_error passes, on no
     work: 0.1-0.7 s on a process's first call, which :func:`speechkit.scoring.abx.abx_error` spends in a
-    background thread while the DTW runs instead of before the counting."""
+    background thread (:func:`warm_up_in_background`) while the DTW runs instead of before the counting."""
     z = np.zeros(1, dtype=np.int64)
     f = np.zeros(1)
     dtw_block(np.zeros((0, 1, 1)), z[:0], z[:0], f[:0], z[:0], z[:0])
     count_cells(0, 0, f, z, z, z, z, z, z, z, z, z, False, z, z)
+
+
+def warm_up_in_background() -> threading.Thread:
+    """:func:`warm_up` in a started daemon thread (join it before the kernels' first use). A failure there is
+    dropped: the kernel's own first call raises it again, with its arguments."""
+    def run():
+        try:
+            warm_up()
+        except Exception:  # noqa: BLE001 - re-raised by the real call
+            pass
+
+    thread = threading.Thread(target=run, name="speechkit-abx-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}

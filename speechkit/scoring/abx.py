@@ -704,14 +704,7 @@ def abx_error(
         if count_numba:  # the kernels load in the background while the pairs' DTW runs (on CUDA the host waits)
             from speechkit.scoring import _abx_kernels as K
 
-            def _warm_up():
-                try:
-                    K.warm_up()
-                except Exception:  # noqa: BLE001 - the counting's own call raises it, with its arguments
-                    pass
-
-            warm = threading.Thread(target=_warm_up, name="speechkit-abx-warm-up", daemon=True)
-            warm.start()
+            warm = K.warm_up_in_background()
         n_threads = 1 if small else n_req
         gu = _cat_onto([g[0] for g in pair_g], pair_dev)
         gv = _cat_onto([g[1] for g in pair_g], pair_dev)
@@ -1506,21 +1499,12 @@ def _pair_distances(
                 with bar_lock:
                     bar.update(1)
 
-        torch_threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with _torch_threads(1):
             K.run_tasks(work, batches, n_threads)
-        finally:
-            torch.set_num_threads(torch_threads)
     else:
-        torch_threads = torch.get_num_threads()
-        if device.type == "cpu":
-            torch.set_num_threads(n_threads)
-        try:
+        with _torch_threads(n_threads if device.type == "cpu" else torch.get_num_threads()):
             _torch_batches(batches, rows, cols, offsets, len_t, last, frame_dist, device, total, len_rc, len_cr, bar,
                            dtw_fn or batched_dtw)
-        finally:
-            torch.set_num_threads(torch_threads)
     if bar is not None:
         bar.close()
     del rows, cols
