@@ -67,7 +67,11 @@ scored (``n_triplets``), so that two systems can be checked to rest on the same 
 Speed: every distinct token pair needed by some triplet gets one DTW (fastabx computes d(X, A) and
 d(X, B) per cell group, so most pairs twice); one dynamic programme serves both argument orders (the
 frame distances are symmetric and the cost matrix of (X, P) is the transpose of that of (P, X); only
-the tie-break of the path length differs, and both lengths are carried forward with the cost). Pairs
+the tie-break of the path length differs, and both lengths are carried forward with the cost). On the
+numba path the tokens are laid out by context and speaker and cut into tiles of about a thousand frames;
+where the pairs between two tiles cover a quarter of their frame pairs or more (within a speaker, across
+two speakers, inside a large context), one matrix product gives the tile pair's frame distances and every
+such pair's DTW reads its own from it in place. The other pairs
 are batched by size; a batch's frame distances are one torch computation (float64), its DTW
 a compiled numba kernel on the CPU (:mod:`speechkit.scoring._abx_kernels`), a Triton kernel on CUDA
 (:mod:`speechkit.scoring._abx_triton`, one program per pair) or the anti-diagonal recursion as torch
@@ -75,7 +79,9 @@ vector operations (:func:`batched_dtw`: without numba or triton, or ``backend="t
 are counted by sorting its ``d(B, X)`` once per X and placing every ``d(A, X)`` among them by binary
 search. On the CPU, ``num_threads`` threads take batches and cell groups from one queue, so a
 thread on a busy core takes fewer (torch's and OpenMP's static splits wait for the slowest thread at
-every step); both backends give the same bits.
+every step). The backends give the same bits, except that a tile's matrix product may round a frame
+distance differently in the last bit from the batched one (triplet outcomes alike in the tests, identical
+tokens tie as before).
 """
 from __future__ import annotations
 
@@ -143,6 +149,19 @@ def _rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.index_select(table, 0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
 
 
+def _angle_(cos: torch.Tensor) -> torch.Tensor:
+    """``arccos(clamp(cos, -1, 1)) / pi`` in place (the cosine distance from cosine similarities). On the CPU by
+    numpy, whose SIMD ``arccos`` takes a third of torch's time (float64, one thread: 1.4 vs 4.6 ns per value);
+    both CPU paths use it, so that they give the same bits."""
+    if cos.device.type != "cpu":
+        return cos.clamp_(-1.0, 1.0).arccos_().div_(math.pi)
+    c = cos.numpy()
+    np.clip(c, -1.0, 1.0, out=c)
+    np.arccos(c, out=c)
+    np.divide(c, math.pi, out=c)
+    return cos
+
+
 class _FrameDistance:
     """Per-frame precomputation over a flat ``(T, D)`` frame array, then batched look-ups."""
 
@@ -157,6 +176,13 @@ class _FrameDistance:
         """Temporary tensor elements :meth:`batch` needs per pair of ``n`` x ``m`` frames."""
         return 0
 
+    def block(self, x0: int, x1: int, y0: int, y1: int) -> np.ndarray | None:
+        """``(x1 - x0, y1 - y0)`` float64 C-contiguous numpy array (CPU) of the distances between frames
+        ``x0 .. x1-1`` and ``y0 .. y1-1`` of the flat array, in one matrix product: a tile that many token
+        pairs read in place (:func:`_tile_tasks`). The same formula as :meth:`batch`; the product's rounding
+        can differ from the batched one's in the last bit. None where this distance has no tile form."""
+        return None
+
 
 class _Cosine(_FrameDistance):
     def __init__(self, frames: torch.Tensor):
@@ -170,10 +196,17 @@ class _Cosine(_FrameDistance):
 
     def batch(self, ix, iy):
         cos = torch.bmm(_rows(self.unit, ix), _rows(self.unit, iy).transpose(1, 2))
-        d = cos.clamp_(-1.0, 1.0).arccos_().div_(math.pi)  # in place: one (B, N, M) buffer
+        d = _angle_(cos)
         if self.any_zero:  # ABXpy: 1 between a zero and a non-zero frame, 0 between two zero frames
             zx, zy = _rows(self.zero, ix)[:, :, None], _rows(self.zero, iy)[:, None, :]
             d = torch.where(zx | zy, (zx ^ zy).to(d.dtype), d)
+        return d
+
+    def block(self, x0, x1, y0, y1):
+        d = _angle_(torch.mm(self.unit[x0:x1], self.unit[y0:y1].T)).numpy()
+        if self.any_zero:
+            zx, zy = self.zero[x0:x1, None].numpy(), self.zero[None, y0:y1].numpy()
+            d = np.where(zx | zy, (zx ^ zy).astype(d.dtype), d)
         return d
 
 
@@ -196,6 +229,11 @@ class _SymKL(_FrameDistance):
         kl_xy = _rows(self.ent, ix)[:, :, None] - torch.bmm(px, ly.transpose(1, 2))
         kl_yx = _rows(self.ent, iy)[:, None, :] - torch.bmm(lx, py.transpose(1, 2))
         return 0.5 * kl_xy + 0.5 * kl_yx
+
+    def block(self, x0, x1, y0, y1):
+        kl_xy = self.ent[x0:x1, None] - torch.mm(self.p[x0:x1], self.logp[y0:y1].T)
+        kl_yx = self.ent[None, y0:y1] - torch.mm(self.logp[x0:x1], self.p[y0:y1].T)
+        return (0.5 * kl_xy + 0.5 * kl_yx).numpy()
 
 
 class _Hamming(_FrameDistance):
@@ -233,6 +271,12 @@ class _Hamming(_FrameDistance):
             return _rows(self.table.view(-1), sx[:, :, None] * self.table.shape[0] + sy[:, None, :])
         x, y = _rows(self.x, ix), _rows(self.x, iy)
         return (x[:, :, None, :] != y[:, None, :, :]).sum(-1).to(x.dtype) / self.dim
+
+    def block(self, x0, x1, y0, y1):
+        if self.table is None:
+            return None
+        s = self.table.shape[0]
+        return self.table.view(-1)[self.sym[x0:x1, None] * s + self.sym[None, y0:y1]].numpy()
 
 
 _FRAME_DISTANCES: dict[str, Callable[[torch.Tensor], _FrameDistance]] = {
@@ -587,7 +631,8 @@ def abx_error(
             pair, where triton imports, else :func:`batched_dtw`, and the triplets are counted by the
             numba kernel on the CPU), ``numba``, ``triton`` (CUDA; the CPU only under Triton's
             interpreter, for tests) or ``torch`` (:func:`batched_dtw` and numpy counting). All give the
-            same bits.
+            same bits but for the numba path's tiles (see the module docstring: the last bit of a frame
+            distance).
 
     Returns:
         :class:`AbxResult`.
@@ -716,6 +761,9 @@ def abx_error(
             mark[gu] = True
             mark[gv] = True
             used_t = mark.nonzero().view(-1)  # = unique(cat([gu, gv])), without sorting tens of millions
+            if use_numba:  # grouped by context and speaker, in item order inside: tiles of shared frame distances
+                group_of = _token_groups(kept, members)
+                used_t = used_t[torch.from_numpy(np.argsort(group_of[used_t.numpy()], kind="stable"))]
             used = used_t.cpu().numpy()
             pos = torch.full((len(kept),), -1, dtype=torch.long, device=pair_dev)
             pos[used_t] = torch.arange(len(used_t), device=pair_dev)
@@ -734,6 +782,10 @@ def abx_error(
         del chunks
         used_len = lengths[used]
         offsets = np.concatenate([[0], np.cumsum(used_len)[:-1]]).astype(np.int64)
+        tiles = None
+        if use_numba:
+            g = group_of[used]
+            tiles = _make_tiles(g, used_len, g if mode == "within" else g >> 32)
         frame_dist = _FRAME_DISTANCES[distance](torch.from_numpy(allf).to(dev))
         if dev.type == "cuda" and max_batch_elements == 1 << 21:
             max_batch_elements = 1 << 25
@@ -741,7 +793,7 @@ def abx_error(
         # one DTW per unordered token pair: d_uv (u as rows), d_vu (v as rows)
         dtw_fn = None if use_numba else _device_dtw(backend, dev)
         d_uv, d_vu = _pair_distances(offsets, used_len, gu, gv, frame_dist, normalize, max_batch_elements,
-                                     progress, dev, use_numba, n_threads, dtw_fn)
+                                     progress, dev, use_numba, n_threads, dtw_fn, tiles)
         del gu, gv
 
         # per-context distance matrices, flattened: entry [p, x] = the distance of token p to X token x, the DTW
@@ -768,6 +820,18 @@ def abx_error(
         score = (wins + 0.5 * ties) / cell_n
         return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize,
                         frame_shift, len(kept), n_dropped, n_overlap, empty_items, n_dtw_pairs)
+
+
+def _token_groups(kept: Sequence[Item], members: Mapping[tuple[str, ...], list[int]]) -> np.ndarray:
+    """``(len(kept),)`` int64: each token's context (by first appearance, high 32 bits) and speaker (by first
+    appearance, low 32 bits), from ``members`` (context -> its tokens' indices into ``kept``)."""
+    out = np.empty(len(kept), dtype=np.int64)
+    speakers: dict[str, int] = {}
+    for c, mem in enumerate(members.values()):
+        idx = np.asarray(mem, dtype=np.int64)
+        spk = np.array([speakers.setdefault(kept[k].speaker, len(speakers)) for k in mem], dtype=np.int64)
+        out[idx] = (c << 32) | spk
+    return out
 
 
 def _cat_onto(tensors: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
@@ -1427,6 +1491,7 @@ def _pair_distances(
     use_numba: bool = False,
     n_threads: int = 1,
     dtw_fn: Callable | None = None,
+    tiles: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """DTW distances ``d(u, v)`` and ``d(v, u)`` for token pairs ``(gu[k], gv[k])``, batched by size.
 
@@ -1439,6 +1504,12 @@ def _pair_distances(
     shared by ``n_threads`` threads, torch's intra-op pool set to one thread meanwhile) or ``dtw_fn``
     (:func:`batched_dtw` or the Triton kernel, one batch at a time; on the CPU with torch's pool set to
     ``n_threads`` threads).
+
+    ``tiles`` (numba path): ``(tile_of, tile_start)`` from :func:`_make_tiles`. The pairs of a tile pair whose
+    frame pairs fill at least ``_TILE_MIN_DENSITY`` of it (within a speaker, across two speakers, inside a
+    large context) read their frame distances from one matrix product of the two tiles (:func:`_tile_tasks`)
+    instead of gathering their frames pair by pair: about 4 ns per frame pair instead of 18 (float64, one
+    thread). Their distances can then differ from the batched ones in the last bit.
 
     Returns:
         ``(d_uv, d_vu)``: ``(P,)`` float64 tensors on ``gu``'s device, each DTW cost divided by the length of the
@@ -1461,9 +1532,7 @@ def _pair_distances(
         del k, desc
     else:
         order = torch.sort(key, descending=True, stable=True)[1]
-    sizes, counts = torch.unique_consecutive(key[order], return_counts=True)
-    del key
-    sizes, counts = sizes.cpu().numpy(), counts.cpu().numpy()
+    key = key[order]
     rows = torch.where(swap, gv, gu)[order]  # in batch order from here on
     cols = torch.where(swap, gu, gv)[order]
     swap = swap[order]
@@ -1471,13 +1540,23 @@ def _pair_distances(
     total = torch.empty(n, dtype=torch.float64, device=pdev)
     len_rc = torch.empty(n, dtype=torch.long, device=pdev)
     len_cr = torch.empty(n, dtype=torch.long, device=pdev)
+    tile_tasks, dense = [], None
+    if use_numba and tiles is not None:
+        tile_tasks, dense = _tile_tasks(rows.numpy(), cols.numpy(), lengths, *tiles)
+    sparse = None
+    if dense is not None:  # the other pairs, still in size order, are batched as before
+        sparse = torch.from_numpy(np.setdiff1d(np.arange(n), dense, assume_unique=True))
+        key = key[sparse]
+    sizes, counts = torch.unique_consecutive(key, return_counts=True)
+    del key
+    sizes, counts = sizes.cpu().numpy(), counts.cpu().numpy()
     overhead = _BATCH_OVERHEAD_NUMBA if use_numba else _BATCH_OVERHEAD
     batches = _plan_groups(sizes // base, sizes % base, counts, max_batch_elements, frame_dist.scratch, overhead)
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(batches), desc="DTW batches", unit="batch", leave=False)
+        bar = tqdm(total=len(batches) + len(tile_tasks), desc="DTW batches", unit="batch", leave=False)
     bar_lock = threading.Lock()
     last = int(offsets[-1] + lengths[-1]) - 1  # frames past a token's end are clamped, never used
 
@@ -1487,20 +1566,41 @@ def _pair_distances(
         rows_np, cols_np = rows.numpy(), cols.numpy()
         tot_np, rc_np, cr_np = total.numpy(), len_rc.numpy(), len_cr.numpy()
         len64 = np.ascontiguousarray(lengths, dtype=np.int64)
+        if sparse is not None:  # batches index the sparse pairs; their results are scattered back below
+            b_rows, b_cols = rows_np[sparse.numpy()], cols_np[sparse.numpy()]
+            b_tot, b_rc, b_cr = np.empty(len(sparse)), np.empty(len(sparse), np.int64), np.empty(len(sparse), np.int64)
+        else:
+            b_rows, b_cols, b_tot, b_rc, b_cr = rows_np, cols_np, tot_np, rc_np, cr_np
+        tile_of, tile_start = tiles if tiles is not None else (None, None)
 
-        def work(batch):
-            start, stop, nmax, mmax = batch
-            r, c = rows_np[start:stop], cols_np[start:stop]
-            ix = torch.from_numpy(np.minimum(offsets[r][:, None] + np.arange(nmax), last))
-            iy = torch.from_numpy(np.minimum(offsets[c][:, None] + np.arange(mmax), last))
-            d = np.ascontiguousarray(frame_dist.batch(ix, iy).numpy())
-            K.dtw_block(d, len64[r], len64[c], tot_np[start:stop], rc_np[start:stop], cr_np[start:stop])
+        def work(task):
+            if task[0] == "tile":  # pairs dense[s:e], all between tiles lo and hi
+                _, lo, hi, s, e = task
+                pos = dense[s:e]
+                r, c = rows_np[pos], cols_np[pos]
+                x0, y0, w = tile_start[lo], tile_start[hi], tile_start[hi + 1] - tile_start[hi]
+                flat = frame_dist.block(x0, tile_start[lo + 1], y0, tile_start[hi + 1]).reshape(-1)
+                r_lo = tile_of[r] == lo  # rows in tile lo read the tile as it is, the others transposed
+                base = np.where(r_lo, (offsets[r] - x0) * w + offsets[c] - y0, (offsets[c] - x0) * w + offsets[r] - y0)
+                tot, rc, cr = np.empty(e - s), np.empty(e - s, np.int64), np.empty(e - s, np.int64)
+                K.dtw_strided(flat, base, np.where(r_lo, w, 1), np.where(r_lo, 1, w), len64[r], len64[c], tot, rc, cr)
+                tot_np[pos], rc_np[pos], cr_np[pos] = tot, rc, cr
+            else:
+                _, start, stop, nmax, mmax = task
+                r, c = b_rows[start:stop], b_cols[start:stop]
+                ix = torch.from_numpy(np.minimum(offsets[r][:, None] + np.arange(nmax), last))
+                iy = torch.from_numpy(np.minimum(offsets[c][:, None] + np.arange(mmax), last))
+                d = np.ascontiguousarray(frame_dist.batch(ix, iy).numpy())
+                K.dtw_block(d, len64[r], len64[c], b_tot[start:stop], b_rc[start:stop], b_cr[start:stop])
             if bar is not None:
                 with bar_lock:
                     bar.update(1)
 
         with _torch_threads(1):
-            K.run_tasks(work, batches, n_threads)
+            K.run_tasks(work, tile_tasks + [("batch", *b) for b in batches], n_threads)
+        if sparse is not None:
+            sp = sparse.numpy()
+            tot_np[sp], rc_np[sp], cr_np[sp] = b_tot, b_rc, b_cr
     else:
         with _torch_threads(n_threads if device.type == "cpu" else torch.get_num_threads()):
             _torch_batches(batches, rows, cols, offsets, len_t, last, frame_dist, device, total, len_rc, len_cr, bar,
@@ -1540,6 +1640,93 @@ def _torch_batches(batches, rows, cols, offsets, len_t, last, frame_dist, device
         len_cr[start:stop] = b
         if bar is not None:
             bar.update(1)
+
+
+# Tiles of frame distances (numba path): a tile holds up to _TILE_FRAMES frames (consecutive tokens of one context
+# and speaker, or of several small ones); a tile pair is computed in one matrix product when its pairs' frame pairs
+# fill at least _TILE_MIN_DENSITY of it (a tile's frame pair costs about 4 ns, a batched pair's about 18 ns).
+_TILE_FRAMES = 1024
+_TILE_MIN_DENSITY = 0.25
+
+
+def _make_tiles(groups: np.ndarray, lengths: np.ndarray, pair_groups: np.ndarray,
+                tile_frames: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Tokens laid out consecutively (token ``k``: ``lengths[k]`` frames, sorted by ``groups``, ``(U,)`` int64,
+    the (context, speaker) each belongs to), cut into tiles of about ``tile_frames`` frames: a group that fits
+    stays in one tile (several small groups share one), a larger one is split at token boundaries (a tile then
+    runs past ``tile_frames`` by less than one token).
+
+    ``tile_frames``: default ``_TILE_FRAMES``. ``pair_groups`` ``(U,)``: the tokens' groups within which pairs are needed (the context across speakers,
+    the (context, speaker) within). When no such group holds ``_TILE_MIN_DENSITY * tile_frames`` frames, no tile
+    pair can be dense enough (the frame pairs of a tile pair are at most its largest group's frames times the
+    tile's) and None is returned.
+
+    Returns:
+        ``(tile_of, tile_start)``: each token's tile (``(U,)`` int64, non-decreasing) and each tile's first frame,
+        with the total frame count last (``(n_tiles + 1,)`` int64).
+    """
+    tile_frames = tile_frames or _TILE_FRAMES
+    n = len(groups)
+    if n == 0:
+        return None
+    lengths = np.asarray(lengths, dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(lengths)])
+    pb = np.concatenate([[0], np.nonzero(np.diff(pair_groups))[0] + 1, [n]])
+    if np.diff(cum[pb]).max() < _TILE_MIN_DENSITY * tile_frames:
+        return None
+    gb = np.concatenate([[0], np.nonzero(np.diff(groups))[0] + 1, [n]])
+    tile_of = np.empty(n, dtype=np.int64)
+    t, fill = 0, 0
+    for a, b in zip(gb[:-1].tolist(), gb[1:].tolist()):
+        frames = int(cum[b] - cum[a])
+        if frames > tile_frames:  # split: a token goes to the chunk where it starts
+            if fill:
+                t, fill = t + 1, 0
+            chunk = (cum[a:b] - cum[a]) // tile_frames
+            tile_of[a:b] = t + chunk
+            t += int(chunk[-1]) + 1
+            continue
+        if fill and fill + frames > tile_frames:
+            t, fill = t + 1, 0
+        tile_of[a:b] = t
+        fill += frames
+    first = np.concatenate([[0], np.nonzero(np.diff(tile_of))[0] + 1])
+    return tile_of, np.concatenate([cum[first], cum[-1:]])
+
+
+def _tile_tasks(rows: np.ndarray, cols: np.ndarray, lengths: np.ndarray, tile_of: np.ndarray,
+                tile_start: np.ndarray) -> tuple[list[tuple], np.ndarray | None]:
+    """The token pairs (``rows[k]``, ``cols[k]``; ``(P,)`` int64) of the tile pairs dense enough to compute whole
+    (:data:`_TILE_MIN_DENSITY`): ``(tasks, dense)``, ``dense`` their positions ``k`` ordered by tile pair and
+    ``tasks`` one ``("tile", lo, hi, s, e)`` per tile pair ``lo <= hi`` (its pairs: ``dense[s:e]``); ``([], None)``
+    where no tile pair is dense."""
+    n_tiles = len(tile_start) - 1
+    tr, tc = tile_of[rows], tile_of[cols]
+    lo, hi = np.minimum(tr, tc), np.maximum(tr, tc)
+    del tr, tc
+    key = lo * n_tiles + hi
+    del lo, hi
+    cells = (lengths[rows] * lengths[cols]).astype(np.float64)
+    if n_tiles * n_tiles <= 1 << 24:
+        filled = np.bincount(key, weights=cells, minlength=n_tiles * n_tiles)
+        keys = np.nonzero(filled)[0]
+        filled = filled[keys]
+    else:
+        keys, inv = np.unique(key, return_inverse=True)
+        filled = np.bincount(inv.reshape(-1), weights=cells)
+    size = np.diff(tile_start)
+    ok = keys[filled >= _TILE_MIN_DENSITY * size[keys // n_tiles] * size[keys % n_tiles]]
+    if len(ok) == 0:
+        return [], None
+    dense = np.nonzero(np.isin(key, ok, assume_unique=False))[0]
+    dkey = key[dense]
+    order = np.argsort(dkey, kind="stable")
+    dense, dkey = dense[order], dkey[order]
+    bounds = np.concatenate([[0], np.nonzero(np.diff(dkey))[0] + 1, [len(dkey)]])
+    tasks = [("tile", int(dkey[a] // n_tiles), int(dkey[a] % n_tiles), int(a), int(b))
+             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    tasks.sort(key=lambda t: -int(size[t[1]]) * int(size[t[2]]))  # the largest first: the threads end together
+    return tasks, dense
 
 
 # Cost model for batching: one batch costs ~_BATCH_OVERHEAD padded cell updates per anti-diagonal

@@ -83,6 +83,7 @@ def main(argv=None) -> int:
     A._device_dtw = lambda backend, dev: timed("dtw_fn", device_dtw(backend, dev))
     for cls in set(A._FRAME_DISTANCES.values()):
         cls.batch = timed("frame_dist", cls.batch)
+        cls.block = timed("frame_tile", cls.block)
     threads = args.threads or torch.get_num_threads()
     for rep in range(args.repeats):
         times.clear()

@@ -381,17 +381,114 @@ def test_numba_dtw_kernel_matches_torch_and_bruteforce():
 
 
 @needs_numba
+def test_strided_kernel_reads_a_tile_in_place_and_transposed():
+    """dtw_strided on pairs inside one tile (rows in the tile's rows, or in its columns: read transposed) gives the
+    bits of dtw_block on the same submatrices copied into a padded batch."""
+    from speechkit.scoring._abx_kernels import dtw_block, dtw_strided
+
+    rng = np.random.default_rng(11)
+    tile = rng.random((23, 17))
+    tile[:, 5] = tile[:, 6]  # equal costs: the tie-breaks matter
+    pairs = []  # (row0, n, col0, m, transposed)
+    for _ in range(60):
+        t = bool(rng.integers(0, 2))
+        n, m = int(rng.integers(1, 8)), int(rng.integers(1, 8))
+        r0, c0 = int(rng.integers(0, (17 if t else 23) - n + 1)), int(rng.integers(0, (23 if t else 17) - m + 1))
+        pairs.append((r0, n, c0, m, t))
+    w = tile.shape[1]
+    base = np.array([c0 * w + r0 if t else r0 * w + c0 for r0, n, c0, m, t in pairs], dtype=np.int64)
+    rs = np.array([1 if p[4] else w for p in pairs], dtype=np.int64)
+    cs = np.array([w if p[4] else 1 for p in pairs], dtype=np.int64)
+    n_rows = np.array([p[1] for p in pairs], dtype=np.int64)
+    n_cols = np.array([p[3] for p in pairs], dtype=np.int64)
+    out = [np.empty(len(pairs)), np.empty(len(pairs), np.int64), np.empty(len(pairs), np.int64)]
+    dtw_strided(tile.reshape(-1), base, rs, cs, n_rows, n_cols, *out)
+    batch = np.full((len(pairs), 7, 7), 9.0)
+    for b, (r0, n, c0, m, t) in enumerate(pairs):
+        batch[b, :n, :m] = tile.T[r0:r0 + n, c0:c0 + m] if t else tile[r0:r0 + n, c0:c0 + m]
+    ref_out = [np.empty(len(pairs)), np.empty(len(pairs), np.int64), np.empty(len(pairs), np.int64)]
+    dtw_block(batch, n_rows, n_cols, *ref_out)
+    for a, b in zip(out, ref_out):
+        assert a.tolist() == b.tolist()
+
+
+def test_make_tiles_by_hand():
+    # groups 0 (frames 3 + 4), 1 (5 + 5 + 5 + 2: larger than a tile of 8), 2 (2), 3 (3)
+    groups = np.array([0, 0, 1, 1, 1, 1, 2, 3])
+    lengths = np.array([3, 4, 5, 5, 5, 2, 2, 3])
+    tile_of, tile_start = abx_module._make_tiles(groups, lengths, groups, tile_frames=8)
+    # group 0 fits (7 frames); group 1 is split where its tokens start: at 0, 5 -> chunk 0; 10 -> 1; 15 -> 1;
+    # groups 2 and 3 share the next tile (2 + 3 <= 8)
+    assert tile_of.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert tile_start.tolist() == [0, 7, 17, 24, 29]
+    # no group holds a quarter of a tile: no tile pair can be dense, no tiles
+    assert abx_module._make_tiles(groups, lengths, groups, tile_frames=200) is None
+
+
+@needs_numba
+@pytest.mark.parametrize("distance,kind", [("cosine", "cont"), ("kl", "pos"), ("hamming", "onehot")])
+def test_tiles_give_the_batched_scores(distance, kind, monkeypatch):
+    """Pairs whose frame distances come from tiles (one matrix product per tile pair) score as the batched pairs
+    do (backend torch, no tiles): the same triplet outcomes, distances within float rounding."""
+    feats, items = synthetic(13, kind=kind, n_spk=3, n_utt=2, dur=0.6)
+    used = []
+    tile_tasks = abx_module._tile_tasks
+    monkeypatch.setattr(abx_module, "_TILE_FRAMES", 24)
+    monkeypatch.setattr(abx_module, "_TILE_MIN_DENSITY", 0.5)  # some tile pairs below it: their pairs are batched
+    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a: used.append(tile_tasks(*a)) or used[-1])
+    mixed = []
+    for mode in MODES:
+        for convention in CONVENTIONS:
+            kw = dict(mode=mode, distance=distance, convention=convention)
+            a = abx_error(feats, items, backend="torch", **kw)
+            b = abx_error(feats, items, backend="numba", num_threads=2, max_batch_elements=3000, **kw)
+            assert (a.n_triplets, a.n_cells) == (b.n_triplets, b.n_cells)
+            assert b.error == pytest.approx(a.error, abs=1e-9)
+            assert [p.error for p in b.by_phone_pair] == pytest.approx([p.error for p in a.by_phone_pair], abs=1e-9)
+            n_tile = len(used[-1][1]) if used[-1][1] is not None else 0
+            assert n_tile > 0
+            mixed.append(n_tile < b.n_dtw_pairs)
+    assert any(mixed)  # within speakers, tiled and batched pairs took part in one run
+
+
+@needs_numba
+def test_ties_survive_tiles(monkeypatch):
+    """A and B tokens with identical frames, at other places of other tiles: their distances to X are equal to the
+    bit, so each such triplet stays a tie (one half), as on the batched path."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(40, 5))
+    copies = np.concatenate([x[5 * (7 - j): 5 * (7 - j) + 5] for j in range(8)])  # B token j = A token 7 - j
+    feats = {"s1_u": np.concatenate([x, copies]), "s2_u": rng.normal(size=(40, 5))}
+    items = []
+    for k in range(8):
+        items.append(Item("s1_u", k * 0.05, k * 0.05 + 0.04, "a", ("c",), "s1"))
+        items.append(Item("s1_u", 0.4 + k * 0.05, 0.4 + k * 0.05 + 0.04, "b", ("c",), "s1"))
+        items.append(Item("s2_u", k * 0.05, k * 0.05 + 0.04, "a", ("c",), "s2"))
+    used = []
+    tile_tasks = abx_module._tile_tasks
+    monkeypatch.setattr(abx_module, "_TILE_FRAMES", 12)
+    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a: used.append(tile_tasks(*a)) or used[-1])
+    for convention in CONVENTIONS:
+        tiled = abx_error(feats, items, mode="across", backend="numba", num_threads=2, convention=convention)
+        assert used[-1][1] is not None and len(used[-1][1]) == tiled.n_dtw_pairs
+        batched = abx_error(feats, items, mode="across", backend="torch", convention=convention)
+        assert tiled.error == batched.error
+    # (a, b) with A, B from s1 and X from s2: 8 x 8 x 8 triplets, 64 of them ties (B = a copy of A)
+    assert [p.n_triplets for p in tiled.by_phone_pair] == [512]
+
+
+@needs_numba
 def test_kernel_warm_up_compiles_what_abx_error_calls():
     """_abx_kernels.warm_up (run in the background by abx_error) loads the kernels for the argument types of the
     real calls: scoring after it adds no specialization (a mismatch would compile a second one at first use)."""
     from speechkit.scoring import _abx_kernels as K
 
     K.warm_up()
-    before = (list(K.dtw_block.signatures), list(K.count_cells.signatures))
+    before = (list(K.dtw_strided.signatures), list(K.count_cells.signatures))
     feats, items = synthetic(7, n_utt=2, dur=0.3)
     for mode in MODES:
         abx_error(feats, items, mode=mode, backend="numba", num_threads=2)
-    assert (list(K.dtw_block.signatures), list(K.count_cells.signatures)) == before
+    assert (list(K.dtw_strided.signatures), list(K.count_cells.signatures)) == before
     assert len(before[0]) == len(before[1]) == 1
 
 
