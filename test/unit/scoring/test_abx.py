@@ -570,6 +570,36 @@ def test_abx_argument_errors():
         abx_error(feats, items, backend="cython")
 
 
+def test_abx_error_runs_without_cyclic_garbage_collection():
+    """abx_error pauses Python's cyclic collector (its many small objects are freed by reference counting; a full
+    collection meanwhile walked the whole process: a third of a small task's time) and restores it after."""
+    import gc
+
+    feats, items = synthetic(4, n_spk=3, n_utt=2, dur=0.5)
+    seen = []
+    callback = lambda phase, info: seen.append(phase)  # noqa: E731
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)  # a collection at every allocation, were it enabled
+    gc.callbacks.append(callback)
+    try:
+        before = len(seen)
+        abx_error(feats, items)
+        inside = len(seen) - before
+        assert gc.isenabled()
+        gc.disable()
+        abx_error(feats, items)
+        assert not gc.isenabled()  # a caller's setting is kept
+        gc.enable()
+        n = len(seen)
+        gc.collect()
+        assert len(seen) > n  # the callback sees the collections there are
+    finally:
+        gc.enable()
+        gc.callbacks.remove(callback)
+        gc.set_threshold(*thresholds)
+    assert inside == 0
+
+
 def test_abx_regression_pinned_score():
     # fastabx-style: a seeded synthetic set must keep its exact score across refactorings
     feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
