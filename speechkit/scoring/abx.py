@@ -1567,7 +1567,10 @@ def _pair_distances(
         tile_tasks, dense = _tile_tasks(rows.numpy(), cols.numpy(), lengths, *tiles)
     sparse = None
     if dense is not None:  # the other pairs, still in size order, are batched as before
-        sparse = torch.from_numpy(np.setdiff1d(np.arange(n), dense, assume_unique=True))
+        keep = np.ones(n, dtype=bool)
+        keep[dense] = False
+        sparse = torch.from_numpy(np.nonzero(keep)[0])
+        del keep
         key = key[sparse]
     sizes, counts = torch.unique_consecutive(key, return_counts=True)
     del key
@@ -1724,29 +1727,44 @@ def _tile_tasks(rows: np.ndarray, cols: np.ndarray, lengths: np.ndarray, tile_of
     where no tile pair is dense."""
     n_tiles = len(tile_start) - 1
     tr, tc = tile_of[rows], tile_of[cols]
-    lo, hi = np.minimum(tr, tc), np.maximum(tr, tc)
+    key = np.minimum(tr, tc) * n_tiles + np.maximum(tr, tc)
     del tr, tc
-    key = lo * n_tiles + hi
-    del lo, hi
     cells = (lengths[rows] * lengths[cols]).astype(np.float64)
-    if n_tiles * n_tiles <= 1 << 24:
+    if n_tiles * n_tiles <= 1 << 24:  # tile pairs indexed directly
         filled = np.bincount(key, weights=cells, minlength=n_tiles * n_tiles)
         keys = np.nonzero(filled)[0]
-        filled = filled[keys]
+        filled, inv = filled[keys], None
     else:
         keys, inv = np.unique(key, return_inverse=True)
-        filled = np.bincount(inv.reshape(-1), weights=cells)
+        inv = inv.reshape(-1)
+        filled = np.bincount(inv, weights=cells)
+    del cells
     size = np.diff(tile_start)
-    ok = keys[filled >= _TILE_MIN_DENSITY * size[keys // n_tiles] * size[keys % n_tiles]]
+    is_dense = filled >= _TILE_MIN_DENSITY * size[keys // n_tiles] * size[keys % n_tiles]
+    ok = keys[is_dense]
     if len(ok) == 0:
         return [], None
-    dense = np.nonzero(np.isin(key, ok, assume_unique=False))[0]
-    dkey = key[dense]
-    order = np.argsort(dkey, kind="stable")
-    dense, dkey = dense[order], dkey[order]
-    bounds = np.concatenate([[0], np.nonzero(np.diff(dkey))[0] + 1, [len(dkey)]])
-    tasks = [("tile", int(dkey[a] // n_tiles), int(dkey[a] % n_tiles), int(a), int(b))
-             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    # each pair's dense tile pair, numbered 0 .. len(ok)-1 (-1: not dense), by a look-up (np.isin sorts: 1.6 s
+    # for 9 M pairs), then the pairs grouped by it (two stable 16-bit radix passes: 2.0 s -> 0.7 s there)
+    if inv is None:
+        table = np.full(n_tiles * n_tiles, -1, dtype=np.int64)
+        table[ok] = np.arange(len(ok))
+        rank = table[key]
+    else:
+        table = np.full(len(keys), -1, dtype=np.int64)
+        table[is_dense] = np.arange(len(ok))
+        rank = table[inv]
+    del key, inv, table
+    dense = np.nonzero(rank >= 0)[0]
+    rank = rank[dense]
+    order = np.argsort((rank & 0xFFFF).astype(np.uint16), kind="stable")
+    if len(ok) > 1 << 16:
+        order = order[np.argsort((rank[order] >> 16).astype(np.uint16), kind="stable")]
+    dense = dense[order]
+    counts = np.bincount(rank, minlength=len(ok))
+    ends = np.cumsum(counts)
+    tasks = [("tile", int(k // n_tiles), int(k % n_tiles), int(e - c), int(e))
+             for k, c, e in zip(ok.tolist(), counts.tolist(), ends.tolist())]
     tasks.sort(key=lambda t: -int(size[t[1]]) * int(size[t[2]]))  # the largest first: the threads end together
     return tasks, dense
 

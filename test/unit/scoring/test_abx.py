@@ -425,6 +425,36 @@ def test_make_tiles_by_hand():
     assert abx_module._make_tiles(groups, lengths, groups, tile_frames=200) is None
 
 
+@pytest.mark.parametrize("n_tiles,n_pairs", [(40, 3000), (600, 250_000), (5000, 60_000)])
+def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs):
+    """_tile_tasks against a per-pair reckoning: a pair is dense iff its tile pair's frame pairs fill a quarter of
+    it; each task holds exactly the dense pairs of its tile pair. Sizes cover the look-up table, more than 2^16
+    dense tile pairs (two radix passes) and more than 4096 tiles (np.unique)."""
+    rng = np.random.default_rng(n_tiles)
+    many = n_tiles == 600  # one one-frame token per tile: every tile pair with a pair is dense
+    per_tile = np.ones(n_tiles, dtype=np.int64) if many else rng.integers(1, 4, n_tiles)  # tokens per tile
+    tile_of = np.repeat(np.arange(n_tiles), per_tile)
+    lengths = np.ones(len(tile_of), dtype=np.int64) if many else rng.integers(1, 4, len(tile_of))
+    tile_start = np.concatenate([[0], np.cumsum(np.bincount(tile_of, weights=lengths).astype(np.int64))])
+    rows, cols = rng.integers(0, len(tile_of), (2, n_pairs))
+    tasks, dense = abx_module._tile_tasks(rows, cols, lengths, tile_of, tile_start)
+    lo, hi = np.minimum(tile_of[rows], tile_of[cols]), np.maximum(tile_of[rows], tile_of[cols])
+    filled = {}
+    for a, b, c in zip(lo.tolist(), hi.tolist(), (lengths[rows] * lengths[cols]).tolist()):
+        filled[a, b] = filled.get((a, b), 0) + c
+    size = np.diff(tile_start)
+    expect = {k: [] for k, v in filled.items() if v >= abx_module._TILE_MIN_DENSITY * size[k[0]] * size[k[1]]}
+    for k, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        if (a, b) in expect:
+            expect[a, b].append(k)
+    assert len(tasks) == len(expect)
+    got = {(t[1], t[2]): sorted(dense[t[3]:t[4]].tolist()) for t in tasks}
+    assert got == expect
+    assert sorted(dense.tolist()) == sorted(k for v in expect.values() for k in v)
+    if many:
+        assert len(tasks) > 1 << 16
+
+
 @needs_numba
 @pytest.mark.parametrize("distance,kind", [("cosine", "cont"), ("kl", "pos"), ("hamming", "onehot")])
 def test_tiles_give_the_batched_scores(distance, kind, monkeypatch):
