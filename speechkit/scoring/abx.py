@@ -143,11 +143,11 @@ def _torch_threads(n: int):
 
 
 def _gc_paused(fn: Callable) -> Callable:
-    """``fn`` with Python's cyclic garbage collector off while it runs (restored after). abx_error builds tens of thousands
-    of small objects (per-context dicts and lists, cell groups) that live until it returns and are then freed by
-    reference counting; the collections their allocation triggers meanwhile free none of them, and a full one walks
-    every object of the process: 0.095 s of the 0.28 s a by-context task of 567 triplets took after importing torch
-    (``gc.callbacks``), none once paused."""
+    """``fn`` with Python's cyclic garbage collector off while it runs (restored after). abx_error builds tens of
+    thousands of small objects (per-context dicts and lists, cell groups) that live until it returns and are then
+    freed by reference counting; the collections their allocation triggers meanwhile free none of them, and a full
+    one walks every object of the process: 0.095 s of the 0.28 s a by-context task of 567 triplets took after
+    importing torch (``gc.callbacks``), none once paused."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         enabled = gc.isenabled()
@@ -197,12 +197,14 @@ class _FrameDistance:
         """Temporary tensor elements :meth:`batch` needs per pair of ``n`` x ``m`` frames."""
         return 0
 
+    tileable = True  # :meth:`block` gives tiles
+
     def block(self, x0: int, x1: int, y0: int, y1: int) -> np.ndarray | None:
         """``(x1 - x0, y1 - y0)`` float64 C-contiguous numpy array (CPU) of the distances between frames
         ``x0 .. x1-1`` and ``y0 .. y1-1`` of the flat array, in one matrix product: a tile that many token
         pairs read in place (:func:`_tile_tasks`). The same formula as :meth:`batch`; the product's rounding
-        can differ from the batched one's in the last bit. None where this distance has no tile form."""
-        return None
+        can differ from the batched one's in the last bit. Only where :attr:`tileable`."""
+        raise NotImplementedError
 
 
 class _Cosine(_FrameDistance):
@@ -293,9 +295,11 @@ class _Hamming(_FrameDistance):
         x, y = _rows(self.x, ix), _rows(self.x, iy)
         return (x[:, :, None, :] != y[:, None, :, :]).sum(-1).to(x.dtype) / self.dim
 
+    @property
+    def tileable(self):
+        return self.table is not None
+
     def block(self, x0, x1, y0, y1):
-        if self.table is None:
-            return None
         s = self.table.shape[0]
         return self.table.view(-1)[self.sym[x0:x1, None] * s + self.sym[None, y0:y1]].numpy()
 
@@ -804,11 +808,11 @@ def abx_error(
         del chunks
         used_len = lengths[used]
         offsets = np.concatenate([[0], np.cumsum(used_len)[:-1]]).astype(np.int64)
+        frame_dist = _FRAME_DISTANCES[distance](torch.from_numpy(allf).to(dev))
         tiles = None
-        if use_numba:
+        if use_numba and frame_dist.tileable:
             g = group_of[used]
             tiles = _make_tiles(g, used_len, g if mode == "within" else g >> 32)
-        frame_dist = _FRAME_DISTANCES[distance](torch.from_numpy(allf).to(dev))
         if dev.type == "cuda" and max_batch_elements == 1 << 21:
             max_batch_elements = 1 << 25
 
@@ -1606,7 +1610,8 @@ def _pair_distances(
                 x0, y0, w = tile_start[lo], tile_start[hi], tile_start[hi + 1] - tile_start[hi]
                 flat = frame_dist.block(x0, tile_start[lo + 1], y0, tile_start[hi + 1]).reshape(-1)
                 r_lo = tile_of[r] == lo  # rows in tile lo read the tile as it is, the others transposed
-                base = np.where(r_lo, (offsets[r] - x0) * w + offsets[c] - y0, (offsets[c] - x0) * w + offsets[r] - y0)
+                base = np.where(r_lo, (offsets[r] - x0) * w + offsets[c] - y0,
+                                (offsets[c] - x0) * w + offsets[r] - y0)
                 tot, rc, cr = np.empty(e - s), np.empty(e - s, np.int64), np.empty(e - s, np.int64)
                 K.dtw_strided(flat, base, np.where(r_lo, w, 1), np.where(r_lo, 1, w), len64[r], len64[c], tot, rc, cr)
                 tot_np[pos], rc_np[pos], cr_np[pos] = tot, rc, cr
@@ -1681,8 +1686,8 @@ def _make_tiles(groups: np.ndarray, lengths: np.ndarray, pair_groups: np.ndarray
     stays in one tile (several small groups share one), a larger one is split at token boundaries (a tile then
     runs past ``tile_frames`` by less than one token).
 
-    ``tile_frames``: default ``_TILE_FRAMES``. ``pair_groups`` ``(U,)``: the tokens' groups within which pairs are needed (the context across speakers,
-    the (context, speaker) within). When no such group holds ``_TILE_MIN_DENSITY * tile_frames`` frames, no tile
+    ``tile_frames``: default ``_TILE_FRAMES``. ``pair_groups`` ``(U,)``: the tokens' groups within which pairs
+    are needed (the context across speakers, the (context, speaker) within). When no such group holds ``_TILE_MIN_DENSITY * tile_frames`` frames, no tile
     pair can be dense enough (the frame pairs of a tile pair are at most its largest group's frames times the
     tile's) and None is returned.
 

@@ -482,6 +482,18 @@ def test_tiles_give_the_batched_scores(distance, kind, monkeypatch):
 
 
 @needs_numba
+def test_hamming_past_its_symbol_table_takes_no_tiles(monkeypatch):
+    """Hamming with more distinct frames than its symbol table holds has no tile form: every pair is batched."""
+    feats, items = synthetic(13, kind="onehot", n_spk=3, n_utt=2, dur=0.6)
+    monkeypatch.setattr(abx_module, "_TILE_FRAMES", 24)
+    ref = abx_error(feats, items, distance="hamming", backend="numba", num_threads=2)
+    monkeypatch.setattr(abx_module, "_HAMMING_TABLE_MAX", 2)  # 4 distinct one-hot frames
+    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a: pytest.fail("tiles without a symbol table"))
+    res = abx_error(feats, items, distance="hamming", backend="numba", num_threads=2)
+    assert res.error == pytest.approx(ref.error, abs=1e-9) and res.n_triplets == ref.n_triplets
+
+
+@needs_numba
 def test_ties_survive_tiles(monkeypatch):
     """A and B tokens with identical frames, at other places of other tiles: their distances to X are equal to the
     bit, so each such triplet stays a tie (one half), as on the batched path."""
