@@ -562,15 +562,16 @@ def make_feats(data_dir: str | os.PathLike, config: str | os.PathLike, log_dir: 
         processes failed (names each and the last line of its log; no feats.scp written);
         :func:`compute_part` and :func:`merge_parts`' errors.
     """
-    import torch
-
     from speechkit.utils.fileio import ensure_writable_dir
     from speechkit.utils.jobs import describe_failures, run_local_jobs
     from speechkit.utils.outputs import check_output_dir
 
     for option, d in (("FEAT_DIR", feat_dir), ("LOG_DIR", log_dir)):
         check_output_dir(d, experiment_dirs={"DATA_DIR": data_dir}, option=option)
-    torch.set_num_threads(num_threads)
+    if not merge_only:  # the merge needs the frontend's config only: no torch (1.2 s a process)
+        import torch
+
+        torch.set_num_threads(num_threads)
     frontend = load_frontend(config, overrides)
     # every output is known to be writable before any work is done
     ensure_writable_dir(data_dir)

@@ -13,11 +13,11 @@ import dataclasses
 import difflib
 import importlib
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import from_dict, read_yaml
@@ -120,7 +120,11 @@ def as_samples(samples: Any) -> np.ndarray:
     Raises:
         ValueError: not 1-D, empty, or containing NaN/inf.
     """
-    x = samples.detach().cpu().numpy() if isinstance(samples, torch.Tensor) else np.asarray(samples)
+    torch = sys.modules.get("torch")  # not imported yet: samples cannot be a tensor (frontends import it on use)
+    if torch is not None and isinstance(samples, torch.Tensor):
+        x = samples.detach().cpu().numpy()
+    else:
+        x = np.asarray(samples)
     if x.ndim != 1:
         raise ValueError(f"samples must be a 1-D array (num_samples,), got shape {x.shape}")
     if x.shape[0] == 0:

@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import torch
 
-from speechkit.features.delta import kaldi_delta
 from speechkit.features.frontends.base import Frontend, FrontendConfig, _require, register_frontend
 
 logger = logging.getLogger(__name__)
@@ -255,5 +253,9 @@ class KaldiMfccFrontend(KaldiFrontend):
     def compute(self, samples: np.ndarray) -> np.ndarray:
         feats = self._run(self.computer, samples)
         if self.config.delta_order:
+            import torch
+
+            from speechkit.features.delta import kaldi_delta
+
             feats = kaldi_delta(torch.from_numpy(feats), self.config.delta_order, self.config.delta_window).numpy()
         return feats

@@ -13,14 +13,14 @@ import functools
 import logging
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Optional
+from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-from speechkit.features.delta import append_savgol_deltas
 from speechkit.features.frontends.base import Frontend, FrontendConfig, _require, register_frontend
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -92,12 +92,10 @@ def dct_matrix(n_in: int, n_out: int) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- torch STFT frontends
 
-_WINDOWS = {
-    "hann": torch.hann_window,
-    "hamming": torch.hamming_window,
-    "blackman": torch.blackman_window,
-    "boxcar": lambda n, periodic=True, dtype=torch.float32: torch.ones(n, dtype=dtype),
-}
+# torch is imported on first use (building a frontend from its config stays torch-free: what
+# speechkit-compute-feats --merge-only needs is the config, name, dim and frame geometry); the
+# window, mel and DCT tensors are made on the first computation
+_WINDOWS = {"hann": "hann_window", "hamming": "hamming_window", "blackman": "blackman_window", "boxcar": None}
 WindowName = Literal["hann", "hamming", "blackman", "boxcar"]
 
 
@@ -137,9 +135,14 @@ class StftFrontend(Frontend):
     Config = StftConfig
     config: StftConfig
 
-    def __init__(self, config: StftConfig):
-        super().__init__(config)
-        self._window = _WINDOWS[config.window](config.window_length, periodic=True, dtype=torch.float32)
+    @functools.cached_property
+    def _window(self) -> "torch.Tensor":
+        import torch
+
+        c = self.config
+        if _WINDOWS[c.window] is None:  # boxcar
+            return torch.ones(c.window_length, dtype=torch.float32)
+        return getattr(torch, _WINDOWS[c.window])(c.window_length, periodic=True, dtype=torch.float32)
 
     @property
     def frame_shift(self) -> float:
@@ -162,6 +165,9 @@ class StftFrontend(Frontend):
 
     def _stft(self, batch: list[np.ndarray]) -> tuple[torch.Tensor, list[int]]:
         """Complex STFT of a zero-padded batch, ``(B, 1 + n_fft // 2, T_max)``, and frames per item."""
+        import torch
+        import torch.nn.functional as F
+
         c = self.config
         lengths = [self.num_frames(len(x)) for x in batch]
         for x, n in zip(batch, lengths):
@@ -208,9 +214,14 @@ class _MelMixin:
     so the sparse product costs a fraction of the dense one; the sums are the same)."""
 
     def _init_mel(self, c) -> None:
-        self._mel_dense = torch.from_numpy(mel_filterbank(c.sample_rate, c.n_fft, c.n_mels, c.fmin, c.fmax,
-                                                          c.htk, c.mel_norm))
         self._mel_csr: torch.Tensor | None = None
+
+    @functools.cached_property
+    def _mel_dense(self) -> "torch.Tensor":
+        import torch
+
+        c = self.config
+        return torch.from_numpy(mel_filterbank(c.sample_rate, c.n_fft, c.n_mels, c.fmin, c.fmax, c.htk, c.mel_norm))
 
     def _mel(self, power_spec: torch.Tensor) -> torch.Tensor:
         """``(n_mels, F) @ (F, T)`` -> ``(n_mels, T)``."""
@@ -307,10 +318,17 @@ class MfccFrontend(_MelMixin, StftFrontend):
         super().__init__(config)
         c = config
         self._init_mel(c)
+
+    @functools.cached_property
+    def _dct(self) -> "torch.Tensor":
+        """``(n_mfcc, n_mels)``, liftered."""
+        import torch
+
+        c = self.config
         dct = dct_matrix(c.n_mels, c.n_mfcc)
         if c.lifter > 0:
             dct = dct * (1 + (c.lifter / 2) * np.sin(np.pi * np.arange(1, 1 + c.n_mfcc) / c.lifter))[:, None]
-        self._dct = torch.from_numpy(dct.astype(np.float32))  # (n_mfcc, n_mels)
+        return torch.from_numpy(dct.astype(np.float32))
 
     @property
     def dim(self) -> int:
@@ -324,6 +342,8 @@ class MfccFrontend(_MelMixin, StftFrontend):
         m = (self._dct @ db).T  # (T, n_mfcc)
         if not c.delta_order:
             return m.contiguous()
+        from speechkit.features.delta import append_savgol_deltas
+
         return append_savgol_deltas(m, c.delta_width, c.delta_order)
 
 
