@@ -76,8 +76,6 @@ def plot_losses(metrics_path: str | os.PathLike, out_png: str | os.PathLike, tit
 
     Writes ``out_png`` atomically; returns ``False`` (writing nothing) when there is nothing to plot.
     """
-    from matplotlib.figure import Figure  # no pyplot: no global state, no display needed
-
     train_x, train_y, lr_x, lr_y = [], [], [], []
     ep_x, ep_train, ep_valid_x, ep_valid = [], [], [], []
     for rec in read_metrics(metrics_path):
@@ -97,7 +95,24 @@ def plot_losses(metrics_path: str | os.PathLike, out_png: str | os.PathLike, tit
                 ep_valid.append(rec["valid/loss"])
     if not (train_x or ep_x or ep_valid_x):
         return False
-    fig = Figure(figsize=(8, 6.5), constrained_layout=True)
+    fig = _loss_figure(train_x, train_y, lr_x, lr_y, ep_x, ep_train, ep_valid_x, ep_valid, title)
+    with atomic_write(out_png, "wb") as f:
+        fig.savefig(f, format="png", dpi=100)
+    return True
+
+
+#: the loss figure's margins (figure fractions): room for the tick labels, the axis labels and a title.
+#: Fixed, not constrained_layout: its solver cost ~0.2 s at the end of every training (a few
+#: seconds of every test run), for the same picture.
+LOSS_FIGURE_MARGINS = {"left": 0.1, "right": 0.97, "bottom": 0.08, "top": 0.94, "hspace": 0.1}
+
+
+def _loss_figure(train_x, train_y, lr_x, lr_y, ep_x, ep_train, ep_valid_x, ep_valid, title: str = ""):
+    """The figure :func:`plot_losses` saves."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no display needed
+
+    fig = Figure(figsize=(8, 6.5))
+    fig.subplots_adjust(**LOSS_FIGURE_MARGINS)
     ax, ax_lr = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     if train_x:
         ax.plot(train_x, train_y, color="tab:blue", alpha=0.35, lw=1, label="train (log interval)")
@@ -118,9 +133,7 @@ def plot_losses(metrics_path: str | os.PathLike, out_png: str | os.PathLike, tit
     ax_lr.set_ylabel("learning rate")
     ax_lr.set_xlabel("update step")
     ax_lr.grid(alpha=0.3)
-    with atomic_write(out_png, "wb") as f:
-        fig.savefig(f, format="png", dpi=100)
-    return True
+    return fig
 
 
 def _finite(x: Any) -> bool:
