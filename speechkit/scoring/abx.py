@@ -118,6 +118,13 @@ _INF = float("inf")
 _NUMBA_MIN_PAIRS = 20_000
 _NUMBA_MIN_TRIPLETS = 2_000_000
 _KERNELS_USED = False
+# backend "auto" with a CUDA device: a task whose CPU work is estimated under _CUDA_MIN_CPU_SECONDS is scored on the
+# CPU (CUDA's fixed costs in a process, context and first kernel launches, were 1.2-1.5 s on an H200), the estimate
+# being frame pairs x _CPU_NS_PER_FRAME_PAIR + triplets x _CPU_NS_PER_TRIPLET over the threads (this machine's
+# numba path, all phases: see _cpu_seconds)
+_CUDA_MIN_CPU_SECONDS = 1.0
+_CPU_NS_PER_FRAME_PAIR = 25.0
+_CPU_NS_PER_TRIPLET = 10.0
 # contexts of fewer tokens find their needed pairs on the CPU whatever the device, and within speakers with one
 # mask over all their tokens (a larger one: one speaker's block at a time)
 _DEVICE_PAIRS_MIN_TOKENS = 512
@@ -642,8 +649,9 @@ def abx_error(
             default is raised to ``1 << 25``: fewer, larger batches).
         progress: show a tqdm bar over DTW batches.
         device: torch device for frame distances and DTW (float64 throughout). Under ``backend="auto"`` a small
-            task (fewer than 20 000 DTW pairs and 2 M triplets) is scored on the CPU whatever the device: the
-            same result, without CUDA's start and kernel compilation (about 1 s, more than the task).
+            task (fewer than 20 000 DTW pairs and 2 M triplets, or whose CPU work is estimated under a second on
+            ``num_threads`` threads: :func:`_cpu_seconds`) is scored on the CPU whatever the device: the same
+            result, without CUDA's start and kernel compilation (1.2-1.5 s on an H200, more than the task).
         convention: ``zr2019`` (ABXpy's averaging and argument order, ZeroSpeech 2017/2019/2020) or
             ``zr2021`` (Libri-Light's, as ``fastabx.zerospeech_abx``; ZeroSpeech 2021 and later); see the
             module docstring.
@@ -760,9 +768,10 @@ def abx_error(
         n_dtw_pairs = sum(len(g[0]) for g in pair_g)
         n_upper = sum(len(c.a) * len(c.b) * len(c.x) for c in cells)  # triplets, A = X ones included
         tiny = n_dtw_pairs < _NUMBA_MIN_PAIRS and n_upper < _NUMBA_MIN_TRIPLETS
-        if tiny and backend == "auto" and dev.type == "cuda":
-            # a small task is scored on the CPU (the same bits): CUDA's start and a kernel's first launch (Triton's
-            # compilation or cache load) cost more than the whole task there
+        if backend == "auto" and dev.type == "cuda" and (
+                tiny or _cpu_seconds(n_dtw_pairs, lengths, n_upper, n_req) < _CUDA_MIN_CPU_SECONDS):
+            # a small task is scored on the CPU (the same bits but for the tiles' last bit): CUDA's start and a
+            # kernel's first launch (Triton's compilation or cache load) cost more than the whole task there
             dev = pair_dev = torch.device("cpu")
             use_numba, count_numba = _resolve_backend(backend, dev)
         small = False
@@ -846,6 +855,15 @@ def abx_error(
         score = (wins + 0.5 * ties) / cell_n
         return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize,
                         frame_shift, len(kept), n_dropped, n_overlap, empty_items, n_dtw_pairs)
+
+
+def _cpu_seconds(n_pairs: int, lengths: np.ndarray, n_triplets: int, n_threads: int) -> float:
+    """Rough CPU seconds of a task on the numba path: its frame pairs (``n_pairs`` DTW pairs of tokens of
+    ``lengths`` frames on average) and triplets at :data:`_CPU_NS_PER_FRAME_PAIR` and :data:`_CPU_NS_PER_TRIPLET`
+    (every phase included, measured on a 2-core machine), shared by ``n_threads``."""
+    mean_len = float(np.mean(lengths)) if len(lengths) else 0.0
+    ns = n_pairs * mean_len * mean_len * _CPU_NS_PER_FRAME_PAIR + n_triplets * _CPU_NS_PER_TRIPLET
+    return ns * 1e-9 / n_threads
 
 
 def _token_groups(kept: Sequence[Item], members: Mapping[tuple[str, ...], list[int]]) -> np.ndarray:
@@ -1687,9 +1705,9 @@ def _make_tiles(groups: np.ndarray, lengths: np.ndarray, pair_groups: np.ndarray
     runs past ``tile_frames`` by less than one token).
 
     ``tile_frames``: default ``_TILE_FRAMES``. ``pair_groups`` ``(U,)``: the tokens' groups within which pairs
-    are needed (the context across speakers, the (context, speaker) within). When no such group holds ``_TILE_MIN_DENSITY * tile_frames`` frames, no tile
-    pair can be dense enough (the frame pairs of a tile pair are at most its largest group's frames times the
-    tile's) and None is returned.
+    are needed (the context across speakers, the (context, speaker) within). When no such group holds
+    ``_TILE_MIN_DENSITY * tile_frames`` frames, no tile pair can be dense enough (the frame pairs of a tile pair
+    are at most its largest group's frames times the tile's) and None is returned.
 
     Returns:
         ``(tile_of, tile_start)``: each token's tile (``(U,)`` int64, non-decreasing) and each tile's first frame,

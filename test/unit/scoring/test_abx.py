@@ -257,9 +257,10 @@ def test_batching_does_not_change_the_score():
 def test_abx_on_cuda_matches_cpu(distance, convention, monkeypatch):
     """Every distance, both conventions, both CUDA DTWs (Triton where it imports, torch): CUDA scored hamming
     53.78 % where the CPU scored 53.39 % (same triplets). ``auto`` scores a task this small on the CPU (CUDA's start
-    costs more), so the size limit is lowered here to keep ``auto`` on the GPU."""
+    costs more), so the size limits are lowered here to keep ``auto`` on the GPU."""
     monkeypatch.setattr(abx_module, "_NUMBA_MIN_PAIRS", 0)
     monkeypatch.setattr(abx_module, "_NUMBA_MIN_TRIPLETS", 0)
+    monkeypatch.setattr(abx_module, "_CUDA_MIN_CPU_SECONDS", 0.0)
     feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
     if distance == "hamming":
         feats = {u: (m > 0).astype(float) for u, m in feats.items()}
@@ -274,11 +275,10 @@ def test_abx_on_cuda_matches_cpu(distance, convention, monkeypatch):
                 mode, backend, gpu.error, cpu.error)
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_small_task_on_cuda_is_scored_on_the_cpu(monkeypatch):
     """``backend="auto"`` scores a small task (fewer than _NUMBA_MIN_PAIRS DTW pairs and _NUMBA_MIN_TRIPLETS
-    triplets) on the CPU whatever the device: the CPU's bits, and no CUDA DTW called."""
+    triplets) on the CPU whatever the device: the CPU's bits, and no CUDA DTW called. Its contexts are too small
+    for their needed pairs to be found on the device: it runs on a machine without CUDA as well."""
     feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
     cpu = abx_error(feats, items)
 
@@ -289,6 +289,21 @@ def test_small_task_on_cuda_is_scored_on_the_cpu(monkeypatch):
     monkeypatch.setattr(abx_module, "_device_dtw", no_device_dtw)
     gpu = abx_error(feats, items, device="cuda")
     assert (gpu.error, gpu.n_triplets) == (cpu.error, cpu.n_triplets)
+    # past the size limits, a task whose CPU work is estimated under _CUDA_MIN_CPU_SECONDS goes to the CPU too
+    monkeypatch.setattr(abx_module, "_NUMBA_MIN_PAIRS", 0)
+    monkeypatch.setattr(abx_module, "_NUMBA_MIN_TRIPLETS", 0)
+    estimates = []
+    cpu_seconds = abx_module._cpu_seconds
+    monkeypatch.setattr(abx_module, "_cpu_seconds", lambda *a: estimates.append(cpu_seconds(*a)) or estimates[-1])
+    gpu = abx_error(feats, items, device="cuda")
+    assert (gpu.error, gpu.n_triplets) == (cpu.error, cpu.n_triplets)
+    assert 0 < estimates[0] < 0.01
+
+
+def test_cpu_seconds_by_hand():
+    # 1000 pairs of 10-frame tokens on average: 100 000 frame pairs x 25 ns = 2.5 ms; 1 M triplets x 10 ns = 10 ms;
+    # two threads
+    assert abx_module._cpu_seconds(1000, np.array([5, 15, 10]), 1_000_000, 2) == pytest.approx(6.25e-3)
 
 
 def _triton_device():
