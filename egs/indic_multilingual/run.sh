@@ -402,13 +402,20 @@ score() {
   if [ -f "$exp/mono/decode_${set}_oracle/scoring/wer.json" ] && [ "$dir" != "$exp/mono/decode_${set}_oracle" ]; then
     base="$exp/mono/decode_${set}_oracle/scoring"
   fi
-  speechkit-score-wer "$data/$set/text" "$dir/text" --mode all --utt2lang "$data/$set/utt2lang" \
-    --json "$dir/scoring/wer.json" ${base:+--baseline-json "$base/wer.json"} > "$dir/scoring/wer.txt"
-  speechkit-score-wer "$data/$set/text" "$dir/text" --mode all --utt2lang "$data/$set/utt2lang" --cer \
-    --json "$dir/scoring/cer.json" ${base:+--baseline-json "$base/cer.json"} > "$dir/scoring/cer.txt"
-  if [[ "$dir" == */vanilla/* || "$dir" == *lidfree* ]]; then
-    speechkit-score-lid "$data/$set/utt2lang" "$dir/utt2lang" --json "$dir/scoring/lid.json" > "$dir/scoring/lid.txt"
-  fi
+  # the two or three commands in one process (utils/run_clis.py: each one's main with these arguments, its
+  # stdout into the file after '>')
+  {
+    printf '%q ' speechkit-score-wer "$data/$set/text" "$dir/text" --mode all --utt2lang "$data/$set/utt2lang" \
+      --json "$dir/scoring/wer.json" ${base:+--baseline-json "$base/wer.json"}
+    printf '> %q\n' "$dir/scoring/wer.txt"
+    printf '%q ' speechkit-score-wer "$data/$set/text" "$dir/text" --mode all --utt2lang "$data/$set/utt2lang" --cer \
+      --json "$dir/scoring/cer.json" ${base:+--baseline-json "$base/cer.json"}
+    printf '> %q\n' "$dir/scoring/cer.txt"
+    if [[ "$dir" == */vanilla/* || "$dir" == *lidfree* ]]; then
+      printf '%q ' speechkit-score-lid "$data/$set/utt2lang" "$dir/utt2lang" --json "$dir/scoring/lid.json"
+      printf '> %q\n' "$dir/scoring/lid.txt"
+    fi
+  } | python utils/run_clis.py
   echo "$dir: $(head -1 "$dir/scoring/wer.txt"); CER $(head -1 "$dir/scoring/cer.txt" | cut -d' ' -f2)$(
     [ -f "$dir/scoring/lid.txt" ] && echo "; $(tail -1 "$dir/scoring/lid.txt")")"
 }

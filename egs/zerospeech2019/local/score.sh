@@ -20,14 +20,18 @@ out=$3
 bitrate_opts=(--durations "$data/test/utt2dur")
 [ -f "$data/test/bitrate_filelist.txt" ] && bitrate_opts=(--file-list "$data/test/bitrate_filelist.txt")
 mkdir -p "$out"
+# the five commands in one process (utils/run_clis.py: each one's main with these arguments, the last line of
+# its stdout printed, as `| tail -n 1`): one torch start instead of five
+cmds=()
 for item in abx abx_nocontext; do
   [ -f "$data/test/$item.item" ] || continue
   for mode in across within; do
     name=${item}_${mode}
     boot=()
     [ "$name" = abx_nocontext_across ] && [ "$bootstrap" -gt 0 ] && boot=(--bootstrap "$bootstrap" --bootstrap-seed 1)
-    speechkit-score-abx "$feats" "$data/test/$item.item" --"$mode" --distance cosine "${boot[@]}" \
-      --json "$out/$name.json" --log-file "$out/$name.log" | tail -n 1
+    cmds+=("$(printf '%q ' speechkit-score-abx "$feats" "$data/test/$item.item" --"$mode" --distance cosine \
+      "${boot[@]}" --json "$out/$name.json" --log-file "$out/$name.log")")
   done
 done
-speechkit-score-bitrate "$feats" "${bitrate_opts[@]}" --json "$out/bitrate.json" | tail -n 1
+cmds+=("$(printf '%q ' speechkit-score-bitrate "$feats" "${bitrate_opts[@]}" --json "$out/bitrate.json")")
+printf '%s\n' "${cmds[@]}" | python utils/run_clis.py --last-line
