@@ -14,7 +14,6 @@ command that fails (exit status not 0) ends the run with its status; its error i
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import shlex
 import sys
