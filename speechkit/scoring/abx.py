@@ -1739,6 +1739,8 @@ def _make_tiles(groups: np.ndarray, lengths: np.ndarray, pair_groups: np.ndarray
         tile_of[a:b] = t
         fill += frames
     first = np.concatenate([[0], np.nonzero(np.diff(tile_of))[0] + 1])
+    # numbered densely: a token longer than a tile leaves the chunk numbers it spans unused
+    tile_of = np.concatenate([[0], np.cumsum(np.diff(tile_of) != 0)]).astype(np.int64)
     return tile_of, np.concatenate([cum[first], cum[-1:]])
 
 

@@ -438,6 +438,10 @@ def test_make_tiles_by_hand():
     assert tile_start.tolist() == [0, 7, 17, 24, 29]
     # no group holds a quarter of a tile: no tile pair can be dense, no tiles
     assert abx_module._make_tiles(groups, lengths, groups, tile_frames=200) is None
+    # a token longer than two tiles: its chunk numbers 0-2, the next token's chunk 3 -> tiles 0 and 1
+    tile_of, tile_start = abx_module._make_tiles(np.zeros(3, dtype=np.int64), np.array([20, 3, 3]),
+                                                 np.zeros(3, dtype=np.int64), tile_frames=8)
+    assert tile_of.tolist() == [0, 1, 1] and tile_start.tolist() == [0, 20, 26]
 
 
 @pytest.mark.parametrize("n_tiles,n_pairs", [(40, 3000), (600, 250_000), (5000, 60_000)])
@@ -471,14 +475,16 @@ def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs):
 
 
 @needs_numba
-@pytest.mark.parametrize("distance,kind", [("cosine", "cont"), ("kl", "pos"), ("hamming", "onehot")])
-def test_tiles_give_the_batched_scores(distance, kind, monkeypatch):
+@pytest.mark.parametrize("distance,kind,tile_frames", [("cosine", "cont", 24), ("kl", "pos", 24),
+                                                       ("hamming", "onehot", 24), ("cosine", "cont", 3)])
+def test_tiles_give_the_batched_scores(distance, kind, tile_frames, monkeypatch):
     """Pairs whose frame distances come from tiles (one matrix product per tile pair) score as the batched pairs
-    do (backend torch, no tiles): the same triplet outcomes, distances within float rounding."""
+    do (backend torch, no tiles): the same triplet outcomes, distances within float rounding. Tiles of 3 frames:
+    tokens (1-7 frames) longer than a tile, or than two."""
     feats, items = synthetic(13, kind=kind, n_spk=3, n_utt=2, dur=0.6)
     used = []
     tile_tasks = abx_module._tile_tasks
-    monkeypatch.setattr(abx_module, "_TILE_FRAMES", 24)
+    monkeypatch.setattr(abx_module, "_TILE_FRAMES", tile_frames)
     monkeypatch.setattr(abx_module, "_TILE_MIN_DENSITY", 0.5)  # some tile pairs below it: their pairs are batched
     monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a: used.append(tile_tasks(*a)) or used[-1])
     mixed = []
