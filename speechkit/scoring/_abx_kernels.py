@@ -78,8 +78,9 @@ def dtw_strided(flat, base, row_stride, col_stride, n_rows, n_cols, total, len_r
             # the predecessor's choice without branches: it is data-dependent, and a mispredicted branch costs more
             # than the cell (LLVM turned the if/else, even as conditional expressions, into jumps: 7 ns per cell;
             # with min() and 0/1 integer masks 3.9 ns, same bits). min(a, b) is a unless b < a (Python's rule),
-            # so best is diag when take_diag, else left when left <= up, else up: the if/else's choice. The
-            # diagonal neighbour is the previous cell's upper one, kept from there.
+            # so best is diag when diag <= left and diag <= up (t_d), else left when left <= up, else up: the
+            # choice the masks make for the path lengths. The diagonal neighbour is the previous cell's upper one,
+            # kept from there.
             left = flat[q] + prev[0]
             lrc = i + 1
             lcr = i + 1
