@@ -1559,6 +1559,11 @@ def _pair_distances(
         ``(d_uv, d_vu)``: ``(P,)`` float64 tensors on ``gu``'s device, each DTW cost divided by the length of the
         path ABXpy backtracks with ``u`` (resp. ``v``) as the rows (``normalize``), else the cost.
     """
+    if use_numba and tiles is not None and len(gu):
+        out = _tiled_pair_distances(offsets, lengths, gu, gv, frame_dist, normalize, max_batch_elements, progress,
+                                    n_threads, tiles)
+        if out is not None:
+            return out
     pdev = gu.device
     len_t = torch.from_numpy(np.ascontiguousarray(lengths, dtype=np.int64)).to(pdev)
     lu, lv = len_t[gu], len_t[gv]
@@ -1576,7 +1581,9 @@ def _pair_distances(
         del k, desc
     else:
         order = torch.sort(key, descending=True, stable=True)[1]
-    key = key[order]
+    sizes, counts = torch.unique_consecutive(key[order], return_counts=True)
+    del key
+    sizes, counts = sizes.cpu().numpy(), counts.cpu().numpy()
     rows = torch.where(swap, gv, gu)[order]  # in batch order from here on
     cols = torch.where(swap, gu, gv)[order]
     swap = swap[order]
@@ -1584,26 +1591,13 @@ def _pair_distances(
     total = torch.empty(n, dtype=torch.float64, device=pdev)
     len_rc = torch.empty(n, dtype=torch.long, device=pdev)
     len_cr = torch.empty(n, dtype=torch.long, device=pdev)
-    tile_tasks, dense = [], None
-    if use_numba and tiles is not None:
-        tile_tasks, dense = _tile_tasks(rows.numpy(), cols.numpy(), lengths, *tiles)
-    sparse = None
-    if dense is not None:  # the other pairs, still in size order, are batched as before
-        keep = np.ones(n, dtype=bool)
-        keep[dense] = False
-        sparse = torch.from_numpy(np.nonzero(keep)[0])
-        del keep
-        key = key[sparse]
-    sizes, counts = torch.unique_consecutive(key, return_counts=True)
-    del key
-    sizes, counts = sizes.cpu().numpy(), counts.cpu().numpy()
     overhead = _BATCH_OVERHEAD_NUMBA if use_numba else _BATCH_OVERHEAD
     batches = _plan_groups(sizes // base, sizes % base, counts, max_batch_elements, frame_dist.scratch, overhead)
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(batches) + len(tile_tasks), desc="DTW batches", unit="batch", leave=False)
+        bar = tqdm(total=len(batches), desc="DTW batches", unit="batch", leave=False)
     bar_lock = threading.Lock()
     last = int(offsets[-1] + lengths[-1]) - 1  # frames past a token's end are clamped, never used
 
@@ -1613,42 +1607,20 @@ def _pair_distances(
         rows_np, cols_np = rows.numpy(), cols.numpy()
         tot_np, rc_np, cr_np = total.numpy(), len_rc.numpy(), len_cr.numpy()
         len64 = np.ascontiguousarray(lengths, dtype=np.int64)
-        if sparse is not None:  # batches index the sparse pairs; their results are scattered back below
-            b_rows, b_cols = rows_np[sparse.numpy()], cols_np[sparse.numpy()]
-            b_tot, b_rc, b_cr = np.empty(len(sparse)), np.empty(len(sparse), np.int64), np.empty(len(sparse), np.int64)
-        else:
-            b_rows, b_cols, b_tot, b_rc, b_cr = rows_np, cols_np, tot_np, rc_np, cr_np
-        tile_of, tile_start = tiles if tiles is not None else (None, None)
 
-        def work(task):
-            if task[0] == "tile":  # pairs dense[s:e], all between tiles lo and hi
-                _, lo, hi, s, e = task
-                pos = dense[s:e]
-                r, c = rows_np[pos], cols_np[pos]
-                x0, y0, w = tile_start[lo], tile_start[hi], tile_start[hi + 1] - tile_start[hi]
-                flat = frame_dist.block(x0, tile_start[lo + 1], y0, tile_start[hi + 1]).reshape(-1)
-                r_lo = tile_of[r] == lo  # rows in tile lo read the tile as it is, the others transposed
-                base = np.where(r_lo, (offsets[r] - x0) * w + offsets[c] - y0,
-                                (offsets[c] - x0) * w + offsets[r] - y0)
-                tot, rc, cr = np.empty(e - s), np.empty(e - s, np.int64), np.empty(e - s, np.int64)
-                K.dtw_strided(flat, base, np.where(r_lo, w, 1), np.where(r_lo, 1, w), len64[r], len64[c], tot, rc, cr)
-                tot_np[pos], rc_np[pos], cr_np[pos] = tot, rc, cr
-            else:
-                _, start, stop, nmax, mmax = task
-                r, c = b_rows[start:stop], b_cols[start:stop]
-                ix = torch.from_numpy(np.minimum(offsets[r][:, None] + np.arange(nmax), last))
-                iy = torch.from_numpy(np.minimum(offsets[c][:, None] + np.arange(mmax), last))
-                d = np.ascontiguousarray(frame_dist.batch(ix, iy).numpy())
-                K.dtw_block(d, len64[r], len64[c], b_tot[start:stop], b_rc[start:stop], b_cr[start:stop])
+        def work(batch):
+            start, stop, nmax, mmax = batch
+            r, c = rows_np[start:stop], cols_np[start:stop]
+            ix = torch.from_numpy(np.minimum(offsets[r][:, None] + np.arange(nmax), last))
+            iy = torch.from_numpy(np.minimum(offsets[c][:, None] + np.arange(mmax), last))
+            d = np.ascontiguousarray(frame_dist.batch(ix, iy).numpy())
+            K.dtw_block(d, len64[r], len64[c], tot_np[start:stop], rc_np[start:stop], cr_np[start:stop])
             if bar is not None:
                 with bar_lock:
                     bar.update(1)
 
         with _torch_threads(1):
-            K.run_tasks(work, tile_tasks + [("batch", *b) for b in batches], n_threads)
-        if sparse is not None:
-            sp = sparse.numpy()
-            tot_np[sp], rc_np[sp], cr_np[sp] = b_tot, b_rc, b_cr
+            K.run_tasks(work, batches, n_threads)
     else:
         with _torch_threads(n_threads if device.type == "cpu" else torch.get_num_threads()):
             _torch_batches(batches, rows, cols, offsets, len_t, last, frame_dist, device, total, len_rc, len_cr, bar,
@@ -1667,6 +1639,69 @@ def _pair_distances(
     d_uv[order] = torch.where(swap, d_cols_first, d_rows_first)
     d_vu[order] = torch.where(swap, d_rows_first, d_cols_first)
     return d_uv, d_vu
+
+
+def _tiled_pair_distances(offsets, lengths, gu, gv, frame_dist, normalize, max_batch_elements, progress, n_threads,
+                          tiles) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """:func:`_pair_distances` of the numba path with tiles (CPU; ``gu``, ``gv`` (P,) int64 CPU tensors): the pairs
+    of dense tile pairs (:func:`_tile_tasks`) in their own order, one task per tile pair (its frame distances in one
+    matrix product, :meth:`_FrameDistance.block`, that every pair's DTW reads in place: ``dtw_strided``), the
+    others through :func:`_pair_distances`' batches. Each pair has the longer token on the rows, as there. None
+    where no tile pair is dense."""
+    from speechkit.scoring import _abx_kernels as K
+
+    len64 = np.ascontiguousarray(lengths, dtype=np.int64)
+    gu_np, gv_np = gu.numpy(), gv.numpy()
+    swap = len64[gv_np] > len64[gu_np]  # the longer token on the rows
+    rows, cols = np.where(swap, gv_np, gu_np), np.where(swap, gu_np, gv_np)
+    tasks, dense = _tile_tasks(rows, cols, len64, *tiles)
+    if dense is None:
+        return None
+    tile_of, tile_start = tiles
+    n = len(rows)
+    # (the sparse pairs' entries, filled below, are divided too: 0 / 1 there)
+    total, len_rc, len_cr = np.zeros(n), np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(tasks), desc="DTW tiles", unit="tile", leave=False)
+    bar_lock = threading.Lock()
+
+    def work(task):  # the pairs dense[s:e], all between tiles lo <= hi
+        _, lo, hi, s, e = task
+        pos = dense[s:e]
+        r, c = rows[pos], cols[pos]
+        x0, y0, w = tile_start[lo], tile_start[hi], tile_start[hi + 1] - tile_start[hi]
+        flat = frame_dist.block(x0, tile_start[lo + 1], y0, tile_start[hi + 1]).reshape(-1)
+        r_lo = tile_of[r] == lo  # rows in tile lo read the tile as it is, the others transposed
+        base = np.where(r_lo, (offsets[r] - x0) * w + offsets[c] - y0, (offsets[c] - x0) * w + offsets[r] - y0)
+        tot, rc, cr = np.empty(e - s), np.empty(e - s, dtype=np.int64), np.empty(e - s, dtype=np.int64)
+        K.dtw_strided(flat, base, np.where(r_lo, w, 1), np.where(r_lo, 1, w), len64[r], len64[c], tot, rc, cr)
+        total[pos], len_rc[pos], len_cr[pos] = tot, rc, cr
+        if bar is not None:
+            with bar_lock:
+                bar.update(1)
+
+    with _torch_threads(1):
+        K.run_tasks(work, tasks, n_threads)
+    if bar is not None:
+        bar.close()
+    if normalize:
+        d_rows_first, d_cols_first = total / len_rc, total / len_cr  # d(rows, cols), d(cols, rows)
+    else:
+        d_rows_first = d_cols_first = total
+    d_uv = np.where(swap, d_cols_first, d_rows_first)
+    d_vu = np.where(swap, d_rows_first, d_cols_first)
+    keep = np.ones(n, dtype=bool)
+    keep[dense] = False
+    sparse = np.nonzero(keep)[0]
+    if len(sparse):
+        sparse_t = torch.from_numpy(sparse)
+        s_uv, s_vu = _pair_distances(offsets, lengths, gu[sparse_t], gv[sparse_t], frame_dist, normalize,
+                                     max_batch_elements, progress, torch.device("cpu"), True, n_threads)
+        d_uv[sparse], d_vu[sparse] = s_uv.numpy(), s_vu.numpy()
+    return torch.from_numpy(d_uv), torch.from_numpy(d_vu)
 
 
 def _torch_batches(batches, rows, cols, offsets, len_t, last, frame_dist, device, total, len_rc, len_cr, bar,
