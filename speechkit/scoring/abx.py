@@ -1551,9 +1551,10 @@ def _pair_distances(
 
     ``tiles`` (numba path): ``(tile_of, tile_start)`` from :func:`_make_tiles`. The pairs of a tile pair whose
     frame pairs fill at least ``_TILE_MIN_DENSITY`` of it (within a speaker, across two speakers, inside a
-    large context) read their frame distances from one matrix product of the two tiles (:func:`_tile_tasks`)
-    instead of gathering their frames pair by pair: about 4 ns per frame pair instead of 18 (float64, one
-    thread). Their distances can then differ from the batched ones in the last bit.
+    large context) read their frame distances from one matrix product of the two tiles
+    (:func:`_tiled_pair_distances`, :func:`_tile_tasks`) instead of gathering their frames pair by pair: about 4 ns
+    per frame pair instead of 18 (float64, one thread); only the others are batched. Their distances can then
+    differ from the batched ones in the last bit.
 
     Returns:
         ``(d_uv, d_vu)``: ``(P,)`` float64 tensors on ``gu``'s device, each DTW cost divided by the length of the
