@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,21 @@ def pytest_configure(config):
 def repo_root() -> Path:
     """The repository root."""
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def run_cli_main(repo_root):
+    """``run(module, argv, cwd=None, env=None)``: ``main(argv)`` of ``module`` (a ``speechkit.bin`` CLI) in a
+    fresh Python process, which then prints ``torch imported`` or ``no torch`` (whether the call imported torch:
+    1.2 s a process for the steps that need none); returns its ``CompletedProcess`` (text output)."""
+    def run(module: str, argv: list[str], cwd=None, env=None) -> subprocess.CompletedProcess:
+        code = (f"import sys; from {module} import main; rc = main({argv!r}); "
+                "print('torch imported' if 'torch' in sys.modules else 'no torch'); sys.exit(rc)")
+        env = dict(os.environ if env is None else env)
+        env["PYTHONPATH"] = os.pathsep.join([str(repo_root), os.environ.get("PYTHONPATH", "")])
+        return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, env=env)
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from importlib.metadata import entry_points
 
 
 def _main_of(prog: str):
-    found = [ep for ep in entry_points(group="console_scripts", name=prog)]
+    found = list(entry_points(group="console_scripts", name=prog))
     if not prog.startswith("speechkit-") or not found:
         raise SystemExit(f"{sys.argv[0]}: not a speechkit-* command: {prog}")
     return found[0].load()

@@ -29,9 +29,8 @@ from bench_abx import synth_data  # noqa: E402
 import speechkit.scoring.abx as A  # noqa: E402
 from speechkit.scoring.abx_items import Item  # noqa: E402
 
-PHASES = ("select_frames", "_enumerate_cells", "_needed_pairs", "_load_kernels", "_make_tiles", "_tile_tasks", "_plan_groups",
-          "_pair_distances",
-          "_torch_batches", "_count_triplets", "_average")
+PHASES = ("select_frames", "_enumerate_cells", "_needed_pairs", "_load_kernels", "_make_tiles", "_tile_tasks",
+          "_plan_groups", "_pair_distances", "_torch_batches", "_count_triplets", "_average")
 
 
 def main(argv=None) -> int:

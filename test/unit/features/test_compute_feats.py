@@ -244,7 +244,7 @@ def test_manifest_records_frames(tmp_path, data_dir):
     assert sum(m["utt2num_frames"].values()) > 0
 
 
-def test_make_feats_sh_with_run_pl(tmp_path, data_dir, repo_root):
+def test_make_feats_sh_with_run_pl(tmp_path, data_dir, repo_root, run_cli_main):
     if not (repo_root / "utils" / "run.pl").exists():
         pytest.skip("utils/run.pl not available")
     fe = build_frontend({"type": "mfcc"})
@@ -262,12 +262,9 @@ def test_make_feats_sh_with_run_pl(tmp_path, data_dir, repo_root):
     # the merge step (a process of its own in make_feats.sh) does not import torch (1.2 s a process)
     scp = (data_dir / "feats.scp").read_text()
     (data_dir / "feats.scp").unlink()
-    code = ("import sys; from speechkit.bin.compute_feats import main; "
-            f"rc = main(['--merge-only', '--config', {str(repo_root / 'conf' / 'mfcc.yaml')!r}, '--nj', '2', "
-            f"{str(data_dir)!r}, {str(tmp_path / 'log')!r}, {str(tmp_path / 'mfcc')!r}]); "
-            "print('torch imported' if 'torch' in sys.modules else 'no torch'); sys.exit(rc)")
-    m = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(env, PYTHONPATH=os.pathsep.join([str(repo_root), os.environ.get("PYTHONPATH", "")])))
+    m = run_cli_main("speechkit.bin.compute_feats", ["--merge-only", "--config", str(repo_root / "conf" / "mfcc.yaml"),
+                                                      "--nj", "2", str(data_dir), str(tmp_path / "log"),
+                                                      str(tmp_path / "mfcc")], env=env)
     assert m.returncode == 0 and m.stdout.strip().endswith("no torch"), m.stdout + m.stderr
     assert (data_dir / "feats.scp").read_text() == scp
     r = subprocess.run(["bash", str(repo_root / "utils" / "make_feats.sh"), str(data_dir)],

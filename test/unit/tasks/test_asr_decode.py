@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,7 +62,7 @@ def test_oracle_decode_matches_direct_recognition(lid_exp, capsys):
     assert "decoded 4 of 5 utterances" in capsys.readouterr().out
 
 
-def test_lid_free_nj_parts_and_resume(lid_exp):
+def test_lid_free_nj_parts_and_resume(lid_exp, run_cli_main):
     assert main(["--model-dir", "exp/lid", "--lid-free", "--chunk-frames", "7", "data/dev", "one"]) == 0
     assert main(["--model-dir", "exp/lid", "--lid-free", "--nj", "2", "data/dev", "two"]) == 0
     # chunking and parallel parts do not change any hypothesis or language choice
@@ -85,12 +82,8 @@ def test_lid_free_nj_parts_and_resume(lid_exp):
     assert main(["--model-dir", "exp/lid", "--lid-free", "--nj", "2", "--merge-only", "--search", "beam",
                  "data/dev", "two"]) == 1  # parts are from greedy search: nothing merged
     # the merge step (a process of its own in the recipes' run.sh) does not import torch (1.2 s a process)
-    code = ("import sys; from speechkit.bin.asr_decode import main; "
-            "rc = main(['--model-dir', 'exp/lid', '--lid-free', '--nj', '2', '--merge-only', 'data/dev', 'two']); "
-            "print('torch imported' if 'torch' in sys.modules else 'no torch'); sys.exit(rc)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[3]),
-                                                       os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-c", code], cwd=lid_exp["root"], capture_output=True, text=True, env=env)
+    out = run_cli_main("speechkit.bin.asr_decode", ["--model-dir", "exp/lid", "--lid-free", "--nj", "2", "--merge-only",
+                                                    "data/dev", "two"], cwd=lid_exp["root"])
     assert out.returncode == 0 and out.stdout.strip().endswith("no torch"), out.stdout + out.stderr
     assert read("two/text") == read("one/text")
     # switch-off with an infinite threshold is plain LID-free decoding; tau 0 / s_th 0 keeps one decoder
