@@ -176,7 +176,8 @@ def run_one(python: str, impl: str, data: Path, mode: str, context: str, conditi
            "--threads", str(threads), "--device", "cuda" if condition == "cuda" else "cpu"]
     cmd += ["--convention", "zr2021"] if impl == "speechkit" else ["--precision", precision]
     pin = condition in ("idle2", "busy2") and n_cpu >= 2
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(REPO), TQDM_DISABLE="1")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TQDM_DISABLE="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     busy = busy_loop(0) if condition == "busy2" else None
     try:
         load = os.getloadavg()[0]
