@@ -87,8 +87,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import functools
-import gc
 import importlib.util
 import logging
 import math
@@ -103,6 +101,7 @@ import torch
 
 from speechkit.scoring.abx_items import Item
 from speechkit.utils.fileio import DataError
+from speechkit.utils.perf import gc_paused
 
 logger = logging.getLogger(__name__)
 
@@ -147,25 +146,6 @@ def _torch_threads(n: int):
     finally:
         if n != prev:
             torch.set_num_threads(prev)
-
-
-def _gc_paused(fn: Callable) -> Callable:
-    """``fn`` with Python's cyclic garbage collector off while it runs (restored after). abx_error builds tens of
-    thousands of small objects (per-context dicts and lists, cell groups) that live until it returns and are then
-    freed by reference counting; the collections their allocation triggers meanwhile free none of them, and a full
-    one walks every object of the process: 0.095 s of the 0.28 s a by-context task of 567 triplets took after
-    importing torch (``gc.callbacks``), none once paused."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
-
-    return wrapper
 
 
 # --------------------------------------------------------------------------------- frame distances
@@ -614,7 +594,7 @@ def select_frames(
     return out
 
 
-@_gc_paused
+@gc_paused
 def abx_error(
     features: Mapping[str, np.ndarray],
     items: Sequence[Item],

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
+from speechkit.utils.perf import gc_paused
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class Item:
     line: int = 0
 
 
+@gc_paused
 def read_item_file(path: str | os.PathLike) -> list[Item]:
     """Parse an item file.
 

@@ -30,6 +30,7 @@ from speechkit.scoring.abx import (
     bootstrap_interval,
     paired_bootstrap_difference,
 )
+from speechkit.utils.perf import gc_paused
 
 __all__ = ["AbxReport", "check_device", "score_abx_dir"]
 
@@ -110,6 +111,7 @@ class AbxReport:
         return lines
 
 
+@gc_paused
 def score_abx_dir(feature_dir: str | os.PathLike, item_file: str | os.PathLike, *, mode: str = "across",
                   distance: str = "cosine", frame_shift: float | None = None, normalize: bool = True,
                   tolerance: float = DEFAULT_TOLERANCE, empty_items: str = "overlap", bootstrap: int = 0,
