@@ -709,6 +709,20 @@ def abx_error(
             mem = members.setdefault(it.context, [])
             tree.setdefault(it.context, {}).setdefault(it.phone, {}).setdefault(it.speaker, []).append(len(mem))
             mem.append(k)
+        ctx_cells = []  # (context, its groups, its cell groups), for the contexts with a cell
+        for ctx, groups in tree.items():
+            if len(groups) >= 2:
+                new_cells = _enumerate_cells(len(ctx_cells), groups, mode)
+                if new_cells:
+                    ctx_cells.append((ctx, groups, new_cells))
+        if not ctx_cells:
+            raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
+        n_upper = sum(len(c.a) * len(c.b) * len(c.x) for _, _, cs in ctx_cells for c in cs)  # A = X ones included
+        n_bound = sum(_pairs_bound(groups, mode) for _, groups, _ in ctx_cells)  # >= the DTW pairs
+        if backend == "auto" and dev.type == "cuda" and _on_cpu_anyway(n_bound, lengths, n_upper, n_req):
+            # decided before CUDA is touched (its context costs ~0.3 s): see the same test below, on the real pairs
+            dev = torch.device("cpu")
+            use_numba, count_numba = _resolve_backend(backend, dev)
         # every per-pair array lives on pair_dev: the scoring device on CUDA (the host never holds an array of
         # pairs there), the CPU otherwise (numpy views of its tensors feed the numba kernels)
         # (a context of few tokens is done on the CPU and its pairs moved: cheaper than a dozen kernel launches)
@@ -718,24 +732,13 @@ def abx_error(
         pair_g: list[tuple[torch.Tensor, torch.Tensor]] = []  # per context: the pairs' tokens (indices into kept)
         pair_flat: list[tuple[torch.Tensor, torch.Tensor]] = []  # and their entries [u, v], [v, u] in dflat below
         ctx_size = 0
-        for ctx, groups in tree.items():
-            if len(groups) < 2:
-                continue
-            new_cells = _enumerate_cells(len(ctx_members), groups, mode)
-            if not new_cells:
-                continue
+        for ctx, groups, new_cells in ctx_cells:
             mem = np.asarray(members[ctx], dtype=np.int64)
             cells.extend(new_cells)
             w = len(mem)
             mask_dev = pair_dev if w >= _DEVICE_PAIRS_MIN_TOKENS else torch.device("cpu")
-            if mode == "within" and w >= _DEVICE_PAIRS_MIN_TOKENS:  # one speaker's block at a time
-                per_speaker: dict[str, int] = defaultdict(int)
-                for by_speaker in groups.values():
-                    for s, idx in by_speaker.items():
-                        per_speaker[s] += len(idx)
-                side = max(per_speaker.values())
-            else:
-                side = w
+            # one speaker's block at a time within speakers
+            side = max(_speaker_counts(groups).values()) if mode == "within" and w >= _DEVICE_PAIRS_MIN_TOKENS else w
             with _torch_threads(n_req if side * side >= _THREADED_MASK_ELEMENTS else 1):
                 u, v = _needed_pairs([kept[k].phone for k in mem], [kept[k].speaker for k in mem], mode, mask_dev)
                 m = torch.from_numpy(mem).to(mask_dev)
@@ -743,13 +746,9 @@ def abx_error(
                 pair_flat.append((ctx_size + u * w + v, ctx_size + v * w + u))
             ctx_size += w * w
             ctx_members.append(mem)
-        if not cells:
-            raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
         n_dtw_pairs = sum(len(g[0]) for g in pair_g)
-        n_upper = sum(len(c.a) * len(c.b) * len(c.x) for c in cells)  # triplets, A = X ones included
         tiny = n_dtw_pairs < _NUMBA_MIN_PAIRS and n_upper < _NUMBA_MIN_TRIPLETS
-        if backend == "auto" and dev.type == "cuda" and (
-                tiny or _cpu_seconds(n_dtw_pairs, lengths, n_upper, n_req) < _CUDA_MIN_CPU_SECONDS):
+        if backend == "auto" and dev.type == "cuda" and _on_cpu_anyway(n_dtw_pairs, lengths, n_upper, n_req):
             # a small task is scored on the CPU (the same bits but for the tiles' last bit): CUDA's start and a
             # kernel's first launch (Triton's compilation or cache load) cost more than the whole task there
             dev = pair_dev = torch.device("cpu")
@@ -835,6 +834,36 @@ def abx_error(
         score = (wins + 0.5 * ties) / cell_n
         return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize,
                         frame_shift, len(kept), n_dropped, n_overlap, empty_items, n_dtw_pairs)
+
+
+def _on_cpu_anyway(n_pairs: int, lengths: np.ndarray, n_triplets: int, n_threads: int) -> bool:
+    """Whether ``backend="auto"`` scores a task on the CPU although a CUDA device was asked for: a small one
+    (fewer than :data:`_NUMBA_MIN_PAIRS` DTW pairs and :data:`_NUMBA_MIN_TRIPLETS` triplets) or one whose CPU work
+    (:func:`_cpu_seconds`) is under :data:`_CUDA_MIN_CPU_SECONDS`. Increasing in ``n_pairs``: true of an upper
+    bound of the pairs (:func:`_pairs_bound`), it is true of the pairs themselves."""
+    return ((n_pairs < _NUMBA_MIN_PAIRS and n_triplets < _NUMBA_MIN_TRIPLETS)
+            or _cpu_seconds(n_pairs, lengths, n_triplets, n_threads) < _CUDA_MIN_CPU_SECONDS)
+
+
+def _pairs_bound(groups: Mapping[str, Mapping[str, list[int]]], mode: str) -> int:
+    """An upper bound of the DTW pairs :func:`_needed_pairs` finds in one context (``groups``: phone -> speaker ->
+    tokens): every pair of its tokens of one speaker (``within``: A, B and X share it) or of two (``across``: X is
+    of another speaker than A and B), without looking at their phones."""
+    per_speaker = _speaker_counts(groups).values()
+    same = sum(n * (n - 1) // 2 for n in per_speaker)
+    if mode == "within":
+        return same
+    w = sum(per_speaker)
+    return w * (w - 1) // 2 - same
+
+
+def _speaker_counts(groups: Mapping[str, Mapping[str, list[int]]]) -> dict[str, int]:
+    """Tokens per speaker of one context (``groups``: phone -> speaker -> tokens)."""
+    per_speaker: dict[str, int] = defaultdict(int)
+    for by_speaker in groups.values():
+        for spk, idx in by_speaker.items():
+            per_speaker[spk] += len(idx)
+    return per_speaker
 
 
 def _cpu_seconds(n_pairs: int, lengths: np.ndarray, n_triplets: int, n_threads: int) -> float:

@@ -306,6 +306,47 @@ def test_cpu_seconds_by_hand():
     assert abx_module._cpu_seconds(1000, np.array([5, 15, 10]), 1_000_000, 2) == pytest.approx(6.25e-3)
 
 
+@pytest.mark.parametrize("mode", ["across", "within"])
+def test_pairs_bound_holds_and_is_exact_by_hand(mode):
+    """_pairs_bound (the early CUDA-or-CPU decision's pairs) is never below the pairs _needed_pairs finds, and by
+    hand: speakers of 3 and 2 tokens, within 3 + 1 pairs, across 3 x 2."""
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        phones = [str(p) for p in rng.integers(0, 4, size=40)]
+        speakers = [str(s) for s in rng.integers(0, 3, size=40)]
+        groups: dict = {}
+        for k, (p, s) in enumerate(zip(phones, speakers)):
+            groups.setdefault(p, {}).setdefault(s, []).append(k)
+        u, v = abx_module._needed_pairs(phones, speakers, mode, torch.device("cpu"))
+        assert abx_module._pairs_bound(groups, mode) >= len(u) > 0
+    hand = {"a": {"s1": [0, 1], "s2": [2]}, "b": {"s1": [3], "s2": [4]}}
+    assert abx_module._pairs_bound(hand, mode) == (4 if mode == "within" else 6)
+
+
+def test_task_routed_to_the_cpu_never_touches_cuda(monkeypatch):
+    """A task that ``auto`` scores on the CPU is sent there before any CUDA tensor is made (CUDA's start costs
+    ~0.3 s), here a context of _DEVICE_PAIRS_MIN_TOKENS tokens or more, whose needed pairs would otherwise be
+    found on the device: without a GPU (as in CI) the old order failed creating that mask on CUDA. The same
+    score as on the CPU."""
+    monkeypatch.setattr(abx_module, "_DEVICE_PAIRS_MIN_TOKENS", 16)
+    feats, items = synthetic(11, n_spk=3, n_utt=2, dur=0.3)
+    items = [Item(i.file, i.onset, i.offset, i.phone, (), i.speaker, i.line) for i in items]
+    assert len(items) >= 2 * 16
+    made_on = []
+    real_zeros = torch.zeros
+
+    def zeros(*a, **k):
+        made_on.append(torch.device(k.get("device") or "cpu").type)
+        return real_zeros(*a, **k)
+
+    monkeypatch.setattr(abx_module.torch, "zeros", zeros)
+    for mode in MODES:
+        cpu = abx_error(feats, items, mode=mode)
+        gpu = abx_error(feats, items, mode=mode, device="cuda")
+        assert (gpu.error, gpu.n_triplets) == (cpu.error, cpu.n_triplets)
+    assert made_on and set(made_on) == {"cpu"}
+
+
 def _triton_device():
     if importlib.util.find_spec("triton") is None:
         pytest.skip("needs triton (shipped with CUDA builds of torch)")
