@@ -731,6 +731,10 @@ def abx_error(
         ctx_members: list[np.ndarray] = []
         pair_g: list[tuple[torch.Tensor, torch.Tensor]] = []  # per context: the pairs' tokens (indices into kept)
         pair_flat: list[tuple[torch.Tensor, torch.Tensor]] = []  # and their entries [u, v], [v, u] in dflat below
+        # dflat's layout: per context a w x w matrix across speakers; within speakers one n x n matrix per speaker of
+        # the context (its n tokens, in order), as a pair never joins two speakers there: sum(n^2) entries, not w^2
+        blocks: list[dict[str, tuple[int, int]]] = []  # per context: speaker (within) or "" -> (offset, width)
+        local: list[np.ndarray] = []  # within: per context, each token's index inside its speaker's block
         ctx_size = 0
         for ctx, groups, new_cells in ctx_cells:
             mem = np.asarray(members[ctx], dtype=np.int64)
@@ -739,12 +743,25 @@ def abx_error(
             mask_dev = pair_dev if w >= _DEVICE_PAIRS_MIN_TOKENS else torch.device("cpu")
             # one speaker's block at a time within speakers
             side = max(_speaker_counts(groups).values()) if mode == "within" and w >= _DEVICE_PAIRS_MIN_TOKENS else w
+            speakers = [kept[k].speaker for k in mem]
             with _torch_threads(n_req if side * side >= _THREADED_MASK_ELEMENTS else 1):
-                u, v = _needed_pairs([kept[k].phone for k in mem], [kept[k].speaker for k in mem], mode, mask_dev)
+                u, v = _needed_pairs([kept[k].phone for k in mem], speakers, mode, mask_dev)
                 m = torch.from_numpy(mem).to(mask_dev)
                 pair_g.append((m[u], m[v]))  # on mask_dev: moved to pair_dev together below
-                pair_flat.append((ctx_size + u * w + v, ctx_size + v * w + u))
-            ctx_size += w * w
+                if mode == "within":
+                    loc, tok_off, tok_w, by_speaker, size = _speaker_blocks(speakers)
+                    loc_t, off_t, w_t = (torch.from_numpy(a).to(mask_dev) for a in (loc, tok_off, tok_w))
+                    base, width, lu, lv = ctx_size + off_t[u], w_t[u], loc_t[u], loc_t[v]
+                    if not torch.equal(off_t[u], off_t[v]):
+                        raise AssertionError("a within-speaker DTW pair joins two speakers")
+                    pair_flat.append((base + lu * width + lv, base + lv * width + lu))
+                    blocks.append({spk: (ctx_size + o, n) for spk, (o, n) in by_speaker.items()})
+                    local.append(loc)
+                else:
+                    pair_flat.append((ctx_size + u * w + v, ctx_size + v * w + u))
+                    blocks.append({"": (ctx_size, w)})
+                    size = w * w
+            ctx_size += size
             ctx_members.append(mem)
         n_dtw_pairs = sum(len(g[0]) for g in pair_g)
         tiny = n_dtw_pairs < _NUMBA_MIN_PAIRS and n_upper < _NUMBA_MIN_TRIPLETS
@@ -814,10 +831,8 @@ def abx_error(
         # with p as its rows (ABXpy: d(A, X)) under zr2019, with x as its rows (fastabx: d(X, A)) under zr2021
         if convention == "zr2021":
             d_uv, d_vu = d_vu, d_uv
-        widths = np.array([len(m) for m in ctx_members], dtype=np.int64)
-        ctx_off = np.concatenate([[0], np.cumsum(widths * widths)]).astype(np.int64)
         with _torch_threads(n_threads):
-            dflat_t = torch.full((int(ctx_off[-1]),), math.nan, dtype=torch.float64, device=pair_dev)
+            dflat_t = torch.full((ctx_size,), math.nan, dtype=torch.float64, device=pair_dev)
             dflat_t[_cat_onto([f[0] for f in pair_flat], pair_dev)] = d_uv
             dflat_t[_cat_onto([f[1] for f in pair_flat], pair_dev)] = d_vu
             del d_uv, d_vu, pair_flat
@@ -828,8 +843,17 @@ def abx_error(
             warm.join()
         if count_numba:
             _mark_kernels_used()
-        wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, ctx_off, widths, mode, count_numba,
-                                                                     n_threads)
+        # each cell group's matrix in dflat (its context's, or its speaker's there within speakers) and its tokens'
+        # indices into it
+        key = (lambda c: c.spk) if mode == "within" else (lambda c: "")
+        g_block = np.array([blocks[c.context][key(c)] for c in cells], dtype=np.int64).reshape(-1, 2)
+        if mode == "within":
+            tok_start = np.concatenate([[0], np.cumsum([len(x) for x in local])]).astype(np.int64)
+            to_block = (np.concatenate(local), tok_start)
+        else:
+            to_block = None
+        wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, g_block[:, 0].copy(), g_block[:, 1].copy(),
+                                                                     to_block, mode, count_numba, n_threads)
         del dflat
         score = (wins + 0.5 * ties) / cell_n
         return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize,
@@ -855,6 +879,23 @@ def _pairs_bound(groups: Mapping[str, Mapping[str, list[int]]], mode: str) -> in
         return same
     w = sum(per_speaker)
     return w * (w - 1) // 2 - same
+
+
+def _speaker_blocks(speakers: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, tuple[int, int]],
+                                                      int]:
+    """The speakers' blocks of one context's within-speaker distances: its tokens (``speakers[i]``: token ``i``'s)
+    grouped by speaker, in order of first appearance, each speaker's ``n`` tokens an ``n x n`` matrix after the
+    previous ones. Returns ``(local, offset, width, by_speaker, size)``: per token its index in its speaker's block,
+    the block's offset and width (``(W,)`` int64 each), per speaker ``(offset, width)``, and the entries in all."""
+    index: dict[str, int] = {}
+    codes = np.array([index.setdefault(s, len(index)) for s in speakers], dtype=np.int64)
+    counts = np.bincount(codes, minlength=len(index)).astype(np.int64)
+    starts = np.cumsum(counts) - counts
+    local = np.empty(len(codes), dtype=np.int64)
+    local[np.argsort(codes, kind="stable")] = np.arange(len(codes), dtype=np.int64) - np.repeat(starts, counts)
+    offsets = np.cumsum(counts * counts) - counts * counts
+    by_speaker = {s: (int(offsets[i]), int(counts[i])) for s, i in index.items()}
+    return local, offsets[codes], counts[codes], by_speaker, int((counts * counts).sum())
 
 
 def _speaker_counts(groups: Mapping[str, Mapping[str, list[int]]]) -> dict[str, int]:
@@ -982,9 +1023,13 @@ def _load_kernels(backend: str) -> bool:
     return True
 
 
-def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, ctx_off: np.ndarray, widths: np.ndarray, mode: str,
-                    use_numba: bool, n_threads: int):
+def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, g_off: np.ndarray, g_w: np.ndarray,
+                    to_block: tuple[np.ndarray, np.ndarray] | None, mode: str, use_numba: bool, n_threads: int):
     """Wins and ties per cell ((context, phone pair, speaker(s)) cell; a cell group holds one cell per X speaker).
+
+    Cell group ``g`` reads its distances from the ``g_w[g] x g_w[g]`` row-major matrix at ``dflat[g_off[g]:]``;
+    its tokens' context-local indices index that matrix directly, or, with ``to_block = (index, start)``, through
+    ``index[start[context] + i]`` (within speakers: the index of token ``i`` in its speaker's matrix).
 
     Returns ``(wins, ties, n, group, spk_x)``, per cell: triplets won (``d(A, X) < d(B, X)``), tied,
     scored, the index of its cell group in ``cells``, and the index of its X speaker in its group's ``x_spk``.
@@ -1012,9 +1057,13 @@ def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, ctx_off: np.ndar
         a_pool = np.concatenate([c.a for c in cells]).astype(np.int64)
         b_pool = np.concatenate([c.b for c in cells]).astype(np.int64)
         x_pool = np.concatenate([c.x for c in cells]).astype(np.int64)
+        if to_block is not None:
+            index, start = to_block
+            g_start = start[np.array([c.context for c in cells], dtype=np.int64)]
+            a_pool = index[np.repeat(g_start, na) + a_pool]
+            b_pool = index[np.repeat(g_start, nb) + b_pool]
+            x_pool = index[np.repeat(g_start, nx) + x_pool]
         x_cell = np.repeat(np.arange(n_cells, dtype=np.int64), x_sizes)
-        g_ctx = np.array([c.context for c in cells], dtype=np.int64)
-        g_off, g_w = ctx_off[g_ctx], widths[g_ctx]
         # chunks of about equal work (X tokens x (A + B) tokens), many per thread so a slow thread takes fewer
         work = np.cumsum(nx * (na + nb) + 1)
         n_chunks = max(1, min(n_groups, 16 * n_threads, int(work[-1] // 20000) + 1))
@@ -1025,13 +1074,16 @@ def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, ctx_off: np.ndar
                                              x_pool, x_cell, within, wins, ties), chunks, n_threads)
     else:
         for g, cell in enumerate(cells):
-            m = dflat[ctx_off[cell.context]: ctx_off[cell.context] + widths[cell.context] ** 2].reshape(
-                widths[cell.context], widths[cell.context])
-            dax = m[cell.a[:, None], cell.x][:, None, :]  # (nA, 1, nX)
-            dbx = m[cell.b[:, None], cell.x][None, :, :]  # (1, nB, nX)
+            m = dflat[g_off[g]: g_off[g] + g_w[g] ** 2].reshape(g_w[g], g_w[g])
+            a, b, x = cell.a, cell.b, cell.x
+            if to_block is not None:
+                index, start = to_block
+                a, b, x = (index[start[cell.context] + t] for t in (a, b, x))
+            dax = m[a[:, None], x][:, None, :]  # (nA, 1, nX)
+            dbx = m[b[:, None], x][None, :, :]  # (1, nB, nX)
             lt, eq = dax < dbx, dax == dbx
             if within:  # X != A: drop a == x
-                keep_ax = (cell.a[:, None] != cell.x[None, :])[:, None, :]
+                keep_ax = (a[:, None] != x[None, :])[:, None, :]
                 lt &= keep_ax
                 eq &= keep_ax
             w_x, t_x = lt.sum((0, 1)), eq.sum((0, 1))  # per X token
