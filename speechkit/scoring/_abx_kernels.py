@@ -1,4 +1,4 @@
-"""Compiled CPU kernels of :mod:`speechkit.scoring.abx` (numba), and the thread pool that runs them.
+"""Compiled CPU kernels of :mod:`speechkit.scoring.abx` (numba; the thread pool that runs them: ``_abx_threads``).
 
 Two kernels, both ``nogil`` so that several Python threads run them at once:
 
@@ -10,9 +10,10 @@ Two kernels, both ``nogil`` so that several Python threads run them at once:
   per-context token-distance matrices: for each X, the ``d(B, X)`` are sorted once and each ``d(A, X)``
   is placed among them by binary search, ``O((nA + nB) log nB)`` per X instead of ``nA * nB``.
 
-Work is cut into many small tasks taken by ``n`` threads from one queue (:func:`run_tasks`): a thread on
-a busy core simply takes fewer tasks, where a static split (OpenMP's, torch's intra-op pool) waits for
-the slowest thread at every barrier.
+Work is cut into many small tasks taken by ``n`` threads from one queue
+(:func:`speechkit.scoring._abx_threads.run_tasks`). :mod:`speechkit.scoring._abx_ckernels` holds the same two
+kernels in C (the same bits), which ``auto`` prefers where they were built: they load in a millisecond, where
+numba's start costs 0.3-0.45 s in a fresh process.
 
 Compilation: ``cache=True`` when numba can write its cache (``NUMBA_CACHE_DIR``, else next to this file,
 else numba's user-wide cache); without a writable cache the kernels compile once per process (a few
@@ -21,11 +22,11 @@ seconds). Import this module lazily: importing numba costs about half a second.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Sequence
 
 import numba
 import numpy as np
+
+from speechkit.scoring._abx_threads import run_tasks  # noqa: F401 - the pool both kernel sets use
 
 
 def _jit(fn):
@@ -188,46 +189,3 @@ def warm_up_in_background() -> threading.Thread:
     thread = threading.Thread(target=run, name="speechkit-abx-warm-up", daemon=True)
     thread.start()
     return thread
-
-
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def run_tasks(fn: Callable[[object], None], tasks: Sequence | Iterable, n_threads: int) -> None:
-    """Run ``fn(task)`` for every task on ``n_threads`` threads taking tasks from one queue (in order);
-    the first exception is raised once the running tasks are done. ``n_threads`` 1 runs them here."""
-    tasks = list(tasks)
-    if n_threads <= 1 or len(tasks) <= 1:
-        for t in tasks:
-            fn(t)
-        return
-    n = min(n_threads, len(tasks))
-    with _POOLS_LOCK:
-        pool = _POOLS.get(n)
-        if pool is None:
-            pool = _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="speechkit-abx")
-    it = iter(tasks)
-    lock = threading.Lock()
-    failed: list[BaseException] = []
-
-    def worker():
-        while not failed:
-            with lock:
-                t = next(it, _DONE)
-            if t is _DONE:
-                return
-            try:
-                fn(t)
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller
-                failed.append(e)
-                return
-
-    for f in [pool.submit(worker) for _ in range(n)]:
-        f.result()
-    if failed:
-        raise failed[0]
-
-
-_DONE = object()
-

@@ -68,14 +68,16 @@ Speed: every distinct token pair needed by some triplet gets one DTW (fastabx co
 d(X, B) per cell group, so most pairs twice); one dynamic programme serves both argument orders (the
 frame distances are symmetric and the cost matrix of (X, P) is the transpose of that of (P, X); only
 the tie-break of the path length differs, and both lengths are carried forward with the cost). On the
-numba path the tokens are laid out by context and speaker and cut into tiles of about a thousand frames;
+compiled CPU path the tokens are laid out by context and speaker and cut into tiles of about a thousand frames;
 where the pairs between two tiles cover a quarter of their frame pairs or more (within a speaker, across
 two speakers, inside a large context), one matrix product gives the tile pair's frame distances and every
 such pair's DTW reads its own from it in place. The other pairs
 are batched by size; a batch's frame distances are one torch computation (float64), its DTW
-a compiled numba kernel on the CPU (:mod:`speechkit.scoring._abx_kernels`), a Triton kernel on CUDA
+a compiled kernel on the CPU (C, :mod:`speechkit.scoring._abx_ckernels`, built by ``tools/install.sh``: it
+loads in a millisecond; else numba's, :mod:`speechkit.scoring._abx_kernels`, whose start costs 0.3-0.45 s in a
+fresh process; the same bits), a Triton kernel on CUDA
 (:mod:`speechkit.scoring._abx_triton`, one program per pair) or the anti-diagonal recursion as torch
-vector operations (:func:`batched_dtw`: without numba or triton, or ``backend="torch"``). Each cell's triplets
+vector operations (:func:`batched_dtw`: without compiled kernels or triton, or ``backend="torch"``). Each cell's triplets
 are counted by sorting its ``d(B, X)`` once per X and placing every ``d(A, X)`` among them by binary
 search. On the CPU, ``num_threads`` threads take batches and cell groups from one queue, so a
 thread on a busy core takes fewer (torch's and OpenMP's static splits wait for the slowest thread at
@@ -109,7 +111,7 @@ DISTANCES = ("cosine", "kl", "hamming")
 EMPTY_ITEM_RULES = ("overlap", "drop")
 MODES = ("across", "within")
 CONVENTIONS = ("zr2019", "zr2021")
-BACKENDS = ("auto", "numba", "torch", "triton")
+BACKENDS = ("auto", "c", "numba", "torch", "triton")
 DEFAULT_TOLERANCE = 0.05  # s an item may run past the last frame (features shorter than the audio)
 _HAMMING_TABLE_MAX = 4096  # distinct frame vectors up to which hamming uses a symbol table
 _INF = float("inf")
@@ -640,20 +642,21 @@ def abx_error(
             the small tasks that ``auto`` sends to it); the large torch operations around them (needed-pair
             masks of 4 M elements or more, the pair and table assembly). Every other torch operation runs on
             one thread. Torch's setting is restored after.
-        backend: ``auto`` (the compiled numba kernels on the CPU when numba imports, except for small
-            tasks until they have been loaded once; on CUDA the DTW is a Triton kernel, one program per
-            pair, where triton imports, else :func:`batched_dtw`, and the triplets are counted by the
-            numba kernel on the CPU), ``numba``, ``triton`` (CUDA; the CPU only under Triton's
-            interpreter, for tests) or ``torch`` (:func:`batched_dtw` and numpy counting). All give the
-            same bits but for the numba path's tiles (see the module docstring: the last bit of a frame
-            distance).
+        backend: ``auto`` (the compiled kernels on the CPU, C's where built, else numba's when numba
+            imports, except for small tasks until numba's have been loaded once; on CUDA the DTW is a Triton
+            kernel, one program per pair, where triton imports, else :func:`batched_dtw`, and the triplets
+            are counted by the compiled kernel on the CPU), ``c``, ``numba``, ``triton`` (CUDA; the CPU only
+            under Triton's interpreter, for tests) or ``torch`` (:func:`batched_dtw` and numpy counting). All
+            give the same bits but for the compiled path's tiles (see the module docstring: the last bit of a
+            frame distance).
 
     Returns:
         :class:`AbxResult`.
 
     Raises:
         ValueError: unknown mode/distance/convention/backend, ``num_threads`` < 1, ``backend="numba"``
-            without numba or on CUDA, or no triplet can be formed.
+            without numba or on CUDA, ``backend="c"`` without its built library or on CUDA, or no triplet can
+            be formed.
         DataError: missing feature file, item past its file's end, NaN/Inf in features, or
             (``kl``) negative / all-zero frames.
     """
@@ -774,13 +777,11 @@ def abx_error(
         if count_numba and backend == "auto" and not _KERNELS_USED and tiny:
             use_numba = count_numba = False  # a small task: the torch path costs less than loading the kernels (~1 s)
             small = True  # and one thread: torch's pool costs more than it gives on small ops (far more on a busy core)
-        if count_numba and not _load_kernels(backend):
+        kernels = _load_kernels(backend) if count_numba else None
+        if kernels is None:
             use_numba = count_numba = False
-        warm = None
-        if count_numba:  # the kernels load in the background while the pairs' DTW runs (on CUDA the host waits)
-            from speechkit.scoring import _abx_kernels as K
-
-            warm = K.warm_up_in_background()
+        # numba's kernels load in the background while the pairs' DTW runs (on CUDA the host waits); C's are loaded
+        warm = kernels.warm_up_in_background() if kernels is not None else None
         n_threads = 1 if small else n_req
         gu = _cat_onto([g[0] for g in pair_g], pair_dev)
         gv = _cat_onto([g[1] for g in pair_g], pair_dev)
@@ -824,7 +825,7 @@ def abx_error(
         # one DTW per unordered token pair: d_uv (u as rows), d_vu (v as rows)
         dtw_fn = None if use_numba else _device_dtw(backend, dev)
         d_uv, d_vu = _pair_distances(offsets, used_len, gu, gv, frame_dist, normalize, max_batch_elements,
-                                     progress, dev, use_numba, n_threads, dtw_fn, tiles)
+                                     progress, dev, use_numba, n_threads, dtw_fn, tiles, kernels)
         del gu, gv
 
         # per-context distance matrices, flattened: entry [p, x] = the distance of token p to X token x, the DTW
@@ -853,7 +854,7 @@ def abx_error(
         else:
             to_block = None
         wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, g_block[:, 0].copy(), g_block[:, 1].copy(),
-                                                                     to_block, mode, count_numba, n_threads)
+                                                                     to_block, mode, kernels, n_threads)
         del dflat
         score = (wins + 0.5 * ties) / cell_n
         return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize,
@@ -949,31 +950,53 @@ def _mark_kernels_used() -> None:
 
 
 def _resolve_backend(backend: str, dev: torch.device) -> tuple[bool, bool]:
-    """``(numba DTW, numba triplet counting)``: both on the CPU under ``auto`` and ``numba``; on CUDA the DTW is
-    torch's or Triton's (:func:`_device_dtw`) and the counting (on the CPU) numba's under ``auto`` and ``triton``;
-    ``torch``: neither (numpy counting).
+    """``(compiled DTW, compiled triplet counting)``, the kernels being C's or numba's (:func:`_load_kernels`):
+    both on the CPU under ``auto``, ``c`` and ``numba``; on CUDA the DTW is torch's or Triton's
+    (:func:`_device_dtw`) and the counting (on the CPU) compiled under ``auto`` and ``triton``; ``torch``: neither
+    (numpy counting).
 
     Raises:
-        ValueError: an unknown backend, ``numba`` on a non-CPU device or without numba, ``triton`` without triton
-            or on the CPU outside Triton's interpreter (``TRITON_INTERPRET=1``).
+        ValueError: an unknown backend, ``c`` or ``numba`` on a non-CPU device, ``c`` without its built library,
+            ``numba`` without numba, ``triton`` without triton or on the CPU outside Triton's interpreter
+            (``TRITON_INTERPRET=1``).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend '{backend}', expected one of {', '.join(BACKENDS)}")
     if backend == "torch":
         return False, False
-    if backend == "numba" and dev.type != "cpu":
-        raise ValueError(f"backend 'numba' runs on the CPU, not on {dev}")
+    if backend in ("c", "numba") and dev.type != "cpu":
+        raise ValueError(f"backend '{backend}' runs on the CPU, not on {dev}")
+    if backend == "c":
+        from speechkit.scoring import _abx_ckernels
+
+        if not _abx_ckernels.available():
+            raise ValueError(f"backend 'c': {_abx_ckernels.why_not()}")
+        return True, True
     if backend == "triton":
         if importlib.util.find_spec("triton") is None:
             raise ValueError("backend 'triton' needs triton (shipped with CUDA builds of torch)")
         if dev.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
             raise ValueError(f"backend 'triton' runs on CUDA (or on the CPU under TRITON_INTERPRET=1), not on {dev}")
-    if importlib.util.find_spec("numba") is None:  # imported later, only when used (it costs about 0.5 s)
+    if importlib.util.find_spec("numba") is None and (backend == "numba" or not _c_kernels_available()):
+        # numba is imported later, only when used (it costs about 0.5 s)
         if backend == "numba":
             raise ValueError("backend 'numba' needs numba, which is not installed")
-        logger.warning("numba is not installed: ABX uses the slower torch DTW and numpy counting")
+        logger.warning("neither the C kernels (%s) nor numba: ABX uses the slower torch DTW and numpy counting",
+                       _abx_ckernels_why())
         return False, False
     return dev.type == "cpu" and backend != "triton", True
+
+
+def _abx_ckernels_why() -> str:
+    from speechkit.scoring import _abx_ckernels
+
+    return _abx_ckernels.why_not()
+
+
+def _c_kernels_available() -> bool:
+    from speechkit.scoring import _abx_ckernels
+
+    return _abx_ckernels.available()
 
 
 def _device_dtw(backend: str, dev: torch.device) -> Callable:
@@ -1006,25 +1029,36 @@ def _device_dtw(backend: str, dev: torch.device) -> Callable:
     return batched_dtw
 
 
-def _load_kernels(backend: str) -> bool:
-    """Import the numba kernels; False (with a warning) where that fails under ``auto``.
+def _load_kernels(backend: str):
+    """The compiled CPU kernels: the C ones (:mod:`speechkit.scoring._abx_ckernels`) under ``c``, and under
+    ``auto`` and ``triton`` where they are built and current; numba's (:mod:`speechkit.scoring._abx_kernels`)
+    under ``numba`` and otherwise. None (with a warning) where neither loads under ``auto`` / ``triton``.
 
     Raises:
-        ValueError: the import fails under ``backend="numba"``.
+        ValueError: the C library is not usable under ``backend="c"``, numba's kernels do not import under
+            ``backend="numba"``.
     """
+    from speechkit.scoring import _abx_ckernels
+
+    if backend == "c":
+        if not _abx_ckernels.available():
+            raise ValueError(f"backend 'c': {_abx_ckernels.why_not()}")
+        return _abx_ckernels
+    if backend != "numba" and _abx_ckernels.available():
+        return _abx_ckernels
     try:
-        import speechkit.scoring._abx_kernels  # noqa: F401
+        from speechkit.scoring import _abx_kernels
     except Exception as e:  # noqa: BLE001 - ImportError, or numba failing to initialise
         if backend == "numba":
             raise ValueError(f"backend 'numba': the numba kernels do not load ({type(e).__name__}: {e})") from None
         logger.warning("the numba kernels do not load (%s: %s): ABX uses the slower torch DTW and numpy counting",
                        type(e).__name__, e)
-        return False
-    return True
+        return None
+    return _abx_kernels
 
 
 def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, g_off: np.ndarray, g_w: np.ndarray,
-                    to_block: tuple[np.ndarray, np.ndarray] | None, mode: str, use_numba: bool, n_threads: int):
+                    to_block: tuple[np.ndarray, np.ndarray] | None, mode: str, kernels, n_threads: int):
     """Wins and ties per cell ((context, phone pair, speaker(s)) cell; a cell group holds one cell per X speaker).
 
     Cell group ``g`` reads its distances from the ``g_w[g] x g_w[g]`` row-major matrix at ``dflat[g_off[g]:]``;
@@ -1049,9 +1083,8 @@ def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, g_off: np.ndarra
     x_sizes = np.diff(np.append(np.concatenate([c.x_start for c in cells]) + np.repeat(x_ptr[:-1], ncell), x_ptr[-1]))
     wins = np.zeros(n_cells, dtype=np.int64)
     ties = np.zeros(n_cells, dtype=np.int64)
-    if use_numba:
-        from speechkit.scoring import _abx_kernels as K
-
+    if kernels is not None:  # the compiled kernel (C's or numba's: _load_kernels), else numpy
+        K = kernels
         a_ptr = np.concatenate([[0], np.cumsum(na)]).astype(np.int64)
         b_ptr = np.concatenate([[0], np.cumsum(nb)]).astype(np.int64)
         a_pool = np.concatenate([c.a for c in cells]).astype(np.int64)
@@ -1597,6 +1630,7 @@ def _pair_distances(
     n_threads: int = 1,
     dtw_fn: Callable | None = None,
     tiles: tuple[np.ndarray, np.ndarray] | None = None,
+    kernels=None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """DTW distances ``d(u, v)`` and ``d(v, u)`` for token pairs ``(gu[k], gv[k])``, batched by size.
 
@@ -1623,7 +1657,7 @@ def _pair_distances(
     """
     if use_numba and tiles is not None and len(gu):
         out = _tiled_pair_distances(offsets, lengths, gu, gv, frame_dist, normalize, max_batch_elements, progress,
-                                    n_threads, tiles)
+                                    n_threads, tiles, kernels)
         if out is not None:
             return out
     pdev = gu.device
@@ -1664,8 +1698,7 @@ def _pair_distances(
     last = int(offsets[-1] + lengths[-1]) - 1  # frames past a token's end are clamped, never used
 
     if use_numba:
-        from speechkit.scoring import _abx_kernels as K
-
+        K = kernels if kernels is not None else _load_kernels("numba")
         rows_np, cols_np = rows.numpy(), cols.numpy()
         tot_np, rc_np, cr_np = total.numpy(), len_rc.numpy(), len_cr.numpy()
         len64 = np.ascontiguousarray(lengths, dtype=np.int64)
@@ -1704,13 +1737,13 @@ def _pair_distances(
 
 
 def _tiled_pair_distances(offsets, lengths, gu, gv, frame_dist, normalize, max_batch_elements, progress, n_threads,
-                          tiles) -> tuple[torch.Tensor, torch.Tensor] | None:
+                          tiles, kernels=None) -> tuple[torch.Tensor, torch.Tensor] | None:
     """:func:`_pair_distances` of the numba path with tiles (CPU; ``gu``, ``gv`` (P,) int64 CPU tensors): the pairs
     of dense tile pairs (:func:`_tile_tasks`) in their own order, one task per tile pair (its frame distances in one
     matrix product, :meth:`_FrameDistance.block`, that every pair's DTW reads in place: ``dtw_strided``), the
     others through :func:`_pair_distances`' batches. Each pair has the longer token on the rows, as there. None
-    where no tile pair is dense."""
-    from speechkit.scoring import _abx_kernels as K
+    where no tile pair is dense. ``kernels``: the compiled kernels (:func:`_load_kernels`; default numba's)."""
+    K = kernels if kernels is not None else _load_kernels("numba")
 
     len64 = np.ascontiguousarray(lengths, dtype=np.int64)
     gu_np, gv_np = gu.numpy(), gv.numpy()
@@ -1761,7 +1794,7 @@ def _tiled_pair_distances(offsets, lengths, gu, gv, frame_dist, normalize, max_b
     if len(sparse):
         sparse_t = torch.from_numpy(sparse)
         s_uv, s_vu = _pair_distances(offsets, lengths, gu[sparse_t], gv[sparse_t], frame_dist, normalize,
-                                     max_batch_elements, progress, torch.device("cpu"), True, n_threads)
+                                     max_batch_elements, progress, torch.device("cpu"), True, n_threads, kernels=K)
         d_uv[sparse], d_vu[sparse] = s_uv.numpy(), s_vu.numpy()
     return torch.from_numpy(d_uv), torch.from_numpy(d_vu)
 

@@ -16,6 +16,8 @@ mkdir -p "$out"
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$(pwd)
 "$py" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" || { echo "$0: no CUDA device for $py" >&2; exit 1; }
 "$py" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee "$out/device.txt"
+# ABX's C kernels (what tools/install.sh builds); without a compiler ABX runs numba's kernels
+"$py" -m speechkit.scoring._abx_ckernels --build | tee "$out/abx_ckernels.txt" || echo "ABX C kernels not built: numba's run"
 status=0
 step() {  # step NAME SECONDS CMD...: run with a time limit, log to $out/NAME.log, remember a failure
   local name=$1 limit=$2; shift 2

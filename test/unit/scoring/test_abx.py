@@ -446,10 +446,23 @@ def test_hamming_symbol_table_does_not_depend_on_torch_unique(monkeypatch):
 needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="needs numba")
 
 
-@needs_numba
-def test_numba_dtw_kernel_matches_torch_and_bruteforce():
-    from speechkit.scoring._abx_kernels import dtw_block
+@pytest.fixture(params=["numba", "c"])
+def kernels(request):
+    """Each set of compiled CPU kernels: numba's (_abx_kernels) and C's (_abx_ckernels, built by tools/install.sh)."""
+    if request.param == "numba":
+        if importlib.util.find_spec("numba") is None:
+            pytest.skip("needs numba")
+        from speechkit.scoring import _abx_kernels as K
+    else:
+        from speechkit.scoring import _abx_ckernels as K
 
+        if not K.available():
+            pytest.skip(f"needs the C kernels: {K.why_not()}")
+    return K
+
+
+def test_dtw_kernel_matches_torch_and_bruteforce(kernels):
+    dtw_block = kernels.dtw_block
     rng = np.random.default_rng(5)
     mats = [rng.integers(0, 3, size=(int(rng.integers(1, 11)), int(rng.integers(1, 11)))).astype(float) if k % 2
             else rng.random((int(rng.integers(1, 11)), int(rng.integers(1, 11)))) for k in range(200)]
@@ -457,8 +470,8 @@ def test_numba_dtw_kernel_matches_torch_and_bruteforce():
     batch = np.full((len(mats), nmax, mmax), 7.0)
     for b, d in enumerate(mats):
         batch[b, : d.shape[0], : d.shape[1]] = d
-    n_rows = np.array([d.shape[0] for d in mats])
-    n_cols = np.array([d.shape[1] for d in mats])
+    n_rows = np.array([d.shape[0] for d in mats], dtype=np.int64)
+    n_cols = np.array([d.shape[1] for d in mats], dtype=np.int64)
     tot, lrc, lcr = np.empty(len(mats)), np.empty(len(mats), dtype=np.int64), np.empty(len(mats), dtype=np.int64)
     dtw_block(batch, n_rows, n_cols, tot, lrc, lcr)
     t_tot, t_lrc, t_lcr = batched_dtw(torch.from_numpy(batch), torch.from_numpy(n_rows), torch.from_numpy(n_cols))
@@ -469,11 +482,10 @@ def test_numba_dtw_kernel_matches_torch_and_bruteforce():
     assert (lrc != lcr).any()
 
 
-@needs_numba
-def test_strided_kernel_reads_a_tile_in_place_and_transposed():
+def test_strided_kernel_reads_a_tile_in_place_and_transposed(kernels):
     """dtw_strided on pairs inside one tile (rows in the tile's rows, or in its columns: read transposed) gives the
     bits of dtw_block on the same submatrices copied into a padded batch."""
-    from speechkit.scoring._abx_kernels import dtw_block, dtw_strided
+    dtw_block, dtw_strided = kernels.dtw_block, kernels.dtw_strided
 
     rng = np.random.default_rng(11)
     tile = rng.random((23, 17))

@@ -1,0 +1,214 @@
+"""The CPU kernels of :mod:`speechkit.scoring.abx` compiled from C (``_abx_ckernels.c``), loaded with ctypes.
+
+The same two kernels as :mod:`speechkit.scoring._abx_kernels` (numba), the same computations in the same order,
+so the same bits: :func:`dtw_strided` (and its padded-batch form :func:`dtw_block`) and :func:`count_cells`, with
+the same arguments. What differs is the start: loading this library takes about a millisecond, where numba's
+first kernel call in a process costs 0.3-0.45 s (its typing and lowering registries, and the scipy import it
+makes to find a BLAS) and importing numba another 0.3 s. ``backend="auto"`` uses these kernels where the library
+is built and current, numba's otherwise; ``backend="c"`` requires them.
+
+The library is built next to this file by ``tools/install.sh``, or by hand::
+
+    python -m speechkit.scoring._abx_ckernels --build [--cc gcc]
+
+with ``-O2 -ffp-contract=off`` (no fused multiply-add, no reassociation: IEEE arithmetic in source order). It
+records the sha256 of the source it was built from; a library built from another version of the source is not
+loaded (:func:`load` says why in the log), so an edit of the C file never runs stale code.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from speechkit.scoring._abx_threads import run_tasks  # noqa: F401 - the pool both kernel sets use
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("_abx_ckernels.c")
+LIBRARY = Path(__file__).with_name("libspeechkit_abx.so")  # not "<module>.so": Python would import that
+CFLAGS = ("-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math", "-std=c99")
+
+_LOCK = threading.Lock()
+_STATE: dict[str, object] = {}  # "lib": the loaded CDLL or None, "why": the reason it is None
+
+
+def source_hash() -> str:
+    """sha256 (hex) of ``_abx_ckernels.c`` as it is now."""
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+
+
+def build(cc: str | None = None, out: Path = LIBRARY) -> Path:
+    """Compile ``_abx_ckernels.c`` into the shared library ``out`` (written atomically: a failed build leaves an
+    existing library as it was) and check that it loads and matches the source. Returns ``out``.
+
+    Raises:
+        RuntimeError: no C compiler (``cc``, ``$CC``, ``gcc`` or ``clang``), the compiler's error (its output
+            quoted), or a library that does not load.
+    """
+    cc = cc or os.environ.get("CC") or next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+    if cc is None or shutil.which(cc) is None:
+        raise RuntimeError(f"no C compiler found (tried {cc or 'cc, gcc, clang'}; set CC)")
+    out = Path(out)
+    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    try:
+        cmd = [cc, *CFLAGS, f'-DSK_SOURCE_HASH="{source_hash()}"', str(SOURCE), "-o", tmp, "-lm"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr.strip()}")
+        lib = ctypes.CDLL(os.path.abspath(tmp))
+        lib.sk_source_hash.restype = ctypes.c_char_p
+        if lib.sk_source_hash().decode() != source_hash():
+            raise RuntimeError(f"{tmp}: built library does not report the source's hash")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    with _LOCK:
+        _STATE.clear()  # the next load() sees the new library
+    return out
+
+
+def load() -> ctypes.CDLL | None:
+    """The library (loaded once per process), or None where it is missing, does not load, or was built from
+    another version of the source (the reason logged at debug level, and in :func:`why_not`)."""
+    with _LOCK:
+        if "lib" in _STATE:
+            return _STATE["lib"]  # type: ignore[return-value]
+        lib, why = None, ""
+        if not LIBRARY.exists():
+            why = f"{LIBRARY} is not built (python -m speechkit.scoring._abx_ckernels --build)"
+        else:
+            try:
+                cand = ctypes.CDLL(str(LIBRARY))
+                cand.sk_source_hash.restype = ctypes.c_char_p
+                if cand.sk_source_hash().decode() != source_hash():
+                    why = f"{LIBRARY} was built from another version of {SOURCE.name}: rebuild it"
+                else:
+                    lib = cand
+            except (OSError, AttributeError) as e:
+                why = f"{LIBRARY} does not load ({e})"
+        if lib is not None:
+            i64, f64 = np.ctypeslib.ndpointer(np.int64, flags="C"), np.ctypeslib.ndpointer(np.float64, flags="C")
+            lib.sk_dtw_strided.argtypes = [f64, i64, i64, i64, i64, i64, ctypes.c_int64, f64, i64, i64]
+            lib.sk_dtw_strided.restype = ctypes.c_int
+            lib.sk_count_cells.argtypes = [ctypes.c_int64, ctypes.c_int64, f64] + [i64] * 9 + [ctypes.c_int64, i64,
+                                                                                                 i64]
+            lib.sk_count_cells.restype = ctypes.c_int
+            lib.sk_sort_doubles.argtypes = [f64, ctypes.c_int64]
+            lib.sk_sort_doubles.restype = None
+        else:
+            logger.debug("ABX C kernels not used: %s", why)
+        _STATE.update(lib=lib, why=why)
+        return lib
+
+
+def why_not() -> str:
+    """Why :func:`load` returns None ("" where it loads)."""
+    load()
+    return str(_STATE.get("why", ""))
+
+
+def available() -> bool:
+    return load() is not None
+
+
+def _lib() -> ctypes.CDLL:
+    lib = load()
+    if lib is None:
+        raise RuntimeError(f"the ABX C kernels are not available: {why_not()}")
+    return lib
+
+
+def _check(name: str, rc: int) -> None:
+    if rc != 0:
+        raise MemoryError(f"{name}: out of memory for its work buffers")
+
+
+def dtw_strided(flat, base, row_stride, col_stride, n_rows, n_cols, total, len_rc, len_cr) -> None:
+    """:func:`speechkit.scoring._abx_kernels.dtw_strided` (same arguments, same outputs, the same bits). Every
+    array C-contiguous: ``flat``, ``total`` float64, the others int64 (ctypes raises ``ArgumentError`` otherwise).
+
+    Raises:
+        ValueError: the per-pair arrays differ in length, or a pair's entries lie outside ``flat``.
+        MemoryError: no memory for the two rows of work.
+    """
+    bsz = len(base)
+    if not all(len(a) == bsz for a in (row_stride, col_stride, n_rows, n_cols, total, len_rc, len_cr)):
+        raise ValueError("dtw_strided: the per-pair arrays differ in length")
+    if bsz == 0:
+        return
+    if (n_rows < 1).any() or (n_cols < 1).any():
+        raise ValueError("dtw_strided: a token of no frame")
+    last = base + (n_rows - 1) * row_stride + (n_cols - 1) * col_stride
+    if base.min() < 0 or last.max() >= len(flat) or (last < 0).any():
+        raise ValueError("dtw_strided: a pair's frame distances lie outside flat")
+    _check("dtw_strided", _lib().sk_dtw_strided(flat, base, row_stride, col_stride, n_rows, n_cols, bsz, total,
+                                                 len_rc, len_cr))
+
+
+def dtw_block(dist, n_rows, n_cols, total, len_rc, len_cr) -> None:
+    """:func:`dtw_strided` of a padded batch: ``dist`` (B, N, M) float64, C-contiguous; same outputs."""
+    bsz, nmax, mmax = dist.shape
+    base = np.arange(bsz, dtype=np.int64) * (nmax * mmax)
+    dtw_strided(dist.reshape(-1), base, np.full(bsz, mmax, dtype=np.int64), np.ones(bsz, dtype=np.int64),
+                np.ascontiguousarray(n_rows, dtype=np.int64), np.ascontiguousarray(n_cols, dtype=np.int64), total,
+                len_rc, len_cr)
+
+
+def count_cells(g0, g1, dflat, ctx_off, ctx_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr, x_pool, x_cell, within, wins,
+                ties) -> None:
+    """:func:`speechkit.scoring._abx_kernels.count_cells` (same arguments; adds to ``wins`` and ``ties``). Arrays
+    C-contiguous, ``dflat`` float64, the others int64; the indices are trusted (abx_error builds them).
+
+    Raises:
+        MemoryError: no memory for the sort buffer.
+    """
+    if g1 <= g0:
+        return
+    _check("count_cells", _lib().sk_count_cells(g0, g1, dflat, ctx_off, ctx_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr,
+                                                 x_pool, x_cell, int(bool(within)), wins, ties))
+
+
+def sort_doubles(values: np.ndarray) -> None:
+    """Sort a C-contiguous float64 array in place with the kernel's sort (NaN last, as numpy): for tests."""
+    _lib().sk_sort_doubles(values, len(values))
+
+
+def warm_up_in_background() -> None:
+    """Nothing to warm up (numba's kernels load in a thread; these are loaded): None, which abx_error skips."""
+    return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m speechkit.scoring._abx_ckernels",
+                                 description="Build (or check) the ABX C kernels next to their source.")
+    ap.add_argument("--build", action="store_true", help="compile the library (else: say whether it is usable)")
+    ap.add_argument("--cc", default=None, help="C compiler (default: $CC, cc, gcc or clang)")
+    args = ap.parse_args(argv)
+    if args.build:
+        try:
+            print(f"built {build(args.cc)}")
+        except RuntimeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+    if not available():
+        print(f"not usable: {why_not()}", file=sys.stderr)
+        return 1
+    print(f"usable: {LIBRARY} (source sha256 {source_hash()[:12]})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
