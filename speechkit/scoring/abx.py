@@ -129,6 +129,8 @@ _CPU_NS_PER_TRIPLET = 10.0
 # contexts of fewer tokens find their needed pairs on the CPU whatever the device, and within speakers with one
 # mask over all their tokens (a larger one: one speaker's block at a time)
 _DEVICE_PAIRS_MIN_TOKENS = 512
+# a context of fewer tokens than _DEVICE_PAIRS_MIN_TOKENS finds its needed pairs in numpy on the CPU (the same pairs)
+_SMALL_PAIRS_IN_NUMPY = True
 # a needed-pair mask of fewer elements is built on one thread (_torch_threads)
 _THREADED_MASK_ELEMENTS = 1 << 22
 _EXACT_EPS = 1e-9  # frames: float error allowed when placing a time on the frame grid (exact_times)
@@ -1532,8 +1534,12 @@ def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str,
     Returns ``(u, v)``: ``(P,)`` int64 tensors on ``device`` (row-major order of the token x token mask, which
     is built there: on CUDA the ``N x N`` masks of a large context never touch the host).
     """
-    ph = torch.from_numpy(np.unique(np.asarray(phones), return_inverse=True)[1].reshape(-1).astype(np.int64))
-    sp = torch.from_numpy(np.unique(np.asarray(speakers), return_inverse=True)[1].reshape(-1).astype(np.int64))
+    ph_np = np.unique(np.asarray(phones), return_inverse=True)[1].reshape(-1).astype(np.int64)
+    sp_np = np.unique(np.asarray(speakers), return_inverse=True)[1].reshape(-1).astype(np.int64)
+    if device.type == "cpu" and len(ph_np) < _DEVICE_PAIRS_MIN_TOKENS and _SMALL_PAIRS_IN_NUMPY:
+        u, v = _needed_pairs_small(ph_np, sp_np, mode)
+        return torch.from_numpy(u), torch.from_numpy(v)
+    ph, sp = torch.from_numpy(ph_np), torch.from_numpy(sp_np)
     n_ph, n_sp = int(ph.max()) + 1, int(sp.max()) + 1
     cnt = torch.bincount(sp * n_ph + ph, minlength=n_sp * n_ph).view(n_sp, n_ph).to(device)
     ph, sp = ph.to(device), sp.to(device)
@@ -1562,6 +1568,26 @@ def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str,
     return u, v
 
 
+def _needed_pairs_small(ph: np.ndarray, sp: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_needed_pairs` of a small context in numpy (its many small torch operations cost ~4x more): ``ph``,
+    ``sp`` (W,) int64 phone and speaker codes (0 .. n-1); the same pairs in the same order, as (P,) int64 arrays."""
+    n_ph, n_sp = int(ph.max()) + 1, int(sp.max()) + 1
+    cnt = np.bincount(sp * n_ph + ph, minlength=n_sp * n_ph).reshape(n_sp, n_ph)
+    has_b = (cnt > 0).sum(1)[sp] - (cnt[sp, ph] > 0) > 0  # the token's speaker has another phone: B tokens exist
+    same_ph = ph[:, None] == ph[None, :]
+    same_sp = sp[:, None] == sp[None, :]
+    if mode == "within":
+        ax = same_ph & same_sp & has_b[:, None]
+        np.fill_diagonal(ax, False)
+        bx = ~same_ph & same_sp & (cnt >= 2)[sp[:, None], ph[None, :]]  # two tokens of X's phone: A != X
+    else:
+        ax = same_ph & ~same_sp & has_b[:, None]
+        bx = ~same_ph & ~same_sp & (cnt > 0)[sp[:, None], ph[None, :]]  # B's speaker has X's phone
+    need = ax | bx
+    u, v = np.nonzero(np.triu(need | need.T, 1))
+    return u.astype(np.int64), v.astype(np.int64)
+
+
 def _within_block(ph: torch.Tensor, has_b: torch.Tensor, cnt_spk: torch.Tensor | None = None,
                   sp: torch.Tensor | None = None, cnt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`_needed_pairs` within speakers: the pairs ``u < v`` of one speaker's tokens (phones ``ph``, B tokens
@@ -1587,32 +1613,41 @@ def _enumerate_cells(context: int, groups: Mapping[str, Mapping[str, list[int]]]
     array per phone and speaker, one X set per A phone and speaker): read-only."""
     cells = []
     phones = sorted(groups)
-    arrays = {p: {s: np.asarray(idx, dtype=np.int64) for s, idx in groups[p].items()} for p in phones}
+    arrays: dict[tuple[str, str], np.ndarray] = {}  # (phone, speaker) -> its tokens, made when a cell needs them
+
+    def tokens(p: str, s: str) -> np.ndarray:
+        arr = arrays.get((p, s))
+        if arr is None:
+            arr = arrays[p, s] = np.asarray(groups[p][s], dtype=np.int64)
+        return arr
+
     one_group = np.zeros(1, dtype=np.int64)
     for p1 in phones:
-        g1 = arrays[p1]
+        g1 = groups[p1]
         spk1 = sorted(g1)
+        # no cell with A's phone p1: across, a single speaker has it (no X); within, none has it twice
+        if (len(spk1) < 2) if mode == "across" else all(len(g1[s]) < 2 for s in spk1):
+            continue
         x_sets = {}  # A/B speaker -> (X speakers, X tokens grouped by speaker, start of each group): across only
         if mode == "across":
             for s in spk1:
                 xs = [sx for sx in spk1 if sx != s]
-                if xs:
-                    starts = np.cumsum([0] + [len(g1[sx]) for sx in xs[:-1]]).astype(np.int64)
-                    x_sets[s] = (xs, np.concatenate([g1[sx] for sx in xs]), starts)
+                starts = np.cumsum([0] + [len(g1[sx]) for sx in xs[:-1]]).astype(np.int64)
+                x_sets[s] = (xs, np.concatenate([tokens(p1, sx) for sx in xs]), starts)
         for p2 in phones:
             if p1 == p2:
                 continue
-            g2 = arrays[p2]
+            g2 = groups[p2]
             for s in spk1:
                 if s not in g2:
                     continue
-                a, b = g1[s], g2[s]
                 if mode == "within":
-                    if len(a) >= 2:
-                        cells.append(_CellGroup(context, p1, p2, s, a, b, a, [s], one_group))
-                elif s in x_sets:
+                    if len(g1[s]) >= 2:
+                        a = tokens(p1, s)
+                        cells.append(_CellGroup(context, p1, p2, s, a, tokens(p2, s), a, [s], one_group))
+                else:
                     xs, x, starts = x_sets[s]
-                    cells.append(_CellGroup(context, p1, p2, s, a, b, x, xs, starts))
+                    cells.append(_CellGroup(context, p1, p2, s, tokens(p1, s), tokens(p2, s), x, xs, starts))
     return cells
 
 

@@ -1237,3 +1237,23 @@ def test_cli_device_errors_are_one_line_naming_the_option(tmp_path, capsys):
         assert score_abx_cli.main(base + ["--device", dev]) == 1
         err = capsys.readouterr().err
         assert err.startswith(f"speechkit-score-abx: error: {msg}") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("mode", ["across", "within"])
+def test_needed_pairs_of_small_contexts_in_numpy_are_torchs(mode, monkeypatch):
+    """A context under _DEVICE_PAIRS_MIN_TOKENS tokens finds its pairs in numpy (_needed_pairs_small): the pairs
+    the torch masks find, in the same order, on random contexts (1-60 tokens, 1-4 speakers, 1-5 phones)."""
+    rng = np.random.default_rng(8)
+    for _ in range(60):
+        n = int(rng.integers(1, 61))
+        phones = [f"p{k}" for k in rng.integers(0, int(rng.integers(1, 6)), size=n)]
+        speakers = [f"s{k}" for k in rng.integers(0, int(rng.integers(1, 5)), size=n)]
+        small = abx_module._needed_pairs(phones, speakers, mode)
+        with monkeypatch.context() as m:
+            m.setattr(abx_module, "_SMALL_PAIRS_IN_NUMPY", False)  # the torch masks of the whole context
+            masks = abx_module._needed_pairs(phones, speakers, mode)
+            m.setattr(abx_module, "_DEVICE_PAIRS_MIN_TOKENS", 1)  # within: one speaker's block at a time
+            blocks = abx_module._needed_pairs(phones, speakers, mode)
+        assert small[0].dtype == torch.int64 and len(small[0]) == len(small[1])
+        assert small[0].tolist() == masks[0].tolist() and small[1].tolist() == masks[1].tolist()
+        assert sorted(zip(*[t.tolist() for t in small])) == sorted(zip(*[t.tolist() for t in blocks]))
