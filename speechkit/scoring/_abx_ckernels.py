@@ -53,14 +53,17 @@ def build(cc: str | None = None, out: Path = LIBRARY) -> Path:
     existing library as it was) and check that it loads and matches the source. Returns ``out``.
 
     Raises:
-        RuntimeError: no C compiler (``cc``, ``$CC``, ``gcc`` or ``clang``), the compiler's error (its output
-            quoted), or a library that does not load.
+        RuntimeError: no C compiler (``cc``, ``$CC``, ``gcc`` or ``clang``), ``out``'s folder not writable, the
+            compiler's error (its output quoted), or a library that does not load.
     """
     cc = cc or os.environ.get("CC") or next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
     if cc is None or shutil.which(cc) is None:
         raise RuntimeError(f"no C compiler found (tried {cc or 'cc, gcc, clang'}; set CC)")
     out = Path(out)
-    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
+    except OSError as e:
+        raise RuntimeError(f"cannot write the library next to {out}: {e}") from None
     os.close(fd)
     try:
         cmd = [cc, *CFLAGS, f'-DSK_SOURCE_HASH="{source_hash()}"', str(SOURCE), "-o", tmp, "-lm"]

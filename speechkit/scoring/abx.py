@@ -77,8 +77,8 @@ a compiled kernel on the CPU (C, :mod:`speechkit.scoring._abx_ckernels`, built b
 loads in a millisecond; else numba's, :mod:`speechkit.scoring._abx_kernels`, whose start costs 0.3-0.45 s in a
 fresh process; the same bits), a Triton kernel on CUDA
 (:mod:`speechkit.scoring._abx_triton`, one program per pair) or the anti-diagonal recursion as torch
-vector operations (:func:`batched_dtw`: without compiled kernels or triton, or ``backend="torch"``). Each cell's triplets
-are counted by sorting its ``d(B, X)`` once per X and placing every ``d(A, X)`` among them by binary
+vector operations (:func:`batched_dtw`: without compiled kernels or triton, or ``backend="torch"``). Each cell's
+triplets are counted by sorting its ``d(B, X)`` once per X and placing every ``d(A, X)`` among them by binary
 search. On the CPU, ``num_threads`` threads take batches and cell groups from one queue, so a
 thread on a busy core takes fewer (torch's and OpenMP's static splits wait for the slowest thread at
 every step). The backends give the same bits, except that a tile's matrix product may round a frame
@@ -101,6 +101,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from speechkit.scoring import _abx_ckernels
 from speechkit.scoring.abx_items import Item
 from speechkit.utils.fileio import DataError
 from speechkit.utils.perf import gc_paused
@@ -777,7 +778,9 @@ def abx_error(
             use_numba, count_numba = _resolve_backend(backend, dev)
         small = False
         if count_numba and backend == "auto" and not _KERNELS_USED and tiny:
-            use_numba = count_numba = False  # a small task: the torch path costs less than loading the kernels (~1 s)
+            # a small task: the torch path costs less than loading numba's kernels (0.3-0.45 s), and C's do no
+            # better on it (by-context tasks of 18-1270 pairs: within 2 %)
+            use_numba = count_numba = False
             small = True  # and one thread: torch's pool costs more than it gives on small ops (far more on a busy core)
         kernels = _load_kernels(backend) if count_numba else None
         if kernels is None:
@@ -855,8 +858,8 @@ def abx_error(
             to_block = (np.concatenate(local), tok_start)
         else:
             to_block = None
-        wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(cells, dflat, g_block[:, 0].copy(), g_block[:, 1].copy(),
-                                                                     to_block, mode, kernels, n_threads)
+        wins, ties, cell_n, cell_group, cell_spk_x = _count_triplets(
+            cells, dflat, g_block[:, 0].copy(), g_block[:, 1].copy(), to_block, mode, kernels, n_threads)
         del dflat
         score = (wins + 0.5 * ties) / cell_n
         return _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize,
@@ -969,8 +972,6 @@ def _resolve_backend(backend: str, dev: torch.device) -> tuple[bool, bool]:
     if backend in ("c", "numba") and dev.type != "cpu":
         raise ValueError(f"backend '{backend}' runs on the CPU, not on {dev}")
     if backend == "c":
-        from speechkit.scoring import _abx_ckernels
-
         if not _abx_ckernels.available():
             raise ValueError(f"backend 'c': {_abx_ckernels.why_not()}")
         return True, True
@@ -979,26 +980,14 @@ def _resolve_backend(backend: str, dev: torch.device) -> tuple[bool, bool]:
             raise ValueError("backend 'triton' needs triton (shipped with CUDA builds of torch)")
         if dev.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
             raise ValueError(f"backend 'triton' runs on CUDA (or on the CPU under TRITON_INTERPRET=1), not on {dev}")
-    if importlib.util.find_spec("numba") is None and (backend == "numba" or not _c_kernels_available()):
+    if importlib.util.find_spec("numba") is None and (backend == "numba" or not _abx_ckernels.available()):
         # numba is imported later, only when used (it costs about 0.5 s)
         if backend == "numba":
             raise ValueError("backend 'numba' needs numba, which is not installed")
         logger.warning("neither the C kernels (%s) nor numba: ABX uses the slower torch DTW and numpy counting",
-                       _abx_ckernels_why())
+                       _abx_ckernels.why_not())
         return False, False
     return dev.type == "cpu" and backend != "triton", True
-
-
-def _abx_ckernels_why() -> str:
-    from speechkit.scoring import _abx_ckernels
-
-    return _abx_ckernels.why_not()
-
-
-def _c_kernels_available() -> bool:
-    from speechkit.scoring import _abx_ckernels
-
-    return _abx_ckernels.available()
 
 
 def _device_dtw(backend: str, dev: torch.device) -> Callable:
@@ -1040,8 +1029,6 @@ def _load_kernels(backend: str):
         ValueError: the C library is not usable under ``backend="c"``, numba's kernels do not import under
             ``backend="numba"``.
     """
-    from speechkit.scoring import _abx_ckernels
-
     if backend == "c":
         if not _abx_ckernels.available():
             raise ValueError(f"backend 'c': {_abx_ckernels.why_not()}")

@@ -13,7 +13,7 @@ import speechkit.scoring._abx_ckernels as C
 import speechkit.scoring.abx as abx_module
 from speechkit.scoring.abx import abx_error
 
-from test_abx import MODES, synthetic  # test/unit/scoring is on sys.path (pytest rootdir imports), as in test_abx_report
+from test_abx import MODES, synthetic  # test/unit/scoring is on sys.path (rootdir imports), as in test_abx_report
 
 needs_c = pytest.mark.skipif(not C.available(), reason=f"needs the C kernels: {C.why_not()}")
 needs_cc = pytest.mark.skipif(not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="needs a C compiler")
@@ -149,6 +149,8 @@ def test_failed_build_leaves_the_library_as_it_was(tmp_path):
     assert out.read_bytes() == b"the previous build" and [p.name for p in tmp_path.iterdir()] == ["lib.so"]
     with pytest.raises(RuntimeError, match="no C compiler"):
         C.build(cc="no-such-compiler-anywhere", out=out)
+    with pytest.raises(RuntimeError, match="cannot write the library next to"):
+        C.build(cc=shutil.which("false") or "false", out=tmp_path / "no-such-folder" / "lib.so")
 
 
 @needs_c
