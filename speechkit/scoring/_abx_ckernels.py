@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from speechkit.scoring._abx_threads import run_tasks  # noqa: F401 - the pool both kernel sets use
+from speechkit.scoring._abx_threads import padded_dtw, run_tasks  # noqa: F401 - run_tasks: the pool both sets use
 
 logger = logging.getLogger(__name__)
 
@@ -66,14 +66,14 @@ def build(cc: str | None = None, out: Path = LIBRARY) -> Path:
         raise RuntimeError(f"cannot write the library next to {out}: {e}") from None
     os.close(fd)
     try:
-        cmd = [cc, *CFLAGS, f'-DSK_SOURCE_HASH="{source_hash()}"', str(SOURCE), "-o", tmp, "-lm"]
+        want = source_hash()
+        cmd = [cc, *CFLAGS, f'-DSK_SOURCE_HASH="{want}"', str(SOURCE), "-o", tmp, "-lm"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr.strip()}")
-        lib = ctypes.CDLL(os.path.abspath(tmp))
-        lib.sk_source_hash.restype = ctypes.c_char_p
-        if lib.sk_source_hash().decode() != source_hash():
-            raise RuntimeError(f"{tmp}: built library does not report the source's hash")
+        lib, why = _open(Path(os.path.abspath(tmp)), want)
+        if lib is None:
+            raise RuntimeError(why)
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
@@ -89,19 +89,10 @@ def load() -> ctypes.CDLL | None:
     with _LOCK:
         if "lib" in _STATE:
             return _STATE["lib"]  # type: ignore[return-value]
-        lib, why = None, ""
         if not LIBRARY.exists():
-            why = f"{LIBRARY} is not built (python -m speechkit.scoring._abx_ckernels --build)"
+            lib, why = None, f"{LIBRARY} is not built (python -m speechkit.scoring._abx_ckernels --build)"
         else:
-            try:
-                cand = ctypes.CDLL(str(LIBRARY))
-                cand.sk_source_hash.restype = ctypes.c_char_p
-                if cand.sk_source_hash().decode() != source_hash():
-                    why = f"{LIBRARY} was built from another version of {SOURCE.name}: rebuild it"
-                else:
-                    lib = cand
-            except (OSError, AttributeError) as e:
-                why = f"{LIBRARY} does not load ({e})"
+            lib, why = _open(LIBRARY, source_hash())
         if lib is not None:
             i64, f64 = np.ctypeslib.ndpointer(np.int64, flags="C"), np.ctypeslib.ndpointer(np.float64, flags="C")
             lib.sk_dtw_strided.argtypes = [f64, i64, i64, i64, i64, i64, ctypes.c_int64, f64, i64, i64]
@@ -115,6 +106,20 @@ def load() -> ctypes.CDLL | None:
             logger.debug("ABX C kernels not used: %s", why)
         _STATE.update(lib=lib, why=why)
         return lib
+
+
+def _open(path: Path, want: str) -> tuple[ctypes.CDLL | None, str]:
+    """``(library, "")`` where ``path`` loads and was built from the source of sha256 ``want``, else
+    ``(None, why)``."""
+    try:
+        lib = ctypes.CDLL(str(path))
+        lib.sk_source_hash.restype = ctypes.c_char_p
+        built_from = lib.sk_source_hash().decode()
+    except (OSError, AttributeError) as e:
+        return None, f"{path} does not load ({e})"
+    if built_from != want:
+        return None, f"{path} was built from another version of {SOURCE.name}: rebuild it"
+    return lib, ""
 
 
 def why_not() -> str:
@@ -163,11 +168,7 @@ def dtw_strided(flat, base, row_stride, col_stride, n_rows, n_cols, total, len_r
 
 def dtw_block(dist, n_rows, n_cols, total, len_rc, len_cr) -> None:
     """:func:`dtw_strided` of a padded batch: ``dist`` (B, N, M) float64, C-contiguous; same outputs."""
-    bsz, nmax, mmax = dist.shape
-    base = np.arange(bsz, dtype=np.int64) * (nmax * mmax)
-    dtw_strided(dist.reshape(-1), base, np.full(bsz, mmax, dtype=np.int64), np.ones(bsz, dtype=np.int64),
-                np.ascontiguousarray(n_rows, dtype=np.int64), np.ascontiguousarray(n_cols, dtype=np.int64), total,
-                len_rc, len_cr)
+    padded_dtw(dtw_strided, dist, n_rows, n_cols, total, len_rc, len_cr)
 
 
 def count_cells(g0, g1, dflat, ctx_off, ctx_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr, x_pool, x_cell, within, wins,

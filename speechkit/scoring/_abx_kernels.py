@@ -26,7 +26,7 @@ import threading
 import numba
 import numpy as np
 
-from speechkit.scoring._abx_threads import run_tasks  # noqa: F401 - the pool both kernel sets use
+from speechkit.scoring._abx_threads import padded_dtw, run_tasks  # noqa: F401 - run_tasks: the pool both sets use
 
 
 def _jit(fn):
@@ -123,10 +123,7 @@ def dtw_strided(flat, base, row_stride, col_stride, n_rows, n_cols, total, len_r
 
 def dtw_block(dist, n_rows, n_cols, total, len_rc, len_cr) -> None:
     """:func:`dtw_strided` of a padded batch: ``dist`` (B, N, M) float64, C-contiguous; same outputs."""
-    bsz, nmax, mmax = dist.shape
-    base = np.arange(bsz, dtype=np.int64) * (nmax * mmax)
-    dtw_strided(dist.reshape(-1), base, np.full(bsz, mmax, dtype=np.int64), np.ones(bsz, dtype=np.int64),
-                n_rows, n_cols, total, len_rc, len_cr)
+    padded_dtw(dtw_strided, dist, n_rows, n_cols, total, len_rc, len_cr)
 
 
 @_jit

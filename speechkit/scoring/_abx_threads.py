@@ -1,11 +1,14 @@
-"""The thread pool of the compiled ABX kernels (numba's and C's): many small tasks taken by ``n`` threads from one
-queue. A thread on a busy core simply takes fewer tasks, where a static split (OpenMP's, torch's intra-op pool)
-waits for the slowest thread at every barrier. The kernels release the GIL (numba's ``nogil``, ctypes' calls)."""
+"""What both sets of compiled ABX kernels (numba's and C's) share: the thread pool (:func:`run_tasks`: many small
+tasks taken by ``n`` threads from one queue; a thread on a busy core simply takes fewer tasks, where a static split
+(OpenMP's, torch's intra-op pool) waits for the slowest thread at every barrier; the kernels release the GIL:
+numba's ``nogil``, ctypes' calls) and the padded-batch form of their DTW (:func:`padded_dtw`)."""
 from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
+
+import numpy as np
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
@@ -47,3 +50,13 @@ def run_tasks(fn: Callable[[object], None], tasks: Sequence | Iterable, n_thread
 
 
 _DONE = object()
+
+
+def padded_dtw(dtw_strided: Callable, dist, n_rows, n_cols, total, len_rc, len_cr) -> None:
+    """``dtw_strided`` (either kernel set's) of a padded batch: ``dist`` (B, N, M) float64, C-contiguous, pair
+    ``b``'s entries ``dist[b, :n_rows[b], :n_cols[b]]``; the same outputs (``total``, ``len_rc``, ``len_cr``)."""
+    bsz, nmax, mmax = dist.shape
+    base = np.arange(bsz, dtype=np.int64) * (nmax * mmax)
+    dtw_strided(dist.reshape(-1), base, np.full(bsz, mmax, dtype=np.int64), np.ones(bsz, dtype=np.int64),
+                np.ascontiguousarray(n_rows, dtype=np.int64), np.ascontiguousarray(n_cols, dtype=np.int64), total,
+                len_rc, len_cr)

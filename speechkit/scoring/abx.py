@@ -715,16 +715,16 @@ def abx_error(
             mem = members.setdefault(it.context, [])
             tree.setdefault(it.context, {}).setdefault(it.phone, {}).setdefault(it.speaker, []).append(len(mem))
             mem.append(k)
-        ctx_cells = []  # (context, its groups, its cell groups), for the contexts with a cell
+        ctx_cells = []  # (context, its cell groups, its tokens per speaker), for the contexts with a cell
         for ctx, groups in tree.items():
             if len(groups) >= 2:
                 new_cells = _enumerate_cells(len(ctx_cells), groups, mode)
                 if new_cells:
-                    ctx_cells.append((ctx, groups, new_cells))
+                    ctx_cells.append((ctx, new_cells, _speaker_counts(groups)))
         if not ctx_cells:
             raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
-        n_upper = sum(len(c.a) * len(c.b) * len(c.x) for _, _, cs in ctx_cells for c in cs)  # A = X ones included
-        n_bound = sum(_pairs_bound(groups, mode) for _, groups, _ in ctx_cells)  # >= the DTW pairs
+        n_upper = sum(len(c.a) * len(c.b) * len(c.x) for _, cs, _ in ctx_cells for c in cs)  # A = X ones included
+        n_bound = sum(_pairs_bound(counts, mode) for _, _, counts in ctx_cells)  # >= the DTW pairs
         if backend == "auto" and dev.type == "cuda" and _on_cpu_anyway(n_bound, lengths, n_upper, n_req):
             # decided before CUDA is touched (its context costs ~0.3 s): see the same test below, on the real pairs
             dev = torch.device("cpu")
@@ -742,13 +742,13 @@ def abx_error(
         blocks: list[dict[str, tuple[int, int]]] = []  # per context: speaker (within) or "" -> (offset, width)
         local: list[np.ndarray] = []  # within: per context, each token's index inside its speaker's block
         ctx_size = 0
-        for ctx, groups, new_cells in ctx_cells:
+        for ctx, new_cells, per_speaker in ctx_cells:
             mem = np.asarray(members[ctx], dtype=np.int64)
             cells.extend(new_cells)
             w = len(mem)
             mask_dev = pair_dev if w >= _DEVICE_PAIRS_MIN_TOKENS else torch.device("cpu")
             # one speaker's block at a time within speakers
-            side = max(_speaker_counts(groups).values()) if mode == "within" and w >= _DEVICE_PAIRS_MIN_TOKENS else w
+            side = max(per_speaker.values()) if mode == "within" and w >= _DEVICE_PAIRS_MIN_TOKENS else w
             speakers = [kept[k].speaker for k in mem]
             with _torch_threads(n_req if side * side >= _THREADED_MASK_ELEMENTS else 1):
                 u, v = _needed_pairs([kept[k].phone for k in mem], speakers, mode, mask_dev)
@@ -875,11 +875,11 @@ def _on_cpu_anyway(n_pairs: int, lengths: np.ndarray, n_triplets: int, n_threads
             or _cpu_seconds(n_pairs, lengths, n_triplets, n_threads) < _CUDA_MIN_CPU_SECONDS)
 
 
-def _pairs_bound(groups: Mapping[str, Mapping[str, list[int]]], mode: str) -> int:
-    """An upper bound of the DTW pairs :func:`_needed_pairs` finds in one context (``groups``: phone -> speaker ->
-    tokens): every pair of its tokens of one speaker (``within``: A, B and X share it) or of two (``across``: X is
-    of another speaker than A and B), without looking at their phones."""
-    per_speaker = _speaker_counts(groups).values()
+def _pairs_bound(per_speaker: Mapping[str, int], mode: str) -> int:
+    """An upper bound of the DTW pairs :func:`_needed_pairs` finds in one context of ``per_speaker[s]`` tokens of
+    speaker ``s`` (:func:`_speaker_counts`): every pair of its tokens of one speaker (``within``: A, B and X share
+    it) or of two (``across``: X is of another speaker than A and B), without looking at their phones."""
+    per_speaker = per_speaker.values()
     same = sum(n * (n - 1) // 2 for n in per_speaker)
     if mode == "within":
         return same
@@ -1026,15 +1026,10 @@ def _load_kernels(backend: str):
     under ``numba`` and otherwise. None (with a warning) where neither loads under ``auto`` / ``triton``.
 
     Raises:
-        ValueError: the C library is not usable under ``backend="c"``, numba's kernels do not import under
-            ``backend="numba"``.
+        ValueError: numba's kernels do not import under ``backend="numba"``.
     """
-    if backend == "c":
-        if not _abx_ckernels.available():
-            raise ValueError(f"backend 'c': {_abx_ckernels.why_not()}")
-        return _abx_ckernels
-    if backend != "numba" and _abx_ckernels.available():
-        return _abx_ckernels
+    if backend == "c" or (backend != "numba" and _abx_ckernels.available()):
+        return _abx_ckernels  # under "c", _resolve_backend has checked that it loads
     try:
         from speechkit.scoring import _abx_kernels
     except Exception as e:  # noqa: BLE001 - ImportError, or numba failing to initialise
