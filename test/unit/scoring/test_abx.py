@@ -530,11 +530,16 @@ def test_make_tiles_by_hand():
     assert tile_of.tolist() == [0, 1, 1] and tile_start.tolist() == [0, 20, 26]
 
 
-@pytest.mark.parametrize("n_tiles,n_pairs", [(40, 3000), (600, 250_000), (5000, 60_000)])
-def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs):
+@pytest.mark.parametrize("n_tiles,n_pairs,chunk", [(40, 3000, None), (40, 3000, 7), (600, 250_000, None),
+                                                   (600, 250_000, 30_000), (5000, 60_000, None),
+                                                   (5000, 60_000, 999)])
+def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs, chunk, monkeypatch):
     """_tile_tasks against a per-pair reckoning: a pair is dense iff its tile pair's frame pairs fill a quarter of
-    it; each task holds exactly the dense pairs of its tile pair. Sizes cover the look-up table, more than 2^16
-    dense tile pairs (two radix passes) and more than 4096 tiles (np.unique)."""
+    it; each task holds exactly the dense pairs of its tile pair, in increasing order; the others are the sparse
+    ones, in increasing order. Sizes cover the look-up table, more than 2^16 dense tile pairs (a stable sort of
+    int64 ranks) and more than 1024 tiles (keys sorted per chunk); chunks of a few pairs, cut anywhere."""
+    if chunk is not None:
+        monkeypatch.setattr(abx_module, "_TILE_CHUNK", chunk)
     rng = np.random.default_rng(n_tiles)
     many = n_tiles == 600  # one one-frame token per tile: every tile pair with a pair is dense
     per_tile = np.ones(n_tiles, dtype=np.int64) if many else rng.integers(1, 4, n_tiles)  # tokens per tile
@@ -542,7 +547,7 @@ def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs):
     lengths = np.ones(len(tile_of), dtype=np.int64) if many else rng.integers(1, 4, len(tile_of))
     tile_start = np.concatenate([[0], np.cumsum(np.bincount(tile_of, weights=lengths).astype(np.int64))])
     rows, cols = rng.integers(0, len(tile_of), (2, n_pairs))
-    tasks, dense = abx_module._tile_tasks(rows, cols, lengths, tile_of, tile_start)
+    tasks, dense, sparse = abx_module._tile_tasks(rows, cols, lengths, tile_of, tile_start)
     lo, hi = np.minimum(tile_of[rows], tile_of[cols]), np.maximum(tile_of[rows], tile_of[cols])
     filled = {}
     for a, b, c in zip(lo.tolist(), hi.tolist(), (lengths[rows] * lengths[cols]).tolist()):
@@ -553,9 +558,14 @@ def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs):
         if (a, b) in expect:
             expect[a, b].append(k)
     assert len(tasks) == len(expect)
-    got = {(t[1], t[2]): sorted(dense[t[3]:t[4]].tolist()) for t in tasks}
+    got = {(t[1], t[2]): dense[t[3]:t[4]].tolist() for t in tasks}
     assert got == expect
     assert sorted(dense.tolist()) == sorted(k for v in expect.values() for k in v)
+    is_dense = np.zeros(n_pairs, dtype=bool)
+    is_dense[dense] = True
+    assert sparse.tolist() == np.nonzero(~is_dense)[0].tolist()
+    sizes = [int(np.diff(tile_start)[t[1]] * np.diff(tile_start)[t[2]]) for t in tasks]
+    assert sizes == sorted(sizes, reverse=True)
     if many:
         assert len(tasks) > 1 << 16
 
@@ -1242,7 +1252,8 @@ def test_cli_device_errors_are_one_line_naming_the_option(tmp_path, capsys):
 @pytest.mark.parametrize("mode", ["across", "within"])
 def test_needed_pairs_of_small_contexts_in_numpy_are_torchs(mode, monkeypatch):
     """A context under _DEVICE_PAIRS_MIN_TOKENS tokens finds its pairs in numpy (_needed_pairs_small): the pairs
-    the torch masks find, in the same order, on random contexts (1-60 tokens, 1-4 speakers, 1-5 phones)."""
+    the torch masks find, in the same order, on random contexts (1-60 tokens, 1-4 speakers, 1-5 phones), the masks
+    built whole or (across) a few rows at a time."""
     rng = np.random.default_rng(8)
     for _ in range(60):
         n = int(rng.integers(1, 61))
@@ -1252,8 +1263,12 @@ def test_needed_pairs_of_small_contexts_in_numpy_are_torchs(mode, monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(abx_module, "_SMALL_PAIRS_IN_NUMPY", False)  # the torch masks of the whole context
             masks = abx_module._needed_pairs(phones, speakers, mode)
+            with monkeypatch.context() as m2:  # across: the masks a few rows at a time
+                m2.setattr(abx_module, "_PAIR_MASK_ELEMENTS", int(rng.integers(1, 3 * n + 1)))
+                rows = abx_module._needed_pairs(phones, speakers, mode)
             m.setattr(abx_module, "_DEVICE_PAIRS_MIN_TOKENS", 1)  # within: one speaker's block at a time
             blocks = abx_module._needed_pairs(phones, speakers, mode)
         assert small[0].dtype == torch.int64 and len(small[0]) == len(small[1])
         assert small[0].tolist() == masks[0].tolist() and small[1].tolist() == masks[1].tolist()
+        assert small[0].tolist() == rows[0].tolist() and small[1].tolist() == rows[1].tolist()
         assert sorted(zip(*[t.tolist() for t in small])) == sorted(zip(*[t.tolist() for t in blocks]))
