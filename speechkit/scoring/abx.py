@@ -745,6 +745,11 @@ def abx_error(
         blocks: list[dict[str, tuple[int, int]]] = []  # per context: speaker (within) or "" -> (offset, width)
         local: list[np.ndarray] = []  # within: per context, each token's index inside its speaker's block
         ctx_size = 0
+        # every token's phone and speaker as integer codes in the labels' order, once (not per context)
+        ph_rank = {p: i for i, p in enumerate(sorted({it.phone for it in kept}))}
+        sp_rank = {s: i for i, s in enumerate(sorted({it.speaker for it in kept}))}
+        ph_code = np.array([ph_rank[it.phone] for it in kept], dtype=np.int64)
+        sp_code = np.array([sp_rank[it.speaker] for it in kept], dtype=np.int64)
         for ctx, new_cells, per_speaker in ctx_cells:
             mem = np.asarray(members[ctx], dtype=np.int64)
             cells.extend(new_cells)
@@ -752,16 +757,15 @@ def abx_error(
             mask_dev = pair_dev if w >= _DEVICE_PAIRS_MIN_TOKENS else torch.device("cpu")
             # one speaker's block at a time within speakers
             side = max(per_speaker.values()) if mode == "within" and w >= _DEVICE_PAIRS_MIN_TOKENS else w
-            speakers = [kept[k].speaker for k in mem]
             with _torch_threads(n_req if side * side >= _THREADED_MASK_ELEMENTS else 1):
-                u, v = _needed_pairs([kept[k].phone for k in mem], speakers, mode, mask_dev)
+                u, v = _needed_pairs(ph_code[mem], sp_code[mem], mode, mask_dev)
                 if w == len(kept):  # the context holds every token, in order (members): its indices are theirs
                     pair_g.append((u, v))
                 else:
                     m = torch.from_numpy(mem).to(mask_dev)
                     pair_g.append((m[u], m[v]))  # on mask_dev: moved to pair_dev together below
                 if mode == "within":
-                    loc, tok_off, tok_w, by_speaker, size = _speaker_blocks(speakers)
+                    loc, tok_off, tok_w, by_speaker, size = _speaker_blocks([kept[k].speaker for k in mem])
                     loc_t, off_t, w_t = (torch.from_numpy(a).to(mask_dev) for a in (loc, tok_off, tok_w))
                     base, width, lu, lv = ctx_size + off_t[u], w_t[u], loc_t[u], loc_t[v]
                     if not torch.equal(off_t[u], off_t[v]):
@@ -1527,10 +1531,12 @@ def _replicate_errors_zr2021(pair_id, sa, sx, score, count, n_pairs, n_spk, draw
     return errors
 
 
-def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str,
+def _needed_pairs(phones: Sequence[str] | np.ndarray, speakers: Sequence[str] | np.ndarray, mode: str,
                   device: torch.device = torch.device("cpu")) -> tuple[torch.Tensor, torch.Tensor]:
     """Token pairs ``(u, v)``, ``u < v``, of one context whose distance some triplet needs (the pairs
-    (A, X) and (B, X) of the cells of :func:`_enumerate_cells`), from the tokens' phones and speakers.
+    (A, X) and (B, X) of the cells of :func:`_enumerate_cells`), from the tokens' phones and speakers: labels, or
+    ``(W,)`` non-negative integer codes (numpy) in the labels' order (equal codes for equal labels; within a large
+    context the pairs come one speaker at a time, in that order).
 
     Across: (A, X) when same phone, other speaker, and A's speaker has a token of another phone (a B);
     (B, X) when other phone, other speaker, and B's speaker has a token of X's phone (an A). Within: the
@@ -1539,8 +1545,7 @@ def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str,
     Returns ``(u, v)``: ``(P,)`` int64 tensors on ``device`` (row-major order of the token x token mask, which
     is built there: on CUDA the ``N x N`` masks of a large context never touch the host).
     """
-    ph_np = np.unique(np.asarray(phones), return_inverse=True)[1].reshape(-1).astype(np.int64)
-    sp_np = np.unique(np.asarray(speakers), return_inverse=True)[1].reshape(-1).astype(np.int64)
+    ph_np, sp_np = _codes(phones), _codes(speakers)
     if device.type == "cpu" and len(ph_np) < _DEVICE_PAIRS_MIN_TOKENS and _SMALL_PAIRS_IN_NUMPY:
         u, v = _needed_pairs_small(ph_np, sp_np, mode)
         return torch.from_numpy(u), torch.from_numpy(v)
@@ -1585,6 +1590,17 @@ def _needed_pairs(phones: Sequence[str], speakers: Sequence[str], mode: str,
         empty = torch.zeros(0, dtype=torch.long, device=device)
         return empty, empty
     return _cat_onto(us, device), _cat_onto(vs, device)
+
+
+def _codes(labels: Sequence[str] | np.ndarray) -> np.ndarray:
+    """``(W,)`` int64 codes of ``labels``: an integer numpy array as it is (renumbered 0 .. n-1, in order, where
+    its codes reach past both 255 and ``W``: the count tables are (speakers x phones)), else each distinct label's
+    rank."""
+    if isinstance(labels, np.ndarray) and labels.dtype.kind in "iu":
+        if len(labels) and labels.max() >= max(256, len(labels)):
+            return np.unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        return labels.astype(np.int64, copy=False)
+    return np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _needed_pairs_small(ph: np.ndarray, sp: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:

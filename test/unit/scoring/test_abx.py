@@ -190,6 +190,21 @@ def test_needed_pairs_of_large_contexts_by_speaker_block(mode, monkeypatch):
 
 
 @pytest.mark.parametrize("mode", ["across", "within"])
+@pytest.mark.parametrize("n", [40, 600])
+def test_needed_pairs_from_integer_codes_are_the_labels_pairs(mode, n):
+    """abx_error passes each context's phones and speakers as integer codes of the whole item set (not labels),
+    numbered in the labels' order: the same pairs in the same order, however sparse the numbering (codes past 255
+    are renumbered), for a small context (numpy) and a large one (torch masks; within: one speaker at a time)."""
+    rng = np.random.default_rng(n)
+    ph, sp = rng.integers(0, 6, n), rng.integers(0, 4, n)
+    ref = abx_module._needed_pairs([f"p{k}" for k in ph], [f"s{k}" for k in sp], mode)
+    assert len(ref[0]) > 0
+    for ph_codes, sp_codes in [(ph, sp), (ph * 7 + 3, sp * 2 + 1), (ph * 1000 + 5, sp + 300)]:
+        got = abx_module._needed_pairs(ph_codes, sp_codes, mode)
+        assert got[0].tolist() == ref[0].tolist() and got[1].tolist() == ref[1].tolist()
+
+
+@pytest.mark.parametrize("mode", ["across", "within"])
 def test_small_torch_operations_run_on_one_thread(mode, monkeypatch):
     """abx_error builds needed-pair masks on one torch thread unless they are large (_THREADED_MASK_ELEMENTS):
     on a loaded machine each parallel region of a small operation waited for a descheduled pool thread
