@@ -90,6 +90,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import importlib.util
+import itertools
 import logging
 import math
 import os
@@ -643,18 +644,18 @@ def abx_error(
         convention: ``zr2019`` (ABXpy's averaging and argument order, ZeroSpeech 2017/2019/2020) or
             ``zr2021`` (Libri-Light's, as ``fastabx.zerospeech_abx``; ZeroSpeech 2021 and later); see the
             module docstring.
-        num_threads: CPU threads (default: ``torch.get_num_threads()``): the numba path's threads, torch's
-            intra-op pool being set to one thread meanwhile; the torch path's intra-op pool (one thread for
-            the small tasks that ``auto`` sends to it); the large torch operations around them (needed-pair
-            masks of 4 M elements or more, the pair and table assembly). Every other torch operation runs on
-            one thread. Torch's setting is restored after.
+        num_threads: CPU threads (default: ``torch.get_num_threads()``): the compiled kernels' threads,
+            torch's intra-op pool being set to one thread meanwhile; the torch path's intra-op pool (under
+            ``auto`` a small task, fewer than 20 000 DTW pairs and 2 M triplets, runs on one thread); the large
+            torch operations around them (needed-pair masks of 4 M elements or more, the pair and table
+            assembly). Every other torch operation runs on one thread. Torch's setting is restored after.
         backend: ``auto`` (the compiled kernels on the CPU, C's where built, else numba's when numba
-            imports, except for small tasks until numba's have been loaded once; on CUDA the DTW is a Triton
-            kernel, one program per pair, where triton imports, else :func:`batched_dtw`, and the triplets
-            are counted by the compiled kernel on the CPU), ``c``, ``numba``, ``triton`` (CUDA; the CPU only
-            under Triton's interpreter, for tests) or ``torch`` (:func:`batched_dtw` and numpy counting). All
-            give the same bits but for the compiled path's tiles (see the module docstring: the last bit of a
-            frame distance).
+            imports, except for small tasks until numba's have been loaded once (torch's path then); on CUDA
+            the DTW is a Triton kernel, one program per pair, where triton imports, else :func:`batched_dtw`,
+            and the triplets are counted by the compiled kernel on the CPU), ``c``, ``numba``, ``triton``
+            (CUDA; the CPU only under Triton's interpreter, for tests) or ``torch`` (:func:`batched_dtw` and
+            numpy counting). All give the same bits but for the compiled path's tiles (see the module
+            docstring: the last bit of a frame distance).
 
     Returns:
         :class:`AbxResult`.
@@ -788,11 +789,14 @@ def abx_error(
             dev = pair_dev = torch.device("cpu")
             use_numba, count_numba = _resolve_backend(backend, dev)
         small = False
-        if count_numba and backend == "auto" and not _KERNELS_USED and tiny:
-            # a small task: the torch path costs less than loading numba's kernels (0.3-0.45 s), and C's do no
-            # better on it (by-context tasks of 18-1270 pairs: within 2 %)
-            use_numba = count_numba = False
-            small = True  # and one thread: torch's pool costs more than it gives on small ops (far more on a busy core)
+        if count_numba and backend == "auto" and tiny:
+            # a small task runs on one thread: a pool costs more than it gives on small operations (far more on a
+            # busy core); with C's kernels (by-context tasks of 976 / 1270 pairs: 0.10 -> 0.09 s, 0.055 -> 0.04 s
+            # against the torch path), else on the torch path until numba's have been loaded once (their start,
+            # 0.3-0.45 s, costs more than the whole task)
+            small = True
+            if not _KERNELS_USED and not _abx_ckernels.available():
+                use_numba = count_numba = False
         kernels = _load_kernels(backend) if count_numba else None
         if kernels is None:
             use_numba = count_numba = False
@@ -810,7 +814,7 @@ def abx_error(
             mark[gv] = True
             used_t = mark.nonzero().view(-1)  # = unique(cat([gu, gv])), without sorting tens of millions
             if use_numba:  # grouped by context and speaker, in item order inside: tiles of shared frame distances
-                group_of = _token_groups(kept, members)
+                group_of = _token_groups(sp_code, members)
                 used_t = used_t[torch.from_numpy(np.argsort(group_of[used_t.numpy()], kind="stable"))]
             used = used_t.cpu().numpy()
             pos = torch.full((len(kept),), -1, dtype=torch.long, device=pair_dev)
@@ -933,15 +937,18 @@ def _cpu_seconds(n_pairs: int, lengths: np.ndarray, n_triplets: int, n_threads: 
     return ns * 1e-9 / n_threads
 
 
-def _token_groups(kept: Sequence[Item], members: Mapping[tuple[str, ...], list[int]]) -> np.ndarray:
-    """``(len(kept),)`` int64: each token's context (by first appearance, high 32 bits) and speaker (by first
-    appearance, low 32 bits), from ``members`` (context -> its tokens' indices into ``kept``)."""
-    out = np.empty(len(kept), dtype=np.int64)
-    speakers: dict[str, int] = {}
-    for c, mem in enumerate(members.values()):
-        idx = np.asarray(mem, dtype=np.int64)
-        spk = np.array([speakers.setdefault(kept[k].speaker, len(speakers)) for k in mem], dtype=np.int64)
-        out[idx] = (c << 32) | spk
+def _token_groups(speaker_code: np.ndarray, members: Mapping[tuple[str, ...], list[int]]) -> np.ndarray:
+    """``(len(speaker_code),)`` int64: each token's context (by first appearance, high 32 bits) and speaker (by
+    first appearance, low 32 bits; contexts in ``members``' order, each one's tokens in order), from each token's
+    speaker code (``(N,)`` int64, equal codes for equal speakers) and ``members`` (context -> its tokens' indices)."""
+    sizes = np.fromiter((len(m) for m in members.values()), dtype=np.int64, count=len(members))
+    order = np.fromiter(itertools.chain.from_iterable(members.values()), dtype=np.int64, count=int(sizes.sum()))
+    seq = speaker_code[order]
+    codes, first = np.unique(seq, return_index=True)
+    rank = np.zeros(int(codes.max()) + 1 if len(codes) else 0, dtype=np.int64)
+    rank[codes[np.argsort(first, kind="stable")]] = np.arange(len(codes), dtype=np.int64)
+    out = np.empty(len(speaker_code), dtype=np.int64)
+    out[order] = (np.repeat(np.arange(len(sizes), dtype=np.int64), sizes) << 32) | rank[seq]
     return out
 
 

@@ -204,6 +204,23 @@ def test_needed_pairs_from_integer_codes_are_the_labels_pairs(mode, n):
         assert got[0].tolist() == ref[0].tolist() and got[1].tolist() == ref[1].tolist()
 
 
+def test_token_groups_number_contexts_and_speakers_by_first_appearance():
+    """_token_groups (the tiles' (context, speaker) grouping) against a loop over the contexts and their tokens in
+    order, numbering contexts and speakers as they first appear; speaker codes sparse and out of that order."""
+    rng = np.random.default_rng(4)
+    n = 500
+    ctx_of, spk_code = rng.integers(0, 30, n), rng.integers(0, 9, n) * 5 + 2
+    members: dict[tuple[str, ...], list[int]] = {}
+    for k, c in enumerate(ctx_of.tolist()):
+        members.setdefault((f"c{c}",), []).append(k)
+    expect = np.empty(n, dtype=np.int64)
+    seen: dict[int, int] = {}
+    for c, mem in enumerate(members.values()):
+        for k in mem:
+            expect[k] = (c << 32) | seen.setdefault(int(spk_code[k]), len(seen))
+    assert abx_module._token_groups(spk_code, members).tolist() == expect.tolist()
+
+
 @pytest.mark.parametrize("mode", ["across", "within"])
 def test_small_torch_operations_run_on_one_thread(mode, monkeypatch):
     """abx_error builds needed-pair masks on one torch thread unless they are large (_THREADED_MASK_ELEMENTS):
@@ -474,6 +491,33 @@ def kernels(request):
         if not K.available():
             pytest.skip(f"needs the C kernels: {K.why_not()}")
     return K
+
+
+def test_small_task_takes_c_kernels_on_one_thread_else_torch_until_numba_is_loaded(monkeypatch):
+    """Under ``auto`` a small task (fewer than _NUMBA_MIN_PAIRS DTW pairs) runs on one thread: with C's kernels
+    where they are built (they load in a millisecond), else on the torch path until numba's have been loaded once
+    (their start costs more than the task). The same score either way."""
+    from speechkit.scoring import _abx_ckernels
+
+    feats, items = synthetic(17, n_spk=3, n_utt=2)
+    seen = []
+    real = abx_module._pair_distances
+
+    def spy(*a, **k):
+        seen.append((a[9], a[10], a[13]))  # use_numba, n_threads, kernels
+        return real(*a, **k)
+
+    monkeypatch.setattr(abx_module, "_pair_distances", spy)
+    ref = abx_error(feats, items, backend="torch").error
+    seen.clear()
+    if _abx_ckernels.available():
+        assert abx_error(feats, items, num_threads=2).error == ref
+        assert seen == [(True, 1, _abx_ckernels)]
+        seen.clear()
+    monkeypatch.setattr(_abx_ckernels, "available", lambda: False)
+    monkeypatch.setattr(abx_module, "_KERNELS_USED", False)
+    assert abx_error(feats, items, num_threads=2).error == ref
+    assert seen == [(False, 1, None)]
 
 
 def test_dtw_kernel_matches_torch_and_bruteforce(kernels):
