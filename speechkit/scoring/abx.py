@@ -2029,6 +2029,8 @@ def _tile_tasks(gu: np.ndarray, gv: np.ndarray, lengths: np.ndarray, tile_of: np
             rank[ok[np.minimum(rank, len(ok) - 1)] != k] = -1
         at = np.nonzero(rank >= 0)[0]
         sparse_parts.append(np.nonzero(rank < 0)[0] + s)
+        if len(at) == 0:  # a chunk of sparse pairs only
+            continue
         rk = rank[at]
         order = np.argsort(rk.astype(np.uint16) if len(ok) <= 1 << 16 else rk, kind="stable")
         rk, at = rk[order], at[order]

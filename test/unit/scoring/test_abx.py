@@ -629,6 +629,17 @@ def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs, chunk, monkeyp
         assert len(tasks) > 1 << 16
 
 
+def test_tile_tasks_with_a_chunk_of_sparse_pairs_only(monkeypatch):
+    """A chunk of _tile_tasks' second pass may hold no dense pair (it raised IndexError): by hand, tiles 0 and 1 of
+    10 frames; pair 0 (two 1-frame tokens of tile 1) fills 1 of its 100 frame pairs, pairs 1 and 2 (two 5-frame
+    tokens of tile 0, twice) 50 of 100; one pair per chunk."""
+    monkeypatch.setattr(abx_module, "_TILE_CHUNK", 1)
+    lengths, tile_of, tile_start = np.array([5, 5, 1, 1, 8]), np.array([0, 0, 1, 1, 1]), np.array([0, 10, 20])
+    tasks, dense, sparse = abx_module._tile_tasks(np.array([2, 0, 0]), np.array([3, 1, 1]), lengths, tile_of,
+                                                  tile_start)
+    assert tasks == [("tile", 0, 0, 0, 2)] and dense.tolist() == [1, 2] and sparse.tolist() == [0]
+
+
 @needs_numba
 @pytest.mark.parametrize("distance,kind,tile_frames", [("cosine", "cont", 24), ("kl", "pos", 24),
                                                        ("hamming", "onehot", 24), ("cosine", "cont", 3)])
