@@ -738,7 +738,6 @@ def abx_error(
         # (a context of few tokens is done on the CPU and its pairs moved: cheaper than a dozen kernel launches)
         pair_dev = dev if dev.type == "cuda" else torch.device("cpu")
         cells: list[_CellGroup] = []
-        ctx_members: list[np.ndarray] = []
         pair_g: list[tuple[torch.Tensor, torch.Tensor]] = []  # per context: the pairs' tokens (indices into kept)
         pair_flat: list[tuple[torch.Tensor, torch.Tensor]] = []  # and their entries [u, v], [v, u] in dflat below
         # dflat's layout: per context a w x w matrix across speakers; within speakers one n x n matrix per speaker of
@@ -780,7 +779,6 @@ def abx_error(
                     blocks.append({"": (ctx_size, w)})
                     size = w * w
             ctx_size += size
-            ctx_members.append(mem)
         n_dtw_pairs = sum(len(g[0]) for g in pair_g)
         tiny = n_dtw_pairs < _NUMBA_MIN_PAIRS and n_upper < _NUMBA_MIN_TRIPLETS
         if backend == "auto" and dev.type == "cuda" and _on_cpu_anyway(n_dtw_pairs, lengths, n_upper, n_req):
@@ -950,6 +948,12 @@ def _token_groups(speaker_code: np.ndarray, members: Mapping[tuple[str, ...], li
     out = np.empty(len(speaker_code), dtype=np.int64)
     out[order] = (np.repeat(np.arange(len(sizes), dtype=np.int64), sizes) << 32) | rank[seq]
     return out
+
+
+def _run_bounds(a: np.ndarray) -> np.ndarray:
+    """Where the runs of equal values of ``a`` ((N,) array, e.g. sorted keys) start, with ``N`` last: run ``r`` is
+    ``a[bounds[r]:bounds[r + 1]]`` (``(runs + 1,)`` int64; ``[0, 0]`` for an empty ``a``)."""
+    return np.concatenate([[0], np.nonzero(a[1:] != a[:-1])[0] + 1, [len(a)]]).astype(np.int64)
 
 
 def _cat_onto(tensors: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
@@ -1175,8 +1179,8 @@ def _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, dis
     code = k_spk * n_spk + k_x if across else k_spk
     by_pair = np.argsort(k_pair, kind="stable")
     kp = k_pair[by_pair]
-    starts = np.concatenate([[0], np.nonzero(kp[1:] != kp[:-1])[0] + 1]).astype(np.int64)
-    ends = np.append(starts[1:], len(kp))
+    bounds = _run_bounds(kp)
+    starts, ends = bounds[:-1], bounds[1:]
     code_l, mean_l, count_l = (a[by_pair].tolist() for a in (code, key_means, key_counts))
     speaker_scores: dict[tuple[str, str], dict[tuple[str, ...], float]] = {}
     speaker_counts: dict[tuple[str, str], dict[tuple[str, ...], int]] = {}
@@ -1923,10 +1927,10 @@ def _make_tiles(groups: np.ndarray, lengths: np.ndarray, pair_groups: np.ndarray
         return None
     lengths = np.asarray(lengths, dtype=np.int64)
     cum = np.concatenate([[0], np.cumsum(lengths)])
-    pb = np.concatenate([[0], np.nonzero(np.diff(pair_groups))[0] + 1, [n]])
+    pb = _run_bounds(pair_groups)
     if np.diff(cum[pb]).max() < _TILE_MIN_DENSITY * tile_frames:
         return None
-    gb = np.concatenate([[0], np.nonzero(np.diff(groups))[0] + 1, [n]])
+    gb = _run_bounds(groups)
     tile_of = np.empty(n, dtype=np.int64)
     t, fill = 0, 0
     for a, b in zip(gb[:-1].tolist(), gb[1:].tolist()):
@@ -1942,7 +1946,7 @@ def _make_tiles(groups: np.ndarray, lengths: np.ndarray, pair_groups: np.ndarray
             t, fill = t + 1, 0
         tile_of[a:b] = t
         fill += frames
-    first = np.concatenate([[0], np.nonzero(np.diff(tile_of))[0] + 1])
+    first = _run_bounds(tile_of)[:-1]
     # numbered densely: a token longer than a tile leaves the chunk numbers it spans unused
     tile_of = np.concatenate([[0], np.cumsum(np.diff(tile_of) != 0)]).astype(np.int64)
     return tile_of, np.concatenate([cum[first], cum[-1:]])
@@ -2034,8 +2038,8 @@ def _tile_tasks(gu: np.ndarray, gv: np.ndarray, lengths: np.ndarray, tile_of: np
         rk = rank[at]
         order = np.argsort(rk.astype(np.uint16) if len(ok) <= 1 << 16 else rk, kind="stable")
         rk, at = rk[order], at[order]
-        first = np.concatenate([[0], np.nonzero(rk[1:] != rk[:-1])[0] + 1])
-        run = np.diff(np.append(first, len(rk)))
+        bounds = _run_bounds(rk)
+        first, run = bounds[:-1], np.diff(bounds)
         dense[nxt[rk] + np.arange(len(rk)) - np.repeat(first, run)] = at + s
         nxt[rk[first]] += run
     sparse = np.concatenate(sparse_parts) if sparse_parts else np.zeros(0, dtype=np.int64)
@@ -2062,7 +2066,7 @@ def _plan_batches(
     if n == 0:
         return []
     key = nr.astype(np.int64) * (int(nc.max()) + 1) + nc
-    bounds = np.concatenate([[0], np.nonzero(np.diff(key))[0] + 1, [n]])
+    bounds = _run_bounds(key)
     return _plan_groups(nr[bounds[:-1]], nc[bounds[:-1]], np.diff(bounds), max_elements, scratch, overhead)
 
 
