@@ -90,12 +90,17 @@ def main() -> None:
         items = read_item_file(data / "items.item")
         if args.context == "any":
             items = [Item(i.file, i.onset, i.offset, i.phone, (), i.speaker, i.line) for i in items]
+        t1 = time.perf_counter()
         feats = {f: np.load(data / "feats" / f"{f}.npy") for f in sorted({i.file for i in items})}
+        t2 = time.perf_counter()
         res = abx_error(feats, items, mode=args.mode, distance="cosine", frame_shift=1.0 / float(meta["frequency"]),
                         device=args.device, convention=args.convention, num_threads=args.threads,
                         empty_items="drop")
         secs, cpu = time.perf_counter() - t0, time.process_time() - c0
-        out = dict(error=res.error, n_triplets=res.n_triplets, n_dtw_pairs=res.n_dtw_pairs)
+        # where the time went (seconds): a row slower on one machine than another says which part moved
+        phases = dict(read_items=t1 - t0, read_features=t2 - t1, abx_error=secs - (t2 - t0))
+        out = dict(error=res.error, n_triplets=res.n_triplets, n_dtw_pairs=res.n_dtw_pairs,
+                   phases={k: round(v, 4) for k, v in phases.items()})
     out.update(impl=args.impl, seconds=secs, cpu_seconds=cpu, threads=args.threads, device=args.device, mode=args.mode,
                context=args.context, convention=args.convention if args.impl == "speechkit" else "zr2021",
                pid=os.getpid())

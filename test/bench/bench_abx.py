@@ -256,6 +256,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-warm-up", dest="warm_up", action="store_false",
                     help="skip the untimed speechkit run per task and device (all cores; cuda) that fills numba's and "
                          "Triton's disk caches before the timed rows")
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="write the tasks' features and items under --workdir and stop (test/bench/gpu_carry.sh: "
+                         "the TIMIT task's data made here, where kaldi-native-fbank and ../shared are, for a GPU "
+                         "machine that has neither)")
     args = ap.parse_args(argv)
     tasks = args.tasks.split(",")
     conditions = args.conditions.split(",")
@@ -265,6 +269,10 @@ def main(argv=None) -> int:
     for c in conditions:
         if c not in CONDITIONS:
             ap.error(f"unknown condition {c!r}")
+    if args.prepare_only:
+        for task in dict.fromkeys(t.rsplit("-", 1)[0] for t in tasks):
+            print(prepare(args, *task.split("-")))
+        return 0
     peers = None if args.skip_fastabx else args.peers_python
     if peers and not Path(peers).exists() and shutil.which(peers):  # a command name (python3): its path
         peers = shutil.which(peers)
