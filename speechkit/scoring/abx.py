@@ -78,8 +78,10 @@ loads in a millisecond; else numba's, :mod:`speechkit.scoring._abx_kernels`, who
 fresh process; the same bits), a Triton kernel on CUDA
 (:mod:`speechkit.scoring._abx_triton`, one program per pair) or the anti-diagonal recursion as torch
 vector operations (:func:`batched_dtw`: without compiled kernels or triton, or ``backend="torch"``). Each cell's
-triplets are counted by sorting its ``d(B, X)`` once per X and placing every ``d(A, X)`` among them by binary
-search. On the CPU, ``num_threads`` threads take batches and cell groups from one queue, so a
+triplets are counted by the compiled kernel on the CPU, which sorts its ``d(B, X)`` once per X and places every
+``d(A, X)`` among them by binary search; on CUDA (and without compiled kernels) by comparing every ``d(A, X)``
+with every ``d(B, X)`` in torch, many X tokens at a time, where the distance table is (:func:`_count_cells_torch`:
+on CUDA it never comes to the host). On the CPU, ``num_threads`` threads take batches and cell groups from one queue, so a
 thread on a busy core takes fewer (torch's and OpenMP's static splits wait for the slowest thread at
 every step). The backends give the same bits, except that a tile's matrix product may round a frame
 distance differently in the last bit from the batched one (triplet outcomes alike in the tests, identical
@@ -652,9 +654,9 @@ def abx_error(
         backend: ``auto`` (the compiled kernels on the CPU, C's where built, else numba's when numba
             imports, except for small tasks until numba's have been loaded once (torch's path then); on CUDA
             the DTW is a Triton kernel, one program per pair, where triton imports, else :func:`batched_dtw`,
-            and the triplets are counted by the compiled kernel on the CPU), ``c``, ``numba``, ``triton``
-            (CUDA; the CPU only under Triton's interpreter, for tests) or ``torch`` (:func:`batched_dtw` and
-            numpy counting). All give the same bits but for the compiled path's tiles (see the module
+            and the triplets are counted in torch on the GPU: the distance table never leaves it), ``c``,
+            ``numba``, ``triton`` (CUDA; the CPU only under Triton's interpreter, for tests) or ``torch``
+            (:func:`batched_dtw` and torch's counting, :func:`_count_cells_torch`). All give the same bits but for the compiled path's tiles (see the module
             docstring: the last bit of a frame distance).
 
     Returns:
@@ -855,7 +857,8 @@ def abx_error(
             dflat_t[_cat_onto([f[0] for f in pair_flat], pair_dev)] = d_uv
             dflat_t[_cat_onto([f[1] for f in pair_flat], pair_dev)] = d_vu
             del d_uv, d_vu, pair_flat
-            dflat = dflat_t.cpu().numpy()  # the CPU counts the triplets (on the CPU: the same memory, no copy)
+            # the compiled kernels count on the CPU (there the same memory, no copy); torch counts on pair_dev
+            dflat = dflat_t.cpu().numpy() if kernels is not None else dflat_t
             del dflat_t
 
         if warm is not None:
@@ -982,8 +985,8 @@ def _mark_kernels_used() -> None:
 def _resolve_backend(backend: str, dev: torch.device) -> tuple[bool, bool]:
     """``(compiled DTW, compiled triplet counting)``, the kernels being C's or numba's (:func:`_load_kernels`):
     both on the CPU under ``auto``, ``c`` and ``numba``; on CUDA the DTW is torch's or Triton's
-    (:func:`_device_dtw`) and the counting (on the CPU) compiled under ``auto`` and ``triton``; ``torch``: neither
-    (numpy counting).
+    (:func:`_device_dtw`) and the counting torch's, on the GPU (:func:`_count_cells_torch`); ``torch``: neither,
+    on any device. ``triton`` on the CPU (Triton's interpreter) counts with the compiled kernels.
 
     Raises:
         ValueError: an unknown backend, ``c`` or ``numba`` on a non-CPU device, ``c`` without its built library,
@@ -1009,10 +1012,10 @@ def _resolve_backend(backend: str, dev: torch.device) -> tuple[bool, bool]:
         # numba is imported later, only when used (it costs about 0.5 s)
         if backend == "numba":
             raise ValueError("backend 'numba' needs numba, which is not installed")
-        logger.warning("neither the C kernels (%s) nor numba: ABX uses the slower torch DTW and numpy counting",
+        logger.warning("neither the C kernels (%s) nor numba: ABX uses the slower torch DTW and counting",
                        _abx_ckernels.why_not())
         return False, False
-    return dev.type == "cpu" and backend != "triton", True
+    return dev.type == "cpu" and backend != "triton", dev.type == "cpu"
 
 
 def _device_dtw(backend: str, dev: torch.device) -> Callable:
@@ -1060,19 +1063,23 @@ def _load_kernels(backend: str):
     except Exception as e:  # noqa: BLE001 - ImportError, or numba failing to initialise
         if backend == "numba":
             raise ValueError(f"backend 'numba': the numba kernels do not load ({type(e).__name__}: {e})") from None
-        logger.warning("the numba kernels do not load (%s: %s): ABX uses the slower torch DTW and numpy counting",
+        logger.warning("the numba kernels do not load (%s: %s): ABX uses the slower torch DTW and counting",
                        type(e).__name__, e)
         return None
     return _abx_kernels
 
 
-def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, g_off: np.ndarray, g_w: np.ndarray,
+def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray | torch.Tensor, g_off: np.ndarray, g_w: np.ndarray,
                     to_block: tuple[np.ndarray, np.ndarray] | None, mode: str, kernels, n_threads: int):
     """Wins and ties per cell ((context, phone pair, speaker(s)) cell; a cell group holds one cell per X speaker).
 
     Cell group ``g`` reads its distances from the ``g_w[g] x g_w[g]`` row-major matrix at ``dflat[g_off[g]:]``;
     its tokens' context-local indices index that matrix directly, or, with ``to_block = (index, start)``, through
     ``index[start[context] + i]`` (within speakers: the index of token ``i`` in its speaker's matrix).
+
+    ``kernels`` (C's or numba's, :func:`_load_kernels`; ``dflat`` a numpy array) count on the CPU on ``n_threads``
+    threads; without them :func:`_count_cells_torch` counts in torch on ``dflat``'s device (a tensor there: on
+    CUDA the distance table never leaves the GPU). The same integers either way: only comparisons.
 
     Returns ``(wins, ties, n, group, spk_x)``, per cell: triplets won (``d(A, X) < d(B, X)``), tied,
     scored, the index of its cell group in ``cells``, and the index of its X speaker in its group's ``x_spk``.
@@ -1090,22 +1097,22 @@ def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, g_off: np.ndarra
     x_ptr = np.concatenate([[0], np.cumsum(nx)]).astype(np.int64)
     # X tokens per cell: a group's cells are its X speakers, starting at x_start within its X tokens
     x_sizes = np.diff(np.append(np.concatenate([c.x_start for c in cells]) + np.repeat(x_ptr[:-1], ncell), x_ptr[-1]))
-    wins = np.zeros(n_cells, dtype=np.int64)
-    ties = np.zeros(n_cells, dtype=np.int64)
-    if kernels is not None:  # the compiled kernel (C's or numba's: _load_kernels), else numpy
+    a_ptr = np.concatenate([[0], np.cumsum(na)]).astype(np.int64)
+    b_ptr = np.concatenate([[0], np.cumsum(nb)]).astype(np.int64)
+    a_pool = np.concatenate([c.a for c in cells]).astype(np.int64)
+    b_pool = np.concatenate([c.b for c in cells]).astype(np.int64)
+    x_pool = np.concatenate([c.x for c in cells]).astype(np.int64)
+    if to_block is not None:
+        index, start = to_block
+        g_start = start[np.array([c.context for c in cells], dtype=np.int64)]
+        a_pool = index[np.repeat(g_start, na) + a_pool]
+        b_pool = index[np.repeat(g_start, nb) + b_pool]
+        x_pool = index[np.repeat(g_start, nx) + x_pool]
+    x_cell = np.repeat(np.arange(n_cells, dtype=np.int64), x_sizes)
+    if kernels is not None:  # the compiled kernel (C's or numba's: _load_kernels)
         K = kernels
-        a_ptr = np.concatenate([[0], np.cumsum(na)]).astype(np.int64)
-        b_ptr = np.concatenate([[0], np.cumsum(nb)]).astype(np.int64)
-        a_pool = np.concatenate([c.a for c in cells]).astype(np.int64)
-        b_pool = np.concatenate([c.b for c in cells]).astype(np.int64)
-        x_pool = np.concatenate([c.x for c in cells]).astype(np.int64)
-        if to_block is not None:
-            index, start = to_block
-            g_start = start[np.array([c.context for c in cells], dtype=np.int64)]
-            a_pool = index[np.repeat(g_start, na) + a_pool]
-            b_pool = index[np.repeat(g_start, nb) + b_pool]
-            x_pool = index[np.repeat(g_start, nx) + x_pool]
-        x_cell = np.repeat(np.arange(n_cells, dtype=np.int64), x_sizes)
+        wins = np.zeros(n_cells, dtype=np.int64)
+        ties = np.zeros(n_cells, dtype=np.int64)
         # chunks of about equal work (X tokens x (A + B) tokens), many per thread so a slow thread takes fewer
         work = np.cumsum(nx * (na + nb) + 1)
         n_chunks = max(1, min(n_groups, 16 * n_threads, int(work[-1] // 20000) + 1))
@@ -1115,25 +1122,100 @@ def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray, g_off: np.ndarra
         K.run_tasks(lambda ch: K.count_cells(ch[0], ch[1], dflat, g_off, g_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr,
                                              x_pool, x_cell, within, wins, ties), chunks, n_threads)
     else:
-        for g, cell in enumerate(cells):
-            m = dflat[g_off[g]: g_off[g] + g_w[g] ** 2].reshape(g_w[g], g_w[g])
-            a, b, x = cell.a, cell.b, cell.x
-            if to_block is not None:
-                index, start = to_block
-                a, b, x = (index[start[cell.context] + t] for t in (a, b, x))
-            dax = m[a[:, None], x][:, None, :]  # (nA, 1, nX)
-            dbx = m[b[:, None], x][None, :, :]  # (1, nB, nX)
-            lt, eq = dax < dbx, dax == dbx
-            if within:  # X != A: drop a == x
-                keep_ax = (a[:, None] != x[None, :])[:, None, :]
-                lt &= keep_ax
-                eq &= keep_ax
-            w_x, t_x = lt.sum((0, 1)), eq.sum((0, 1))  # per X token
-            sl = slice(cell_ptr[g], cell_ptr[g + 1])
-            wins[sl] = np.add.reduceat(w_x, cell.x_start)
-            ties[sl] = np.add.reduceat(t_x, cell.x_start)
+        dflat_t = dflat if isinstance(dflat, torch.Tensor) else torch.from_numpy(dflat)
+        with _torch_threads(n_threads):
+            wins, ties = _count_cells_torch(dflat_t, g_off, g_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr, x_pool, x_cell,
+                                            within, n_cells)
     n = (na[cell_group] * x_sizes - (na[cell_group] if within else 0)) * nb[cell_group]
     return wins, ties, n, cell_group, cell_spk_x
+
+
+_COUNT_ELEMENTS = 1 << 22  # (X token, A token, B token) comparisons per step of _count_cells_torch on the CPU
+_COUNT_ELEMENTS_CUDA = 1 << 26  # and on CUDA (a few hundred MB of temporaries)
+
+
+def _count_cells_torch(dflat: torch.Tensor, g_off: np.ndarray, g_w: np.ndarray, a_ptr: np.ndarray,
+                       a_pool: np.ndarray, b_ptr: np.ndarray, b_pool: np.ndarray, x_ptr: np.ndarray,
+                       x_pool: np.ndarray, x_cell: np.ndarray, within: bool, n_cells: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """The triplet counting of :func:`_count_triplets` in torch, on ``dflat``'s device (the CPU, or CUDA: the
+    distance table stays there; only ``(n_cells,)`` counts come back).
+
+    Group ``g``'s A tokens are ``a_pool[a_ptr[g]:a_ptr[g + 1]]`` (indices into its ``g_w[g] x g_w[g]`` matrix at
+    ``dflat[g_off[g]:]``), its B and X tokens likewise; X token ``k`` of the pool belongs to cell ``x_cell[k]``.
+    The groups are bucketed by their A and B counts rounded up to powers of two; a bucket's X tokens are taken a
+    chunk at a time (:data:`_COUNT_ELEMENTS` comparisons, :data:`_COUNT_ELEMENTS_CUDA` on CUDA), each as an
+    ``(X, A, B)`` comparison of ``d(A, X)`` with ``d(B, X)`` gathered from ``dflat``, the padding NaN (a NaN is
+    neither less than nor equal to anything, so it counts nowhere), and within speakers the A token that is X
+    itself NaN too. Wins (``<``) and ties (``==``) are summed per X token, then per cell.
+
+    Returns ``(wins, ties)``: ``(n_cells,)`` int64 numpy arrays.
+    """
+    dev = dflat.device
+    na, nb, nx = np.diff(a_ptr), np.diff(b_ptr), np.diff(x_ptr)
+    wins = torch.zeros(n_cells, dtype=torch.int64, device=dev)
+    ties = torch.zeros(n_cells, dtype=torch.int64, device=dev)
+    limit = _COUNT_ELEMENTS_CUDA if dev.type == "cuda" else _COUNT_ELEMENTS
+    # buckets of groups with the same A and B counts rounded up to powers of two: at most 4x padded comparisons
+    bucket = _ceil_log2(na) * 64 + _ceil_log2(nb)
+    order = np.argsort(bucket, kind="stable")
+    bounds = _run_bounds(bucket[order])
+    nan = torch.tensor(math.nan, dtype=dflat.dtype, device=dev)
+    for r in range(len(bounds) - 1):
+        groups = order[bounds[r]:bounds[r + 1]]
+        a_mat, a_ok = _padded_rows(a_pool, a_ptr, groups)  # (G, NA) token indices (0 where padded), mask
+        b_mat, b_ok = _padded_rows(b_pool, b_ptr, groups)
+        width = g_w[groups][:, None]
+        a_row = torch.from_numpy(g_off[groups][:, None] + a_mat * width).to(dev)  # the row of each A token
+        b_row = torch.from_numpy(g_off[groups][:, None] + b_mat * width).to(dev)
+        a_ok_t, b_ok_t = torch.from_numpy(a_ok).to(dev), torch.from_numpy(b_ok).to(dev)
+        a_tok = torch.from_numpy(a_mat).to(dev) if within else None
+        # the bucket's X tokens: their group (in the bucket), index in their group's matrix, cell
+        col = _ranges(x_ptr[groups], nx[groups])
+        col_g = torch.from_numpy(np.repeat(np.arange(len(groups), dtype=np.int64), nx[groups])).to(dev)
+        col_x = torch.from_numpy(x_pool[col]).to(dev)
+        col_cell = torch.from_numpy(x_cell[col]).to(dev)
+        n_a, n_b = a_mat.shape[1], b_mat.shape[1]
+        step = max(1, limit // (n_a * n_b))
+        for c0 in range(0, len(col), step):
+            g, x = col_g[c0:c0 + step], col_x[c0:c0 + step, None]
+            da = torch.where(a_ok_t[g], dflat[a_row[g] + x], nan)  # (C, NA): d(A, X) (entry [A, X])
+            if within:
+                da = torch.where(a_tok[g] == x, nan, da)  # X != A
+            db = torch.where(b_ok_t[g], dflat[b_row[g] + x], nan)  # (C, NB)
+            da, db = da[:, :, None], db[:, None, :]
+            cell = col_cell[c0:c0 + step]
+            wins.index_add_(0, cell, (da < db).sum((1, 2)))
+            ties.index_add_(0, cell, (da == db).sum((1, 2)))
+    return wins.cpu().numpy(), ties.cpu().numpy()
+
+
+def _ceil_log2(n: np.ndarray) -> np.ndarray:
+    """``ceil(log2(n))`` of positive integers ``n`` ((N,) int64), exactly: 0 for 1, 1 for 2, 2 for 3 and 4."""
+    e = np.zeros(len(n), dtype=np.int64)
+    while True:
+        small = (np.int64(1) << e) < n
+        if not small.any():
+            return e
+        e += small
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + c) for s, c in zip(starts, counts)])`` without the loop ((sum(counts),) int64)."""
+    total = int(counts.sum())
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - first, counts)
+
+
+def _padded_rows(pool: np.ndarray, ptr: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lists ``pool[ptr[g]:ptr[g + 1]]`` of ``groups`` as the rows of a ``(len(groups), longest)`` int64 matrix,
+    padded with 0, and the ``(len(groups), longest)`` bool mask of the entries that are not padding."""
+    counts = ptr[groups + 1] - ptr[groups]
+    width = int(counts.max())
+    ok = np.arange(width)[None, :] < counts[:, None]
+    mat = np.zeros((len(groups), width), dtype=np.int64)
+    mat[ok] = pool[_ranges(ptr[groups], counts)]
+    return mat, ok
 
 
 def _average(cells, cell_group, cell_spk_x, cell_n, score, mode, convention, distance, normalize, frame_shift,

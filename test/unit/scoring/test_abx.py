@@ -640,6 +640,64 @@ def test_tile_tasks_with_a_chunk_of_sparse_pairs_only(monkeypatch):
     assert tasks == [("tile", 0, 0, 0, 2)] and dense.tolist() == [1, 2] and sparse.tolist() == [0]
 
 
+def test_count_helpers_by_hand():
+    assert abx_module._ceil_log2(np.array([1, 2, 3, 4, 5, 8, 9, 1024, 1025])).tolist() == [0, 1, 2, 2, 3, 3, 4, 10, 11]
+    assert abx_module._ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
+    mat, ok = abx_module._padded_rows(np.array([7, 8, 9, 4, 5]), np.array([0, 3, 3, 5]), np.array([2, 0, 1]))
+    assert mat.tolist() == [[4, 5, 0], [7, 8, 9], [0, 0, 0]]
+    assert ok.tolist() == [[True, True, False], [True, True, True], [False, False, False]]
+
+
+@pytest.mark.parametrize("within", [False, True])
+@pytest.mark.parametrize("step", [1, 7, 1 << 22])
+def test_count_cells_torch_matches_a_loop_over_triplets(within, step, monkeypatch):
+    """The torch counting (CUDA's, and the torch backend's) against a loop over every (A, B, X): groups of 1-9 A
+    and B tokens (buckets of several sizes, padded), 1-3 cells of X tokens each, integer distances (many ties),
+    NaN entries of the table that no triplet reads; comparisons a few at a time (``step``: chunks of one X
+    token, of a few) or all at once. Within speakers the triplets whose X is A are left out."""
+    monkeypatch.setattr(abx_module, "_COUNT_ELEMENTS", step)
+    rng = np.random.default_rng(3)
+    g_off, g_w, tables = [], [], []
+    a_l, b_l, x_l, x_cells = [], [], [], []
+    n_cells = 0
+    for g in range(23):
+        w = int(rng.integers(4, 12))
+        m = rng.integers(0, 4, size=(w, w)).astype(float)
+        m[rng.random((w, w)) < 0.1] = np.nan  # never read: no triplet uses them below
+        g_off.append(sum(t.size for t in tables))
+        g_w.append(w)
+        a = rng.choice(w, size=int(rng.integers(1, min(w, 9) + 1)), replace=False)
+        b = rng.choice(w, size=int(rng.integers(1, min(w, 9) + 1)), replace=False)
+        x = rng.choice(w, size=int(rng.integers(1, min(w, 6) + 1)), replace=False)
+        if within:
+            x = np.unique(np.concatenate([x, a[:1]]))  # some X is an A token
+        for t in x:  # the entries read are real distances
+            m[a, t] = np.where(np.isnan(m[a, t]), 1.0, m[a, t])
+            m[b, t] = np.where(np.isnan(m[b, t]), 2.0, m[b, t])
+        cuts = np.sort(rng.choice(np.arange(1, len(x)), size=min(len(x) - 1, int(rng.integers(0, 3))), replace=False))
+        cell_of = n_cells + np.searchsorted(cuts, np.arange(len(x)), side="right")
+        n_cells += len(cuts) + 1
+        tables.append(m.reshape(-1))
+        a_l.append(a), b_l.append(b), x_l.append(x), x_cells.append(cell_of)
+    dflat = np.concatenate(tables)
+    wins, ties = np.zeros(n_cells, dtype=np.int64), np.zeros(n_cells, dtype=np.int64)
+    for g in range(len(g_w)):
+        m = dflat[g_off[g]: g_off[g] + g_w[g] ** 2].reshape(g_w[g], g_w[g])
+        for x, c in zip(x_l[g], x_cells[g]):
+            for a in a_l[g]:
+                if within and a == x:
+                    continue
+                for b in b_l[g]:
+                    wins[c] += m[a, x] < m[b, x]
+                    ties[c] += m[a, x] == m[b, x]
+    ptr = [np.concatenate([[0], np.cumsum([len(v) for v in lists])]).astype(np.int64) for lists in (a_l, b_l, x_l)]
+    got = abx_module._count_cells_torch(torch.from_numpy(dflat), np.array(g_off), np.array(g_w), ptr[0],
+                                        np.concatenate(a_l), ptr[1], np.concatenate(b_l), ptr[2],
+                                        np.concatenate(x_l), np.concatenate(x_cells), within, n_cells)
+    assert got[0].tolist() == wins.tolist() and got[1].tolist() == ties.tolist()
+    assert ties.sum() > 0 and wins.sum() > 0
+
+
 @needs_numba
 @pytest.mark.parametrize("distance,kind,tile_frames", [("cosine", "cont", 24), ("kl", "pos", 24),
                                                        ("hamming", "onehot", 24), ("cosine", "cont", 3)])
