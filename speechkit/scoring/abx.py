@@ -125,11 +125,13 @@ _NUMBA_MIN_TRIPLETS = 2_000_000
 _KERNELS_USED = False
 # backend "auto" with a CUDA device: a task whose CPU work is estimated under _CUDA_MIN_CPU_SECONDS is scored on the
 # CPU (CUDA's fixed costs in a process, context and first kernel launches, were 1.2-1.5 s on an H200), the estimate
-# being frame pairs x _CPU_NS_PER_FRAME_PAIR + triplets x _CPU_NS_PER_TRIPLET over the threads (this machine's
-# numba path, all phases: see _cpu_seconds)
+# being frame pairs x _CPU_NS_PER_FRAME_PAIR + triplets x _CPU_NS_PER_TRIPLET, a _CPU_SERIAL_FRACTION of it on one
+# thread and the rest over the threads (the compiled CPU path, every phase, one thread, fitted on the bench tasks:
+# see _cpu_seconds)
 _CUDA_MIN_CPU_SECONDS = 1.0
-_CPU_NS_PER_FRAME_PAIR = 25.0
-_CPU_NS_PER_TRIPLET = 10.0
+_CPU_NS_PER_FRAME_PAIR = 10.0
+_CPU_NS_PER_TRIPLET = 11.0
+_CPU_SERIAL_FRACTION = 0.1
 # contexts of fewer tokens find their needed pairs on the CPU whatever the device, and within speakers with one
 # mask over all their tokens (a larger one: one speaker's block at a time)
 _DEVICE_PAIRS_MIN_TOKENS = 512
@@ -930,12 +932,17 @@ def _speaker_counts(groups: Mapping[str, Mapping[str, list[int]]]) -> dict[str, 
 
 
 def _cpu_seconds(n_pairs: int, lengths: np.ndarray, n_triplets: int, n_threads: int) -> float:
-    """Rough CPU seconds of a task on the numba path: its frame pairs (``n_pairs`` DTW pairs of tokens of
-    ``lengths`` frames on average) and triplets at :data:`_CPU_NS_PER_FRAME_PAIR` and :data:`_CPU_NS_PER_TRIPLET`
-    (every phase included, measured on a 2-core machine), shared by ``n_threads``."""
+    """Rough wall seconds of a task on the compiled CPU path: its frame pairs (``n_pairs`` DTW pairs of tokens of
+    ``lengths`` frames on average) and triplets at :data:`_CPU_NS_PER_FRAME_PAIR` and :data:`_CPU_NS_PER_TRIPLET`,
+    :data:`_CPU_SERIAL_FRACTION` of that on one thread and the rest shared by ``n_threads`` (Amdahl's law).
+
+    The constants come from one-thread runs of every phase on a 2-core machine (C kernels; Intel Xeon and AMD EPYC
+    alike): 13.6 s for 14.3 M pairs of 8.9 frames on average and 191 M triplets, 2.45 s for 3.4 M pairs of 7.2 frames
+    and 60.7 M triplets (bench_abx's synthetic and TIMIT tasks without context, across speakers); the serial part
+    from that task's 1- and 2-thread times (1.4 of 13.5 s)."""
     mean_len = float(np.mean(lengths)) if len(lengths) else 0.0
     ns = n_pairs * mean_len * mean_len * _CPU_NS_PER_FRAME_PAIR + n_triplets * _CPU_NS_PER_TRIPLET
-    return ns * 1e-9 / n_threads
+    return ns * 1e-9 * (_CPU_SERIAL_FRACTION + (1.0 - _CPU_SERIAL_FRACTION) / n_threads)
 
 
 def _token_groups(speaker_code: np.ndarray, members: Mapping[tuple[str, ...], list[int]]) -> np.ndarray:

@@ -335,9 +335,10 @@ def test_small_task_on_cuda_is_scored_on_the_cpu(monkeypatch):
 
 
 def test_cpu_seconds_by_hand():
-    # 1000 pairs of 10-frame tokens on average: 100 000 frame pairs x 25 ns = 2.5 ms; 1 M triplets x 10 ns = 10 ms;
-    # two threads
-    assert abx_module._cpu_seconds(1000, np.array([5, 15, 10]), 1_000_000, 2) == pytest.approx(6.25e-3)
+    # 1000 pairs of 10-frame tokens on average: 100 000 frame pairs x 10 ns = 1 ms; 1 M triplets x 11 ns = 11 ms;
+    # a tenth on one thread, the rest on two: 12 ms x (0.1 + 0.45) = 6.6 ms; on one thread all of it
+    assert abx_module._cpu_seconds(1000, np.array([5, 15, 10]), 1_000_000, 2) == pytest.approx(6.6e-3)
+    assert abx_module._cpu_seconds(1000, np.array([5, 15, 10]), 1_000_000, 1) == pytest.approx(12e-3)
 
 
 @pytest.mark.parametrize("mode", ["across", "within"])
