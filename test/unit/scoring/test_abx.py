@@ -455,6 +455,32 @@ def test_triton_backend_gives_the_same_bits():
         assert (a.error, a.n_triplets, a.n_dtw_pairs) == (b.error, b.n_triplets, b.n_dtw_pairs) and a.n_triplets > 10
 
 
+@pytest.mark.parametrize("block", [16, 64])
+def test_triton_kernel_compiles_for_a_cuda_target(block):
+    """The compiled form of the Triton DTW (its for loop over each pair's own diagonals; the interpreter runs the
+    while loop instead) compiles to a cubin for an H100/H200 (sm_90), with no GPU: Triton bundles ptxas. Runs
+    wherever triton is installed (a CUDA build of torch, e.g. tools/venv-peers)."""
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("needs triton (shipped with CUDA builds of torch)")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from speechkit.scoring._abx_triton import _dtw_kernel
+
+    signature = dict.fromkeys(["dist_ptr", "cost_ptr", "total_ptr"], "*fp64")
+    signature.update(dict.fromkeys(["n_rows_ptr", "n_cols_ptr", "lrc_ptr", "lcr_ptr"], "*i64"), lens_ptr="*i32",
+                     NMAX="i64", MMAX="i64", BLOCK="constexpr", INTERPRETED="constexpr")
+    src = ASTSource(fn=_dtw_kernel, signature=signature, constexprs={"BLOCK": block, "INTERPRETED": False})
+    try:
+        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": max(1, block // 32)})
+    except RuntimeError as e:  # e.g. a triton without its bundled ptxas
+        if "ptxas" in str(e):
+            pytest.skip(f"triton cannot assemble here: {e}")
+        raise
+    assert kernel.asm["cubin"] and kernel.asm["ptx"].count("bar.sync") >= 2
+
+
 def test_hamming_symbol_table_does_not_depend_on_torch_unique(monkeypatch):
     """The symbol table was built with torch.unique(dim=0, return_inverse=True) on the scoring device; an
     inverse in the unique array's sorted order (pytorch/pytorch#64593, CUDA) silently changed every hamming
