@@ -62,6 +62,7 @@ if [ "$mode" = budget ]; then  # the ABX rows first, the small tasks repeated; t
   step profile_abx_ctx_all 60 "$py" test/bench/profile_abx.py --context within --seconds 5 --repeats 3
   step pytest_cuda 120 "$py" -m pytest -q -m cuda -p no:cacheprovider \
     test/unit/scoring/test_abx.py test/unit/nn/test_rnnt_loss.py test/unit/train/test_checkpoint.py
+  step pytest_triton 90 "$py" -m pytest -q -p no:cacheprovider test/unit/scoring/test_abx.py -k triton
   step abx_synth_across 200 "${bench[@]}" --tasks synth-any-across --conditions cuda,all,idle2
   step abx_timit 150 "${bench[@]}" --tasks timit-ctx-across,timit-any-within,timit-any-across --conditions all,cuda
   # the large task (1.55 G triplets) phase by phase: the CUDA path against all cores ("several times faster")
