@@ -29,6 +29,8 @@ if ! "$venv/bin/python" -c "import torch,sys; sys.exit(torch.__version__.split('
   "${pip[@]}" install "torch==$torch_version"
 fi
 "${pip[@]}" install -c <(echo "torch==$torch_version") fastabx "torchaudio==$torch_version" numpy
+# what speechkit's ABX tests import, to run them here (the Triton interpreter tests; the sm_90 compile test)
+"${pip[@]}" install pytest scipy pyyaml kaldiio soundfile
 "$venv/bin/python" - <<'PY'
 import importlib, torch
 import fastabx
