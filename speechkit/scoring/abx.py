@@ -81,8 +81,8 @@ vector operations (:func:`batched_dtw`: without compiled kernels or triton, or `
 triplets are counted by the compiled kernel on the CPU, which sorts its ``d(B, X)`` once per X and places every
 ``d(A, X)`` among them by binary search; on CUDA (and without compiled kernels) by comparing every ``d(A, X)``
 with every ``d(B, X)`` in torch, many X tokens at a time, where the distance table is (:func:`_count_cells_torch`:
-on CUDA it never comes to the host). On the CPU, ``num_threads`` threads take batches and cell groups from one queue, so a
-thread on a busy core takes fewer (torch's and OpenMP's static splits wait for the slowest thread at
+on CUDA it never comes to the host). On the CPU, ``num_threads`` threads take batches and cell groups from one
+queue, so a thread on a busy core takes fewer (torch's and OpenMP's static splits wait for the slowest thread at
 every step). The backends give the same bits, except that a tile's matrix product may round a frame
 distance differently in the last bit from the batched one (triplet outcomes alike in the tests, identical
 tokens tie as before).
@@ -658,8 +658,8 @@ def abx_error(
             the DTW is a Triton kernel, one program per pair, where triton imports, else :func:`batched_dtw`,
             and the triplets are counted in torch on the GPU: the distance table never leaves it), ``c``,
             ``numba``, ``triton`` (CUDA; the CPU only under Triton's interpreter, for tests) or ``torch``
-            (:func:`batched_dtw` and torch's counting, :func:`_count_cells_torch`). All give the same bits but for the compiled path's tiles (see the module
-            docstring: the last bit of a frame distance).
+            (:func:`batched_dtw` and torch's counting, :func:`_count_cells_torch`). All give the same bits but
+            for the compiled path's tiles (see the module docstring: the last bit of a frame distance).
 
     Returns:
         :class:`AbxResult`.
