@@ -24,6 +24,10 @@ for p in "$py" "$peers"; do
 done
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+# replaced only if empty or made by this script (its marker): never a folder of someone else's files
+if [ -n "$(ls -A "$dir")" ] && [ ! -f "$dir/.gpu_carry" ]; then
+  echo "$0: $dir is not empty and was not made by gpu_carry.sh: give an empty or new folder" >&2; exit 1
+fi
 case "$dir/" in  # inside the repository only where git ignores it (never committed by accident)
   "$repo"/*) (cd "$repo" && git check-ignore -q "$dir/x") || { echo "$0: $dir is not git-ignored" >&2; exit 1; } ;;
 esac
@@ -47,11 +51,16 @@ tar -C "$tmp/rt" -cJf "$tmp/polars_runtime.tar.xz" .
 # the TIMIT ABX task's features and items (bench_abx.py --prepare-only; the synthetic tasks are made there)
 PYTHONPATH=$repo "$py" "$repo/test/bench/bench_abx.py" --tasks timit-any-across --prepare-only --workdir "$tmp/abx_data"
 tar -C "$tmp/abx_data" -cJf "$tmp/abx_data.tar.xz" .
-"$py" -m speechkit.scoring._abx_ckernels --build >/dev/null
+touch "$tmp/.gpu_carry"
+if "$py" -m speechkit.scoring._abx_ckernels --build >/dev/null; then
+  cp "$repo/speechkit/scoring/libspeechkit_abx.so" "$tmp/"
+else
+  echo "gpu_carry.sh: the ABX C library does not build here: not carried (the GPU machine builds its own or uses numba)" >&2
+fi
 rm -rf "$dir"
 mkdir -p "$dir"
-mv "$tmp/wheels" "$tmp/polars_runtime.tar.xz" "$tmp/abx_data.tar.xz" "$dir/"
-cp "$repo/speechkit/scoring/libspeechkit_abx.so" "$dir/"
+mv "$tmp/wheels" "$tmp/polars_runtime.tar.xz" "$tmp/abx_data.tar.xz" "$tmp/.gpu_carry" "$dir/"
+[ -f "$tmp/libspeechkit_abx.so" ] && mv "$tmp/libspeechkit_abx.so" "$dir/"
 size=$(du -sm "$dir" | cut -f1)
 echo "gpu_carry.sh: $dir, $size MiB:"
 ls -l "$dir" "$dir/wheels" | sed 's/^/  /'
