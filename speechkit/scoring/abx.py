@@ -104,7 +104,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from speechkit.scoring import _abx_ckernels
+from speechkit.scoring import _abx_ckernels, _abx_threads
 from speechkit.scoring.abx_items import Item
 from speechkit.utils.fileio import DataError
 from speechkit.utils.perf import gc_paused
@@ -1919,7 +1919,7 @@ def _tiled_pair_distances(offsets, lengths, gu, gv, frame_dist, normalize, max_b
 
     len64 = np.ascontiguousarray(lengths, dtype=np.int64)
     gu_np, gv_np = gu.numpy(), gv.numpy()
-    tasks, dense, sparse = _tile_tasks(gu_np, gv_np, len64, *tiles)
+    tasks, dense, sparse = _tile_tasks(gu_np, gv_np, len64, *tiles, n_threads=n_threads)
     if dense is None:
         return None
     tile_of, tile_start = tiles
@@ -2050,7 +2050,7 @@ _TILE_TABLE_MAX = 1 << 20
 
 
 def _tile_tasks(gu: np.ndarray, gv: np.ndarray, lengths: np.ndarray, tile_of: np.ndarray,
-                tile_start: np.ndarray) -> tuple[list[tuple], np.ndarray | None, np.ndarray | None]:
+                tile_start: np.ndarray, n_threads: int = 1) -> tuple[list[tuple], np.ndarray | None, np.ndarray | None]:
     """The token pairs (``gu[k]``, ``gv[k]``; ``(P,)`` int64, either order) of the tile pairs dense enough to
     compute whole (:data:`_TILE_MIN_DENSITY`: their pairs' frame pairs, ``lengths[gu] * lengths[gv]`` summed, fill
     that share of the tile pair).
@@ -2059,78 +2059,111 @@ def _tile_tasks(gu: np.ndarray, gv: np.ndarray, lengths: np.ndarray, tile_of: np
     increasing order inside one (int32 below 2^31 pairs); ``tasks`` one ``("tile", lo, hi, s, e)`` per dense tile
     pair ``lo <= hi`` (its pairs: ``dense[s:e]``), the largest tile pairs first; ``sparse`` the other positions,
     increasing (int64). ``([], None, None)`` where no tile pair is dense. Three passes over the pairs in chunks
-    (:data:`_TILE_CHUNK`): each tile pair's frame pairs and pair count, then each dense pair's rank and a stable
-    counting sort by it."""
+    (:data:`_TILE_CHUNK`), each chunk a task for ``n_threads`` threads (numpy releases the GIL in these
+    operations; the result does not depend on the threads): each pair's tile pair (kept, 2-4 bytes a pair) and each
+    tile pair's frame pairs and pair count; then each chunk's pairs per dense tile pair; then, from where each
+    chunk's pairs of a tile pair start (a prefix sum over the chunks), a stable counting sort into ``dense``."""
     n_tiles = len(tile_start) - 1
     n = len(gu)
     tile_of = np.asarray(tile_of, dtype=np.int64)
+    n_keys = n_tiles * n_tiles
+    key_type = np.uint16 if n_keys <= 1 << 16 else np.uint32 if n_keys <= 1 << 32 else np.int64
+    pair_key = np.empty(n, dtype=key_type)  # each pair's tile pair, min(tile) * n_tiles + max(tile)
     spans = [(s, min(s + _TILE_CHUNK, n)) for s in range(0, n, _TILE_CHUNK)]
+    table = n_keys <= _TILE_TABLE_MAX  # tile pairs indexed directly
+    lock = threading.Lock()
+    sums: list[tuple[np.ndarray, np.ndarray]] = []  # table: per thread, frame pairs and pairs per tile pair
+    mine = threading.local()
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * len(spans)  # no table: per chunk
 
-    def keys(s: int, e: int) -> np.ndarray:  # the pairs' tile pairs, min(tile) * n_tiles + max(tile)
+    def count(c: int) -> None:
+        s, e = spans[c]
         tu, tv = tile_of[gu[s:e]], tile_of[gv[s:e]]
-        lo = np.minimum(tu, tv)
+        k = np.minimum(tu, tv)
         np.maximum(tu, tv, out=tu)
-        lo *= n_tiles
-        lo += tu
-        return lo
-
-    table = n_tiles * n_tiles <= _TILE_TABLE_MAX  # tile pairs indexed directly
-    if table:
-        filled = np.zeros(n_tiles * n_tiles)
-        count = np.zeros(n_tiles * n_tiles, dtype=np.int64)
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for s, e in spans:
-        k = keys(s, e)
+        k *= n_tiles
+        k += tu
+        pair_key[s:e] = k
         cells = lengths[gu[s:e]] * lengths[gv[s:e]]
         if table:
-            filled += np.bincount(k, weights=cells, minlength=len(filled))
-            count += np.bincount(k, minlength=len(count))
+            acc = getattr(mine, "acc", None)
+            if acc is None:
+                acc = mine.acc = (np.zeros(n_keys), np.zeros(n_keys, dtype=np.int64))
+                with lock:
+                    sums.append(acc)
+            filled_t, count_t = acc
+            filled_t += np.bincount(k, weights=cells, minlength=n_keys)
+            count_t += np.bincount(k, minlength=n_keys)
         else:
             u, inv, cnt = np.unique(k, return_inverse=True, return_counts=True)
-            parts.append((u, np.bincount(inv.reshape(-1), weights=cells), cnt))
+            parts[c] = (u, np.bincount(inv.reshape(-1), weights=cells), cnt)
+
+    _abx_threads.run_tasks(count, range(len(spans)), n_threads)
     if table:
-        keys_all = np.nonzero(count)[0]
-        filled, count = filled[keys_all], count[keys_all]
-    elif parts:
+        filled, count_all = (sum(a[i] for a in sums) for i in (0, 1)) if sums else (np.zeros(n_keys),) * 2
+        keys_all = np.nonzero(count_all)[0]
+        filled, count_all = filled[keys_all], count_all[keys_all].astype(np.int64)
+    elif n:
         u, inv = np.unique(np.concatenate([p[0] for p in parts]), return_inverse=True)
         keys_all = u
         filled = np.bincount(inv.reshape(-1), weights=np.concatenate([p[1] for p in parts]), minlength=len(u))
-        count = np.bincount(inv.reshape(-1), weights=np.concatenate([p[2] for p in parts]),
-                            minlength=len(u)).astype(np.int64)
+        count_all = np.bincount(inv.reshape(-1), weights=np.concatenate([p[2] for p in parts]),
+                                minlength=len(u)).astype(np.int64)
     else:
-        keys_all, filled, count = (np.zeros(0, dtype=np.int64),) * 3
-    del parts
+        keys_all, filled, count_all = (np.zeros(0, dtype=np.int64),) * 3
+    del parts, sums
     size = np.diff(tile_start)
     is_dense = filled >= _TILE_MIN_DENSITY * size[keys_all // n_tiles] * size[keys_all % n_tiles]
     ok = keys_all[is_dense]  # the dense tile pairs, ascending: rank 0 .. len(ok) - 1
     if len(ok) == 0:
         return [], None, None
-    counts = count[is_dense]
+    counts = count_all[is_dense]
     ends = np.cumsum(counts)
     if table:
-        rank_of = np.full(n_tiles * n_tiles, -1, dtype=np.int64)
+        rank_of = np.full(n_keys, -1, dtype=np.int64)
         rank_of[ok] = np.arange(len(ok))
-    dense = np.empty(int(ends[-1]), dtype=np.int32 if n < 1 << 31 else np.int64)  # half the memory to fault in
-    nxt = ends - counts  # each rank's next place in dense
-    sparse_parts = []
-    for s, e in spans:
-        k = keys(s, e)
+    # the second and third passes in chunks few enough that a (chunks x dense tile pairs) table stays small
+    step = max(_TILE_CHUNK, -(-n * len(ok) // _TILE_TABLE_MAX))
+    spans = [(s, min(s + step, n)) for s in range(0, n, step)]
+
+    def ranks(s: int, e: int) -> np.ndarray:  # each pair's dense tile pair, -1 for a sparse one
+        k = pair_key[s:e]
         if table:
-            rank = rank_of[k]
-        else:
-            rank = np.searchsorted(ok, k)
-            rank[ok[np.minimum(rank, len(ok) - 1)] != k] = -1
+            return rank_of[k]
+        k = k.astype(np.int64)
+        rank = np.searchsorted(ok, k)
+        rank[ok[np.minimum(rank, len(ok) - 1)] != k] = -1
+        return rank
+
+    per_chunk = np.zeros((len(spans), len(ok)), dtype=np.int64)  # each chunk's pairs per dense tile pair
+    sparse_parts: list[np.ndarray | None] = [None] * len(spans)
+
+    def tally(c: int) -> None:
+        s, e = spans[c]
+        rank = ranks(s, e)
+        sparse_parts[c] = np.nonzero(rank < 0)[0] + s
+        per_chunk[c] = np.bincount(rank[rank >= 0], minlength=len(ok))
+
+    _abx_threads.run_tasks(tally, range(len(spans)), n_threads)
+    # where chunk c's pairs of tile pair r start in dense: the tile pair's start, then the earlier chunks' pairs
+    first_at = (ends - counts)[None, :] + np.cumsum(per_chunk, axis=0) - per_chunk
+    del per_chunk
+    dense = np.empty(int(ends[-1]), dtype=np.int32 if n < 1 << 31 else np.int64)  # half the memory to fault in
+
+    def place(c: int) -> None:
+        s, e = spans[c]
+        rank = ranks(s, e)
         at = np.nonzero(rank >= 0)[0]
-        sparse_parts.append(np.nonzero(rank < 0)[0] + s)
         if len(at) == 0:  # a chunk of sparse pairs only
-            continue
+            return
         rk = rank[at]
         order = np.argsort(rk.astype(np.uint16) if len(ok) <= 1 << 16 else rk, kind="stable")
         rk, at = rk[order], at[order]
         bounds = _run_bounds(rk)
         first, run = bounds[:-1], np.diff(bounds)
-        dense[nxt[rk] + np.arange(len(rk)) - np.repeat(first, run)] = at + s
-        nxt[rk[first]] += run
+        dense[first_at[c, rk] + np.arange(len(rk)) - np.repeat(first, run)] = at + s
+
+    _abx_threads.run_tasks(place, range(len(spans)), n_threads)
     sparse = np.concatenate(sparse_parts) if sparse_parts else np.zeros(0, dtype=np.int64)
     tasks = [("tile", int(k // n_tiles), int(k % n_tiles), int(e - c), int(e))
              for k, c, e in zip(ok.tolist(), counts.tolist(), ends.tolist())]

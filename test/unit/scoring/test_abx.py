@@ -616,14 +616,16 @@ def test_make_tiles_by_hand():
     assert tile_of.tolist() == [0, 1, 1] and tile_start.tolist() == [0, 20, 26]
 
 
-@pytest.mark.parametrize("n_tiles,n_pairs,chunk", [(40, 3000, None), (40, 3000, 7), (600, 250_000, None),
-                                                   (600, 250_000, 30_000), (5000, 60_000, None),
-                                                   (5000, 60_000, 999)])
-def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs, chunk, monkeypatch):
+@pytest.mark.parametrize("n_tiles,n_pairs,chunk,threads", [(40, 3000, None, 1), (40, 3000, 7, 1), (40, 3000, 7, 3),
+                                                           (600, 250_000, None, 1), (600, 250_000, 30_000, 1),
+                                                           (600, 250_000, 30_000, 3), (5000, 60_000, None, 1),
+                                                           (5000, 60_000, 999, 1), (5000, 60_000, 999, 3)])
+def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs, chunk, threads, monkeypatch):
     """_tile_tasks against a per-pair reckoning: a pair is dense iff its tile pair's frame pairs fill a quarter of
     it; each task holds exactly the dense pairs of its tile pair, in increasing order; the others are the sparse
     ones, in increasing order. Sizes cover the look-up table, more than 2^16 dense tile pairs (a stable sort of
-    int64 ranks) and more than 1024 tiles (keys sorted per chunk); chunks of a few pairs, cut anywhere."""
+    int64 ranks) and more than 1024 tiles (keys sorted per chunk); chunks of a few pairs, cut anywhere, taken by
+    one thread or three (in any order: the same result)."""
     if chunk is not None:
         monkeypatch.setattr(abx_module, "_TILE_CHUNK", chunk)
     rng = np.random.default_rng(n_tiles)
@@ -633,7 +635,7 @@ def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs, chunk, monkeyp
     lengths = np.ones(len(tile_of), dtype=np.int64) if many else rng.integers(1, 4, len(tile_of))
     tile_start = np.concatenate([[0], np.cumsum(np.bincount(tile_of, weights=lengths).astype(np.int64))])
     rows, cols = rng.integers(0, len(tile_of), (2, n_pairs))
-    tasks, dense, sparse = abx_module._tile_tasks(rows, cols, lengths, tile_of, tile_start)
+    tasks, dense, sparse = abx_module._tile_tasks(rows, cols, lengths, tile_of, tile_start, n_threads=threads)
     lo, hi = np.minimum(tile_of[rows], tile_of[cols]), np.maximum(tile_of[rows], tile_of[cols])
     filled = {}
     for a, b, c in zip(lo.tolist(), hi.tolist(), (lengths[rows] * lengths[cols]).tolist()):
@@ -656,14 +658,15 @@ def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs, chunk, monkeyp
         assert len(tasks) > 1 << 16
 
 
-def test_tile_tasks_with_a_chunk_of_sparse_pairs_only(monkeypatch):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tile_tasks_with_a_chunk_of_sparse_pairs_only(threads, monkeypatch):
     """A chunk of _tile_tasks' second pass may hold no dense pair (it raised IndexError): by hand, tiles 0 and 1 of
     10 frames; pair 0 (two 1-frame tokens of tile 1) fills 1 of its 100 frame pairs, pairs 1 and 2 (two 5-frame
     tokens of tile 0, twice) 50 of 100; one pair per chunk."""
     monkeypatch.setattr(abx_module, "_TILE_CHUNK", 1)
     lengths, tile_of, tile_start = np.array([5, 5, 1, 1, 8]), np.array([0, 0, 1, 1, 1]), np.array([0, 10, 20])
     tasks, dense, sparse = abx_module._tile_tasks(np.array([2, 0, 0]), np.array([3, 1, 1]), lengths, tile_of,
-                                                  tile_start)
+                                                  tile_start, n_threads=threads)
     assert tasks == [("tile", 0, 0, 0, 2)] and dense.tolist() == [1, 2] and sparse.tolist() == [0]
 
 
@@ -737,7 +740,7 @@ def test_tiles_give_the_batched_scores(distance, kind, tile_frames, monkeypatch)
     tile_tasks = abx_module._tile_tasks
     monkeypatch.setattr(abx_module, "_TILE_FRAMES", tile_frames)
     monkeypatch.setattr(abx_module, "_TILE_MIN_DENSITY", 0.5)  # some tile pairs below it: their pairs are batched
-    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a: used.append(tile_tasks(*a)) or used[-1])
+    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a, **k: used.append(tile_tasks(*a, **k)) or used[-1])
     mixed = []
     for mode in MODES:
         for convention in CONVENTIONS:
@@ -760,7 +763,7 @@ def test_hamming_past_its_symbol_table_takes_no_tiles(monkeypatch):
     monkeypatch.setattr(abx_module, "_TILE_FRAMES", 24)
     ref = abx_error(feats, items, distance="hamming", backend="numba", num_threads=2)
     monkeypatch.setattr(abx_module, "_HAMMING_TABLE_MAX", 2)  # 4 distinct one-hot frames
-    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a: pytest.fail("tiles without a symbol table"))
+    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a, **k: pytest.fail("tiles without a symbol table"))
     res = abx_error(feats, items, distance="hamming", backend="numba", num_threads=2)
     assert res.error == pytest.approx(ref.error, abs=1e-9) and res.n_triplets == ref.n_triplets
 
@@ -781,7 +784,7 @@ def test_ties_survive_tiles(monkeypatch):
     used = []
     tile_tasks = abx_module._tile_tasks
     monkeypatch.setattr(abx_module, "_TILE_FRAMES", 12)
-    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a: used.append(tile_tasks(*a)) or used[-1])
+    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a, **k: used.append(tile_tasks(*a, **k)) or used[-1])
     for convention in CONVENTIONS:
         tiled = abx_error(feats, items, mode="across", backend="numba", num_threads=2, convention=convention)
         assert used[-1][1] is not None and len(used[-1][1]) == tiled.n_dtw_pairs
