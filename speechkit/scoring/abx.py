@@ -2041,10 +2041,11 @@ def _make_tiles(groups: np.ndarray, lengths: np.ndarray, pair_groups: np.ndarray
     return tile_of, np.concatenate([cum[first], cum[-1:]])
 
 
-# _tile_tasks reads the pairs in chunks of _TILE_CHUNK: its temporaries stay a few MB (reused, in cache), where
-# arrays of every pair cost a fresh allocation each (first-touch page faults: 0.1-2 ms per MB; 1.4 s of one thread
-# for the 14 M pairs of bench_abx's across task, now 0.45-0.6 s, a third of it writing the output); tile pairs are
-# counted in a table up to _TILE_TABLE_MAX of them, else by sorting their keys
+# _tile_tasks reads the pairs in chunks of _TILE_CHUNK, each a task for the threads: its temporaries stay a few MB
+# (reused, in cache), where arrays of every pair cost a fresh allocation each (first-touch page faults: 0.1-2 ms per
+# MB; 1.4 s of one thread for the 14 M pairs of bench_abx's across task, then 0.45-0.9 s on one thread, now
+# 0.42-0.48 s on two); tile pairs are counted in a table up to _TILE_TABLE_MAX of them, else by sorting their keys,
+# and the (chunks x dense tile pairs) counts of the second pass stay under _TILE_TABLE_MAX entries
 _TILE_CHUNK = 1 << 20
 _TILE_TABLE_MAX = 1 << 20
 
