@@ -1129,10 +1129,9 @@ def _count_triplets(cells: list[_CellGroup], dflat: np.ndarray | torch.Tensor, g
         K.run_tasks(lambda ch: K.count_cells(ch[0], ch[1], dflat, g_off, g_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr,
                                              x_pool, x_cell, within, wins, ties), chunks, n_threads)
     else:
-        dflat_t = dflat if isinstance(dflat, torch.Tensor) else torch.from_numpy(dflat)
         with _torch_threads(n_threads):
-            wins, ties = _count_cells_torch(dflat_t, g_off, g_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr, x_pool, x_cell,
-                                            within, n_cells)
+            wins, ties = _count_cells_torch(torch.as_tensor(dflat), g_off, g_w, a_ptr, a_pool, b_ptr, b_pool, x_ptr,
+                                            x_pool, x_cell, within, n_cells)
     n = (na[cell_group] * x_sizes - (na[cell_group] if within else 0)) * nb[cell_group]
     return wins, ties, n, cell_group, cell_spk_x
 
@@ -1198,13 +1197,9 @@ def _count_cells_torch(dflat: torch.Tensor, g_off: np.ndarray, g_w: np.ndarray, 
 
 
 def _ceil_log2(n: np.ndarray) -> np.ndarray:
-    """``ceil(log2(n))`` of positive integers ``n`` ((N,) int64), exactly: 0 for 1, 1 for 2, 2 for 3 and 4."""
-    e = np.zeros(len(n), dtype=np.int64)
-    while True:
-        small = (np.int64(1) << e) < n
-        if not small.any():
-            return e
-        e += small
+    """``ceil(log2(n))`` of positive integers ``n`` ((N,) int64, below 2^53), exactly: 0 for 1, 1 for 2, 2 for 3
+    and 4; the bit length of ``n - 1``, frexp's exponent of it."""
+    return np.frexp((n - 1).astype(np.float64))[1].astype(np.int64)
 
 
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -43,6 +43,10 @@ if ! "$py" -m speechkit.scoring._abx_ckernels --build > "$out/abx_ckernels.txt" 
 fi
 "$py" -c "from speechkit.scoring import _abx_ckernels as c; print('ABX CPU kernels:', 'C' if c.available() else
   'numba (' + c.why_not() + ')')" | tee -a "$out/abx_ckernels.txt"
+cuda_tests=(-m pytest -q -m cuda -p no:cacheprovider test/unit/scoring/test_abx.py test/unit/nn/test_rnnt_loss.py
+            test/unit/train/test_checkpoint.py)
+triton_tests=(-m pytest -q -p no:cacheprovider test/unit/scoring/test_abx.py -k triton)
+large_profile=(test/bench/profile_abx.py --seconds 5)  # the 1.55 G-triplet task: add --device and --repeats
 status=0
 step() {  # step NAME SECONDS CMD...: run with a time limit, log to $out/NAME.log, remember a failure
   local name=$1 limit=$2; shift 2
@@ -60,23 +64,21 @@ if [ "$mode" = budget ]; then  # the ABX rows first, the small tasks repeated; t
   step profile_abx_ctx 60 taskset -c 0,1 "$py" test/bench/profile_abx.py --context within --seconds 5 --threads 2 \
     --repeats 3
   step profile_abx_ctx_all 60 "$py" test/bench/profile_abx.py --context within --seconds 5 --repeats 3
-  step pytest_cuda 120 "$py" -m pytest -q -m cuda -p no:cacheprovider \
-    test/unit/scoring/test_abx.py test/unit/nn/test_rnnt_loss.py test/unit/train/test_checkpoint.py
-  step pytest_triton 90 "$py" -m pytest -q -p no:cacheprovider test/unit/scoring/test_abx.py -k triton
+  step pytest_cuda 120 "$py" "${cuda_tests[@]}"
+  step pytest_triton 90 "$py" "${triton_tests[@]}"
   step abx_synth_across 200 "${bench[@]}" --tasks synth-any-across --conditions cuda,all,idle2
   step abx_timit 150 "${bench[@]}" --tasks timit-ctx-across,timit-any-within,timit-any-across --conditions all,cuda
   # the large task (1.55 G triplets) phase by phase: the CUDA path against all cores ("several times faster")
-  step profile_abx_cuda 120 "$py" test/bench/profile_abx.py --device cuda --repeats 2 --seconds 5
-  step profile_abx_cpu 120 "$py" test/bench/profile_abx.py --device cpu --repeats 1 --seconds 5
+  step profile_abx_cuda 120 "$py" "${large_profile[@]}" --device cuda --repeats 2
+  step profile_abx_cpu 120 "$py" "${large_profile[@]}" --device cpu --repeats 1
   exit $status
 fi
-step pytest_cuda 900 "$py" -m pytest -q -m cuda -p no:cacheprovider \
-  test/unit/scoring/test_abx.py test/unit/nn/test_rnnt_loss.py test/unit/train/test_checkpoint.py
-step pytest_triton 300 "$py" -m pytest -q -p no:cacheprovider test/unit/scoring/test_abx.py -k triton
+step pytest_cuda 900 "$py" "${cuda_tests[@]}"
+step pytest_triton 300 "$py" "${triton_tests[@]}"
 step bench_rnnt_loss 900 "$py" test/bench/bench_rnnt_loss.py --device cuda --python "$py" \
   --impls speechkit,auto,torchaudio --shapes 8,200,50,256 32,400,80,512 16,1000,150,1024
-step profile_abx_cuda 300 "$py" test/bench/profile_abx.py --device cuda --repeats 2 --seconds 5
-step profile_abx_cpu 300 "$py" test/bench/profile_abx.py --device cpu --repeats 1 --seconds 5
+step profile_abx_cuda 300 "$py" "${large_profile[@]}" --device cuda --repeats 2
+step profile_abx_cpu 300 "$py" "${large_profile[@]}" --device cpu --repeats 1
 step bench_abx_synth 1200 "$py" test/bench/bench_abx.py --tasks synth-ctx-across,synth-any-within,synth-any-across \
   --synth-any-seconds 2.5 --conditions cuda,all,idle2,busy2 --peers-python "$peers" --workdir "$workdir"
 tasks=timit-ctx-across,timit-ctx-within,timit-any-within
