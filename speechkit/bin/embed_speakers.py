@@ -23,8 +23,9 @@ written. Unreadable audio is an error naming the utterance.
 
 OUT_DIR is written as a whole: the files go to a temporary directory that replaces OUT_DIR only when
 all are written, so a failed or killed run leaves the previous OUT_DIR complete and untouched. The
-previous OUT_DIR is deleted, not backed up (embeddings are derived data that the same inputs give
-again; the vctk recipe re-runs this at every stage 5). OUT_DIR may not be, contain or lie inside DATA_DIR;
+previous OUT_DIR is deleted, not backed up, when an earlier speechkit-embed-speakers run wrote it (its
+.speechkit-output marker; embeddings are derived data that the same inputs give again, and the vctk
+recipe re-runs this at every stage 5); any other existing directory is kept in OUT_DIR/.backup/N. OUT_DIR may not be, contain or lie inside DATA_DIR;
 an existing file as OUT_DIR is an error. Both, and the options, are checked before any work.
 --nj N embeds N contiguous parts of the utterance list in N worker processes (one CPU thread each);
 the output does not depend on N.

@@ -26,8 +26,10 @@ synthesized is an error naming it.
 OUT_DIR is written as a whole: every file (the --nj jobs' wavs included) goes to a temporary
 directory that replaces OUT_DIR only when all are done, so a failed or killed run leaves the
 previous OUT_DIR complete and untouched, and a re-run leaves no wav of an earlier one behind. The
-previous OUT_DIR is deleted, not backed up: copy synthesis is derived data that a re-run of the same
-inputs gives again (the vctk recipe re-runs it at every stage 5), and backups of it would pile up. OUT_DIR may not be, contain or lie inside FEATS_DIR
+previous OUT_DIR is deleted, not backed up, when an earlier speechkit-vocode run wrote it (its
+.speechkit-output marker): copy synthesis is derived data that a re-run of the same inputs gives again
+(the vctk recipe re-runs it at every stage 5), and backups of it would pile up. Any other existing
+directory is kept in OUT_DIR/.backup/N, never deleted. OUT_DIR may not be, contain or lie inside FEATS_DIR
 or the feature arks it reads; an existing file as OUT_DIR is an error. Both, and the options, are
 checked before any work.
 

@@ -34,6 +34,26 @@ log = logging.getLogger(__name__)
 _COPIED = ("utt2spk", "text", "utt2lang")
 
 
+def _read_feats_yaml(path: Path) -> dict:
+    """``feats.yaml`` as a checked front-end config.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ConfigError: not YAML (names line and column), not a mapping, or a key or value that its
+            front end refuses (names the file and the key); ``sample_rate`` not a positive integer.
+    """
+    from speechkit.features.frontends import build_frontend, load_frontend_conf
+    from speechkit.utils.cli import ConfigError
+
+    conf = load_frontend_conf(path)
+    if "type" in conf:
+        build_frontend(conf, source=str(path))  # the key and value checks of compute-feats' own configs
+    sr = conf.get("sample_rate", 16000)
+    if isinstance(sr, bool) or not isinstance(sr, int) or sr <= 0:
+        raise ConfigError(f"{path}: key 'sample_rate': expected a positive integer (Hz), got {sr!r}")
+    return conf
+
+
 def is_logmel(conf: dict) -> bool:
     """True for a ``logmel`` front-end config (Griffin-Lim), False for anything else (WORLD)."""
     return conf.get("type") == "logmel"
@@ -138,7 +158,8 @@ def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike,
     ``wav/<utt>.png`` for the first ``spectrograms`` utterances (C order; none for a wav shorter than
     25 ms, with a warning naming it), ``wav.scp`` naming the wavs where they are once written, and
     ``utt2spk`` / ``spk2utt`` / ``text`` / ``utt2lang`` / ``spk2gender`` from ``feats_dir`` where
-    present. It is replaced as a whole, without a backup (:func:`speechkit.utils.outputs.replace_dir`).
+    present. It is replaced as a whole, without a backup when an earlier run of this function wrote it,
+    else keeping the directory found there in ``out_dir/.backup/N`` (:func:`speechkit.utils.outputs.replace_dir`).
 
     Args:
         feats_dir: dir with ``feats.scp`` and ``feats.yaml``.
@@ -157,9 +178,8 @@ def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike,
         FileNotFoundError: no feats.scp or feats.yaml in ``feats_dir``.
         DataError: features of another type, features the vocoder cannot synthesize, or
             unreadable ones (names the utterance).
+        ConfigError: a ``feats.yaml`` that is not a front-end config (names the file, and the key at fault).
     """
-    import yaml
-
     from speechkit.data.datadir import c_sorted
     from speechkit.decode.audio_out import warn_unplotted
     from speechkit.features.io import scp_files
@@ -179,7 +199,7 @@ def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike,
             raise FileNotFoundError(f"{src / f}: no such file (a WORLD or log-mel feature dir is needed)")
     check_output_dir(out, option="OUT_DIR",
                      inputs=[(f"a feature file of {src / 'feats.scp'}", f) for f in scp_files(src / "feats.scp")])
-    conf = yaml.safe_load((src / "feats.yaml").read_text(encoding="utf-8")) or {}
+    conf = _read_feats_yaml(src / "feats.yaml")
     if not is_logmel(conf) and conf.get("type", "world") != "world" and "mcep_dim" not in conf:
         raise DataError(f"{src / 'feats.yaml'}: neither WORLD nor log-mel features (type {conf.get('type')!r})")
     utts = c_sorted(read_table(src / "feats.scp"))
@@ -190,7 +210,7 @@ def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike,
     parts = [utts[i::nj] for i in range(nj)]
     t0 = time.time()
     final_wav_dir = Path(os.path.abspath(out)) / "wav"  # where the wavs will be once the temporary dir is swapped in
-    with replace_dir(out, backup=False) as tmp:
+    with replace_dir(out, backup=False, owner="speechkit-vocode") as tmp:
         wav_dir = tmp / "wav"  # every job writes here
         wav_dir.mkdir()
         jobs = [(str(src / "feats.scp"), part, conf, str(wav_dir), sorted(plot), griffin_lim_iters) for part in parts]

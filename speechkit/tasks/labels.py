@@ -180,7 +180,7 @@ def make_labels(data_dir, alignments, out_dir, frontend_dir, *, fit: bool = Fals
                            fe.frame_shift)
     frames = 0
     ark = Path(os.path.abspath(out_dir)) / "labels.ark"
-    with replace_dir(out_dir, backup=False) as tmp:
+    with replace_dir(out_dir, backup=False, owner="speechkit-make-labels") as tmp:
         with ark_scp_writer(tmp / "labels.ark", tmp / "labels.scp", scp_ark=ark) as w:
             for x in inputs:
                 m = fe.frame_labels(x, d.utt2num_frames[x.utt], shift, tolerance=tolerance)

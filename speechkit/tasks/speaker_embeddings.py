@@ -189,7 +189,7 @@ def embed_speakers(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, n
     embs, skipped = embed_data_dir(data_dir, nj=nj, min_speech=min_speech, trim_silence=trim_silence)
     if not embs:  # the error names them (no OUT_DIR/skipped is written to point at)
         raise _nothing_embedded(skipped, out)
-    with replace_dir(out, backup=False) as tmp:
+    with replace_dir(out, backup=False, owner="speechkit-embed-speakers") as tmp:
         spk_vecs = write_embeddings(tmp, embs, skipped, d.utt2spk, renormalize=renormalize, final_dir=out)
     if skipped:
         first = c_sorted(skipped)[:5]

@@ -10,6 +10,9 @@ Every ``speechkit-*`` tool that writes a directory does two things through this 
    the output, which is swapped into place only when the tool succeeds. A killed or failed run
    therefore leaves the previous complete output (or nothing), never a mixture; the previous
    output is kept as ``OUT/.backup/N/`` (Kaldi's ``fix_data_dir.sh`` habit) when it held files.
+   A tool whose output is a re-derivable cache (``backup=False``) names itself (``owner``): its
+   output carries a marker file (:data:`OWNER_FILE`), and a previous output is deleted only when it
+   carries the same marker; any other directory found there is kept as a backup, never deleted.
 
 The swap is one ``renameat2(RENAME_EXCHANGE)`` on Linux (atomic: the output path always names a
 complete directory); elsewhere two renames with a window of microseconds where it names nothing.
@@ -36,6 +39,7 @@ PathLike = Union[str, os.PathLike]
 Named = Union[Mapping[str, Union[PathLike, None]], Iterable[tuple[str, Union[PathLike, None]]]]
 
 BACKUP_DIR = ".backup"
+OWNER_FILE = ".speechkit-output"  # in an output written with backup=False: the tool that wrote it
 
 
 class OutputOverlapError(ValueError):
@@ -182,16 +186,27 @@ def next_backup(out: PathLike) -> Path:
     return root / str(max(nums, default=0) + 1)
 
 
+def _owned_by(d: Path, owner: str | None) -> bool:
+    """``d`` carries ``owner``'s marker (:data:`OWNER_FILE`): an earlier output of the same tool."""
+    try:
+        return owner is not None and (d / OWNER_FILE).read_text(encoding="utf-8").strip() == owner
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def _keep_old(old: Path, new: Path, backup: bool) -> Path | None:
-    """Move the previous output ``old`` to ``new/.backup/N`` (its own backups first), or delete it."""
+    """Move the previous output ``old`` to ``new/.backup/N`` (its own backups first), or delete it (its own
+    backups, which hold what earlier runs kept, are moved to ``new/.backup`` first either way)."""
     kept = None
-    if backup and _holds_files(old):
-        old_backups = old / BACKUP_DIR
-        if old_backups.is_dir():
+    old_backups = old / BACKUP_DIR
+    if old_backups.is_dir():
+        numbered = sorted((q for q in old_backups.iterdir() if q.name.isdigit()), key=lambda q: int(q.name))
+        if numbered:
             (new / BACKUP_DIR).mkdir(exist_ok=True)
-            for p in sorted((q for q in old_backups.iterdir() if q.name.isdigit()), key=lambda q: int(q.name)):
-                os.replace(p, next_backup(new))
-            shutil.rmtree(old_backups, ignore_errors=True)
+        for p in numbered:
+            os.replace(p, next_backup(new))
+        shutil.rmtree(old_backups, ignore_errors=True)
+    if backup and _holds_files(old):
         kept = next_backup(new)
         kept.parent.mkdir(exist_ok=True)
         os.replace(old, kept)
@@ -201,26 +216,34 @@ def _keep_old(old: Path, new: Path, backup: bool) -> Path | None:
 
 
 @contextlib.contextmanager
-def replace_dir(out: PathLike, *, backup: bool = True) -> Iterator[Path]:
+def replace_dir(out: PathLike, *, backup: bool = True, owner: str | None = None) -> Iterator[Path]:
     """Write a directory as a whole: yield a fresh temporary dir, swap it in for ``out`` on success.
 
     Inside the ``with`` block write every output file into the yielded directory. If the block
     raises (or the process is killed), ``out`` keeps its previous complete content (or stays
     absent) and the temporary dir is removed (after a kill, by the next run into ``out``). On
-    success the yielded dir becomes ``out``; the previous ``out``, if it held files and
-    ``backup`` is true, is kept as ``out/.backup/N/`` (its own backups renumbered after it), else
-    deleted. Call :func:`check_output_dir` first.
+    success the yielded dir becomes ``out``; the previous ``out``, if it held files, is kept as
+    ``out/.backup/N/`` (its own backups renumbered after it), unless ``backup`` is false and it is
+    an earlier output of ``owner`` (it carries ``owner``'s :data:`OWNER_FILE`): then it is deleted
+    (its own backups still move into ``out/.backup``). A directory that no run of ``owner`` wrote
+    (a user's folder named by mistake, an output of an older version) is therefore never deleted.
+    Call :func:`check_output_dir` first.
 
     Args:
         out: the output directory.
         backup: keep the previous output (set ``False`` for caches whose content is re-derivable).
+        owner: with ``backup=False``, the tool's name (``"speechkit-vocode"``), written to
+            ``OWNER_FILE`` in the new output.
 
     Yields:
         The temporary directory (``.OUT.tmp-PID-XXXX`` next to ``out``).
 
     Raises:
         WriteError: the parent of ``out`` cannot be created or written, or ``out`` is a file.
+        ValueError: ``backup=False`` without an ``owner``.
     """
+    if not backup and not owner:
+        raise ValueError("replace_dir(backup=False) needs the owner: the tool whose earlier outputs it may delete")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise WriteError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(out))
@@ -229,18 +252,24 @@ def replace_dir(out: PathLike, *, backup: bool = True) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     os.chmod(tmp, 0o777 & ~_umask())
     try:
+        if owner:
+            (tmp / OWNER_FILE).write_text(f"{owner}\n", encoding="utf-8")
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if out.is_dir():
+        keep = backup or not _owned_by(out, owner)
+        if not backup and keep and _holds_files(out):
+            log.warning("%s holds files that no earlier %s run wrote: kept in %s/%s/ instead of deleted",
+                        out, owner, out, BACKUP_DIR)
         if exchange_paths(tmp, out):
             old = tmp  # the exchange left the previous output at the temporary name
         else:
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent)) / "x"
             os.replace(out, old)
             os.replace(tmp, out)
-        kept = _keep_old(old, out, backup)
+        kept = _keep_old(old, out, keep)
         if old.parent.name.startswith(f".{out.name}.old-"):
             shutil.rmtree(old.parent, ignore_errors=True)
         if kept is not None:

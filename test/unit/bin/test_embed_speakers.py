@@ -112,6 +112,16 @@ def test_a_rerun_replaces_the_output_whole(data_dir, tmp_path, monkeypatch):
     assert (out / "skipped").read_text() == "spkB_silent 0.000\n"
 
 
+def test_a_folder_no_embed_run_wrote_is_kept_not_deleted(data_dir, tmp_path, monkeypatch):
+    _fake_embeddings(monkeypatch, ["spkA_0", "spkA_1", "spkB_0", "spkB_1"])
+    out = tmp_path / "mywork"
+    out.mkdir()
+    (out / "notes.txt").write_text("precious")
+    assert main([str(data_dir), str(out)]) == 0
+    assert (out / ".backup" / "1" / "notes.txt").read_text() == "precious"
+    assert sorted(load_embeddings(out / "spk_embeddings.scp")) == ["spkA", "spkB"]
+
+
 def test_out_dir_overlapping_the_data_dir_and_bad_options_are_refused(data_dir, tmp_path, capsys):
     before = sorted(p.name for p in data_dir.iterdir())
     assert main([str(data_dir), str(data_dir)]) == 1

@@ -96,6 +96,35 @@ def test_a_rerun_replaces_the_output_whole(feats_dir, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["feats", "out"]
 
 
+@pytest.mark.parametrize("text, message", [
+    ("garbage\n", "feats.yaml: top level must be a mapping of keys to values, got str"),
+    ("type: world\nsample_rate: abc\n", "feats.yaml: key 'sample_rate' must be an integer, got str ('abc')"),
+    ("sample_rate: abc\n", "feats.yaml: key 'sample_rate': expected a positive integer (Hz), got 'abc'"),
+    ("type: world\nmcep_dim: [1\n", "feats.yaml:3:1: invalid YAML"),
+])
+def test_a_bad_feats_yaml_is_an_error_naming_the_file_and_key(feats_dir, tmp_path, capsys, text, message):
+    d, _, _ = feats_dir
+    (d / "feats.yaml").write_text(text)
+    assert main([str(d), str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_no_vocode_run_wrote_is_kept_not_deleted(feats_dir, tmp_path):
+    """OUT_DIR naming a user's folder by mistake: its files end up in OUT_DIR/.backup/1, never deleted;
+    the next run (its own output now) replaces the output without another backup."""
+    d, _, _ = feats_dir
+    out = tmp_path / "mywork"
+    (out / "sub").mkdir(parents=True)
+    (out / "notes.txt").write_text("precious")
+    assert main([str(d), str(out), "--griffin-lim-iters", "2"]) == 0
+    assert (out / ".backup" / "1" / "notes.txt").read_text() == "precious"
+    assert (out / ".backup" / "1" / "sub").is_dir() and (out / "wav.scp").is_file()
+    assert main([str(d), str(out), "--griffin-lim-iters", "2"]) == 0
+    assert sorted(p.name for p in (out / ".backup").iterdir()) == ["1"]
+
+
 def test_a_failing_rerun_leaves_the_previous_output(feats_dir, tmp_path, monkeypatch):
     """A run that dies after its first wav (here an error; a kill -9 leaves the same) must not
     leave the previous wav.scp next to a mixture of old and new wavs."""

@@ -93,9 +93,40 @@ def test_first_write_then_replacement_keeps_a_numbered_backup(tmp_path):
 def test_without_backup_the_old_output_is_deleted(tmp_path):
     out = tmp_path / "cache"
     for v in ("1", "2"):
-        with replace_dir(out, backup=False) as d:
+        with replace_dir(out, backup=False, owner="speechkit-x") as d:
             (d / "x").write_text(v)
-    assert _tree(out) == {"x": "2"}
+    assert _tree(out) == {"x": "2", outputs.OWNER_FILE: "speechkit-x\n"}
+
+
+def test_without_backup_a_folder_the_tool_did_not_write_is_kept(tmp_path, caplog):
+    out = tmp_path / "mywork"
+    (out / "sub").mkdir(parents=True)
+    (out / "notes.txt").write_text("precious")
+    (out / "sub" / "y").write_text("y")
+    with replace_dir(out, backup=False, owner="speechkit-x") as d:
+        (d / "x").write_text("1")
+    assert _tree(out) == {"x": "1", outputs.OWNER_FILE: "speechkit-x\n", ".backup/1/notes.txt": "precious",
+                          ".backup/1/sub/y": "y"}
+    assert "no earlier speechkit-x run wrote" in caplog.text
+    # another tool's output is not this tool's to delete either
+    other = tmp_path / "other"
+    with replace_dir(other, backup=False, owner="speechkit-y") as d:
+        (d / "y").write_text("y")
+    with replace_dir(other, backup=False, owner="speechkit-x") as d:
+        (d / "x").write_text("x")
+    assert _tree(other)[".backup/1/y"] == "y"
+    # the tool's own earlier output goes, the backups it held stay
+    with replace_dir(out, backup=False, owner="speechkit-x") as d:
+        (d / "x").write_text("2")
+    assert _tree(out) == {"x": "2", outputs.OWNER_FILE: "speechkit-x\n", ".backup/1/notes.txt": "precious",
+                          ".backup/1/sub/y": "y"}
+
+
+def test_without_backup_an_owner_is_required(tmp_path):
+    with pytest.raises(ValueError, match="needs the owner"):
+        with replace_dir(tmp_path / "cache", backup=False):
+            pass
+    assert not (tmp_path / "cache").exists()
 
 
 def test_a_failure_leaves_the_previous_output_untouched(tmp_path):
