@@ -19,13 +19,13 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
 from speechkit.scoring.abx_items import BOUNDARY, DEFAULT_EXCLUDE_PHONES, make_abx_items, read_phone_alignments, write_item_file
 from speechkit.utils.cli import make_parser, nonnegative_float, run_main, setup_logging
 from speechkit.utils.fileio import read_table
+from speechkit.utils.outputs import check_output_files
 
 PROG = "speechkit-make-abx-items"
 logger = logging.getLogger(PROG)
@@ -54,11 +54,9 @@ def main(argv=None) -> int:
             if utt2spk_path is None and (src / "utt2spk").is_file():
                 utt2spk_path = src / "utt2spk"
             src = src / "phone_alignments"
-        out = os.path.realpath(args.out_item)
-        for label, f in (("the alignments", src), ("utt2spk", utt2spk_path)):
-            if f is not None and os.path.realpath(f) == out:
-                raise ValueError(f"OUT_ITEM {args.out_item} is {label} {f}: outputs never overlap inputs "
-                                 "(writing it would replace what is read); choose another file")
+        check_output_files({"OUT_ITEM": args.out_item},
+                           inputs={f"the alignments {src}": src, f"utt2spk {utt2spk_path}": utt2spk_path},
+                           input_dirs={"the data dir": args.alignments} if Path(args.alignments).is_dir() else None)
         alignments = read_phone_alignments(src)
         utt2spk = read_table(utt2spk_path) if utt2spk_path else None
         exclude = [p for p in args.exclude_phones.split(",") if p]

@@ -44,8 +44,19 @@ import sys
 from speechkit.scoring.mcd import CONVENTIONS, report_lines, score_world_dirs, write_per_utt
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import atomic_write
+from speechkit.utils.outputs import check_output_files
 
 PROG = "speechkit-score-mcd"
+
+
+def _feature_inputs(label: str, feature_dir) -> list:
+    """``(label, file)`` of every ark the feature dir's ``feats.scp`` reads (none for a dir of ``.txt`` files)."""
+    from pathlib import Path
+
+    from speechkit.features.io import scp_files
+
+    scp = Path(feature_dir) / "feats.scp"
+    return [(f"a feature file of {scp}", f) for f in scp_files(scp)] if scp.is_file() else []
 
 
 def main(argv=None) -> int:
@@ -69,6 +80,10 @@ def main(argv=None) -> int:
 
     def body() -> int:
         setup_logging(args.log_file)
+        check_output_files({"--json": args.json, "--per-utt": args.per_utt},
+                           inputs=_feature_inputs("REF", args.ref) + _feature_inputs("HYP", args.hyp)
+                           + [("--mask-silence", args.mask_silence)],
+                           input_dirs={"REF_DIR": args.ref, "HYP_DIR": args.hyp})
         res, layout, layout_src = score_world_dirs(args.ref, args.hyp, mask_silence=args.mask_silence,
                                                    silence_phones=args.silence_phones, convention=args.convention)
         if args.json:

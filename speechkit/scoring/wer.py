@@ -526,8 +526,19 @@ def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = F
         not '<utt> <lang>' or a reference without a language, a baseline of another unit or reference
         set, ``strict`` with a reference without hypothesis, no reference word to score;
         WriteError: an unwritable ``json_path`` / ``trn_dir``.
+        OutputOverlapError: ``json_path`` or a trn file would overwrite REF, HYP, ``utt2lang``,
+            ``baseline_json`` or each other (checked before anything is read).
     """
+    from speechkit.utils.outputs import check_output_files
+
     unit = "char" if cer else "word"
+    side_dir = Path(trn_dir) if trn_dir else Path(json_path).parent if json_path else None
+    sfx = ".char" if cer else ""
+    check_output_files(
+        [("--json", json_path)] + ([(f"--trn-dir's {n}" if trn_dir else f"the {n} written next to --json",
+                                     side_dir / n) for n in
+                                    (f"ref{sfx}.trn", f"hyp{sfx}.trn", f"per_utt{sfx}")] if side_dir else []),
+        inputs={"REF": ref, "HYP": hyp, "--utt2lang": utt2lang, "--baseline-json": baseline_json})
     refs = read_transcripts(ref, "reference")
     hyps = read_transcripts(hyp, "hypothesis")
     if normalize:

@@ -114,6 +114,58 @@ def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_d
     return out_p
 
 
+_DIR_FILE_SUFFIXES = (".scp", ".ark", ".yaml", ".yml")
+
+
+def _dir_file_names() -> set[str]:
+    """Names a data or feature dir holds for the tools: its Kaldi tables and speechkit's extra files."""
+    from speechkit.data.datadir import EXTRA_FILES, PHONE_ALIGNMENTS, TABLES
+
+    return {*TABLES, "spk2utt", "reco2file_and_channel", PHONE_ALIGNMENTS, *EXTRA_FILES, "label_dim"}
+
+
+def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dirs: Named | None = None) -> None:
+    """Refuse, before any work, output files that would overwrite what the tool reads or each other.
+
+    Paths are compared after resolving symlinks and ``..``.
+
+    Args:
+        outputs: ``{option: path}`` (or pairs; ``None`` values skipped) of the files the tool writes,
+            e.g. ``{"--json": args.json}``; side files written next to one may be listed under their
+            own label (``"--json's ref.trn"``).
+        inputs: ``{label: path}`` of the files the tool reads: no output may be one of them.
+        input_dirs: ``{label: path}`` of the directories whose files the tool reads (a data dir, a
+            feature dir): an output may be a new file there (``data/test/abx.json``), but not the
+            directory itself nor a file of the kind such a directory holds for the tools (a Kaldi table
+            such as ``wav.scp`` or ``utt2spk``, ``phone_alignments``, ``feats.yaml``, ``frame_shift``, any
+            ``*.scp``, ``*.ark`` or ``*.yaml``), whether or not it exists yet.
+
+    Raises:
+        OutputOverlapError: an output that is an input, one of an input dir's files, or another
+            output; the message names the option, the output and the input with its label.
+        WriteError: an output that is an existing directory.
+    """
+    outs = _named(outputs)
+    seen: list[tuple[str, Path]] = [(label, _real(p)) for label, p in _named(inputs)]
+    dirs = [(label, p, _real(p)) for label, p in _named(input_dirs)]
+    names = _dir_file_names() if dirs else set()
+    for option, p in outs:
+        real = _real(p)
+        for label, other in seen:
+            if real == other:
+                raise OutputOverlapError(f"{option} {p} is {label}: outputs never overwrite inputs or each other; "
+                                         "choose another file")
+        for label, d, real_d in dirs:
+            if real == real_d:
+                raise OutputOverlapError(f"{option} {p} is {label} {d}: choose a file")
+            if real.parent == real_d and (real.name in names or real.suffix in _DIR_FILE_SUFFIXES):
+                raise OutputOverlapError(f"{option} {p} would replace {real.name} of {label} {d}, which is read: "
+                                         "outputs never overwrite inputs; choose another file name or folder")
+        if p.is_dir():
+            raise WriteError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
+        seen.append((option, real))
+
+
 # --------------------------------------------------------------------------------- the swap
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
