@@ -5,11 +5,12 @@
 The frontend (mfcc, logmel, spectrogram, fbank, kaldi_mfcc, world) is chosen by the config's `type:`
 (see conf/*.yaml). The utterances of DATA_DIR (C-sorted) are split into N contiguous parts:
 
-  --job J       compute part J only, writing FEAT_DIR/raw_<type>_<tag>.J.{ark,scp} (Kaldi ark/scp via
-                kaldiio, renamed into place when complete) and its manifest .J.json; logs to stdout.
-                <tag> is the data dir's name and a hash of its path (train_3f2a9c1e), so data dirs
-                of the same name never share arks. This is what utils/make_feats.sh runs under
-                $cmd (run.pl, slurm.pl).
+  --job J       compute part J only, writing FEAT_DIR/raw_<type>_<tag>.J.<fp>.{ark,scp} (Kaldi ark/scp
+                via kaldiio, renamed into place when complete) and its manifest .J.<fp>.json; logs to
+                stdout. <tag> is the data dir's name and a hash of its path (train_3f2a9c1e), so data
+                dirs of the same name never share arks; <fp> is 12 hex digits of the part's fingerprint
+                (config, --compress and the part's inputs, below). This is what utils/make_feats.sh
+                runs under $cmd (run.pl, slurm.pl).
   (neither)     run the N parts as local processes (at most --max-jobs at once), each logging to
                 LOG_DIR/compute_feats.J.log, then merge.
   --merge-only  only merge: check all N parts are complete and current, then write DATA_DIR/feats.scp
@@ -22,6 +23,11 @@ files, including those a 'sox FILE ... |' pipe reads), the resolved config or --
 (use --force to recompute anyway). Before a part is recomputed, DATA_DIR's feats.scp,
 utt2num_frames, feats.yaml, frame_shift, cmvn.scp and cmvn_global.ark are moved to
 DATA_DIR/.backup/N/ (as Kaldi's make_mfcc.sh does), so a failed run leaves no feats.scp.
+Since part files are named by their fingerprint, a recompute with another config or changed
+inputs writes new files and never overwrites the arks an older feats.scp reads (the backup's, or
+that of a dir made by copy-/subset-/split-data-dir), and a failed run leaves the previous parts
+whole; --force rewrites the same names with the same content. Superseded parts are kept in
+FEAT_DIR until you delete them (the merge logs which older part files of DATA_DIR remain).
 
 Audio with another sample rate than the config's, unreadable audio, or an utterance shorter than
 one analysis frame (any frontend) fails the job with an error naming the utterance; with

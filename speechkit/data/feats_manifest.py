@@ -1,7 +1,8 @@
 """The manifests of ``speechkit-compute-feats``'s parts, read side: is a ``feats.scp`` current?
 
-Each part ``FEAT_DIR/raw_<type>_<tag>.J.ark`` that :mod:`speechkit.features.extract` writes has a
-manifest ``raw_<type>_<tag>.J.json`` (format :data:`MANIFEST_FORMAT`) recording the data dir it was
+Each part ``FEAT_DIR/raw_<type>_<tag>.J.<fp>.ark`` that :mod:`speechkit.features.extract` writes (``<fp>``: a
+prefix of the part's fingerprint) has a manifest ``raw_<type>_<tag>.J.<fp>.json``, the ark's name with
+``.json`` for ``.ark`` (format :data:`MANIFEST_FORMAT`) recording the data dir it was
 written for, the ark's size, ``utt2num_frames`` and, per utterance, a hash of what its features were
 computed from (:func:`utt_input_hash`: its ``wav.scp`` entry with the size and time of the files it
 names, and its segment). Reading these needs only the data dir and JSON, no frontend, so it sits

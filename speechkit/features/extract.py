@@ -3,13 +3,23 @@
 The utterances of a data dir (C-sorted) are split into ``nj`` contiguous parts (sizes differ by at
 most one, the first parts larger: Kaldi's ``split_scp.pl``). Part ``J`` (1-based) writes::
 
-    FEAT_DIR/raw_<type>_<tag>.J.ark    Kaldi binary matrices (float32), via kaldiio
-    FEAT_DIR/raw_<type>_<tag>.J.scp    utt -> /abs/path/raw_<type>_<tag>.J.ark:offset
-    FEAT_DIR/raw_<type>_<tag>.J.json   the part's manifest, written last (see below)
+    FEAT_DIR/raw_<type>_<tag>.J.<fp>.ark    Kaldi binary matrices (float32), via kaldiio
+    FEAT_DIR/raw_<type>_<tag>.J.<fp>.scp    utt -> /abs/path/raw_<type>_<tag>.J.<fp>.ark:offset
+    FEAT_DIR/raw_<type>_<tag>.J.<fp>.json   the part's manifest, written last (see below)
 
-where ``<type>`` is the frontend type and ``<tag>`` the data dir's name plus a short hash of its
+where ``<type>`` is the frontend type, ``<tag>`` the data dir's name plus a short hash of its
 real path (:func:`data_tag`: ``train_3f2a9c1e``), so that ``a/train`` and ``b/train`` sharing a
-FEAT_DIR never overwrite each other's arks (ESPnet's dump dirs are per set for the same reason).
+FEAT_DIR never overwrite each other's arks (ESPnet's dump dirs are per set for the same reason),
+and ``<fp>`` the first :data:`FP_CHARS` hex digits of the part's fingerprint
+(:func:`part_fingerprint`, below): files are named by what they hold. A recompute with another
+config, ``--compress``, ``nj`` or changed inputs writes files of new names and never touches the
+arks that an older ``feats.scp`` points into -- the data dir's own ``.backup/N/feats.scp``, or
+the ``feats.scp`` of a dir copied, subset or split from it -- so those keep reading the features
+they were made with, and a failed recompute leaves the previous run's parts whole. Recomputing
+the same part with the same fingerprint (``--force``) rewrites the same names with the same
+content. **Superseded parts are kept** in FEAT_DIR until the user deletes them (a copy or backup
+may still read them); :func:`merge_parts` logs which older part files of the data dir remain.
+
 The ark and scp are written under ``*.tmp`` names and renamed when complete; the manifest is
 written (atomically) after both, so **a part is complete iff its manifest exists and matches**.
 The manifest records the data dir it was written for, a fingerprint of everything the part's
@@ -33,7 +43,8 @@ When a part is (re)computed, the data dir's feature files (``feats.scp``, ``utt2
 ``feats.yaml``, ``frame_shift``, ``cmvn.scp``, ``cmvn_global.ark``) are first moved to a new
 numbered backup ``DATA_DIR/.backup/N/``, as Kaldi's ``make_mfcc.sh`` moves ``feats.scp`` aside:
 a failed run leaves no ``feats.scp`` (of this or another frontend, e.g. one copied along by
-``copy_data_dir``), and none is ever left pointing at offsets of a rewritten ark.
+``copy_data_dir``), while the backed-up ``feats.scp`` still reads the previous parts (never
+overwritten by other contents, above).
 
 Every utterance of ``utt2spk`` gets features or an error naming it: unreadable audio, audio
 with another sample rate than the config's, audio shorter than one analysis frame
@@ -53,6 +64,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -84,6 +96,8 @@ logger = logging.getLogger(__name__)
 DERIVED_FILES = ("feats.scp", "utt2num_frames", "feats.yaml", "frame_shift", "cmvn.scp", GLOBAL_CMVN)
 #: Kaldi compression method used with ``compress=True`` (kAutomaticMethod, copy-feats' default).
 COMPRESSION_METHOD = 1
+#: Hex digits of a part's fingerprint in its file names (``raw_<type>_<tag>.<job>.<fp>.ark``).
+FP_CHARS = 12
 
 
 def split_utts(utts: list[str], nj: int) -> list[list[str]]:
@@ -117,16 +131,45 @@ def effective_nj(nj: int, num_utts: int) -> int:
 
 @dataclass(frozen=True)
 class PartPaths:
-    """Files of part ``job`` of ``nj``."""
+    """Files of part ``job`` of ``nj``: ``FEAT_DIR/raw_<type>_<tag>.<job>.<fp>.{ark,scp,json}``."""
 
     ark: Path
     scp: Path
     manifest: Path
 
     @classmethod
-    def of(cls, feat_dir: str | os.PathLike, feat_type: str, name: str, job: int) -> "PartPaths":
-        base = Path(os.path.abspath(feat_dir)) / f"raw_{feat_type}_{name}.{job}"
+    def of(cls, feat_dir: str | os.PathLike, feat_type: str, name: str, job: int, fingerprint: str) -> "PartPaths":
+        """The files of part ``job`` of data dir ``name`` (:func:`data_tag`) whose fingerprint
+        (:func:`part_fingerprint`) is ``fingerprint``: named by what they hold, so that other
+        contents never overwrite them."""
+        fp = fingerprint[:FP_CHARS]
+        if len(fp) != FP_CHARS or any(c not in "0123456789abcdef" for c in fp):
+            raise ValueError(f"not a part fingerprint: {fingerprint!r}")
+        base = Path(os.path.abspath(feat_dir)) / f"raw_{feat_type}_{name}.{job}.{fp}"
         return cls(Path(f"{base}.ark"), Path(f"{base}.scp"), Path(f"{base}.json"))
+
+    def other_manifests(self) -> list[Path]:
+        """Manifests of the same part (data dir, type and job) under another fingerprint, or under
+        the unfingerprinted name of older versions (``raw_<type>_<tag>.<job>.json``)."""
+        stem = self.manifest.name[: -len(".json")]
+        base = stem.rsplit(".", 1)[0]
+        pattern = re.compile(rf"{re.escape(base)}(\.[0-9a-f]{{{FP_CHARS}}})?\.json")
+        return [p for p in _list_dir(self.manifest.parent)
+                if p != self.manifest and pattern.fullmatch(p.name)]
+
+
+def _list_dir(path: Path) -> list[Path]:
+    try:
+        return sorted(path.iterdir())
+    except OSError:
+        return []
+
+
+def part_files(feat_dir: str | os.PathLike, name: str) -> list[Path]:
+    """Every part file (ark, scp, manifest; any frontend, job and fingerprint) of data dir ``name``
+    (:func:`data_tag`) in ``feat_dir``; temporaries (``*.tmp``) are left out."""
+    pattern = re.compile(rf"raw_.+_{re.escape(name)}\.[0-9]+(\.[0-9a-f]{{{FP_CHARS}}})?\.(ark|scp|json)")
+    return [p for p in _list_dir(Path(os.path.abspath(feat_dir))) if pattern.fullmatch(p.name)]
 
 
 def part_fingerprint(d: DataDir, utts: list[str], conf: dict, compress: bool) -> str:
@@ -146,10 +189,13 @@ def part_status(paths: PartPaths, fingerprint: str, data_dir: str | os.PathLike 
     """``"done"`` if the part is complete and current, else why not (``"missing"``, ``"stale"``...).
 
     With ``data_dir``, a part whose manifest says it was written for another data dir is not done.
+    When ``paths`` (named by ``fingerprint``) have no manifest but the same job has one under
+    another fingerprint, the part is ``"stale (inputs or config changed)"``.
     """
     m = read_manifest(paths.manifest)
     if m is None:
-        return "missing"
+        # a manifest of the same job under another fingerprint: computed, but from other inputs
+        return "stale (inputs or config changed)" if paths.other_manifests() else "missing"
     if data_dir is not None and m.get("data_dir") not in (None, os.path.realpath(data_dir)):
         return f"written for another data dir ({m['data_dir']})"
     if m.get("fingerprint") != fingerprint:
@@ -220,8 +266,9 @@ def stale_parts(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str
     conf = frontend.to_dict()
     todo = []
     for job, utts in enumerate(parts, 1):
-        paths = PartPaths.of(feat_dir, frontend.name, data_tag(data_dir), job)
-        if force or part_status(paths, part_fingerprint(d, utts, conf, compress), data_dir) != "done":
+        fp = part_fingerprint(d, utts, conf, compress)
+        paths = PartPaths.of(feat_dir, frontend.name, data_tag(data_dir), job, fp)
+        if force or part_status(paths, fp, data_dir) != "done":
             todo.append(job)
     return todo
 
@@ -345,7 +392,7 @@ def compute_part(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: st
     utts = split_utts(d.utts, nj)[job - 1]
     conf = frontend.to_dict()
     fp = part_fingerprint(d, utts, conf, compress)
-    paths = PartPaths.of(feat_dir, frontend.name, data_tag(data_dir), job)
+    paths = PartPaths.of(feat_dir, frontend.name, data_tag(data_dir), job, fp)
     if not force and part_status(paths, fp, data_dir) == "done":
         logger.info("part %d/%d (%s) is complete and current; not recomputed", job, nj, paths.ark.name)
         return False
@@ -454,8 +501,9 @@ def merge_parts(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str
     tag = data_tag(data_dir)
     bad, manifests, all_paths = [], [], []
     for job, utts in enumerate(parts, 1):
-        paths = PartPaths.of(feat_dir, frontend.name, tag, job)
-        status = part_status(paths, part_fingerprint(d, utts, conf, compress), data_dir)
+        fp = part_fingerprint(d, utts, conf, compress)
+        paths = PartPaths.of(feat_dir, frontend.name, tag, job, fp)
+        status = part_status(paths, fp, data_dir)
         if status != "done":
             log = f" (log: {Path(log_dir) / f'compute_feats.{job}.log'})" if log_dir is not None else ""
             bad.append(f"part {job} {status}{log}")
@@ -504,7 +552,25 @@ def merge_parts(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str
     _write_table_if_changed(data_dir / "feats.scp", feats)
     logger.info("merged %d parts: %d utterances, %d frames -> %s", nj, len(feats), sum(utt2num_frames.values()),
                 data_dir / "feats.scp")
+    _log_older_parts(data_dir, feat_dir, tag, {p for ps in all_paths for p in (ps.ark, ps.scp, ps.manifest)})
     return len(feats)
+
+
+def _log_older_parts(data_dir: Path, feat_dir: str | os.PathLike, tag: str, current: set[Path]) -> None:
+    """Log (INFO) the part files of the data dir in ``feat_dir`` other than ``current``: parts of
+    another config, inputs, ``nj`` or frontend, kept because copies and backups may read them."""
+    older = [p for p in part_files(feat_dir, tag) if p not in current]
+    if not older:
+        return
+    size = 0
+    for p in older:
+        with contextlib.suppress(OSError):
+            size += p.stat().st_size
+    arks = [p.name for p in older if p.suffix == ".ark"] or [p.name for p in older]
+    shown = f"{size / 1e6:.1f} MB" if size >= 1e5 else f"{size / 1e3:.1f} kB"
+    logger.info("%s: %d older part files of %s remain (%s; other configs, inputs or --nj; kept because "
+                "backups or copies of its feats.scp may read them; delete them when no longer needed): %s",
+                Path(os.path.abspath(feat_dir)), len(older), data_dir, shown, show_ids(arks))
 
 
 def _drop_bad(data_dir: Path, d: DataDir, bad_utts: dict[str, str], log_dir: Path) -> None:
@@ -611,6 +677,6 @@ def make_feats(data_dir: str | os.PathLike, config: str | os.PathLike, log_dir: 
     return n, frontend
 
 
-__all__ = ["split_utts", "data_name", "data_tag", "effective_nj", "PartPaths", "part_fingerprint", "part_status",
-           "parse_overrides", "load_frontend", "stale_parts", "make_feats", "compute_part", "merge_parts",
-           "backup_derived", "COMPRESSION_METHOD", "DERIVED_FILES"]
+__all__ = ["split_utts", "data_name", "data_tag", "effective_nj", "PartPaths", "part_files", "part_fingerprint",
+           "part_status", "parse_overrides", "load_frontend", "stale_parts", "make_feats", "compute_part",
+           "merge_parts", "backup_derived", "COMPRESSION_METHOD", "DERIVED_FILES", "FP_CHARS"]

@@ -16,7 +16,9 @@ import soundfile as sf
 
 from speechkit.bin import compute_feats
 from speechkit.data.datadir import DataDir
-from speechkit.features.extract import PartPaths, compute_part, data_tag, merge_parts, split_utts
+from speechkit.features.extract import (
+    PartPaths, compute_part, data_tag, merge_parts, part_fingerprint, part_status, split_utts,
+)
 from speechkit.features.frontends import build_frontend, frontend_from_file
 from speechkit.utils.fileio import DataError
 
@@ -27,8 +29,20 @@ def _run_all(data_dir: Path, fe, feat_dir: Path, nj: int, **kw) -> list[bool]:
     return done
 
 
-def _load(data_dir: Path) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in kaldiio.load_scp(str(data_dir / "feats.scp")).items()}
+def _load(data_dir: Path, scp: str = "feats.scp") -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in kaldiio.load_scp(str(data_dir / scp)).items()}
+
+
+def _paths(data_dir: Path, fe, feat_dir: Path, job: int, nj: int, compress: bool = False) -> PartPaths:
+    """The files of part ``job`` of ``nj`` for the data dir's current inputs (named by their fingerprint)."""
+    d = DataDir.load(data_dir)
+    fp = part_fingerprint(d, split_utts(d.utts, nj)[job - 1], fe.to_dict(), compress)
+    return PartPaths.of(feat_dir, fe.name, data_tag(data_dir), job, fp)
+
+
+def _snapshot(feat_dir: Path) -> dict[str, tuple[int, bytes]]:
+    """name -> (mtime, bytes) of every file in ``feat_dir``."""
+    return {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(feat_dir.iterdir())}
 
 
 def test_split_utts_is_kaldi_like():
@@ -101,9 +115,17 @@ def test_idempotent_and_recomputes_what_changed(tmp_path, data_dir):
     assert _run_all(data_dir, fe2, feat_dir, nj=2, compress=True) == [True, True]
     comp = _load(data_dir)
     assert comp[d.utts[0]].shape[1] == 41
-    # merging with the wrong settings refuses (parts are stale for them)
-    with pytest.raises(DataError, match="2 of 2 parts not complete and current"):
-        merge_parts(data_dir, fe2, feat_dir, 2, compress=False)
+    # merging with settings never computed refuses (the jobs' parts exist only for other settings)
+    fe3 = build_frontend({"type": "logmel", "n_mels": 42})
+    with pytest.raises(DataError, match=r"2 of 2 parts not complete and current.*"
+                                        r"part 1 stale \(inputs or config changed\)"):
+        merge_parts(data_dir, fe3, feat_dir, 2)
+    assert part_status(_paths(data_dir, fe3, feat_dir, 2, 2), "0" * 64, data_dir) == \
+        "stale (inputs or config changed)"
+    assert part_status(_paths(data_dir, fe3, tmp_path / "empty", 2, 2), "0" * 64, data_dir) == "missing"
+    # the uncompressed n_mels=41 parts were kept: merging them again needs no recompute
+    assert _run_all(data_dir, fe2, feat_dir, nj=2, compress=False) == [False, False]
+    assert _load(data_dir)[d.utts[0]].shape[1] == 41
 
 
 def test_compress_is_readable_and_close(tmp_path, data_dir):
@@ -112,8 +134,10 @@ def test_compress_is_readable_and_close(tmp_path, data_dir):
     raw = _load(data_dir)
     _run_all(data_dir, fe, tmp_path / "comp", nj=1, compress=True)
     comp = _load(data_dir)
-    name = f"raw_fbank_{data_tag(data_dir)}.1.ark"
-    assert (tmp_path / "comp" / name).stat().st_size < 0.7 * (tmp_path / "raw" / name).stat().st_size
+    raw_ark, comp_ark = _paths(data_dir, fe, tmp_path / "raw", 1, 1).ark, _paths(data_dir, fe, tmp_path / "comp", 1, 1,
+                                                                                  compress=True).ark
+    assert raw_ark.name.startswith(f"raw_fbank_{data_tag(data_dir)}.1.") and raw_ark.name != comp_ark.name
+    assert comp_ark.stat().st_size < 0.7 * raw_ark.stat().st_size
     for u in raw:
         span = raw[u].max() - raw[u].min()
         assert np.abs(raw[u] - comp[u]).max() < 0.01 * span
@@ -143,7 +167,7 @@ def test_bad_audio_fails_naming_the_utterance_and_no_feats_scp(tmp_path, data_di
     compute_part(data_dir, fe, tmp_path / "f", 1, 2)
     with pytest.raises(DataError, match=f"'{bad}'.*empty"):
         compute_part(data_dir, fe, tmp_path / "f", 2, 2)
-    paths = PartPaths.of(tmp_path / "f", "mfcc", data_tag(data_dir), 2)
+    paths = _paths(data_dir, fe, tmp_path / "f", 2, 2)
     assert not paths.manifest.exists() and not paths.ark.exists() and not Path(f"{paths.ark}.tmp").exists()
     with pytest.raises(DataError, match="part 2 missing"):
         merge_parts(data_dir, fe, tmp_path / "f", 2)
@@ -199,7 +223,7 @@ def test_killed_job_leaves_nothing_that_looks_complete(tmp_path, data_dir, repo_
     argv = [sys.executable, "-m", "speechkit.bin.compute_feats", "--config", str(repo_root / "conf" / "mfcc.yaml"),
             "--nj", "1", "--job", "1", str(data_dir), str(tmp_path / "log"), str(tmp_path / "f")]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    tmp_ark = PartPaths.of(tmp_path / "f", "mfcc", data_tag(data_dir), 1).ark.with_suffix(".ark.tmp")
+    tmp_ark = _paths(data_dir, fe, tmp_path / "f", 1, 1).ark.with_suffix(".ark.tmp")
     deadline = time.time() + 60
     while time.time() < deadline and not tmp_ark.exists() and proc.poll() is None:
         time.sleep(0.05)
@@ -207,7 +231,7 @@ def test_killed_job_leaves_nothing_that_looks_complete(tmp_path, data_dir, repo_
     time.sleep(0.3)  # now blocked in the hanging command
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    paths = PartPaths.of(tmp_path / "f", "mfcc", data_tag(data_dir), 1)
+    paths = _paths(data_dir, fe, tmp_path / "f", 1, 1)
     assert not paths.ark.exists() and not paths.scp.exists() and not paths.manifest.exists()
     with pytest.raises(DataError, match="part 1 missing"):
         merge_parts(data_dir, fe, tmp_path / "f", 1)
@@ -239,7 +263,7 @@ def test_cli_argument_errors(tmp_path, data_dir, repo_root, capsys):
 def test_manifest_records_frames(tmp_path, data_dir):
     fe = build_frontend({"type": "spectrogram"})
     compute_part(data_dir, fe, tmp_path / "f", 1, 1, compress=False)
-    m = json.loads(PartPaths.of(tmp_path / "f", "spectrogram", data_tag(data_dir), 1).manifest.read_text())
+    m = json.loads(_paths(data_dir, fe, tmp_path / "f", 1, 1).manifest.read_text())
     assert m["dim"] == 257 and m["num_utts"] == 6 and m["conf"] == fe.to_dict()
     assert sum(m["utt2num_frames"].values()) > 0
 
@@ -286,7 +310,7 @@ def test_more_jobs_than_utterances(tmp_path, make_data):
     fe = build_frontend({"type": "logmel"})
     _run_all(data, fe, tmp_path / "f", nj=4)
     assert sorted(_load(data)) == DataDir.load(data).utts
-    assert PartPaths.of(tmp_path / "f", "logmel", data_tag(data), 4).ark.stat().st_size == 0
+    assert _paths(data, fe, tmp_path / "f", 4, 4).ark.stat().st_size == 0
 
 
 def test_feat_and_log_dir_may_lie_inside_the_data_dir_but_not_be_or_contain_it(tmp_path, data_dir, repo_root, capsys):
@@ -363,3 +387,110 @@ def test_make_feats_in_process_job_merge_and_pool(tmp_path, data_dir, repo_root,
     assert calls == [([1, 2], ["cmd", "1", "2"], 1)]
     with pytest.raises(ValueError, match="FEAT_DIR"):
         make_feats(data_dir, conf, tmp_path / "log", data_dir.parent, nj=1)
+
+
+# ------------------------------------------------------------------ finished work is never overwritten
+def test_part_files_are_named_by_their_fingerprint(tmp_path, data_dir):
+    fe = build_frontend({"type": "mfcc"})
+    d = DataDir.load(data_dir)
+    fp = part_fingerprint(d, split_utts(d.utts, 2)[0], fe.to_dict(), False)
+    paths = PartPaths.of(tmp_path / "f", "mfcc", data_tag(data_dir), 1, fp)
+    base = f"raw_mfcc_{data_tag(data_dir)}.1.{fp[:12]}"
+    assert (paths.ark.name, paths.scp.name, paths.manifest.name) == (f"{base}.ark", f"{base}.scp", f"{base}.json")
+    assert paths.ark.parent == (tmp_path / "f").absolute()
+    with pytest.raises(ValueError, match="not a part fingerprint"):
+        PartPaths.of(tmp_path / "f", "mfcc", data_tag(data_dir), 1, "xyz")
+
+
+def test_recompute_with_another_config_leaves_copies_and_backups_reading_the_old_features(tmp_path, data_dir,
+                                                                                       repo_root):
+    """A recompute writes arks of new names: a copied dir's feats.scp (and the data dir's backup)
+    keep reading the features they were made with (they read the new ones when arks had fixed names)."""
+    from speechkit.data.copy_data_dir import copy_data_dir
+    from speechkit.data.validate import validate
+    from speechkit.features.extract import make_feats
+
+    conf = repo_root / "conf" / "mfcc.yaml"
+    feat_dir = tmp_path / "mfcc"
+    make_feats(data_dir, conf, tmp_path / "log", feat_dir, nj=2)
+    old = _load(data_dir)
+    old_files = _snapshot(feat_dir)
+    copy = tmp_path / "copy"
+    copy_data_dir(data_dir, copy)
+    make_feats(data_dir, conf, tmp_path / "log", feat_dir, overrides=["n_mfcc=20"], nj=2)
+    new = _load(data_dir)
+    assert all(m.shape[1] == 60 for m in new.values())
+    assert all(_snapshot(feat_dir)[name] == v for name, v in old_files.items())  # untouched
+    assert len(list(feat_dir.glob("*.ark"))) == 4
+    for got in (_load(copy), _load(data_dir / ".backup" / "1")):
+        assert sorted(got) == sorted(old)
+        for u in old:
+            assert got[u].shape == old[u].shape and got[u].shape[1] == 39
+            assert got[u].tobytes() == old[u].tobytes()
+    assert validate(copy, no_text=True) == []
+
+
+def test_a_failed_recompute_leaves_the_previous_features_whole(tmp_path, data_dir, repo_root):
+    """Part 1 recomputed with another config, part 2 fails: the first run's features, read through
+    the backup's feats.scp or a copy's, are all still there, unchanged; the next run reuses part 1."""
+    from speechkit.data.copy_data_dir import copy_data_dir
+    from speechkit.features.extract import make_feats
+
+    conf = repo_root / "conf" / "mfcc.yaml"
+    feat_dir = tmp_path / "mfcc"
+    make_feats(data_dir, conf, tmp_path / "log", feat_dir, nj=2)
+    old = _load(data_dir)
+    old_files = _snapshot(feat_dir)
+    copy = tmp_path / "copy"
+    copy_data_dir(data_dir, copy)
+    d = DataDir.load(data_dir)
+    good = d.wav_scp[d.utts[-1]]
+    d.wav_scp[d.utts[-1]] = str(tmp_path / "missing.wav")   # in part 2
+    d.write(data_dir)
+    with pytest.raises(DataError, match=d.utts[-1]):
+        make_feats(data_dir, conf, tmp_path / "log", feat_dir, overrides=["n_mfcc=20"], nj=2)
+    assert not (data_dir / "feats.scp").exists()
+    assert all(_snapshot(feat_dir)[name] == v for name, v in old_files.items())
+    for got in (_load(data_dir / ".backup" / "1"), _load(copy)):
+        assert sorted(got) == sorted(old)
+        assert all(got[u].shape == old[u].shape and got[u].tobytes() == old[u].tobytes() for u in old)
+    # the CLI's pool of processes alike: job 2 fails, the first run's arks stay whole
+    rc = compute_feats.main(["--config", str(conf), "--nj", "2", "--set", "n_mfcc=20", str(data_dir),
+                             str(tmp_path / "log"), str(feat_dir)])
+    assert rc == 1 and not (data_dir / "feats.scp").exists()
+    assert all(_snapshot(feat_dir)[name] == v for name, v in old_files.items())
+    assert all(_load(copy)[u].tobytes() == old[u].tobytes() for u in old)
+    # fixed: only part 2 is computed
+    d.wav_scp[d.utts[-1]] = good
+    d.write(data_dir)
+    fe20 = build_frontend({**frontend_from_file(conf).to_dict(), "n_mfcc": 20})
+    assert _run_all(data_dir, fe20, feat_dir, nj=2) == [False, True]
+    assert all(m.shape[1] == 60 for m in _load(data_dir).values())
+
+
+def test_recompute_with_an_unchanged_config_reuses_the_parts(tmp_path, data_dir, repo_root, caplog):
+    """Same config: nothing recomputed, no new files. Back to an earlier config: its kept parts are
+    reused, not recomputed; the merge logs the other part files of the data dir that remain."""
+    from speechkit.features.extract import make_feats
+
+    conf = repo_root / "conf" / "mfcc.yaml"
+    feat_dir = tmp_path / "mfcc"
+    make_feats(data_dir, conf, tmp_path / "log", feat_dir, nj=2)
+    scp = (data_dir / "feats.scp").read_text()
+    first = _snapshot(feat_dir)
+    assert len(first) == 6                                          # 2 parts x (ark, scp, json)
+    caplog.set_level("INFO", logger="speechkit.features.extract")
+    make_feats(data_dir, conf, tmp_path / "log", feat_dir, nj=2)
+    assert _snapshot(feat_dir) == first and (data_dir / "feats.scp").read_text() == scp
+    assert "older part files" not in caplog.text
+    assert not (data_dir / ".backup").exists()                      # nothing recomputed, nothing moved
+    make_feats(data_dir, conf, tmp_path / "log", feat_dir, overrides=["n_mfcc=20"], nj=2)
+    second = _snapshot(feat_dir)
+    assert len(second) == 12
+    caplog.clear()
+    fe = frontend_from_file(conf)
+    assert _run_all(data_dir, fe, feat_dir, nj=2) == [False, False]  # the first parts, kept, are reused
+    assert _snapshot(feat_dir) == second and (data_dir / "feats.scp").read_text() == scp
+    older = [r.getMessage() for r in caplog.records if "older part files" in r.getMessage()]
+    assert len(older) == 1 and "6 older part files" in older[0]
+    assert all(f"'{n}'" in older[0] for n in second if n.endswith(".ark") and n not in first)
