@@ -624,7 +624,8 @@ def make_feats(data_dir: str | os.PathLike, config: str | os.PathLike, log_dir: 
         ``(number of utterances merged, the frontend)``; None with ``job``.
 
     Raises:
-        OutputOverlapError, WriteError, ConfigError: as checked above; DataError: some of the local
+        OutputOverlapError, WriteError, ConfigError: as checked above (FEAT_DIR or LOG_DIR being or
+        containing the config file too); DataError: a data dir without utterances; some of the local
         processes failed (names each and the last line of its log; no feats.scp written);
         :func:`compute_part` and :func:`merge_parts`' errors.
     """
@@ -633,7 +634,7 @@ def make_feats(data_dir: str | os.PathLike, config: str | os.PathLike, log_dir: 
     from speechkit.utils.outputs import check_output_dir
 
     for option, d in (("FEAT_DIR", feat_dir), ("LOG_DIR", log_dir)):
-        check_output_dir(d, experiment_dirs={"DATA_DIR": data_dir}, option=option)
+        check_output_dir(d, experiment_dirs={"DATA_DIR": data_dir}, inputs={"--config": config}, option=option)
     if not merge_only:  # the merge needs the frontend's config only: no torch (1.2 s a process)
         import torch
 
@@ -645,6 +646,8 @@ def make_feats(data_dir: str | os.PathLike, config: str | os.PathLike, log_dir: 
     if job is None:
         ensure_writable_dir(log_dir)
     num_utts = len(DataDir.load(data_dir))
+    if num_utts == 0:
+        raise DataError(f"{Path(data_dir) / 'utt2spk'}: no utterance (an empty data dir): no features to compute")
     capped = effective_nj(nj, num_utts)
     if capped < nj:
         log.info("--nj %d capped at %d: there are only %d utterances (as Kaldi's split_data.sh, no empty parts)",

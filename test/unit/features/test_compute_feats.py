@@ -326,6 +326,23 @@ def test_feat_and_log_dir_may_lie_inside_the_data_dir_but_not_be_or_contain_it(t
     assert sorted(p.name for p in data_dir.iterdir()) == before
 
 
+def test_feat_dir_holding_the_config_and_an_empty_data_dir_are_refused(tmp_path, data_dir, repo_root, capsys):
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "logmel.yaml").write_text((repo_root / "conf" / "logmel.yaml").read_text())
+    assert compute_feats.main(["--config", str(cfg / "logmel.yaml"), str(data_dir), str(tmp_path / "log"), str(cfg)]) == 1
+    assert f"FEAT_DIR {cfg} contains --config {cfg / 'logmel.yaml'}" in capsys.readouterr().err
+    assert sorted(p.name for p in cfg.iterdir()) == ["logmel.yaml"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for name in ("wav.scp", "utt2spk", "spk2utt"):
+        (empty / name).write_text("")
+    assert compute_feats.main(["--config", str(cfg / "logmel.yaml"), str(empty), str(tmp_path / "log"),
+                               str(tmp_path / "f")]) == 1
+    assert f"{empty / 'utt2spk'}: no utterance (an empty data dir)" in capsys.readouterr().err
+    assert not (empty / "feats.scp").exists()
+
+
 def test_library_frontend_overrides_and_stale_parts(tmp_path, data_dir, repo_root):
     """parse_overrides / load_frontend (compute-feats' --config + --set) and stale_parts (the jobs a
     pool has to run), moved from the CLI into speechkit.features.extract."""
