@@ -16,18 +16,49 @@ The output has the form of best.pt, so any decoder takes it (speechkit-asr-decod
 avg5.pt, or any tool taking a checkpoint file), and it lists the files averaged under
 'averaged_from' (oldest first). The epochs
 must be kept: set trainer.keep_last to at least N when training (0 keeps all). The output is
-written atomically; an existing one is replaced only by a successful run.
+written atomically; an existing one is replaced only by a successful run. Refused before any work:
+an --out that is a symlink to an existing file, or that is (or resolves to) latest.pt, best.pt or
+a ckpt-*.pt in a directory holding a training run's checkpoints (the run could no longer resume).
 """
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
-from speechkit.train.checkpoint import average_checkpoints, list_checkpoints, save_checkpoint
+from speechkit.train.checkpoint import (
+    BEST, LATEST, average_checkpoints, list_checkpoints, parse_checkpoint_name, save_checkpoint,
+)
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 
 PROG = "speechkit-average-checkpoints"
 log = logging.getLogger(PROG)
+
+
+def _holds_run(d: Path) -> bool:
+    """``d`` holds a training run's checkpoints (the trainer's ``latest.pt``, ``best.pt`` or ``ckpt-*.pt``)."""
+    return (d / LATEST).is_symlink() or (d / LATEST).exists() or (d / BEST).exists() or bool(list_checkpoints(d))
+
+
+def _check_out(out: Path) -> None:
+    """Refuse, before any work, an ``--out`` that would replace a file the trainer owns.
+
+    Refused: a symlink to an existing file (``latest.pt`` is one; replacing it breaks the pointer a
+    resumed run follows), and a path whose name, or the name of the file it resolves to, is
+    ``latest.pt``, ``best.pt`` or a ``ckpt-e*-s*.pt`` in a directory that holds a training run's
+    checkpoints (an averaged file there is not a training checkpoint: the run could not resume).
+    """
+    named = Path(os.path.realpath(out.parent)) / out.name  # the link itself, its directory resolved
+    for p in (named, Path(os.path.realpath(out))):
+        if (p.name in (LATEST, BEST) or parse_checkpoint_name(p.name) is not None) and _holds_run(p.parent):
+            shown = "" if p.name == out.name else f" (it resolves to {p})"
+            raise ConfigError(f"--out {out}: is the training run's own {p.name}{shown} in {p.parent}, a "
+                              f"trainer's file (an average written there breaks resuming or loading the run): "
+                              f"choose another output file (e.g. avgN.pt)")
+    if out.is_symlink() and out.exists():
+        raise ConfigError(f"--out {out}: is a symlink to the existing file {os.path.realpath(out)}; replacing "
+                          f"it would replace a checkpoint (or the pointer a resumed run follows): choose "
+                          f"another output file (e.g. avgN.pt)")
 
 
 def main(argv=None) -> int:
@@ -66,6 +97,7 @@ def main(argv=None) -> int:
             out = Path(args.out)
         if out.resolve() in {p.resolve() for p in paths}:
             raise ConfigError(f"--out {out}: is one of the inputs")
+        _check_out(out)
         state = average_checkpoints(paths)
         save_checkpoint(out, state)
         log.info("averaged %d checkpoints (%s) -> %s (epoch %s, step %s)", len(paths),

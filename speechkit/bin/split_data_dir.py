@@ -2,8 +2,11 @@
 
 Writes DIR/splitN/{1..N} (by speaker, the default: each speaker in one part, parts balanced in
 utterances) or DIR/splitNutt/{1..N} (--per-utt: parts differ by at most one utterance). Parts are
-contiguous in sorted order, so the split is deterministic. An existing split newer than every
-source file is reused. Exits 1 if N exceeds the number of speakers (utterances with --per-utt).
+contiguous in sorted order, so the split is deterministic. An existing split is reused when it
+was made from the same content of the source's tables and extra files (a SHA-256 of their names and
+bytes, kept in DIR/splitN[utt]/.source; file times are not compared) and its N parts hold the
+same files; otherwise it is rebuilt in a temporary directory and swapped in. Exits 1 if N exceeds
+the number of speakers (utterances with --per-utt).
 
 Example:
   speechkit-split-data-dir data/train 4        # -> data/train/split4/{1,2,3,4}

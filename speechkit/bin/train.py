@@ -11,9 +11,10 @@ Re-running the same command resumes from the latest checkpoint (bitwise the same
 uninterrupted run on CPU) or, when the run already finished, says so and exits 0. A config that
 differs from the saved run outside the trainer section is an error; trainer settings such as
 trainer.max_epochs may be raised to continue. --resume false starts over (the earlier run is
-moved to EXP/prev-<time>/). EXP may not be, contain or lie inside a data dir or file the config's
-data section names (data.train_dir, data.valid_dir, data.codes, ...), nor be or contain the
-experiment dir of data.vqvae_dir; this is checked before any work.
+moved to EXP/prev-<time>/). Checked before any work: EXP may not be, or lie inside, a data dir
+or file the config's data section names (data.train_dir, data.valid_dir, data.codes, ...), nor be
+the experiment dir of data.vqvae_dir. EXP may contain them (it is written file by file, never
+replaced: --exp-dir tr --data.train-dir tr/train is accepted) and may lie inside data.vqvae_dir.
 
 Overrides are dotted config keys, '-' and '_' alike, values parsed as YAML:
   --trainer.max_epochs 20   --trainer.lr=1e-3   --model.hidden-dim 64   --trainer.betas [0.9,0.98]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from speechkit.data.datadir import (
-    EXTRA_FILES, PHONE_ALIGNMENTS, TABLES, DataDir, Segment, _as_datadir,
+    EXTRA_FILES, PHONE_ALIGNMENTS, TABLES, DataDir, Segment, _as_datadir, _remove_stale,
 )
 from speechkit.utils.fileio import DataError, atomic_write
 from speechkit.utils.outputs import check_output_dir
@@ -110,7 +110,8 @@ def _whole_segments(x: DataDir, name: str) -> dict[str, Segment]:
 def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
     """Combine the data dirs ``srcs`` into ``dest`` (see :func:`combine`) and write it.
 
-    ``frame_shift``/``feats.yaml`` are copied when every source has the same one.
+    ``frame_shift``/``feats.yaml``/``cmvn_global.ark`` are copied when every source has the same
+    one; otherwise one already in ``dest`` is removed (stale, as the tables :meth:`DataDir.write` removes).
 
     Raises:
         OutputOverlapError: ``dest`` is, contains or lies inside one of the sources.
@@ -126,7 +127,9 @@ def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
         if len(contents) == 1 and None not in contents:
             with atomic_write(dest / name, "wb") as f:
                 f.write(contents.pop())
-        elif contents != {None}:
-            logger.warning("combine: the sources' %s files differ or are missing; not copying it", name)
+        else:
+            if contents != {None}:
+                logger.warning("combine: the sources' %s files differ or are missing; not copying it", name)
+            _remove_stale(dest, name)
     logger.info("%s: combined %d utterances from %d dirs", dest, len(out), len(srcs))
     return out

@@ -427,12 +427,24 @@ def subset(d: DataDir, utts) -> DataDir:
 
 
 def _copy_extras(src: Path | None, dest: Path) -> None:
-    if src is None:
-        return
+    """Copy ``src``'s :data:`EXTRA_FILES` to ``dest``; one ``src`` lacks (or an in-memory source,
+    ``src`` None) is removed from ``dest`` as a stale table is (:meth:`DataDir.write`): a
+    ``cmvn_global.ark`` or ``feats.yaml`` left there would describe other utterances."""
     for name in EXTRA_FILES:
-        if (src / name).is_file():
+        if src is not None and (src / name).is_file():
             with atomic_write(dest / name, "wb") as out:
                 out.write((src / name).read_bytes())
+        else:
+            _remove_stale(dest, name)
+
+
+def _remove_stale(dest: Path, name: str) -> None:
+    """Remove ``dest/name`` if it is there (a file a rewritten data dir no longer has)."""
+    try:
+        (dest / name).unlink()
+    except FileNotFoundError:
+        return
+    logger.info("%s: removed the stale %s (the source has none)", dest, name)
 
 
 def _as_datadir(d: "DataDir | str | os.PathLike") -> DataDir:

@@ -16,6 +16,7 @@ from speechkit.features.cmvn import accumulate_stats
 from speechkit.features.extract import data_tag
 from speechkit.features.io import FeatureReader, ark_scp_writer
 from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir
+from speechkit.utils.outputs import check_output_dir
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +36,17 @@ def compute_cmvn_stats(data_dir: str | os.PathLike, cmvn_dir: str | os.PathLike 
 
     Args:
         data_dir: data dir with ``feats.scp`` and ``utt2spk``.
-        cmvn_dir: where the per-speaker ark goes (default ``DATA_DIR/data``, as Kaldi).
+        cmvn_dir: where the per-speaker ark goes (default ``DATA_DIR/data``, as Kaldi); it may lie
+            inside ``DATA_DIR`` but not be or contain it.
         per_speaker: stats per speaker of ``utt2spk`` instead of global stats.
 
     Returns:
         Path of ``cmvn_global.ark`` (global) or ``cmvn.scp`` (per speaker).
 
     Raises:
+        OutputOverlapError: ``cmvn_dir`` is or contains ``data_dir`` (checked before any work).
         FileNotFoundError: no feats.scp/utt2spk.
+        DataError: no utterances in ``utt2spk`` (global or per speaker; nothing is written).
         DataError: an utterance without features or an unreadable one (names it), mixed dims, a
             NaN or infinite value (names the utterance and frame). Nothing is written then.
         WriteError: ``CMVN_DIR`` or the data dir cannot be written.
@@ -51,11 +55,19 @@ def compute_cmvn_stats(data_dir: str | os.PathLike, cmvn_dir: str | os.PathLike 
     from tqdm import tqdm
 
     data_dir = Path(data_dir)
+    if cmvn_dir is not None:
+        # CMVN_DIR is written file by file, never replaced; inside the data dir is the default layout
+        # (DATA_DIR/data, as Kaldi), so only a CMVN_DIR that is or contains the data dir is refused
+        # (the ark would land among the data dir's tables): the data dir is passed with the "may lie
+        # inside" rule of experiment_dirs.
+        check_output_dir(cmvn_dir, experiment_dirs={"DATA_DIR": data_dir}, option="CMVN_DIR")
+    d = DataDir.load(data_dir)
+    if not d.utts:
+        raise DataError(f"{data_dir}: no utterances (utt2spk is empty): no features to accumulate "
+                        f"{'per-speaker' if per_speaker else 'global'} CMVN stats from; nothing written")
     if per_speaker:  # the outputs are known to be writable before any work is done
         cmvn_dir = ensure_writable_dir(os.path.abspath(cmvn_dir if cmvn_dir is not None else data_dir / "data"))
-    if data_dir.is_dir():
-        ensure_writable_dir(data_dir)
-    d = DataDir.load(data_dir)
+    ensure_writable_dir(data_dir)
     reader = FeatureReader(data_dir)
     missing = [u for u in d.utts if u not in reader]
     if missing:

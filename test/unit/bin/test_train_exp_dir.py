@@ -37,3 +37,17 @@ def test_exp_dir_and_the_vqvae_dir_of_an_inverter(tmp_path, capsys):
                  "--data.feats_dir", str(tmp_path / "f")]) == 1
     assert f"--exp-dir {vq} is data.vqvae_dir {vq}" in capsys.readouterr().err
     assert list(vq.iterdir()) == []
+
+
+def test_help_says_what_is_refused(capsys):
+    """--help said EXP may not contain a data dir, but --exp-dir tr --data.train-dir tr/train is
+    accepted on purpose (contains_ok); the help now says what is refused and what is allowed."""
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert e.value.code == 0
+    assert "may not be, contain or lie inside" not in out and "be or contain the experiment dir" not in out
+    assert "EXP may not be, or lie inside, a data dir" in out
+    assert "EXP may contain them" in out and "--exp-dir tr --data.train-dir tr/train is accepted" in out

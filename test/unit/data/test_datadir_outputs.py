@@ -70,3 +70,43 @@ def test_an_existing_destination_keeps_what_other_tools_added(src, tmp_path, too
         assert combine_cli.main([str(out), str(src), str(other)]) == 0
     assert set(DataDir.load(out).utt2spk.values()) == ({"spkA", "spkB"} if tool == "combine" else {"spkA"})
     assert not (out / "utt2lang").exists() and (out / "data" / "raw.1.ark").read_bytes() == b"features"
+
+
+@pytest.mark.parametrize("tool", ["copy", "subset", "combine"])
+def test_an_existing_destination_loses_the_extras_the_source_lacks(src, tmp_path, tool):
+    """copy/subset/combine into a dir that had global CMVN stats (speechkit-compute-cmvn-stats on an
+    earlier, smaller subset) kept that cmvn_global.ark: the dir then held 6 utterances and the stats
+    of 3, and validate-data-dir passed. An extra file the source lacks is stale, like a stale table,
+    and is removed; the source's own extras are still copied."""
+    (src / "frame_shift").write_text("0.01\n")
+    other = _dir(tmp_path / "other", "spkB")
+    (other / "frame_shift").write_text("0.01\n")
+    out = tmp_path / "out"
+    _dir(out, "spkC")
+    (out / "cmvn_global.ark").write_bytes(b"stats of other utterances")
+    (out / "feats.yaml").write_text("type: mfcc\n")
+    (out / "frame_shift").write_text("0.02\n")
+    if tool == "copy":
+        assert copy_cli.main([str(src), str(out)]) == 0
+    elif tool == "subset":
+        assert subset_cli.main(["--first", "2", str(src), str(out)]) == 0
+    else:
+        assert combine_cli.main([str(out), str(src), str(other)]) == 0
+    assert not (out / "cmvn_global.ark").exists()
+    assert not (out / "feats.yaml").exists()
+    assert (out / "frame_shift").read_text() == "0.01\n"
+
+
+def test_combine_removes_an_extra_the_sources_disagree_on(src, tmp_path):
+    """"not copying it" (the sources' cmvn_global.ark differ) left the destination's old one in place."""
+    other = _dir(tmp_path / "other", "spkB")
+    (src / "cmvn_global.ark").write_bytes(b"stats A")
+    (other / "cmvn_global.ark").write_bytes(b"stats B")
+    out = tmp_path / "out"
+    _dir(out, "spkC")
+    (out / "cmvn_global.ark").write_bytes(b"stale stats")
+    assert combine_cli.main([str(out), str(src), str(other)]) == 0
+    assert not (out / "cmvn_global.ark").exists()
+    (other / "cmvn_global.ark").write_bytes(b"stats A")
+    assert combine_cli.main([str(out), str(src), str(other)]) == 0
+    assert (out / "cmvn_global.ark").read_bytes() == b"stats A"

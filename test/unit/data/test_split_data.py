@@ -127,3 +127,14 @@ def test_split_is_rebuilt_for_other_content_with_older_times(ddir, tmp_path):
 def test_split_in_memory():
     d = DataDir(utt2spk={f"s{i}_u": f"s{i}" for i in range(4)})
     assert [p.utts for p in split(d, 2)] == [["s0_u", "s1_u"], ["s2_u", "s3_u"]]
+
+
+def test_help_describes_reuse_by_content_not_by_time(capsys):
+    """--help said "An existing split newer than every source file is reused"; the split is reused
+    by the content hash of the source files (split{N}/.source), times are not compared."""
+    with pytest.raises(SystemExit) as e:
+        split_cli.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert e.value.code == 0
+    assert "newer than" not in out
+    assert "same content" in out and "SHA-256" in out and ".source" in out

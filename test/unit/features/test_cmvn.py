@@ -130,3 +130,59 @@ def test_cli(tmp_path, feats_dir, capsys):
     (path / "feats.scp").write_text("a-0 " + (path / "feats.scp").read_text().split(" ", 1)[1].splitlines()[0] + "\n")
     assert cli.main([str(path)]) == 1
     assert "no features for 4 utterance(s)" in capsys.readouterr().err
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("per_speaker", [True, False])
+@pytest.mark.parametrize("where, why", [("data", "is"), (".", "contains")])
+def test_cli_refuses_a_cmvn_dir_that_is_or_contains_the_data_dir(tmp_path, feats_dir, capsys, monkeypatch,
+                                                                  per_speaker, where, why):
+    """`--per-speaker data data` put cmvn_data_*.ark among the data dir's tables, and `data .` was
+    accepted too: now an error naming CMVN_DIR and DATA_DIR, before anything is written."""
+    path, _ = feats_dir
+    monkeypatch.chdir(tmp_path)
+    before = _tree(tmp_path)
+    assert cli.main([*(["--per-speaker"] if per_speaker else []), "data", where]) == 1
+    err = capsys.readouterr().err
+    assert f"CMVN_DIR {where} {why} DATA_DIR data" in err, err
+    assert _tree(tmp_path) == before
+
+
+def test_cmvn_dir_inside_the_data_dir_is_still_allowed(tmp_path, feats_dir):
+    """The default CMVN_DIR is DATA_DIR/data (Kaldi's layout); naming it, or another dir inside the
+    data dir, is not an overlap."""
+    path, _ = feats_dir
+    assert compute_cmvn_stats(path, path / "data", per_speaker=True) == path / "cmvn.scp"
+    assert len(list((path / "data").glob("cmvn_*.ark"))) == 1
+    assert cli.main(["--per-speaker", str(path), str(path / "cmvn")]) == 0
+    assert set(DataDir.load(path).cmvn_scp) == {"a", "b"}
+
+
+@pytest.mark.parametrize("per_speaker", [True, False])
+def test_an_empty_data_dir_is_an_error_naming_it(tmp_path, capsys, per_speaker):
+    """--per-speaker on a data dir with an empty utt2spk exited 0 and wrote an empty cmvn.scp (and
+    an empty ark in DATA_DIR/data); global stats were already an error. Now both name the data dir
+    and write nothing."""
+    path = tmp_path / "empty"
+    path.mkdir()
+    (path / "utt2spk").write_text("")
+    (path / "feats.scp").write_text("")
+    assert cli.main([*(["--per-speaker"] if per_speaker else []), str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}: no utterances (utt2spk is empty)" in err, err
+    assert sorted(p.name for p in path.iterdir()) == ["feats.scp", "utt2spk"]
+
+
+def test_help_says_where_global_stats_go(capsys):
+    """--help said global stats go to cmvn.scp under the key `global` in CMVN_DIR/cmvn_<data>.ark;
+    they go to DATA_DIR/cmvn_global.ark (cmvn.scp is keyed by speaker only)."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert e.value.code == 0
+    assert "by the single key `global`" not in out
+    assert "global (default) one matrix in DATA_DIR/cmvn_global.ark" in out
+    assert "may not be DATA_DIR or contain it" in out

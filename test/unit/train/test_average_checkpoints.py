@@ -165,3 +165,37 @@ def test_cli_refuses_by_name_and_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("speechkit-average-checkpoints: error: ") and f"{b} and {a} both hold" in err
     assert not (tmp_path / "avg.pt").exists()
+
+
+def test_cli_refuses_an_out_that_is_a_training_runs_own_file(tmp_path, capsys):
+    """--out exp/checkpoints/latest.pt (or best.pt, or a ckpt-*.pt there) replaced the trainer's file:
+    latest.pt (a symlink) became an averaged file and the run could no longer resume ("not a
+    training checkpoint"). Now refused before any work, naming the option and the file."""
+    import os
+
+    from speechkit.train.checkpoint import checkpoint_name, latest_checkpoint, set_latest
+
+    ckpt = tmp_path / "exp" / "checkpoints"
+    a = _write(ckpt / checkpoint_name(1, 10), {"w": torch.ones(2)}, epoch=1, step=10)
+    b = _write(ckpt / checkpoint_name(2, 20), {"w": torch.zeros(2)}, epoch=2, step=20)
+    set_latest(ckpt, b.name)
+    _write(ckpt / "best.pt", {"w": torch.zeros(2)}, epoch=2, step=20, kind="best")
+    (tmp_path / "ln").symlink_to(ckpt)
+    (tmp_path / "mine.pt").symlink_to(a)
+    before = {p.name: (os.readlink(p) if p.is_symlink() else p.read_bytes()) for p in ckpt.iterdir()}
+    outs = [ckpt / "latest.pt", ckpt / "best.pt", ckpt / checkpoint_name(3, 30), tmp_path / "ln" / "best.pt",
+            ckpt / ".." / "checkpoints" / "latest.pt", tmp_path / "mine.pt"]
+    for out in outs:
+        assert cli.main(["--out", str(out), str(a), str(b)]) == 1, out
+        err = capsys.readouterr().err
+        assert f"--out {out}: is " in err, err
+    for out in outs[1:3]:
+        assert cli.main(["--last", "2", "--out", str(out), str(tmp_path / "exp")]) == 1
+        assert f"--out {out}: is the training run's own {out.name} in {ckpt}" in capsys.readouterr().err
+    assert {p.name: (os.readlink(p) if p.is_symlink() else p.read_bytes()) for p in ckpt.iterdir()} == before
+    assert (tmp_path / "mine.pt").is_symlink()
+    assert load_checkpoint(latest_checkpoint(ckpt))["kind"] == "train"
+    # any other name, in the run's directory or elsewhere, is still written
+    assert cli.main(["--out", str(ckpt / "avg.pt"), str(a), str(b)]) == 0
+    assert cli.main(["--out", str(tmp_path / "best.pt"), str(a), str(b)]) == 0
+    assert load_checkpoint(tmp_path / "best.pt")["kind"] == "averaged"
