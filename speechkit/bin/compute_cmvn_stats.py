@@ -8,7 +8,8 @@ row 0 = per-dimension sums and the frame count, row 1 = sums of squares:
   global (default)  one matrix in DATA_DIR/cmvn_global.ark (not in cmvn.scp, whose keys are the
                     speakers; an older cmvn.scp holding only a `global` entry is moved to
                     DATA_DIR/.backup/N/). CMVN_DIR is not used.
-  --per-speaker     one matrix per speaker of utt2spk in CMVN_DIR/cmvn_<data>.ark (default
+  --per-speaker     one matrix per speaker of utt2spk in CMVN_DIR/cmvn_<data>_<path hash>.<stats hash>.ark
+                    (named by its content: a recompute never overwrites an ark an older cmvn.scp reads; default
                     CMVN_DIR: DATA_DIR/data), and DATA_DIR/cmvn.scp pointing at it, keyed by speaker.
 
 Every file is written atomically. CMVN_DIR may lie inside DATA_DIR (the default does) but may

@@ -5,6 +5,7 @@ math are in :mod:`speechkit.features.cmvn`) as ``cmvn_global.ark`` or a per-spea
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -31,8 +32,11 @@ def compute_cmvn_stats(data_dir: str | os.PathLike, cmvn_dir: str | os.PathLike 
     (``kaldiio.load_mat``; Kaldi: ``apply-cmvn DATA_DIR/cmvn_global.ark``), as ESPnet keeps its
     global ``cmvn.ark`` out of ``cmvn.scp``: Kaldi requires the keys of ``cmvn.scp`` to be exactly
     the speakers. A ``cmvn.scp`` holding only a ``global`` entry (older speechkit) is moved to
-    ``DATA_DIR/.backup/N/``. Per-speaker stats go to ``CMVN_DIR/cmvn_<tag>.ark`` with
-    ``DATA_DIR/cmvn.scp`` keyed by speaker (``<tag>``: :func:`~speechkit.features.extract.data_tag`).
+    ``DATA_DIR/.backup/N/``. Per-speaker stats go to ``CMVN_DIR/cmvn_<tag>.<hash>.ark`` with
+    ``DATA_DIR/cmvn.scp`` keyed by speaker (``<tag>``: :func:`~speechkit.features.extract.data_tag`;
+    ``<hash>``: 12 hex digits of the SHA-256 of the speakers and their stats). Named by what it holds,
+    the ark of a recompute never overwrites one that an older ``cmvn.scp`` reads (the data dir's
+    backup, a copied or subset dir's); earlier arks stay in CMVN_DIR until deleted.
 
     Args:
         data_dir: data dir with ``feats.scp`` and ``utt2spk``.
@@ -93,7 +97,10 @@ def compute_cmvn_stats(data_dir: str | os.PathLike, cmvn_dir: str | os.PathLike 
             results[key] = stats
     if per_speaker:
         out = data_dir / "cmvn.scp"
-        with ark_scp_writer(cmvn_dir / f"cmvn_{data_tag(data_dir)}.ark", out) as w:
+        h = hashlib.sha256()
+        for key, stats in results.items():
+            h.update(key.encode("utf-8") + b"\0" + np.ascontiguousarray(stats, dtype=np.float64).tobytes())
+        with ark_scp_writer(cmvn_dir / f"cmvn_{data_tag(data_dir)}.{h.hexdigest()[:12]}.ark", out) as w:
             for key, stats in results.items():
                 w(key, stats)
     else:

@@ -132,6 +132,31 @@ def test_cli(tmp_path, feats_dir, capsys):
     assert "no features for 4 utterance(s)" in capsys.readouterr().err
 
 
+def test_a_recompute_never_changes_what_an_older_cmvn_scp_reads(tmp_path, feats_dir):
+    """The per-speaker ark is named by its content: after the features change and the stats are
+    recomputed, the backed-up or copied cmvn.scp still reads the stats it was made with."""
+    import kaldiio
+
+    from speechkit.data.copy_data_dir import copy_data_dir
+
+    path, _ = feats_dir
+    compute_cmvn_stats(path, per_speaker=True)
+    copy_data_dir(path, tmp_path / "copy")
+    old = {k: np.array(v) for k, v in kaldiio.load_scp(str(tmp_path / "copy" / "cmvn.scp")).items()}
+    # other features for speaker a: its stats change
+    d = DataDir.load(path)
+    keep = {u: loc for u, loc in d.feats_scp.items() if not u.startswith("a-")}
+    first_b = next(iter(keep.values()))
+    d.feats_scp = {u: (first_b if u.startswith("a-") else loc) for u, loc in d.feats_scp.items()}
+    d.write(path)
+    compute_cmvn_stats(path, per_speaker=True)
+    new = kaldiio.load_scp(str(path / "cmvn.scp"))
+    assert not np.array_equal(np.array(new["a"]), old["a"])
+    again = kaldiio.load_scp(str(tmp_path / "copy" / "cmvn.scp"))
+    assert all(np.array_equal(np.array(again[k]), v) for k, v in old.items())
+    assert len(list((path / "data").glob("cmvn_*.ark"))) == 2
+
+
 def _tree(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
