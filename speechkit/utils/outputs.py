@@ -115,13 +115,11 @@ def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_d
 
 
 _DIR_FILE_SUFFIXES = (".scp", ".ark", ".yaml", ".yml")
-
-
-def _dir_file_names() -> set[str]:
-    """Names a data or feature dir holds for the tools: its Kaldi tables and speechkit's extra files."""
-    from speechkit.data.datadir import EXTRA_FILES, PHONE_ALIGNMENTS, TABLES
-
-    return {*TABLES, "spk2utt", "reco2file_and_channel", PHONE_ALIGNMENTS, *EXTRA_FILES, "label_dim"}
+#: Files a data or feature dir holds for the tools (utils sits below speechkit.data, so the names are listed
+#: here; test_outputs checks that speechkit.data.datadir's TABLES, EXTRA_FILES and PHONE_ALIGNMENTS are among them)
+DATA_DIR_FILES = frozenset({"wav.scp", "segments", "text", "utt2spk", "spk2utt", "utt2lang", "utt2dur", "feats.scp",
+                            "utt2num_frames", "cmvn.scp", "spk2gender", "reco2file_and_channel", "phone_alignments",
+                            "frame_shift", "feats.yaml", "cmvn_global.ark", "label_dim"})
 
 
 def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dirs: Named | None = None) -> None:
@@ -148,7 +146,7 @@ def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dir
     outs = _named(outputs)
     seen: list[tuple[str, Path]] = [(label, _real(p)) for label, p in _named(inputs)]
     dirs = [(label, p, _real(p)) for label, p in _named(input_dirs)]
-    names = _dir_file_names() if dirs else set()
+    names = DATA_DIR_FILES
     for option, p in outs:
         real = _real(p)
         for label, other in seen:
@@ -279,23 +277,22 @@ def replace_dir(out: PathLike, *, backup: bool = True, owner: str | None = None)
     an earlier output of ``owner`` (it carries ``owner``'s :data:`OWNER_FILE`): then it is deleted
     (its own backups still move into ``out/.backup``). A directory that no run of ``owner`` wrote
     (a user's folder named by mistake, an output of an older version) is therefore never deleted.
-    Call :func:`check_output_dir` first.
+    With ``backup=False`` and no ``owner`` the previous output is deleted whatever it holds: only for
+    a path the caller chooses itself, never one a user names (a recipe's tracked ``results/<name>``,
+    an evaluation's ``wav/episode_NN`` inside its own run dir). Call :func:`check_output_dir` first.
 
     Args:
         out: the output directory.
         backup: keep the previous output (set ``False`` for caches whose content is re-derivable).
-        owner: with ``backup=False``, the tool's name (``"speechkit-vocode"``), written to
-            ``OWNER_FILE`` in the new output.
+        owner: the tool's name (``"speechkit-vocode"``), written to ``OWNER_FILE`` in the new
+            output; with ``backup=False`` every tool writing to a path a user names passes one.
 
     Yields:
         The temporary directory (``.OUT.tmp-PID-XXXX`` next to ``out``).
 
     Raises:
         WriteError: the parent of ``out`` cannot be created or written, or ``out`` is a file.
-        ValueError: ``backup=False`` without an ``owner``.
     """
-    if not backup and not owner:
-        raise ValueError("replace_dir(backup=False) needs the owner: the tool whose earlier outputs it may delete")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise WriteError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(out))
@@ -311,7 +308,7 @@ def replace_dir(out: PathLike, *, backup: bool = True, owner: str | None = None)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if out.is_dir():
-        keep = backup or not _owned_by(out, owner)
+        keep = backup or (owner is not None and not _owned_by(out, owner))
         if not backup and keep and _holds_files(out):
             log.warning("%s holds files that no earlier %s run wrote: kept in %s/%s/ instead of deleted",
                         out, owner, out, BACKUP_DIR)

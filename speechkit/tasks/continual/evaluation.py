@@ -351,8 +351,7 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
         synth = _Synthesizer(ep_dir)
         keys, spks, embs, skipped = [], [], [], []
         # the episode's wavs replace those of an earlier evaluation as a whole (a re-derivable cache)
-        with replace_dir(out / "wav" / f"episode_{t:02d}", backup=False,
-                         owner="speechkit-train-continual evaluation") as wav_dir:
+        with replace_dir(out / "wav" / f"episode_{t:02d}", backup=False) as wav_dir:
             for s in seen:
                 for j, u in enumerate(test_utts[s]):
                     wav = synth(synth_input(u), s)

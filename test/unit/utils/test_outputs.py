@@ -122,11 +122,20 @@ def test_without_backup_a_folder_the_tool_did_not_write_is_kept(tmp_path, caplog
                           ".backup/1/sub/y": "y"}
 
 
-def test_without_backup_an_owner_is_required(tmp_path):
-    with pytest.raises(ValueError, match="needs the owner"):
-        with replace_dir(tmp_path / "cache", backup=False):
-            pass
-    assert not (tmp_path / "cache").exists()
+def test_without_backup_and_owner_the_old_output_is_deleted_whatever_it_holds(tmp_path):
+    """For paths the caller chooses itself (a recipe's results/<name>): no marker, no backup."""
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "old").write_text("old")
+    with replace_dir(out, backup=False) as d:
+        (d / "x").write_text("1")
+    assert _tree(out) == {"x": "1"}
+
+
+def test_data_dir_file_names_cover_the_data_layer_tables():
+    from speechkit.data.datadir import EXTRA_FILES, PHONE_ALIGNMENTS, TABLES
+
+    assert {*TABLES, *EXTRA_FILES, PHONE_ALIGNMENTS} <= outputs.DATA_DIR_FILES
 
 
 def test_a_failure_leaves_the_previous_output_untouched(tmp_path):
