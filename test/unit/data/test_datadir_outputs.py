@@ -52,6 +52,15 @@ def test_subset_destination_holding_its_list_is_refused(src, tmp_path, capsys):
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["utts"]
 
 
+def _run(tool: str, src, out, other) -> int:
+    """copy-data-dir SRC OUT, subset-data-dir --first 2 SRC OUT, or combine-data-dirs OUT SRC OTHER."""
+    if tool == "copy":
+        return copy_cli.main([str(src), str(out)])
+    if tool == "subset":
+        return subset_cli.main(["--first", "2", str(src), str(out)])
+    return combine_cli.main([str(out), str(src), str(other)])
+
+
 @pytest.mark.parametrize("tool", ["copy", "subset", "combine"])
 def test_an_existing_destination_keeps_what_other_tools_added(src, tmp_path, tool):
     """Data dirs are incremental (the recipes copy a dir, then compute features into it): an
@@ -62,12 +71,7 @@ def test_an_existing_destination_keeps_what_other_tools_added(src, tmp_path, too
     (out / "utt2lang").write_text("spkC_u0 en\n")
     (out / "data").mkdir()
     (out / "data" / "raw.1.ark").write_bytes(b"features")
-    if tool == "copy":
-        assert copy_cli.main([str(src), str(out)]) == 0
-    elif tool == "subset":
-        assert subset_cli.main(["--first", "2", str(src), str(out)]) == 0
-    else:
-        assert combine_cli.main([str(out), str(src), str(other)]) == 0
+    assert _run(tool, src, out, other) == 0
     assert set(DataDir.load(out).utt2spk.values()) == ({"spkA", "spkB"} if tool == "combine" else {"spkA"})
     assert not (out / "utt2lang").exists() and (out / "data" / "raw.1.ark").read_bytes() == b"features"
 
@@ -86,12 +90,7 @@ def test_an_existing_destination_loses_the_extras_the_source_lacks(src, tmp_path
     (out / "cmvn_global.ark").write_bytes(b"stats of other utterances")
     (out / "feats.yaml").write_text("type: mfcc\n")
     (out / "frame_shift").write_text("0.02\n")
-    if tool == "copy":
-        assert copy_cli.main([str(src), str(out)]) == 0
-    elif tool == "subset":
-        assert subset_cli.main(["--first", "2", str(src), str(out)]) == 0
-    else:
-        assert combine_cli.main([str(out), str(src), str(other)]) == 0
+    assert _run(tool, src, out, other) == 0
     assert not (out / "cmvn_global.ark").exists()
     assert not (out / "feats.yaml").exists()
     assert (out / "frame_shift").read_text() == "0.01\n"

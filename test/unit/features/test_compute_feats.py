@@ -419,21 +419,27 @@ def test_part_files_are_named_by_their_fingerprint(tmp_path, data_dir):
         PartPaths.of(tmp_path / "f", "mfcc", data_tag(data_dir), 1, "xyz")
 
 
-def test_recompute_with_another_config_leaves_copies_and_backups_reading_the_old_features(tmp_path, data_dir,
-                                                                                       repo_root):
-    """A recompute writes arks of new names: a copied dir's feats.scp (and the data dir's backup)
-    keep reading the features they were made with (they read the new ones when arks had fixed names)."""
+def _features_and_a_copy(tmp_path, data_dir, repo_root):
+    """MFCCs of ``data_dir`` in 2 parts and a copy of the dir: (config, FEAT_DIR, the features, FEAT_DIR's
+    files' bytes, the copy)."""
     from speechkit.data.copy_data_dir import copy_data_dir
-    from speechkit.data.validate import validate
     from speechkit.features.extract import make_feats
 
     conf = repo_root / "conf" / "mfcc.yaml"
     feat_dir = tmp_path / "mfcc"
     make_feats(data_dir, conf, tmp_path / "log", feat_dir, nj=2)
-    old = _load(data_dir)
-    old_files = _snapshot(feat_dir)
-    copy = tmp_path / "copy"
-    copy_data_dir(data_dir, copy)
+    copy_data_dir(data_dir, tmp_path / "copy")
+    return conf, feat_dir, _load(data_dir), _snapshot(feat_dir), tmp_path / "copy"
+
+
+def test_recompute_with_another_config_leaves_copies_and_backups_reading_the_old_features(tmp_path, data_dir,
+                                                                                       repo_root):
+    """A recompute writes arks of new names: a copied dir's feats.scp (and the data dir's backup)
+    keep reading the features they were made with (they read the new ones when arks had fixed names)."""
+    from speechkit.data.validate import validate
+    from speechkit.features.extract import make_feats
+
+    conf, feat_dir, old, old_files, copy = _features_and_a_copy(tmp_path, data_dir, repo_root)
     make_feats(data_dir, conf, tmp_path / "log", feat_dir, overrides=["n_mfcc=20"], nj=2)
     new = _load(data_dir)
     assert all(m.shape[1] == 60 for m in new.values())
@@ -450,16 +456,9 @@ def test_recompute_with_another_config_leaves_copies_and_backups_reading_the_old
 def test_a_failed_recompute_leaves_the_previous_features_whole(tmp_path, data_dir, repo_root):
     """Part 1 recomputed with another config, part 2 fails: the first run's features, read through
     the backup's feats.scp or a copy's, are all still there, unchanged; the next run reuses part 1."""
-    from speechkit.data.copy_data_dir import copy_data_dir
     from speechkit.features.extract import make_feats
 
-    conf = repo_root / "conf" / "mfcc.yaml"
-    feat_dir = tmp_path / "mfcc"
-    make_feats(data_dir, conf, tmp_path / "log", feat_dir, nj=2)
-    old = _load(data_dir)
-    old_files = _snapshot(feat_dir)
-    copy = tmp_path / "copy"
-    copy_data_dir(data_dir, copy)
+    conf, feat_dir, old, old_files, copy = _features_and_a_copy(tmp_path, data_dir, repo_root)
     d = DataDir.load(data_dir)
     good = d.wav_scp[d.utts[-1]]
     d.wav_scp[d.utts[-1]] = str(tmp_path / "missing.wav")   # in part 2
