@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from speechkit.utils.fileio import DataError
+from speechkit.utils.fileio import DataError, id_file
 from speechkit.utils.jobs import map_jobs
 
 __all__ = ["world_vocode", "griffin_lim_vocode", "vocode_feature_dir", "is_logmel"]
@@ -87,7 +87,7 @@ def world_vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: s
         wav = world_synthesize(feats, sr, conf)
     except ValueError as e:
         raise DataError(f"utterance '{utt}': {e}") from None
-    path = Path(wav_dir) / f"{utt}.wav"
+    path = id_file(wav_dir, utt, ".wav")
     seconds, plotted = write_synthesized(path, wav, sr, title if plot else None)
     return utt, str(path.resolve()), seconds, plotted
 
@@ -122,7 +122,7 @@ def griffin_lim_vocode(utt: str, log_mel, conf: dict, wav_dir: str, title: str, 
         wav = mel_to_waveform(log_mel, conf, n_iter=n_iter).astype(np.float64)
     except ValueError as e:
         raise DataError(f"utterance '{utt}': {e}") from None
-    path = Path(wav_dir) / f"{utt}.wav"
+    path = id_file(wav_dir, utt, ".wav")
     seconds, plotted = write_synthesized(path, wav, sr, title if plot else None)
     return utt, str(path.resolve()), seconds, plotted
 

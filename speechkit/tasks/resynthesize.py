@@ -24,7 +24,7 @@ import numpy as np
 import yaml
 
 from speechkit.utils.cli import ConfigError
-from speechkit.utils.fileio import DataError, read_lines, read_table, write_table
+from speechkit.utils.fileio import DataError, id_file, read_lines, read_table, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
 logger = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ def resynthesize(inverter_dir: str | os.PathLike, codes: str | os.PathLike, out_
             elif ref is not None:
                 log.warning("%s: no reference spectrogram for '%s'", reference_dir, utt)
             wav, mag = resynth(c, target, n_iter=n_iter, momentum=momentum, seed=seed)
-            seconds += write_synthesized(tmp / f"{utt}.wav", wav, sr)[0]  # peak-limited; its PNG is drawn below
+            seconds += write_synthesized(id_file(tmp, utt, ".wav"), wav, sr)[0]  # peak-limited; PNG below
             wavs[utt] = str(final / f"{utt}.wav")
             if png:
                 panels = []

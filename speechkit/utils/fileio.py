@@ -48,6 +48,22 @@ def _write_error(path: str | os.PathLike, e: OSError) -> WriteError:
     return WriteError(e.errno or 0, e.strerror or str(e), str(where))
 
 
+def id_file(directory: str | os.PathLike, key: str, suffix: str, what: str = "utterance id") -> Path:
+    """``directory/<key><suffix>``: the file an id (utterance, speaker) names inside ``directory``.
+
+    Kaldi ids may hold any character but whitespace; as a file name an id must stay one name inside
+    ``directory``, so an id that is empty, ``.`` or ``..``, or holds a ``/`` or a NUL is refused (an
+    absolute or ``../`` id would write over a file outside the output, e.g. the input audio).
+
+    Raises:
+        DataError: such an id (names it).
+    """
+    if not key or key in (".", "..") or "/" in key or "\0" in key or (os.altsep and os.altsep in key):
+        raise DataError(f"{what} {key!r} cannot be a file name of the output: ids used as file names may not be "
+                        "empty, '.' or '..', nor hold a '/' (rename it in the data's tables)")
+    return Path(directory) / f"{key}{suffix}"
+
+
 def ensure_writable_dir(path: str | os.PathLike) -> Path:
     """Create directory ``path`` (and its parents) if needed and check that files can be created in it.
 

@@ -51,7 +51,7 @@ from typing import Sequence
 import numpy as np
 
 from speechkit.tasks.synthesize import Synthesizer
-from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.fileio import DataError, atomic_write, id_file, read_table
 from speechkit.utils.outputs import replace_dir
 
 __all__ = ["EvalConfig", "evaluate_continual", "GroundTruth"]
@@ -356,7 +356,8 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
                 for j, u in enumerate(test_utts[s]):
                     wav = synth(synth_input(u), s)
                     if j < cfg.wavs_per_speaker:  # the samples embedded below: limited already
-                        write_synthesized(wav_dir / f"{s}__{u}.wav", wav, synth.sr, limit=False)
+                        write_synthesized(id_file(wav_dir, f"{s}__{u}", ".wav", "speaker and utterance id"), wav,
+                                          synth.sr, limit=False)
                     e = encoder.embed_batch([wav], synth.sr, [u])[0]
                     if e is None:
                         skipped.append(u)

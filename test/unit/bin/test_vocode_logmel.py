@@ -168,3 +168,16 @@ def test_an_utterance_too_short_for_a_spectrogram_gets_its_wav_and_a_warning(fea
     err = capsys.readouterr().err
     assert "no spectrogram PNG for 1 utterance(s) shorter than the 25 ms analysis window: s2-u1" in err
     assert sorted(p.name for p in (out / "wav").iterdir()) == ["s1-u1.png", "s1-u1.wav", "s2-u1.wav"]
+
+
+@pytest.mark.parametrize("bad", ["../escaped", "/abs/victim", "..", "a/b"])
+def test_an_utterance_id_that_would_leave_out_dir_is_refused(feats_dir, tmp_path, capsys, bad):
+    """An id is a file name in OUT_DIR/wav: an absolute or ../ id wrote over files outside the output (e.g.
+    the input audio) with exit 0."""
+    d, _, _ = feats_dir
+    scp = read_table(d / "feats.scp")
+    scp[bad] = scp.pop("s2-u1")
+    write_table(d / "feats.scp", scp)
+    assert main([str(d), str(tmp_path / "out"), "--griffin-lim-iters", "2"]) == 1
+    assert f"utterance id {bad!r} cannot be a file name of the output" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feats"]  # no out, nothing beside it

@@ -30,3 +30,12 @@ def test_a_bom_starting_a_later_line_is_an_error_naming_the_line(tmp_path):
     f.write_bytes(b"\xef\xbb\xbfu1 a b\n\xef\xbb\xbfu2 c\n")  # two BOM files concatenated with cat
     with pytest.raises(DataError, match=re.escape(f"{f}:2: key '\\ufeffu2' starts with a UTF-8 byte-order mark")):
         read_table(f)
+
+
+def test_id_file_keeps_ids_inside_their_directory(tmp_path):
+    from speechkit.utils.fileio import id_file
+
+    assert id_file(tmp_path, "spk1_u-01.x", ".wav") == tmp_path / "spk1_u-01.x.wav"
+    for bad in ("", ".", "..", "../x", "/abs/x", "a/b", "a\0b"):
+        with pytest.raises(DataError, match="cannot be a file name of the output"):
+            id_file(tmp_path, bad, ".wav")
