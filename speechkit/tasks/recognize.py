@@ -272,6 +272,7 @@ class Recognizer:
             raise ConfigError(f"{self.cfg.data.units_dir}/union: {len(self.units.union)} units, the model's "
                               f"softmax has {self.model.vocab_size()}")
         path = self.options.cmvn_stats or self.cfg.data.cmvn_stats or str(self.cfg.data.train_dir)
+        self.cmvn_source = Path(path)  # what the stats were read from (a decode part records its content)
         self.cmvn = load_global_cmvn(path)
         # union id -> languages whose inventories hold it (vanilla: language of a hypothesis)
         self._union_langs: dict[int, list[str]] = {}
@@ -412,16 +413,54 @@ def split_parts(utts: list[str], nj: int) -> list[list[str]]:
 def part_fingerprint(options: DecodeOptions, ckpt: Path, data_dir: str | os.PathLike, utts: list[str],
                      feats: dict[str, str]) -> str:
     """sha256 of what a part's result depends on: the options, the checkpoint (path, size, mtime),
-    each utterance's feats.scp entry and language (``data_dir/utt2lang``)."""
+    each utterance's feats.scp entry and language (``data_dir/utt2lang``), and the size and
+    modification time of every feature file those entries read (an ark rewritten in place).
+
+    The CMVN stats and the units dir the decode read (options or the model's config) are checked
+    by content separately (:func:`input_hashes`, recorded in the part's ``done.J.json``).
+    """
     st = ckpt.resolve().stat()
     h = hashlib.sha256()
     h.update(json.dumps({"options": options.fingerprint_dict(), "checkpoint": str(ckpt.resolve()),
                          "size": st.st_size, "mtime_ns": st.st_mtime_ns}, sort_keys=True).encode())
     lang_file = Path(data_dir) / "utt2lang"
     langs = read_table(lang_file) if lang_file.is_file() else {}
+    arks: dict[str, None] = {}
     for u in utts:
         h.update(f"{u} {feats[u]} {langs.get(u, '')}\n".encode())
+        arks[_entry_file(feats[u])] = None
+    for a in arks:
+        try:
+            st = os.stat(a)
+            h.update(f"{a} {st.st_size} {st.st_mtime_ns}\n".encode())
+        except OSError:
+            h.update(f"{a} missing\n".encode())
     return h.hexdigest()
+
+
+def _entry_file(entry: str) -> str:
+    """The file a feats.scp entry reads (``PATH:OFFSET[...]`` or ``PATH``)."""
+    import re
+
+    return re.sub(r":\d+(\[[^\]]*\])?$", "", entry.strip())
+
+
+def input_hashes(cmvn_source: str | os.PathLike, units_dir: str | os.PathLike | None) -> dict[str, str]:
+    """SHA-256 of the content of the CMVN stats a decode read (a stats file; or a data dir's
+    ``cmvn_global.ark`` and ``cmvn.scp``; a ``.scp`` with the arks it reads) and of every file of its
+    units dir, keyed by path: a part is
+    current only while these are unchanged (:func:`part_current`)."""
+    from speechkit.features.io import scp_files
+
+    out: dict[str, str] = {}
+    src = Path(cmvn_source)
+    files = [src] if src.is_file() else [p for p in (src / "cmvn_global.ark", src / "cmvn.scp") if p.is_file()]
+    files += [a for p in files if p.suffix == ".scp" for a in scp_files(p)]  # the arks a cmvn.scp reads
+    if units_dir is not None and Path(units_dir).is_dir():
+        files += sorted(p for p in Path(units_dir).rglob("*") if p.is_file())
+    for p in files:
+        out[str(p.resolve())] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
 
 
 def part_paths(out_dir: str | os.PathLike, job: int) -> tuple[Path, Path]:
@@ -431,14 +470,24 @@ def part_paths(out_dir: str | os.PathLike, job: int) -> tuple[Path, Path]:
 
 
 def part_current(out_dir: str | os.PathLike, job: int, fp: str) -> bool:
-    """True if part ``job`` is complete and was decoded with fingerprint ``fp``."""
+    """True if part ``job`` is complete, was decoded with fingerprint ``fp``, and the CMVN stats and
+    units it read (``inputs`` of its ``done.J.json``: path -> SHA-256) still hold the same content."""
     res, done = part_paths(out_dir, job)
     if not (res.is_file() and done.is_file()):
         return False
     try:
-        return json.loads(done.read_text(encoding="utf-8")).get("fingerprint") == fp
+        rec = json.loads(done.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
+    if rec.get("fingerprint") != fp or "inputs" not in rec:
+        return False
+    for path, digest in rec["inputs"].items():
+        try:
+            if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def _check_finite(m, utt: str, data_dir: Path, entry: str) -> None:
@@ -469,18 +518,24 @@ def _dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False)
 
 
+#: files of a data dir or a units dir: an OUT_DIR holding one is refused (a decode writes text and utt2lang there)
+_NOT_A_DECODE_DIR = ("utt2spk", "wav.scp", "feats.scp", "segments", "languages.txt")
+
+
 def check_decode_paths(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: str | os.PathLike,
                        out_dir: str | os.PathLike, options: DecodeOptions, *, option: str | None = None) -> None:
     """OUT_DIR must not be, contain or lie inside DATA_DIR, the checkpoint (or EXP/checkpoints),
     --units-dir or --cmvn-stats, nor be or contain the experiment dir EXP (EXP/decode_test is
-    ESPnet's layout, and fine); a --device that cannot run is refused before any work.
+    ESPnet's layout, and fine), nor hold a data dir's or units dir's files (``utt2spk``, ``wav.scp``,
+    ``feats.scp``, ``segments``, ``languages.txt``: a decode would replace its ``text`` -- e.g. the
+    model's own training dir); a --device that cannot run is refused before any work.
 
     Raises:
         FileNotFoundError: no such experiment or checkpoint. OutputOverlapError (a ValueError):
         names OUT_DIR and the input; ConfigError: --device.
     """
     from speechkit.train.checkpoint import resolve_checkpoint
-    from speechkit.utils.outputs import check_output_dir
+    from speechkit.utils.outputs import OutputOverlapError, check_output_dir
 
     md = Path(model_dir)
     exp = md if md.is_dir() else None
@@ -490,6 +545,11 @@ def check_decode_paths(model_dir: str | os.PathLike, checkpoint: str | None, dat
                              "the checkpoint": resolve_checkpoint(model_dir, checkpoint, option=option),
                              "--units-dir": options.units_dir, "--cmvn-stats": options.cmvn_stats},
                      experiment_dirs={"--model-dir": exp})
+    held = [n for n in _NOT_A_DECODE_DIR if (Path(out_dir) / n).exists()]
+    if held:
+        raise OutputOverlapError(
+            f"OUT_DIR {out_dir} holds {held[0]}: it is a data dir or a units dir, whose tables (text, utt2lang) "
+            "a decode would replace; choose another output dir (ESPnet's layout: EXP/decode_<set>)")
     if options.device != "cpu":  # the CPU always runs (and needs no torch import: a merge step stays light)
         from speechkit.train.trainer import resolve_device
 
@@ -640,7 +700,8 @@ def _decode_part(model_dir, checkpoint, data_dir, out_dir, options: DecodeOption
             f.write(_dumps(r) + "\n")
     with atomic_write(done_path) as f:
         f.write(_dumps({"fingerprint": fp, "job": job, "nj": nj, "checkpoint": str(ckpt), "utterances": len(utts),
-                        "decoded": n_ok, "decode_seconds": dec_s, "audio_seconds": audio_s}) + "\n")
+                        "decoded": n_ok, "decode_seconds": dec_s, "audio_seconds": audio_s,
+                        "inputs": input_hashes(recognizer.cmvn_source, cfg.data.units_dir)}) + "\n")
 
 
 def merge_parts(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: str | os.PathLike,

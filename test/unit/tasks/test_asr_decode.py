@@ -288,6 +288,12 @@ def test_non_finite_features_strict_json_and_overlapping_outputs(lid_exp, capsys
         assert main(["--model-dir", "exp/lid", "data/dev", out]) == 1
         assert f"OUT_DIR {out} {why}" in capsys.readouterr().err
     assert sorted(p.name for p in (root / "data/dev").iterdir()) == before
+    # another data dir (the model's own training dir, whose CMVN stats the decode reads) is no output either:
+    # its reference text was replaced by the hypotheses
+    train_text = (root / "data/train/text").read_text()
+    assert main(["--model-dir", "exp/lid", "data/dev", "data/train"]) == 1
+    assert "OUT_DIR data/train holds utt2spk: it is a data dir" in capsys.readouterr().err
+    assert (root / "data/train/text").read_text() == train_text
     if not torch.cuda.is_available():  # refused before the parallel jobs start, in one line
         assert main(["--model-dir", "exp/lid", "--nj", "2", "--device", "cuda", "data/dev", "o"]) == 1
         err = capsys.readouterr().err

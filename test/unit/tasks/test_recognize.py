@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +17,8 @@ from speechkit.features.cmvn import apply_cmvn
 from speechkit.features.io import FeatureReader
 from speechkit.tasks import get_task
 from speechkit.tasks.recognize import (
-    DecodeOptions, Recognizer, add_decode_options, decode_data_dir, part_current, part_fingerprint, part_paths,
-    read_utterances, split_parts,
+    DecodeOptions, Recognizer, _entry_file, add_decode_options, decode_data_dir, input_hashes, part_current,
+    part_fingerprint, part_paths, read_utterances, split_parts,
 )
 from speechkit.text.units import MultilingualUnits
 from speechkit.train.trainer import Trainer
@@ -187,10 +190,25 @@ def test_parts_split_fingerprint_and_current(lid_exp, tmp_path):
     assert not part_current("out", 1, fp)
     res.parent.mkdir(parents=True)
     res.write_text("")
-    done.write_text('{"fingerprint": "%s"}\n' % fp)
+    done.write_text('{"fingerprint": "%s", "inputs": {}}\n' % fp)
     assert part_current("out", 1, fp) and not part_current("out", 1, "other")
+    done.write_text('{"fingerprint": "%s"}\n' % fp)  # written before parts recorded their inputs
+    assert not part_current("out", 1, fp)
     done.write_text("{not json")
     assert not part_current("out", 1, fp)
+    # the CMVN stats / units recorded in the part: changed in place, the part is stale
+    stats = tmp_path / "cmvn.ark"
+    stats.write_bytes(b"stats")
+    inputs = input_hashes(stats, None)
+    done.write_text(json.dumps({"fingerprint": fp, "inputs": inputs}) + "\n")
+    assert part_current("out", 1, fp)
+    stats.write_bytes(b"other stats")
+    assert not part_current("out", 1, fp)
+    # a feature ark rewritten in place (same entries, other size or time): another fingerprint
+    ark = Path(_entry_file(table[utts[0]]))
+    st = ark.stat()
+    os.utime(ark, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert fp != part_fingerprint(DecodeOptions(), ckpt, "data/dev", utts[:2], table)
 
 
 def test_decode_data_dir_in_process_parts_job_and_merge(lid_exp, caplog):
