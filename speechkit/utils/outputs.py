@@ -244,6 +244,27 @@ def _owned_by(d: Path, owner: str | None) -> bool:
         return False
 
 
+def _repoint_scps(kept: Path, out: Path) -> None:
+    """The ``*.scp`` files of a kept output named the files beside them by their paths under ``out``
+    (``OUT/feats.ark:8``, ``OUT/wav/a.wav``), where the new output now is: point them at ``kept``."""
+    olds = {os.path.abspath(out) + os.sep, os.path.realpath(out) + os.sep}
+    dest = os.path.abspath(kept) + os.sep
+    for scp in kept.rglob("*.scp"):
+        if BACKUP_DIR in scp.relative_to(kept).parts:
+            continue
+        try:
+            text = scp.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        new_text = text
+        for prefix in olds:
+            new_text = new_text.replace(prefix, dest)
+        if new_text != text:
+            tmp = scp.with_name(f".{scp.name}.tmp-{os.getpid()}")
+            tmp.write_text(new_text, encoding="utf-8")
+            os.replace(tmp, scp)
+
+
 def _keep_old(old: Path, new: Path, backup: bool) -> Path | None:
     """Move the previous output ``old`` to ``new/.backup/N`` (its own backups first), or delete it (its own
     backups, which hold what earlier runs kept, are moved to ``new/.backup`` first either way)."""
@@ -260,6 +281,7 @@ def _keep_old(old: Path, new: Path, backup: bool) -> Path | None:
         kept = next_backup(new)
         kept.parent.mkdir(exist_ok=True)
         os.replace(old, kept)
+        _repoint_scps(kept, new)
     else:
         shutil.rmtree(old, ignore_errors=True)
     return kept
@@ -273,7 +295,8 @@ def replace_dir(out: PathLike, *, backup: bool = True, owner: str | None = None)
     raises (or the process is killed), ``out`` keeps its previous complete content (or stays
     absent) and the temporary dir is removed (after a kill, by the next run into ``out``). On
     success the yielded dir becomes ``out``; the previous ``out``, if it held files, is kept as
-    ``out/.backup/N/`` (its own backups renumbered after it), unless ``backup`` is false and it is
+    ``out/.backup/N/`` (its own backups renumbered after it; its ``*.scp`` files, which named the
+    files beside them under ``out``, repointed there), unless ``backup`` is false and it is
     an earlier output of ``owner`` (it carries ``owner``'s :data:`OWNER_FILE`): then it is deleted
     (its own backups still move into ``out/.backup``). A directory that no run of ``owner`` wrote
     (a user's folder named by mistake, an output of an older version) is therefore never deleted.

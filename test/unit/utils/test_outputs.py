@@ -90,6 +90,24 @@ def test_first_write_then_replacement_keeps_a_numbered_backup(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["synth"]
 
 
+def test_a_kept_outputs_scp_files_name_its_own_files(tmp_path):
+    """An output's scp names its files under OUT (where they are once swapped in); kept as OUT/.backup/1, they
+    would name the new output's files: they are repointed at the backup, other paths left alone."""
+    out = tmp_path / "synth"
+    for v in ("old", "new"):
+        with replace_dir(out) as d:
+            (d / "feats.ark").write_text(v)
+            (d / "wav").mkdir()
+            (d / "wav" / "a.wav").write_text(v)
+            (d / "feats.scp").write_text(f"a {out}/feats.ark:8\nb /elsewhere/x.ark:3\n")
+            (d / "wav" / "wav.scp").write_text(f"a {out}/wav/a.wav\n")
+    kept = out / ".backup" / "1"
+    assert (kept / "feats.scp").read_text() == f"a {kept}/feats.ark:8\nb /elsewhere/x.ark:3\n"
+    assert (kept / "wav" / "wav.scp").read_text() == f"a {kept}/wav/a.wav\n"
+    assert (kept / "feats.ark").read_text() == "old" and (out / "feats.ark").read_text() == "new"
+    assert (out / "feats.scp").read_text().startswith(f"a {out}/feats.ark:8")
+
+
 def test_without_backup_the_old_output_is_deleted(tmp_path):
     out = tmp_path / "cache"
     for v in ("1", "2"):
