@@ -3,6 +3,7 @@ forward-backward over them, per-speaker fMLLR, save/load of ``final.mdl``) and i
 :class:`AlignResult`. Training is :func:`speechkit.align.train.train_aligner`."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from speechkit.align.config import (ALIGNMENTS_FILE, CONFIG_FILE, MODEL_FILE, MODEL_VERSION, PHONES_FILE, SIL,
                                     UNALIGNED_FILE, AlignerConfig)
@@ -20,8 +22,12 @@ from speechkit.align.hmm import MAX_PRED, AlignGraph, forward_backward_batch, vi
 from speechkit.align.hybrid import FrameClassifier
 from speechkit.align.transforms import _apply_fmllr, estimate_fmllr, splice
 from speechkit.data.corpora._common import write_phone_alignments
-from speechkit.utils.config import dump_config, load_config
+from speechkit.data.datadir import backup_files
+from speechkit.utils.config import load_config, to_dict
 from speechkit.utils.fileio import DataError, atomic_write, write_table
+
+#: The files of a saved aligner (:meth:`Aligner.save`).
+MODEL_FILES = (MODEL_FILE, PHONES_FILE, CONFIG_FILE)
 
 
 @dataclass
@@ -368,12 +374,27 @@ class Aligner:
         return Ft
 
     # ------------------------------------------------------------------ persistence
-    def save(self, exp_dir: str | os.PathLike) -> None:
-        """Write ``final.mdl`` (npz), ``phones.txt`` (``<phone> <id>``) and ``config.yaml``, atomically."""
+    def save(self, exp_dir: str | os.PathLike) -> Path | None:
+        """Write ``final.mdl`` (npz), ``phones.txt`` (``<phone> <id>``) and ``config.yaml``.
+
+        A model never replaces another without a backup: the files of an earlier model in
+        ``exp_dir`` (:data:`MODEL_FILES`) and the alignments made with it (``phone_alignments``,
+        ``unaligned``) are moved to ``exp_dir/.backup/N/`` (a new N each time) just before the new
+        files take their names. The new files are first written in full under temporary names, then
+        renamed into place, ``final.mdl`` last: a failed or killed save leaves the earlier model as it
+        was, or (killed between the backup and the last rename) no ``final.mdl``; never a new model
+        beside an earlier model's files or alignments.
+
+        Returns:
+            The backup directory, or ``None`` when ``exp_dir`` held none of those files.
+        """
         exp_dir = Path(exp_dir)
         exp_dir.mkdir(parents=True, exist_ok=True)
         meta = {"version": MODEL_VERSION, "phones": self.phones}
-        with atomic_write(exp_dir / MODEL_FILE, "wb") as f:
+        # atomic_write renames each file onto its name when its block exits: the stack exits in
+        # reverse, so config.yaml and phones.txt take their names before final.mdl
+        with contextlib.ExitStack() as stack:
+            f = stack.enter_context(atomic_write(exp_dir / MODEL_FILE, "wb"))
             extra = self.mlp.arrays() if self.mlp is not None else {}
             if self.transform is not None:
                 extra["transform"] = self.transform
@@ -381,10 +402,13 @@ class Aligner:
                 extra["ctx_pdf"] = self.ctx_pdf.astype(np.int32)
             np.savez(f, means=self.gmm.means, vars=self.gmm.vars, log_weights=self.gmm.log_weights,
                      trans=self.trans, meta=np.array(json.dumps(meta)), **extra)
-        with atomic_write(exp_dir / PHONES_FILE) as f:
+            f = stack.enter_context(atomic_write(exp_dir / PHONES_FILE))
             for i, p in enumerate(self.phones):
                 f.write(f"{p} {i}\n")
-        dump_config(self.config, exp_dir / CONFIG_FILE)
+            f = stack.enter_context(atomic_write(exp_dir / CONFIG_FILE))
+            yaml.safe_dump(to_dict(self.config), f, sort_keys=False, default_flow_style=False, allow_unicode=True)
+            # everything written: the earlier model and its outputs go to a backup, then the renames
+            return backup_files(exp_dir, (*MODEL_FILES, ALIGNMENTS_FILE, UNALIGNED_FILE), move=True)
 
     @classmethod
     def load(cls, model_dir: str | os.PathLike) -> "Aligner":

@@ -18,9 +18,36 @@ from speechkit.align.hmm import AlignGraph
 from speechkit.align.hybrid import FrameClassifier
 from speechkit.align.transforms import _apply_fmllr, estimate_lda, estimate_mllt, mllt_objective, splice
 from speechkit.align.tree import build_context_tree, phone_questions
+from speechkit.data.datadir import new_backup_dir
 from speechkit.utils.fileio import DataError
 
 logger = logging.getLogger(__name__)
+
+
+#: in EXP_DIR/log while a new aligner trains there: the training log of the aligner EXP_DIR holds, kept
+#: aside until :meth:`Aligner.save` replaces that aligner (then it goes to the aligner's backup)
+PREVIOUS_LOG = ".train.log.previous"
+
+
+def _set_previous_log_aside(exp_dir: Path) -> None:
+    """Retraining into a dir that holds an aligner: its ``log/train.log`` is moved to
+    :data:`PREVIOUS_LOG` (unless a failed retraining already put it there) before the new log is opened."""
+    logs = exp_dir / "log"
+    if (exp_dir / MODEL_FILE).is_file() and (logs / "train.log").is_file() and not (logs / PREVIOUS_LOG).exists():
+        os.replace(logs / "train.log", logs / PREVIOUS_LOG)
+
+
+def _save(al: Aligner, exp_dir: Path, log: "_TrainLog") -> None:
+    """Save ``al`` in ``exp_dir``; the aligner it replaces (and its alignments and training log) are kept in
+    ``exp_dir/.backup/N/`` (logged)."""
+    kept = al.save(exp_dir)
+    previous_log = exp_dir / "log" / PREVIOUS_LOG
+    if previous_log.is_file():
+        kept = kept or new_backup_dir(exp_dir)
+        (kept / "log").mkdir(exist_ok=True)
+        os.replace(previous_log, kept / "log" / "train.log")
+    if kept is not None:
+        log(f"replaced the aligner of {exp_dir}: the previous one, its alignments and its log are in {kept}")
 
 
 class _TrainLog:
@@ -309,7 +336,9 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
     """Train a monophone HMM-GMM aligner on a data dir, save it in ``exp_dir`` and align the data.
 
     Writes ``exp_dir/{final.mdl, phones.txt, config.yaml, log/train.log}`` (not the alignments:
-    see :meth:`AlignResult.write`).
+    see :meth:`AlignResult.write`). An aligner already in ``exp_dir`` is replaced only when the new one
+    is trained, and kept: its files, the alignments made with it and its ``log/train.log`` are moved to
+    ``exp_dir/.backup/N/`` (:meth:`Aligner.save`); a failed retraining leaves it in place.
 
     Args:
         data_dir: Kaldi data dir with ``wav.scp`` (+ ``segments``), ``text`` (phone tokens),
@@ -329,6 +358,7 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
     """
     c = config or AlignerConfig()
     exp_dir = Path(exp_dir)
+    _set_previous_log_aside(exp_dir)
     log = _TrainLog(exp_dir / "log" / "train.log")
     t_start = time.time()
     try:
@@ -448,7 +478,7 @@ def train_aligner(data_dir: str | os.PathLike, exp_dir: str | os.PathLike,
                 f"frame accuracy {al.mlp.train_accuracy:.3f} ({time.time() - t0:.1f} s)")
             if callback is not None:
                 callback(c.num_iters + r, al)
-        al.save(exp_dir)
+        _save(al, exp_dir, log)
         log(f"saved {exp_dir / MODEL_FILE}; training took {time.time() - t_start:.1f} s")
         result = al.align_features(feats, tokens, words, durs, nj, utt2spk=d.utt2spk)
         result.unaligned.update(failed)

@@ -15,6 +15,8 @@ Outputs in EXP_DIR:
                      unknown token, too few frames, unreadable audio); they are also counted and
                      the first ones named in a warning
   final.mdl, phones.txt, config.yaml, log/train.log   (training only: the aligner)
+  .backup/N/         training into an EXP_DIR that holds an aligner: the previous one, with the
+                     alignments made with it and its log, moved here when the new one is saved
 
 Optional silence ('sil') may be inserted at the start, at the end and between words, where
 DATA_DIR/phone_info ('<utt> <stress>:<syllable>:<word> ...') gives word indices;
@@ -73,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
 
         from speechkit.utils.outputs import check_output_dir
 
-        # EXP_DIR may lie inside --model-dir (exp/align/align_test), never be or contain it nor the data
-        exp_dir = check_output_dir(args.exp_dir, inputs={"DATA_DIR": args.data_dir},
+        # EXP_DIR may lie inside --model-dir (exp/align/align_test), never be or contain it nor what is read
+        # (the data, the --config file, which training would overwrite with the resolved config.yaml)
+        exp_dir = check_output_dir(args.exp_dir, inputs={"DATA_DIR": args.data_dir, "--config": args.config},
                                    experiment_dirs={"--model-dir": args.model_dir}, option="EXP_DIR")
         t0 = time.time()
         if args.model_dir is not None:

@@ -25,7 +25,13 @@ Writes EXP/plan.json, EXP/episode_<tt>_<spk>/ (a speechkit-train experiment dir:
 file; plus episode.json = what was trained), EXP/episodes.jsonl (one JSON line per episode).
 Re-running the command resumes: finished episodes are skipped, an interrupted one continues from
 its latest checkpoint. A resumed run with another speaker order, strategy or setting is an error
-naming both.
+naming both: plan.json records every training setting (the trainer, model and data options, e.g.
+--trainer.lr, --trainer.max_epochs, --num-streams, --window), all but those that only change how it
+runs (--trainer.num_threads, --trainer.device, --trainer.num_workers, --trainer.log_interval,
+--trainer.save_interval_steps, --trainer.keep_last).
+
+EXP may not be, nor lie inside, what the command reads (--train-dir, --valid-dir, --pretrain-dir,
+--speaker-embeddings, --config, --init-dir; it may lie inside --init-dir's exp dir, not its checkpoints).
 
 Every key (flat keys such as --strategy, --buffer-size, and --trainer.<key>) is a config
 override, '-' and '_' alike, values parsed as YAML; see them all with --print-config. A
@@ -39,10 +45,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.cli import split_overrides as cli_split_overrides
 from speechkit.utils.fileio import ensure_writable_dir
+from speechkit.utils.outputs import check_output_dir
 
 PROG = "speechkit-train-continual"
 _OWN = {"--config", "--exp-dir", "--print-config", "--verbose", "--help", "--log-file"}
@@ -83,6 +91,14 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
         return 0
     if not args.exp_dir:
         raise ConfigError("--exp-dir is required (where the episodes go)")
+    # as speechkit-train: the exp dir is written file by file, never replaced, so it may hold inputs, but it may
+    # not be one nor lie inside one; it may lie inside --init-dir's exp dir (ESPnet's layout), not its checkpoints
+    init = Path(cfg.init_dir) if cfg.init_dir else None
+    check_output_dir(args.exp_dir, inputs={"--train-dir": cfg.train_dir, "--valid-dir": cfg.valid_dir,
+                                           "--speaker-embeddings": cfg.speaker_embeddings,
+                                           "--pretrain-dir": cfg.pretrain_dir, "--config": args.config,
+                                           "--init-dir's checkpoints": init / "checkpoints" if init else None},
+                     experiment_dirs={"--init-dir": cfg.init_dir}, option="--exp-dir", contains_ok=True)
     ensure_writable_dir(args.exp_dir)
     setup_logging(args.log_file, verbose=args.verbose)
     records = run_continual(cfg, args.exp_dir)

@@ -26,13 +26,14 @@ optimiser at each episode, synthesis and scoring. What it gives:
 * :class:`ReplayBuffer` -- per-speaker selection, ER-KD targets through a callback, state;
 * :func:`mix_with_buffer` -- new data + (replicated) buffer, deterministically shuffled;
 * :class:`EpisodePlan` -- speaker order from a seed, per-episode training set of each strategy,
-  and the resume check (a resumed run must use the saved order and strategy).
+  and the resume check (a resumed run must use the saved order, strategy and training settings).
 
 All randomness derives from explicit seeds (NumPy ``default_rng``), never from global state, so a
 resumed run makes the same choices as an uninterrupted one.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -50,15 +51,16 @@ from speechkit.utils.fileio import DataError, atomic_write
 logger = logging.getLogger(__name__)
 
 __all__ = ["STRATEGIES", "STRATEGY_OPTIONS", "check_strategy_options", "fisher_diagonal", "EWC", "ReplayBuffer",
-           "mix_with_buffer", "EpisodePlan", "PlanMismatchError", "PLAN_VERSION"]
+           "mix_with_buffer", "EpisodePlan", "PlanMismatchError", "PLAN_VERSION", "settings_fingerprint"]
 
 #: Strategy names (Hemati & Borth 2021: the strategy comparison and Table 3; ``jt_cumulative`` is this
 #: toolkit's own variant).
 STRATEGIES = ("jt", "jt_cumulative", "sa", "ewc", "er", "er_kd", "er_br")
 _JOINT = ("jt", "jt_cumulative")
-#: plan.json's format: 2 = ``jt`` is the paper's joint training from theta_init (1, no ``version`` key:
-#: ``jt`` was the cumulative variant, now ``jt_cumulative``).
-PLAN_VERSION = 2
+#: plan.json's format: 3 = also records the run's training settings (``training``, ``training_sha256``);
+#: 2 = ``jt`` is the paper's joint training from theta_init (1, no ``version`` key: ``jt`` was the
+#: cumulative variant, now ``jt_cumulative``).
+PLAN_VERSION = 3
 _REPLAY = ("er", "er_kd", "er_br")
 #: The settings only some strategies read (``speechkit-train-continual`` keys -> those strategies).
 STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -390,6 +392,18 @@ def mix_with_buffer(new_items: Sequence[Any], buffer_items: Sequence[Any], *, se
 
 
 # ============================================================================================ plan
+def _plain_settings(d: Mapping[str, Any]) -> dict:
+    """``d`` as plain JSON data (what plan.json holds: tuples -> lists, other objects -> str)."""
+    return json.loads(json.dumps(dict(d), default=str))
+
+
+def settings_fingerprint(settings: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of ``settings`` as canonical JSON (keys sorted): equal for equal settings,
+    whatever their key order."""
+    text = json.dumps(_plain_settings(settings), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 class PlanMismatchError(DataError):
     """A resumed run asks for another speaker order, strategy or setting than the saved run used."""
 
@@ -406,6 +420,11 @@ class EpisodePlan:
         replicate: ``K`` for ER-BR (1 otherwise).
         ewc_lambda: EWC's ``lambda`` (0 unless ``ewc``).
         extra: free-form metadata saved with the plan (not compared on resume).
+        training: the settings that decide what the episodes train, flat ``{"dotted.key": value}``
+            (the driver's resolved trainer, model and data options, ...); compared on resume.
+            ``{}``: not recorded (a plan written before version 3, or a caller that tracks none).
+        training_sha256: SHA-256 of ``training`` (:func:`settings_fingerprint`); filled in from
+            ``training`` when not given.
         version: the plan format (:data:`PLAN_VERSION`; :meth:`from_dict` reads a plan without
             one as version 1, whose ``jt`` is ``jt_cumulative``).
     """
@@ -417,6 +436,8 @@ class EpisodePlan:
     replicate: int = 1
     ewc_lambda: float = 0.0
     extra: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+    training_sha256: str = ""
     version: int = PLAN_VERSION
 
     def __post_init__(self) -> None:
@@ -437,6 +458,11 @@ class EpisodePlan:
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
         self.order = [str(s) for s in self.order]
+        if not isinstance(self.training, dict):
+            raise ValueError(f"training settings must be a mapping, got {type(self.training).__name__}")
+        self.training = _plain_settings(self.training)  # as plan.json will hold them
+        if self.training and not self.training_sha256:
+            self.training_sha256 = settings_fingerprint(self.training)
 
     @classmethod
     def create(cls, speakers: Iterable[str], strategy: str, seed: int, **kwargs) -> "EpisodePlan":
@@ -575,9 +601,14 @@ class EpisodePlan:
     def check_resume(self, saved: "EpisodePlan", where: str = "the saved plan") -> None:
         """Check that this (requested) plan is the one a resumed run saved.
 
+        The training settings are compared when both plans record them (:attr:`training`): a
+        setting only one of them has (one added to or dropped from speechkit since the run was
+        saved) is warned about, not an error. A saved plan without them (written before plan
+        version 3) resumes with a warning that they cannot be checked.
+
         Raises:
-            PlanMismatchError: order, strategy, seed, buffer size, K or lambda differ; the message
-                names the saved and the requested values.
+            PlanMismatchError: order, strategy, seed, buffer size, K or lambda differ, or a training
+                setting; the message names the keys with the saved and the requested values.
         """
         diffs = [f"{name}: saved {getattr(saved, name)!r}, requested {getattr(self, name)!r}"
                  for name in ("strategy", "order", "seed", "buffer_size", "replicate", "ewc_lambda")
@@ -591,6 +622,42 @@ class EpisodePlan:
             raise PlanMismatchError(f"cannot resume: the run in {where} differs from the requested one ("
                                     + "; ".join(diffs) + f"){note}; use a new experiment directory or the saved "
                                     f"settings")
+        self._check_training(saved, where)
+
+    def _check_training(self, saved: "EpisodePlan", where: str) -> None:
+        if not self.training_sha256:  # the caller records no settings
+            return
+        if not saved.training_sha256:
+            logger.warning("%s was written by an older speechkit without the run's training settings: cannot check "
+                           "that its finished episodes were trained with the requested trainer/model/data settings",
+                           where)
+            return
+        if saved.training_sha256 == self.training_sha256:
+            return
+        old, new = saved.training, self.training
+        diffs = []
+        if old and new:
+            show = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731
+            changed = [k for k in old if k in new and show(old[k]) != show(new[k])]
+            for k in new:
+                if k not in old:
+                    logger.warning("resuming %s: setting %s is not in the saved plan (a newer setting); using %r",
+                                   where, k, new[k])
+            for k in old:
+                if k not in new:
+                    logger.warning("resuming %s: the saved run's setting %s = %r is not a setting any more", where,
+                                   k, old[k])
+            diffs = [f"{k}: saved {old[k]!r}, requested {new[k]!r}" for k in changed]
+            if len(diffs) > 8:
+                diffs = diffs[:8] + [f"and {len(diffs) - 8} more: {', '.join(changed[8:])}"]
+            if not diffs and settings_fingerprint(old) == saved.training_sha256 \
+                    and settings_fingerprint(new) == self.training_sha256:
+                return  # only settings added to or dropped from speechkit since the run was saved (warned)
+        if not diffs:  # settings that do not match their fingerprint (an edited plan.json), or no settings
+            diffs = [f"training settings fingerprint: saved {saved.training_sha256}, requested {self.training_sha256}"]
+        raise PlanMismatchError(f"cannot resume: the run in {where} was trained with other settings than the "
+                                f"requested ones ({'; '.join(diffs)}); its finished episodes would be reused as "
+                                f"this run's: use a new experiment directory or the saved settings")
 
     @classmethod
     def resume_or_save(cls, requested: "EpisodePlan", path: str | os.PathLike) -> "EpisodePlan":

@@ -41,8 +41,10 @@ freshly adapted model may not stop or may lose the alignment.
 
 Files (``EXP = exp_dir``)::
 
-    EXP/plan.json                    the EpisodePlan (strategy, order, seed, N_B, K, lambda); a
-                                     resumed run asking for another one is an error naming both
+    EXP/plan.json                    the EpisodePlan (strategy, order, seed, N_B, K, lambda) and the
+                                     training settings (:func:`training_settings`: trainer, model, data
+                                     options) with their SHA-256; a resumed run asking for other ones
+                                     is an error naming the keys and both values
     EXP/episode_<tt>_<spk>/          a speechkit-train experiment dir (config.yaml, checkpoints/
                                      best.pt, metrics.jsonl, ...), usable as --model-dir of
                                      speechkit-tts-synthesize; plus
@@ -57,7 +59,13 @@ are skipped, an unfinished one resumes from its latest checkpoint (the trainer's
 resume). Both only for the same data: an episode whose train/valid dirs, speaker vectors, initial
 weights (theta_init's or the previous episode's) or, for EWC's episode 1, ``pretrain_dir`` differ
 in content from those its checkpoint records (:meth:`Trainer.fit`'s data fingerprint) is an
-error naming the key and what changed. Evaluation (synthesis, the speaker verifier, RA/FG) is the recipe's: it runs
+error naming the key and what changed. And only for the same settings: a run whose training
+settings (:func:`training_settings`: every trainer, model and data option but those that only
+change how it runs, such as ``trainer.num_threads`` or ``trainer.device``) differ from plan.json's
+is a :class:`~speechkit.train.continual.PlanMismatchError` naming the keys, before any episode is
+reused (a plan.json written before it recorded them resumes unchecked, with a warning).
+
+Evaluation (synthesis, the speaker verifier, RA/FG) is the recipe's: it runs
 ``speechkit-tts-synthesize --model-dir EXP/episode_<tt>_<spk> --speaker SPK`` for each seen
 speaker, or passes ``after_episode`` to :func:`run_continual`.
 """
@@ -90,11 +98,11 @@ from speechkit.train.checkpoint import (
 )
 from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer
 from speechkit.train.trainer import Trainer, TrainerConfig, check_data_fingerprint
-from speechkit.utils.config import ConfigError, FieldError, from_dict
+from speechkit.utils.config import ConfigError, FieldError, from_dict, to_dict
 from speechkit.utils.fileio import DataError, atomic_write
 
 __all__ = ["ContinualConfig", "run_continual", "episode_dir_name", "EpisodeData", "episode_task",
-           "Tacotron2EpisodeTask", "teacher_forced_mels"]
+           "Tacotron2EpisodeTask", "teacher_forced_mels", "training_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -430,6 +438,44 @@ def _load_state(path: Path) -> dict:
     return load_checkpoint(path, expect_format=False)
 
 
+#: trainer keys that change how an episode runs or is logged, not what it trains: a resumed run may change them
+RUN_ONLY_TRAINER_KEYS = ("log_interval", "save_interval_steps", "keep_last", "num_threads", "num_workers", "device")
+#: data keys whose content (not path) every episode's checkpoints fingerprint (:meth:`Trainer.fit`): checked there
+_CONTENT_CHECKED_DATA_KEYS = ("train_dir", "valid_dir", "speaker_embeddings")
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict) or not d:
+        return {prefix[:-1]: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}."))
+    return out
+
+
+def training_settings(cfg: ContinualConfig, ep_cfg: Any) -> dict[str, Any]:
+    """What decides the episodes' training beside the plan's own keys (strategy, order, seed, N_B, K,
+    lambda), flat ``{"dotted.key": value}``, recorded in plan.json and compared on resume: every key
+    of the resolved episode config ``ep_cfg`` (the trainer section, theta_init's model and data
+    sections with this run's ``data.num_streams``/``data.window``) except
+
+    * :data:`RUN_ONLY_TRAINER_KEYS` (how it runs: threads, device, logging, checkpoint keeping);
+    * ``data.train_dir``, ``data.valid_dir``, ``data.speaker_embeddings``: paths, whose *content*
+      each episode's checkpoints record and :func:`run_continual` checks;
+
+    plus, for ``ewc``, ``ewc_mode`` and whether ``pretrain_dir`` is given (episode 1's Fisher).
+    """
+    flat = _flat(to_dict(ep_cfg))
+    for key in RUN_ONLY_TRAINER_KEYS:
+        flat.pop(f"trainer.{key}", None)
+    for key in _CONTENT_CHECKED_DATA_KEYS:
+        flat.pop(f"data.{key}", None)
+    if cfg.strategy == "ewc":
+        flat["ewc_mode"] = cfg.ewc_mode
+        flat["pretrain_dir"] = "(given)" if cfg.pretrain_dir else ""
+    return flat
+
+
 def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
                   after_episode: Callable[[int, Path], None] | None = None) -> list[dict]:
     """Run (or resume) every episode of Algorithm 1 into ``exp_dir`` (see the module docstring).
@@ -453,7 +499,8 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
 
     Raises:
         ConfigError: missing keys, theta_init not speaker-conditioned or not an acoustic model.
-        PlanMismatchError: exp_dir holds a run with another order/strategy/setting (names both).
+        PlanMismatchError: exp_dir holds a run with another order/strategy/setting or other training
+            settings (:func:`training_settings`; names the keys and both values).
         FileNotFoundError, DataError: missing or bad data (names file, speaker, utterance).
     """
     exp = Path(exp_dir)
@@ -505,14 +552,6 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
     if overlap:
         log.warning("continual speakers also in theta_init's training data: %s", ", ".join(overlap[:5]))
 
-    exp.mkdir(parents=True, exist_ok=True)
-    requested = EpisodePlan.create(speakers, cfg.strategy, cfg.seed,
-                                   buffer_size=cfg.buffer_size if cfg.strategy in ("er", "er_kd", "er_br") else 0,
-                                   replicate=cfg.replicate, ewc_lambda=cfg.ewc_lambda if cfg.strategy == "ewc" else 0.0,
-                                   extra={"init_dir": str(init_dir), "pretrain_speakers": pretrain_speakers})
-    plan = EpisodePlan.resume_or_save(requested, exp / "plan.json")
-    log.info("continual run %s: strategy %s, order %s", exp, plan.strategy, " ".join(plan.order))
-
     ep_cfg = copy.deepcopy(init_cfg)
     ep_cfg.trainer = copy.deepcopy(cfg.trainer)
     if tts:  # same vocabulary (data.token_list) as theta_init: it is in init_cfg.data
@@ -525,6 +564,15 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
                                           valid_dir=str(cfg.valid_dir), speaker_embeddings=str(scp),
                                           num_streams=cfg.num_streams or init_cfg.data.num_streams,
                                           window=cfg.window or init_cfg.data.window)
+
+    exp.mkdir(parents=True, exist_ok=True)
+    requested = EpisodePlan.create(speakers, cfg.strategy, cfg.seed,
+                                   buffer_size=cfg.buffer_size if cfg.strategy in ("er", "er_kd", "er_br") else 0,
+                                   replicate=cfg.replicate, ewc_lambda=cfg.ewc_lambda if cfg.strategy == "ewc" else 0.0,
+                                   extra={"init_dir": str(init_dir), "pretrain_speakers": pretrain_speakers},
+                                   training=training_settings(cfg, ep_cfg))
+    plan = EpisodePlan.resume_or_save(requested, exp / "plan.json")
+    log.info("continual run %s: strategy %s, order %s", exp, plan.strategy, " ".join(plan.order))
 
     records: list[dict] = []
     prev_ckpt, prev_dir = init_ckpt, None

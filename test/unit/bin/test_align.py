@@ -217,3 +217,113 @@ def test_nj_below_one_is_an_argparse_error(trained, tmp_path, capsys):
         main([str(data), str(tmp_path / "out"), "--nj", "0"])
     assert e.value.code == 2
     assert "argument --nj: must be >= 1, got 0" in capsys.readouterr().err
+
+
+_MODEL_OUTPUTS = ("final.mdl", "phones.txt", "config.yaml", "phone_alignments", "unaligned", "log/train.log")
+
+
+def _contents(d: Path) -> dict:
+    return {n: (d / n).read_bytes() for n in _MODEL_OUTPUTS if (d / n).is_file()}
+
+
+def test_retraining_keeps_the_previous_aligner_in_a_backup(trained, tmp_path, capsys):
+    """Audit d4(a): retraining into an EXP_DIR holding an aligner replaced final.mdl, phones.txt,
+    config.yaml and phone_alignments with no backup. The previous aligner, the alignments made with it
+    and its log are moved to EXP_DIR/.backup/N/ (loadable from there), logged."""
+    root, data, ref = trained
+    exp = tmp_path / "exp"
+    shutil.copytree(root / "exp", exp)
+    first = _contents(exp)
+    assert set(first) == set(_MODEL_OUTPUTS)
+    other = [o for o in OVERRIDES if not o.startswith("--num-iters")] + ["--num-iters=10", "--optional-silence",
+                                                                       "false"]
+    capsys.readouterr()
+    assert main([str(data), str(exp), *other]) == 0
+    kept = exp / ".backup" / "1"
+    assert _contents(kept) == first
+    assert f"replaced the aligner of {exp}: the previous one, its alignments and its log are in {kept}" \
+        in capsys.readouterr().err
+    second = _contents(exp)
+    assert second["final.mdl"] != first["final.mdl"] and "num_iters: 10" in second["config.yaml"].decode()
+    assert "optional_silence: false" in second["config.yaml"].decode()
+    assert second["log/train.log"] != first["log/train.log"]
+    # the kept aligner is whole: it aligns as it did
+    assert main([str(data), str(tmp_path / "again"), "--model-dir", str(kept)]) == 0
+    assert (tmp_path / "again" / "phone_alignments").read_bytes() == first["phone_alignments"]
+    # a third training: a new backup, the first one untouched
+    assert main([str(data), str(exp), *OVERRIDES]) == 0
+    assert _contents(kept) == first and _contents(exp / ".backup" / "2") == second
+    assert sorted(p.name for p in (exp / ".backup").iterdir()) == ["1", "2"]
+    assert not [p for p in exp.rglob("*") if "tmp" in p.name or p.name.startswith(".train.log")]
+
+
+def test_a_failed_retraining_leaves_the_previous_aligner(trained, tmp_path, monkeypatch, capsys):
+    """A retraining that fails (here: while writing the new model's files) changes nothing of the aligner
+    in EXP_DIR nor its alignments; the next successful one keeps that aligner with its own log."""
+    import yaml
+
+    root, data, ref = trained
+    exp = tmp_path / "exp"
+    shutil.copytree(root / "exp", exp)
+    first = _contents(exp)
+
+    def fail(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(yaml, "safe_dump", fail)  # config.yaml: written after final.mdl, phones.txt
+    assert main([str(data), str(exp), *OVERRIDES, "--num-iters=10"]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert {n: v for n, v in _contents(exp).items() if n != "log/train.log"} == \
+           {n: v for n, v in first.items() if n != "log/train.log"}
+    assert not (exp / ".backup").exists()
+    assert [p.name for p in exp.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    monkeypatch.undo()
+    assert main([str(data), str(exp), *OVERRIDES, "--num-iters=10"]) == 0
+    assert _contents(exp / ".backup" / "1") == first  # the failed run's log did not replace the model's
+
+
+def test_the_new_model_takes_its_names_last(trained, tmp_path, monkeypatch):
+    """The new model's files are complete before the previous ones move to the backup, and final.mdl
+    takes its name last: a kill at any rename never leaves a new final.mdl beside the old files."""
+    import os
+
+    from speechkit.align import Aligner
+
+    root, data, ref = trained
+    exp = tmp_path / "exp"
+    shutil.copytree(root / "exp", exp)
+    old = _contents(exp)
+    seen = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        dst = Path(dst)
+        if dst.parent == exp and dst.name in ("final.mdl", "phones.txt", "config.yaml"):
+            # at each rename of a new file: the old model and its alignments are already in the backup
+            assert not (exp / "phone_alignments").exists() and (exp / ".backup" / "1" / "final.mdl").is_file()
+            seen.append(dst.name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    al = Aligner.load(root / "exp")
+    assert al.save(exp) == exp / ".backup" / "1"
+    monkeypatch.undo()
+    assert seen[-1] == "final.mdl" and sorted(seen) == ["config.yaml", "final.mdl", "phones.txt"]
+    assert _contents(exp / ".backup" / "1") == {n: v for n, v in old.items() if n != "log/train.log"}
+
+
+def test_output_dir_containing_the_config_is_refused(trained, tmp_path, capsys):
+    """Audit d4(b): an EXP_DIR holding the --config file was accepted and the user's config overwritten
+    with the resolved config.yaml."""
+    root, data, ref = trained
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "config.yaml").write_text("num_iters: 12\nbaum_welch_iters: 6\nrealign_iters: [7, 9, 11]\n"
+                                      "max_iter_inc: 8\ntotal_gauss: 60\n")
+    before = (conf / "config.yaml").read_bytes()
+    for out in (conf, tmp_path):
+        assert main([str(data), str(out), "--config", str(conf / "config.yaml"), "--num-iters", "8"]) == 1
+        _one_line_error(capsys.readouterr().err, f"EXP_DIR {out} contains --config {conf / 'config.yaml'}")
+    assert (conf / "config.yaml").read_bytes() == before and sorted(p.name for p in conf.iterdir()) == ["config.yaml"]
+    # beside it is fine
+    assert main([str(data), str(tmp_path / "exp"), "--config", str(conf / "config.yaml")]) == 0

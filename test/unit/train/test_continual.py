@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from speechkit.train.continual import (
-    EWC, STRATEGIES, EpisodePlan, PlanMismatchError, ReplayBuffer, fisher_diagonal, mix_with_buffer,
+    EWC, PLAN_VERSION, STRATEGIES, EpisodePlan, PlanMismatchError, ReplayBuffer, fisher_diagonal, mix_with_buffer,
+    settings_fingerprint,
 )
 
 
@@ -264,15 +265,69 @@ def test_resume_check_names_both(tmp_path):
     old = {k: v for k, v in EpisodePlan("jt", ["s1", "s2"], seed=1).to_dict().items() if k != "version"}
     path.write_text(json.dumps(old))
     assert EpisodePlan.load(path).strategy == "jt_cumulative"
-    assert EpisodePlan.load(path).version == EpisodePlan("sa", ["a"], 0).version == 2
+    assert EpisodePlan.load(path).version == EpisodePlan("sa", ["a"], 0).version == PLAN_VERSION == 3
     with pytest.raises(PlanMismatchError,
                        match="saved 'jt_cumulative', requested 'jt'.*now --strategy jt_cumulative"):
         EpisodePlan.resume_or_save(EpisodePlan("jt", ["s1", "s2"], seed=1), path)
     path.write_text(json.dumps({**old, "strategy": "sa"}))
     assert EpisodePlan.load(path).strategy == "sa"
-    path.write_text(json.dumps({**old, "version": 3}))
-    with pytest.raises(Exception, match="plan version 3 is newer"):
+    path.write_text(json.dumps({**old, "version": 4}))
+    with pytest.raises(Exception, match="plan version 4 is newer"):
         EpisodePlan.load(path)
     path.write_text("{\"strategy\": 1}")
     with pytest.raises(Exception, match="not a valid episode plan"):
         EpisodePlan.load(path)
+
+
+def test_resume_check_compares_the_training_settings(tmp_path, caplog):
+    """Audit d5(b): a resumed run with other training settings reused the finished episodes. plan.json
+    (version 3) records them with their SHA-256; a resume whose settings differ is an error naming every
+    key that differs with both values; a setting added or dropped since is only warned about; a plan
+    without them (older speechkit) resumes with a warning."""
+    path = tmp_path / "plan.json"
+    settings = {"trainer.lr": 0.001, "trainer.max_epochs": 5, "trainer.betas": (0.9, 0.999), "data.window": 20,
+                "model.hidden": 32}
+
+    def plan(**changes):
+        return EpisodePlan.create(["s1", "s2"], "sa", seed=1, training={**settings, **changes})
+
+    saved = EpisodePlan.resume_or_save(plan(), path)
+    on_disk = json.loads(path.read_text())
+    assert on_disk["version"] == PLAN_VERSION and on_disk["training"]["trainer.betas"] == [0.9, 0.999]
+    assert on_disk["training_sha256"] == settings_fingerprint(settings) == saved.training_sha256
+    assert len(saved.training_sha256) == 64 and settings_fingerprint(dict(reversed(list(settings.items())))) == \
+        saved.training_sha256
+    assert EpisodePlan.resume_or_save(plan(), path) == saved  # the same settings: resumes
+    with pytest.raises(PlanMismatchError) as e:
+        EpisodePlan.resume_or_save(plan(**{"trainer.lr": 0.05, "data.window": 30}), path)
+    assert f"the run in {path} was trained with other settings" in str(e.value)
+    assert "(trainer.lr: saved 0.001, requested 0.05; data.window: saved 20, requested 30)" in str(e.value)
+    with pytest.raises(PlanMismatchError, match=r"trainer.betas: saved \[0.9, 0.999\], requested \[0.9, 0.99\]"):
+        EpisodePlan.resume_or_save(plan(**{"trainer.betas": [0.9, 0.99]}), path)
+    # a setting speechkit added since (absent from the saved plan) or dropped: warned, not an error
+    caplog.clear()
+    newer = EpisodePlan.create(["s1", "s2"], "sa", seed=1, training={
+        **{k: v for k, v in settings.items() if k != "model.hidden"}, "trainer.new_knob": 1})
+    with caplog.at_level("WARNING"):
+        assert EpisodePlan.resume_or_save(newer, path) == saved
+    assert "setting trainer.new_knob is not in the saved plan" in caplog.text
+    assert "model.hidden = 32 is not a setting any more" in caplog.text
+    with pytest.raises(PlanMismatchError, match="trainer.lr: saved 0.001, requested 0.1"):
+        EpisodePlan.resume_or_save(EpisodePlan.create(["s1", "s2"], "sa", seed=1, training={
+            **settings, "trainer.lr": 0.1, "trainer.new_knob": 1}), path)
+    # settings that do not match their fingerprint (an edited plan.json): the fingerprints are named
+    path.write_text(json.dumps({**on_disk, "training_sha256": "0" * 64}))
+    with pytest.raises(PlanMismatchError, match=f"training settings fingerprint: saved {'0' * 64}, requested "
+                                                f"{saved.training_sha256}"):
+        EpisodePlan.resume_or_save(plan(), path)
+    # a plan written before version 3: no settings to compare, resumes with a warning
+    path.write_text(json.dumps({k: v for k, v in on_disk.items()
+                                if k not in ("training", "training_sha256", "version")} | {"version": 2}))
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        old = EpisodePlan.resume_or_save(plan(**{"trainer.lr": 0.05}), path)
+    assert old.order == saved.order and old.training == {} and old.training_sha256 == ""
+    assert f"{path} was written by an older speechkit without the run's training settings" in caplog.text
+    assert json.loads(path.read_text())["version"] == 2  # left as it was
+    # a caller that records no settings is not checked
+    assert EpisodePlan.resume_or_save(EpisodePlan.create(["s1", "s2"], "sa", seed=1), path).order == saved.order

@@ -153,7 +153,7 @@ def test_plans_without_version_resume_as_jt_cumulative(setup, tmp_path, capsys):
     one = {"trainer.max_epochs": 1}
     cd.run_continual(config(root, "jt_cumulative", **one), tmp_path / "old")
     plan = json.loads((tmp_path / "old" / "plan.json").read_text())
-    assert plan["version"] == 2 and plan["strategy"] == "jt_cumulative"
+    assert plan["version"] == 3 and plan["strategy"] == "jt_cumulative"
     del plan["version"]
     plan["strategy"] = "jt"
     (tmp_path / "old" / "plan.json").write_text(json.dumps(plan))
@@ -328,3 +328,104 @@ def test_cli(setup, tmp_path, capsys):
     assert main(_cli_args(root, tmp_path / "ok", "--strategy", "sa")) == 0
     assert len((tmp_path / "ok" / "episodes.jsonl").read_text().splitlines()) == 3
     assert "episode 3" in capsys.readouterr().err
+
+
+def _done_stamps(exp: Path) -> dict:
+    return {p: p.stat().st_mtime_ns for p in sorted(exp.glob("episode_*/episode.json"))}
+
+
+def test_resume_with_other_training_settings_is_an_error(setup, tmp_path, caplog):
+    """Audit d5(b): a re-run with another --trainer.lr, --trainer.max_epochs, --num-streams, ... silently
+    reused the finished episodes and reported them as this run's. plan.json records the training settings
+    (and their SHA-256); another value of any is a PlanMismatchError naming the keys, before anything is
+    reused or trained. What only changes how a run runs (threads, device, logging) may change; so may
+    --pretrain-dir for a strategy that does not read it (the recipe passes it to every run)."""
+    root = setup
+    one = {"trainer.max_epochs": 1, "speakers": "[c2,c1]"}
+    exp = tmp_path / "exp"
+    cd.run_continual(config(root, "sa", **one), exp)
+    plan = json.loads((exp / "plan.json").read_text())
+    training = plan["training"]
+    assert plan["version"] == 3 and len(plan["training_sha256"]) == 64
+    assert training["trainer.lr"] == 1e-3 and training["trainer.max_epochs"] == 1 and training["data.num_streams"] == 2
+    assert training["data.window"] == 20 and any(k.startswith("model.") for k in training)
+    assert not {"trainer.device", "trainer.num_threads", "trainer.log_interval", "data.train_dir", "data.valid_dir",
+                "ewc_mode", "pretrain_dir"} & set(training)
+    done = _done_stamps(exp)
+    assert len(done) == 2
+    for change, message in (({"trainer.lr": 0.05}, "trainer.lr: saved 0.001, requested 0.05"),
+                            ({"trainer.max_epochs": 3}, "trainer.max_epochs: saved 1, requested 3"),
+                            ({"num_streams": 3}, "data.num_streams: saved 2, requested 3"),
+                            ({"window": 30}, "data.window: saved 20, requested 30"),
+                            ({"trainer.grad_clip": 1.0, "trainer.patience": 2},
+                             "trainer.grad_clip: saved 0.0, requested 1.0; trainer.patience: saved 0, requested 2")):
+        with pytest.raises(PlanMismatchError, match=rf"cannot resume: the run in {exp / 'plan.json'} was trained "
+                                                    rf"with other settings than the requested ones \({message}\)"):
+            cd.run_continual(config(root, "sa", **{**one, **change}), exp)
+    assert _done_stamps(exp) == done and json.loads((exp / "plan.json").read_text()) == plan
+    # the same settings, run on other threads, logged otherwise: the finished episodes are reused
+    finished = []
+    same = {"trainer.num_threads": 2, "trainer.log_interval": 7, "trainer.keep_last": 2, "trainer.num_workers": 0,
+            "pretrain_dir": root / "pre_train"}
+    recs = cd.run_continual(config(root, "sa", **one, **same), exp, after_episode=lambda t, d: finished.append(t))
+    assert finished == [] and _done_stamps(exp) == done and [r["speaker"] for r in recs] == plan["order"]
+    # a plan.json of an older speechkit (version 2, no settings): resumes as before, with a warning
+    old = {k: v for k, v in plan.items() if k not in ("training", "training_sha256")} | {"version": 2}
+    (exp / "plan.json").write_text(json.dumps(old))
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        cd.run_continual(config(root, "sa", **one), exp, after_episode=lambda t, d: finished.append(t))
+    assert finished == [] and _done_stamps(exp) == done
+    assert "was written by an older speechkit without the run's training settings" in caplog.text
+    assert json.loads((exp / "plan.json").read_text()) == old
+
+
+def test_ewc_settings_are_part_of_the_plan(setup, tmp_path):
+    """ewc_mode and whether pretrain_dir is given (episode 1's Fisher) decide what an ewc run trains."""
+    root = setup
+    one = {"trainer.max_epochs": 1, "speakers": "[c2]"}
+    exp = tmp_path / "ewc"
+    cd.run_continual(config(root, "ewc", pretrain_dir=root / "pre_train", **one), exp)
+    training = json.loads((exp / "plan.json").read_text())["training"]
+    assert training["ewc_mode"] == "online" and training["pretrain_dir"] == "(given)"
+    with pytest.raises(PlanMismatchError, match="ewc_mode: saved 'online', requested 'per_episode'"):
+        cd.run_continual(config(root, "ewc", pretrain_dir=root / "pre_train", ewc_mode="per_episode", **one), exp)
+    with pytest.raises(PlanMismatchError, match="pretrain_dir: saved '\\(given\\)', requested ''"):
+        cd.run_continual(config(root, "ewc", **one), exp)
+
+
+def test_exp_dir_overlapping_an_input_is_refused(setup, tmp_path, capsys):
+    """Audit d5(a): --exp-dir could be the --init-dir model's exp dir or the training data dir, and the
+    run wrote its episodes there. It may not be, nor lie inside, anything the command reads; as with
+    speechkit-train it may contain them, and it may lie inside --init-dir's exp dir (not its checkpoints)."""
+    root = setup
+    scp = next((root / "emb").glob("*.scp"))
+    listing = {d: sorted((p.name, p.stat().st_mtime_ns) for p in (root / d).rglob("*"))
+               for d in ("init", "train", "valid", "pre_train", "emb")}
+    conf = tmp_path / "conf.yaml"
+    conf.write_text("strategy: sa\n")
+    cases = ((root / "init", [], "is --init-dir"),
+             (root / "init" / "checkpoints", [], "is --init-dir's checkpoints"),
+             (root / "init" / "checkpoints" / "c", [], "lies inside --init-dir's checkpoints"),
+             (root / "train", [], "is --train-dir"),
+             (root / "valid" / "exp", [], "lies inside --valid-dir"),
+             (root / "pre_train", ["--pretrain-dir", str(root / "pre_train")], "is --pretrain-dir"),
+             (scp, ["--speaker-embeddings", str(scp)], "is --speaker-embeddings"),
+             (tmp_path / "conf.yaml" / "x", ["--config", str(conf)], "lies inside --config"))
+    for exp, extra, why in cases:
+        capsys.readouterr()
+        assert main(_cli_args(root, exp, "--strategy", "sa", *extra)) == 1
+        err = capsys.readouterr().err
+        assert f"error: --exp-dir {exp} {why}" in err and "outputs never overlap inputs" in err, err
+    assert {d: sorted((p.name, p.stat().st_mtime_ns) for p in (root / d).rglob("*")) for d in listing} == listing
+    assert conf.read_text() == "strategy: sa\n"
+    # inside --init-dir's exp dir (ESPnet's layout), or an exp dir holding the model and data: allowed
+    import shutil
+
+    shutil.copytree(root / "init", tmp_path / "init")
+    assert main(_cli_args(root, tmp_path / "init" / "continual", "--init-dir", str(tmp_path / "init"),
+                          "--speakers", "[c2]")) == 0
+    assert (tmp_path / "init" / "continual" / "plan.json").is_file()
+    shutil.copytree(root / "train", tmp_path / "top" / "train")
+    assert main(_cli_args(root, tmp_path / "top", "--train-dir", str(tmp_path / "top" / "train"),
+                          "--speakers", "[c2]")) == 0
