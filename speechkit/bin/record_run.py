@@ -3,7 +3,9 @@ runs.jsonl file (speechkit.utils.provenance; read by the recipes' local/make_res
 
   speechkit-record-run --out exp/runs.jsonl --cmdline "./run.sh --stage 3" [--configs conf ...]
 
-Called by utils/recipe_common.sh's record_run at the start of every run.sh invocation.
+Called by utils/recipe_common.sh's record_run at the start of every run.sh invocation. An --out that
+is one of the config files read (or a *.yaml below a --configs directory) is refused before anything
+is written; a runs.jsonl whose last line was cut short gets the new record on a line of its own.
 """
 from __future__ import annotations
 

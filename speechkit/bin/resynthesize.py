@@ -37,7 +37,7 @@ import logging
 import sys
 
 from speechkit.tasks.resynthesize import resynthesize
-from speechkit.utils.cli import add_model_args, make_parser, run_main, setup_logging
+from speechkit.utils.cli import add_model_args, make_parser, nonnegative_float, run_main, setup_logging
 
 PROG = "speechkit-resynthesize"
 log = logging.getLogger(PROG)
@@ -58,7 +58,9 @@ def build_parser():
     g.add_argument("--max-utts", "--max_utts", dest="max_utts", type=int, default=0, metavar="N",
                    help="resynthesize only the first N utterances in C order (0 = all)")
     p.add_argument("--n-iter", "--n_iter", dest="n_iter", type=int, default=60, help="Griffin-Lim iterations (default: 60)")
-    p.add_argument("--momentum", type=float, default=0.99, help="fast Griffin-Lim momentum (default: 0.99)")
+    p.add_argument("--momentum", type=nonnegative_float, default=0.99,
+                   help="fast Griffin-Lim momentum, a finite number >= 0 (0 = plain Griffin-Lim; above 1 it can be "
+                        "unstable; default: 0.99)")
     p.add_argument("--seed", type=int, default=0, help="seed of Griffin-Lim's random initial phases (default: 0)")
     p.add_argument("--stft-config", "--stft_config", dest="stft_config", default=None, metavar="YAML",
                    help="spectrogram front-end config, if the inverter dir does not record one")

@@ -16,7 +16,8 @@ Carried over with the new ids: ``text``, ``utt2lang``, ``spk2gender``; ``utt2uni
 utterance to its source (or to the source's own ``utt2uniq`` entry), as Kaldi writes it, so that
 train/dev splits can keep the perturbed copies of one utterance together. Features (``feats.scp``,
 ``utt2num_frames``, ``cmvn.scp``, ``cmvn_global.ark``, ``frame_shift``, ``feats.yaml``) describe the
-unperturbed audio and are not carried: compute them on the perturbed dir.
+unperturbed audio and are not carried: compute them on the perturbed dir (those a DEST holds from
+an earlier run are removed, as they would describe other utterances).
 
 ``utt2dur`` is required as in Kaldi; when the source has none it is computed from the audio
 headers (segments: their spans) first.
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from speechkit.data.audio import is_command, probe_audio
 from speechkit.data.combine_data import combine
-from speechkit.data.datadir import DataDir, Segment, fmt_seconds
+from speechkit.data.datadir import EXTRA_FILES, DataDir, Segment, fmt_seconds
 from speechkit.data.validate import validate
 from speechkit.utils.fileio import DataError, read_table, write_table
 from speechkit.utils.outputs import check_output_dir
@@ -165,7 +166,15 @@ def _write(out: DataDir, dest: str | os.PathLike, utt2uniq: dict[str, str],
     if problems:
         raise DataError(f"{dest}: the perturbed dir would not validate ({len(problems)} problem(s), first: "
                         f"{problems[0]}); nothing written (check SRC with speechkit-validate-data-dir --no-feats)")
-    out.write(dest)
+    out.write(dest)  # removes a stale feats.scp / utt2num_frames / cmvn.scp (``out`` has none)
+    # ... and so must go the other feature files of an earlier run in DEST (frame_shift, feats.yaml,
+    # cmvn_global.ark): they would describe features the perturbed utterances do not have
+    for name in EXTRA_FILES:
+        try:
+            (dest / name).unlink()
+        except FileNotFoundError:
+            continue
+        logger.info("%s: removed the stale %s (features are not carried by speed perturbation)", dest, name)
     write_table(dest / "utt2uniq", utt2uniq)
     if reco2dur is not None:
         write_table(dest / "reco2dur", {k: fmt_seconds(v) for k, v in reco2dur.items()})

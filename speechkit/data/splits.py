@@ -12,8 +12,11 @@ shuffling the C-sorted ids, so the same seed and data give the same split on any
 
 Every part must be non-empty; a fraction too small for the data is an error, not an empty
 directory. ``write_split`` writes ``OUT/{train,dev,test}`` with the side files that belong to the
-utterances (``phone_alignments``) or speakers (``spk2gender``), plus ``frame_shift`` and
-``feats.yaml``.
+utterances (``phone_alignments``) or speakers (``spk2gender``), plus the source's ``frame_shift`` and
+``feats.yaml``; one of those the source lacks is removed from a part that has it from an earlier
+split, as stale tables are. A ``cmvn_global.ark`` is never carried into a part (it holds the
+statistics of the whole source, the test part's included: compute each part's own) and one left in
+a part by an earlier split is removed.
 """
 from __future__ import annotations
 
@@ -23,16 +26,16 @@ import random
 from pathlib import Path
 
 from speechkit.data.corpora._common import PHONE_ALIGNMENTS, SPK2GENDER, read_phone_alignments
-from speechkit.data.datadir import TABLES, DataDir, c_sorted, subset
+from speechkit.data.datadir import (
+    EXTRA_FILES, GLOBAL_CMVN, TABLES, DataDir, _copy_extras, _remove_stale, c_sorted, subset,
+)
 from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table, write_table
 from speechkit.utils.outputs import check_output_dir
 
 logger = logging.getLogger(__name__)
 
 PARTS = ("train", "dev", "test")
-#: Files copied unchanged into every part.
-_COPIED = ("frame_shift", "feats.yaml")
-_KNOWN = set(TABLES) | {"spk2utt", PHONE_ALIGNMENTS, SPK2GENDER, *_COPIED}
+_KNOWN = set(TABLES) | {"spk2utt", PHONE_ALIGNMENTS, SPK2GENDER, *(n for n in EXTRA_FILES if n != GLOBAL_CMVN)}
 
 
 def _check_fractions(dev: float, test: float) -> None:
@@ -164,9 +167,7 @@ def write_split(data_dir: str | os.PathLike, out_dir: str | os.PathLike, dev: fl
             write_table(dest / SPK2GENDER, {s: g for s, g in spk2gender.items() if s in part.spk2utt})
         elif (dest / SPK2GENDER).exists():
             (dest / SPK2GENDER).unlink()
-        for fname in _COPIED:
-            if (src / fname).is_file():
-                with atomic_write(dest / fname, "wb") as f:
-                    f.write((src / fname).read_bytes())
+        _copy_extras(src, dest)  # copied unchanged into every part; one the source lacks is removed
+        _remove_stale(dest, GLOBAL_CMVN)  # the whole source's statistics describe no part
         logger.info("%s: %d utterances, %d speakers", dest, len(part), len(part.spk2utt))
     return parts

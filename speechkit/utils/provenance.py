@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -27,6 +28,9 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from speechkit.utils.fileio import DataError, ensure_writable_dir
+from speechkit.utils.outputs import OutputOverlapError, check_output_files
+
+logger = logging.getLogger(__name__)
 
 #: Environment variables that set thread counts (recorded as they were).
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -109,13 +113,8 @@ def file_sha256(path: str | os.PathLike, length: int = 12) -> str:
     return h.hexdigest()[:length]
 
 
-def config_hashes(paths: Iterable[str | os.PathLike], base: str | os.PathLike | None = None) -> dict[str, str]:
-    """``{path: sha256 prefix}`` of the YAML files among ``paths`` (directories: every ``*.yaml`` below),
-    paths written relative to ``base`` when under it, sorted.
-
-    Raises:
-        FileNotFoundError: a path that does not exist.
-    """
+def _config_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """The files :func:`config_hashes` reads for ``paths`` (a directory: every ``*.yaml`` below)."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -124,8 +123,32 @@ def config_hashes(paths: Iterable[str | os.PathLike], base: str | os.PathLike | 
             files.append(p)
         else:
             raise FileNotFoundError(2, "no such file or directory", str(p))
+    return files
+
+
+def _check_out(out: Path, configs: Sequence[str | os.PathLike]) -> None:
+    """Refuse an ``out`` that is one of the config files read, or a ``*.yaml`` file below a config
+    directory (which the next run would hash as a config), before anything is written."""
+    configs = [Path(c) for c in configs]
+    check_output_files(outputs={"--out": out},
+                       inputs=[(f"the --configs file {f}", f) for f in _config_files(configs)])
+    if out.suffix == ".yaml":
+        real = out.resolve()
+        for c in configs:
+            if c.is_dir() and real.is_relative_to(c.resolve()):
+                raise OutputOverlapError(f"--out {out} is a *.yaml file below the --configs directory {c}, whose "
+                                         "*.yaml files are read as configs: choose another file")
+
+
+def config_hashes(paths: Iterable[str | os.PathLike], base: str | os.PathLike | None = None) -> dict[str, str]:
+    """``{path: sha256 prefix}`` of the YAML files among ``paths`` (directories: every ``*.yaml`` below),
+    paths written relative to ``base`` when under it, sorted.
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+    """
     out = {}
-    for f in files:
+    for f in _config_files(paths):
         name = os.path.relpath(f, base) if base is not None else str(f)
         out[name] = file_sha256(f)
     return dict(sorted(out.items()))
@@ -136,20 +159,37 @@ def record_run(out: str | os.PathLike, cmdline: str, configs: Sequence[str | os.
     """Append one record (the environment, ``cmdline``, the working directory relative to the
     source tree, the hashes of ``configs``) to the JSON-lines file ``out`` and return it.
 
+    When ``out`` does not end with a newline (a record cut short, e.g. by a full disk or a killed
+    run), the new record starts on a new line, so that it is not glued to the broken one, and a
+    warning names the file and the truncated line.
+
     Raises:
-        WriteError: ``out``'s directory cannot be created or written.
+        OutputOverlapError (a ValueError): ``out`` is one of the config files (or a ``*.yaml`` below a
+            config directory), checked before anything is written.
+        WriteError: ``out``'s directory cannot be created or written; ``out`` is a directory.
         FileNotFoundError: a config path that does not exist.
     """
+    out = Path(out)
+    _check_out(out, configs)
     cwd = Path(cwd or os.getcwd()).resolve()
     try:
         where = str(cwd.relative_to(repo_root()))
     except ValueError:
         where = str(cwd)
     rec = {**environment(), "cmdline": cmdline, "cwd": where, "configs": config_hashes(configs, base=cwd)}
-    out = Path(out)
+    line = (json.dumps(rec, sort_keys=False, allow_nan=False) + "\n").encode("utf-8")
     ensure_writable_dir(out.parent)
-    with open(out, "a", encoding="utf-8") as f:  # one short line per run: appends do not interleave
-        f.write(json.dumps(rec, sort_keys=False, allow_nan=False) + "\n")
+    with open(out, "a+b") as f:  # one short line per run: appends do not interleave
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                f.seek(0)
+                lineno = f.read().count(b"\n") + 1
+                logger.warning("%s:%d: the last line is truncated (no final newline); appending the new "
+                               "record on a line of its own", out, lineno)
+                line = b"\n" + line
+        f.write(line)  # append mode: at the end, whatever the position read from
     return rec
 
 

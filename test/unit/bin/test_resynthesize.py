@@ -135,3 +135,24 @@ def test_rerun_replaces_the_output_whole_and_overlaps_are_refused(one_voice, tmp
     assert run(base + ["--out-dir", one_voice["inv"]]) == 1
     assert f"--out-dir {one_voice['inv']} is --inverter-dir" in capsys.readouterr().err
     assert sorted(p.name for p in ref.iterdir()) == before
+
+
+@pytest.mark.parametrize("bad, msg", [("nan", "must be a finite number, got 'nan'"),
+                                      ("inf", "must be a finite number, got 'inf'"),
+                                      ("-0.5", "must be >= 0, got -0.5"), ("fast", "expected a number, got 'fast'")])
+def test_bad_momentum_is_an_argparse_error_naming_the_option(tmp_path, capsys, bad, msg):
+    """Audit 3 d10: --momentum nan ran Griffin-Lim (griffin_lim checks only momentum < 0) and wrote NaN audio."""
+    with pytest.raises(SystemExit) as e:
+        main(["--inverter-dir", str(tmp_path / "inv"), "--codes", str(tmp_path / "codes"),
+              "--out-dir", str(tmp_path / "out"), f"--momentum={bad}"])
+    assert e.value.code == 2
+    assert f"speechkit-resynthesize: error: argument --momentum: {msg}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_momentum_range_follows_griffin_lim():
+    from speechkit.bin.resynthesize import build_parser
+    base = ["--inverter-dir", "inv", "--codes", "codes", "--out-dir", "out"]
+    assert build_parser().parse_args(base).momentum == 0.99
+    for ok in ("0", "0.5", "1.5"):  # griffin_lim: >= 0; above 1 it only warns
+        assert build_parser().parse_args([*base, "--momentum", ok]).momentum == float(ok)

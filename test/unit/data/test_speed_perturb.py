@@ -175,3 +175,24 @@ def test_options_and_destinations_refused_by_name(src, tmp_path, capsys):
         assert cli.main(["--3way", str(src), str(dest)]) == 1
         assert f"DEST {dest} {why} SRC {src}" in capsys.readouterr().err
     assert sorted(p.name for p in src.iterdir()) == before
+
+
+@pytest.mark.parametrize("three_way", [False, True])
+def test_stale_feature_extras_in_dest_are_removed(src, tmp_path, three_way):
+    """Audit 3 d7: a DEST holding an earlier feature setup kept feats.yaml, frame_shift and
+    cmvn_global.ark (feats.scp and cmvn.scp were removed): they describe features of other
+    utterances, which the perturbed dir does not have."""
+    dest = tmp_path / "sp"
+    dest.mkdir()
+    stale = {"feats.scp": "x a.ark:1\n", "cmvn.scp": "a a.ark:1\n", "frame_shift": "0.01\n",
+             "feats.yaml": "type: mfcc\n", "cmvn_global.ark": "stale\n"}
+    for name, text in stale.items():
+        (dest / name).write_text(text)
+    (src / "feats.yaml").write_text("type: fbank\n")       # the source's own are not carried either
+    (src / "cmvn_global.ark").write_text("src stats\n")
+    if three_way:
+        perturb_data_dir_speed_3way(src, dest)
+    else:
+        perturb_data_dir_speed(0.9, src, dest)
+    assert [name for name in stale if (dest / name).exists()] == []
+    assert validate(dest, no_feats=True) == []

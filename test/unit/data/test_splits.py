@@ -85,6 +85,31 @@ def test_write_split_subsets_side_files(tmp_path):
     assert all(again[p].utts == parts[p].utts for p in PARTS)
 
 
+def test_extras_follow_the_source_stale_ones_are_removed(tmp_path):
+    """Audit 3 d7: a source without frame_shift / feats.yaml left the parts with those of an earlier
+    split; the extras follow the rule of every other tool (``_copy_extras``): the source's are copied, one
+    it lacks is removed from the part. The whole source's cmvn_global.ark describes no part: never carried,
+    an earlier one removed."""
+    src = tmp_path / "data"
+    make_dir(src, sizes=(4, 4, 4, 4))
+    (src / "feats.yaml").write_text("type: mfcc\n")
+    (src / "cmvn_global.ark").write_bytes(b"stats")
+    (tmp_path / "split" / "dev").mkdir(parents=True)
+    (tmp_path / "split" / "dev" / "cmvn_global.ark").write_bytes(b"an earlier part's stats")
+    write_split(src, tmp_path / "split", 0.25, 0.25, seed=0)
+    for p in PARTS:
+        dest = tmp_path / "split" / p
+        assert (dest / "frame_shift").read_text() == "0.01\n" and (dest / "feats.yaml").read_text() == "type: mfcc\n"
+        assert not (dest / "cmvn_global.ark").exists()
+    for name in ("frame_shift", "feats.yaml", "cmvn_global.ark"):
+        (src / name).unlink()
+    write_split(src, tmp_path / "split", 0.25, 0.25, seed=0)
+    for p in PARTS:
+        dest = tmp_path / "split" / p
+        assert not any((dest / n).exists() for n in ("frame_shift", "feats.yaml", "cmvn_global.ark")), p
+        assert validate(dest, no_feats=True) == []
+
+
 def test_cli(tmp_path, capsys):
     src = tmp_path / "data"
     make_dir(src, sizes=(10, 10, 10, 10))

@@ -97,3 +97,54 @@ echo "$cmdline_args"
     assert words == [f"[{script}]", "[--stage]", "[3]", "[--train_args]", "[--model.x 1 --y 'a b']"]
     bad = subprocess.run([str(script), "--cmdline_args", "x"], capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 1 and "internal variable" in bad.stderr
+
+
+def test_out_that_is_a_config_read_is_refused_before_writing(tmp_path, monkeypatch, capsys):
+    """Audit 3 d8: --out conf/train.yaml with --configs conf appended a JSON line to the YAML config."""
+    monkeypatch.setattr(provenance, "environment", lambda: {})
+    conf = tmp_path / "conf"
+    (conf / "sub").mkdir(parents=True)
+    (conf / "train.yaml").write_text("a: 1\n")
+    (conf / "sub" / "b.yaml").write_text("b: 2\n")
+    monkeypatch.chdir(tmp_path)
+    for out, configs in [("conf/train.yaml", ["conf"]), ("conf/sub/b.yaml", ["conf"]),
+                         ("conf/../conf/train.yaml", ["conf/train.yaml"])]:
+        assert record_main(["--out", out, "--cmdline", "./run.sh", "--configs", *configs]) == 1
+        err = capsys.readouterr().err
+        assert f"--out {out} is the --configs file " in err, err
+    assert (conf / "train.yaml").read_text() == "a: 1\n" and (conf / "sub" / "b.yaml").read_text() == "b: 2\n"
+    # a new *.yaml below a --configs directory would be hashed as a config by the next run: refused too
+    assert record_main(["--out", "conf/runs.yaml", "--cmdline", "x", "--configs", "conf"]) == 1
+    assert "--out conf/runs.yaml is a *.yaml file below the --configs directory conf" in capsys.readouterr().err
+    assert not (conf / "runs.yaml").exists()
+    with pytest.raises(ValueError, match="is the --configs file"):
+        provenance.record_run(conf / "train.yaml", "x", [conf / "train.yaml"])
+    # a file beside the configs (not read) is fine
+    assert record_main(["--out", "conf/runs.jsonl", "--cmdline", "x", "--configs", "conf"]) == 0
+    assert provenance.read_runs(conf / "runs.jsonl")[0]["configs"] == {
+        "conf/sub/b.yaml": hashlib.sha256(b"b: 2\n").hexdigest()[:12],
+        "conf/train.yaml": hashlib.sha256(b"a: 1\n").hexdigest()[:12]}
+
+
+def test_append_after_a_truncated_last_line_starts_a_new_line(tmp_path, monkeypatch, caplog):
+    """Audit 3 d8: a runs.jsonl whose last record was cut short (no final newline) got the new record
+    glued onto the broken line, losing both."""
+    monkeypatch.setattr(provenance, "environment", lambda: {})
+    out = tmp_path / "runs.jsonl"
+    out.write_text('{"cmdline": "./run.sh --stage 1"}\n{"cmdline": "./run.sh --st')
+    with caplog.at_level("WARNING", logger="speechkit.utils.provenance"):
+        provenance.record_run(out, "./run.sh --stage 3", cwd=tmp_path)
+    assert f"{out}:2: the last line is truncated" in caplog.text
+    lines = out.read_text().splitlines()
+    assert lines[:2] == ['{"cmdline": "./run.sh --stage 1"}', '{"cmdline": "./run.sh --st']
+    assert len(lines) == 3 and json.loads(lines[2])["cmdline"] == "./run.sh --stage 3"
+    assert out.read_text().endswith("\n")
+    # a complete file (and an empty one) gets no extra line and no warning
+    caplog.clear()
+    for f in (out, tmp_path / "empty.jsonl"):
+        if f != out:
+            f.write_text("")
+        with caplog.at_level("WARNING", logger="speechkit.utils.provenance"):
+            provenance.record_run(f, "./run.sh --stage 4", cwd=tmp_path)
+        assert "truncated" not in caplog.text and "\n\n" not in f.read_text()
+    assert len(out.read_text().splitlines()) == 4 and len((tmp_path / "empty.jsonl").read_text().splitlines()) == 1
