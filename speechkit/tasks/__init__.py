@@ -72,7 +72,7 @@ def get_task(name: str):
     return task
 
 
-def load_model(path, task=None, device="cpu"):
+def load_model(path, task=None, device="cpu", expect=None):
     """Rebuild a trained model for inference from an experiment directory or a checkpoint file.
 
     The task recorded in the checkpoint (or ``task``) rebuilds it:
@@ -83,6 +83,8 @@ def load_model(path, task=None, device="cpu"):
             ``checkpoints/`` directory, or any checkpoint file (``best.pt``, ``ckpt-*.pt``).
         task: the task (instance or registered name); default: the one recorded in the checkpoint.
         device: where to put the model (``str`` or ``torch.device``).
+        expect: the task names the caller accepts (``("salad", "musa_rnn", "tacotron2")``); a checkpoint
+            of another task is refused before its model is built.
 
     Returns:
         ``(model, cfg)``: the model in eval mode with the checkpoint's weights, and the config it
@@ -91,7 +93,8 @@ def load_model(path, task=None, device="cpu"):
     Raises:
         FileNotFoundError: no checkpoint there (:func:`speechkit.train.checkpoint.resolve_checkpoint`).
         CheckpointError: unreadable checkpoint, or one that does not record its task (and no ``task``).
-        ConfigError: the saved config does not fit the task's current schema (names the key).
+        ConfigError: the saved config does not fit the task's current schema (names the key), or
+            ``task`` is given (or ``expect``) and the checkpoint is another task's model (names both).
     """
     from speechkit.train.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 
@@ -103,4 +106,14 @@ def load_model(path, task=None, device="cpu"):
             raise CheckpointError(f"{path}: checkpoint does not record its task; pass task=")
     if isinstance(task, str):
         task = get_task(task)
+    saved = ckpt.get("task")
+    if expect is not None and saved not in tuple(expect):
+        from speechkit.utils.cli import ConfigError
+
+        raise ConfigError(f"{path}: not a model of {' | '.join(expect)} (a '{saved}' model: the wrong --model-dir "
+                          "or checkpoint?)")
+    if saved and getattr(task, "name", None) and saved != task.name:
+        from speechkit.utils.cli import ConfigError
+
+        raise ConfigError(f"{path}: holds a model of task '{saved}', not '{task.name}' (the wrong --model-dir or checkpoint?)")
     return task.build_model_from_checkpoint(ckpt, path, device)

@@ -87,7 +87,8 @@ class Synthesizer:
 
         self.model_dir = Path(model_dir)
         self.checkpoint = resolve_checkpoint(self.model_dir, checkpoint, option=option)
-        self.model, self.cfg = load_model(self.checkpoint, device=device)
+        expect = {"labels": ("salad", "musa_rnn"), "phones": ("tacotron2",)}.get(input, ("salad", "musa_rnn", "tacotron2"))
+        self.model, self.cfg = load_model(self.checkpoint, device=device, expect=expect)
         if isinstance(self.model, Tacotron2):
             kind = "phones"
         elif hasattr(self.model, "infer") and hasattr(self.model, "normalizer"):
