@@ -53,6 +53,7 @@ from __future__ import annotations
 import json
 import sys
 
+from speechkit.features.io import feature_dir_inputs
 from speechkit.scoring.abx import CONVENTIONS, DEFAULT_TOLERANCE, DISTANCES, EMPTY_ITEM_RULES
 from speechkit.scoring.abx_report import score_abx_dir
 from speechkit.utils.cli import make_parser, run_main, setup_logging
@@ -60,16 +61,6 @@ from speechkit.utils.fileio import atomic_write
 from speechkit.utils.outputs import check_output_files
 
 PROG = "speechkit-score-abx"
-
-
-def _feature_inputs(label: str, feature_dir) -> list:
-    """``(label, file)`` of every ark the feature dir's ``feats.scp`` reads (none for a dir of ``.txt`` files)."""
-    from pathlib import Path
-
-    from speechkit.features.io import scp_files
-
-    scp = Path(feature_dir) / "feats.scp"
-    return [(f"a feature file of {scp}", f) for f in scp_files(scp)] if scp.is_file() else []
 
 
 def main(argv=None) -> int:
@@ -121,8 +112,8 @@ def main(argv=None) -> int:
     def body() -> int:
         setup_logging(args.log_file, args.verbose)
         check_output_files({"--json": args.json}, inputs=[("ITEM_FILE", args.item_file)]
-                           + _feature_inputs("FEATURE_DIR", args.feature_dir)
-                           + (_feature_inputs("--paired-with", args.paired_with) if args.paired_with else []),
+                           + feature_dir_inputs(args.feature_dir)
+                           + (feature_dir_inputs(args.paired_with) if args.paired_with else []),
                            input_dirs={"FEATURE_DIR": args.feature_dir, "--paired-with": args.paired_with})
         rep = score_abx_dir(args.feature_dir, args.item_file, mode=args.mode, distance=args.distance,
                             frame_shift=args.frame_shift, normalize=args.normalize, tolerance=args.tolerance,

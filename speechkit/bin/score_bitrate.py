@@ -21,6 +21,7 @@ import json
 import logging
 import sys
 
+from speechkit.features.io import feature_dir_inputs
 from speechkit.scoring.bitrate import bitrate, read_durations, read_file_list
 from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
 from speechkit.utils.cli import make_parser, positive_float, run_main, setup_logging
@@ -29,16 +30,6 @@ from speechkit.utils.outputs import check_output_files
 
 PROG = "speechkit-score-bitrate"
 logger = logging.getLogger(PROG)
-
-
-def _feature_inputs(label: str, feature_dir) -> list:
-    """``(label, file)`` of every ark the feature dir's ``feats.scp`` reads (none for a dir of ``.txt`` files)."""
-    from pathlib import Path
-
-    from speechkit.features.io import scp_files
-
-    scp = Path(feature_dir) / "feats.scp"
-    return [(f"a feature file of {scp}", f) for f in scp_files(scp)] if scp.is_file() else []
 
 
 def main(argv=None) -> int:
@@ -58,7 +49,7 @@ def main(argv=None) -> int:
 
     def body() -> int:
         setup_logging(args.log_file)
-        check_output_files({"--json": args.json}, inputs=_feature_inputs("FEATURE_DIR", args.feature_dir)
+        check_output_files({"--json": args.json}, inputs=feature_dir_inputs(args.feature_dir)
                            + [("--file-list", args.file_list), ("--durations", args.durations)],
                            input_dirs={"FEATURE_DIR": args.feature_dir})
         frame_shift = resolve_frame_shift(args.feature_dir, args.frame_shift)

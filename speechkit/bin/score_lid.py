@@ -16,16 +16,15 @@ anything is read or scored). The --json and --plot files are written before anyt
 """
 from __future__ import annotations
 
-import errno
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 
 from speechkit.scoring.lid import read_utt2lang, score_lid
 from speechkit.utils.cli import make_parser, run_main, setup_logging
-from speechkit.utils.fileio import DataError, WriteError, atomic_write, ensure_writable_dir
+from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir
+from speechkit.utils.outputs import check_output_files
 
 logger = logging.getLogger("speechkit-score-lid")
 
@@ -35,20 +34,13 @@ def _check_outputs(args) -> None:
 
     Raises:
         WriteError: an output whose directory cannot be created or written, or that is a directory.
-        ValueError: an output that is REF, HYP or the other output (names both options).
+        OutputOverlapError (a ValueError): an output that is REF, HYP or the other output (names both).
     """
-    seen = {"REF": os.path.realpath(args.ref), "HYP": os.path.realpath(args.hyp)}
-    for option, path in (("--json", args.json), ("--plot", args.plot)):
-        if path is None:
-            continue
-        real = os.path.realpath(path)
-        for other, other_real in seen.items():
-            if real == other_real:
-                raise ValueError(f"{option} {path} is {other}: outputs never overwrite inputs or each other")
-        seen[option] = real
-        if Path(path).is_dir():
-            raise WriteError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        ensure_writable_dir(Path(path).parent)
+    outputs = {"--json": args.json, "--plot": args.plot}
+    check_output_files(outputs, inputs={"REF": args.ref, "HYP": args.hyp})
+    for path in outputs.values():
+        if path is not None:
+            ensure_writable_dir(Path(path).parent)
 
 
 def _run(args) -> int:

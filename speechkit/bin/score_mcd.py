@@ -41,22 +41,13 @@ from __future__ import annotations
 import json
 import sys
 
+from speechkit.features.io import feature_dir_inputs
 from speechkit.scoring.mcd import CONVENTIONS, report_lines, score_world_dirs, write_per_utt
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 from speechkit.utils.fileio import atomic_write
 from speechkit.utils.outputs import check_output_files
 
 PROG = "speechkit-score-mcd"
-
-
-def _feature_inputs(label: str, feature_dir) -> list:
-    """``(label, file)`` of every ark the feature dir's ``feats.scp`` reads (none for a dir of ``.txt`` files)."""
-    from pathlib import Path
-
-    from speechkit.features.io import scp_files
-
-    scp = Path(feature_dir) / "feats.scp"
-    return [(f"a feature file of {scp}", f) for f in scp_files(scp)] if scp.is_file() else []
 
 
 def main(argv=None) -> int:
@@ -81,7 +72,7 @@ def main(argv=None) -> int:
     def body() -> int:
         setup_logging(args.log_file)
         check_output_files({"--json": args.json, "--per-utt": args.per_utt},
-                           inputs=_feature_inputs("REF", args.ref) + _feature_inputs("HYP", args.hyp)
+                           inputs=feature_dir_inputs(args.ref) + feature_dir_inputs(args.hyp)
                            + [("--mask-silence", args.mask_silence)],
                            input_dirs={"REF_DIR": args.ref, "HYP_DIR": args.hyp})
         res, layout, layout_src = score_world_dirs(args.ref, args.hyp, mask_silence=args.mask_silence,

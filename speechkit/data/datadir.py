@@ -438,13 +438,13 @@ def _copy_extras(src: Path | None, dest: Path) -> None:
             _remove_stale(dest, name)
 
 
-def _remove_stale(dest: Path, name: str) -> None:
-    """Remove ``dest/name`` if it is there (a file a rewritten data dir no longer has)."""
+def _remove_stale(dest: Path, name: str, why: str = "the source has none") -> None:
+    """Remove ``dest/name`` if it is there (a file a rewritten data dir no longer has; ``why`` is logged)."""
     try:
         (dest / name).unlink()
     except FileNotFoundError:
         return
-    logger.info("%s: removed the stale %s (the source has none)", dest, name)
+    logger.info("%s: removed the stale %s (%s)", dest, name, why)
 
 
 def _as_datadir(d: "DataDir | str | os.PathLike") -> DataDir:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from speechkit.data.audio import is_command, probe_audio
 from speechkit.data.combine_data import combine
-from speechkit.data.datadir import EXTRA_FILES, DataDir, Segment, fmt_seconds
+from speechkit.data.datadir import EXTRA_FILES, DataDir, Segment, _remove_stale, fmt_seconds
 from speechkit.data.validate import validate
 from speechkit.utils.fileio import DataError, read_table, write_table
 from speechkit.utils.outputs import check_output_dir
@@ -170,11 +170,7 @@ def _write(out: DataDir, dest: str | os.PathLike, utt2uniq: dict[str, str],
     # ... and so must go the other feature files of an earlier run in DEST (frame_shift, feats.yaml,
     # cmvn_global.ark): they would describe features the perturbed utterances do not have
     for name in EXTRA_FILES:
-        try:
-            (dest / name).unlink()
-        except FileNotFoundError:
-            continue
-        logger.info("%s: removed the stale %s (features are not carried by speed perturbation)", dest, name)
+        _remove_stale(Path(dest), name, "features are not carried by speed perturbation")
     write_table(dest / "utt2uniq", utt2uniq)
     if reco2dur is not None:
         write_table(dest / "reco2dur", {k: fmt_seconds(v) for k, v in reco2dur.items()})

@@ -168,6 +168,6 @@ def write_split(data_dir: str | os.PathLike, out_dir: str | os.PathLike, dev: fl
         elif (dest / SPK2GENDER).exists():
             (dest / SPK2GENDER).unlink()
         _copy_extras(src, dest)  # copied unchanged into every part; one the source lacks is removed
-        _remove_stale(dest, GLOBAL_CMVN)  # the whole source's statistics describe no part
+        _remove_stale(dest, GLOBAL_CMVN, "the whole source's statistics describe no part")
         logger.info("%s: %d utterances, %d speakers", dest, len(part), len(part.spk2utt))
     return parts

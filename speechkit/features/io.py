@@ -82,15 +82,26 @@ def scp_files(scp: str | os.PathLike) -> list[Path]:
     Raises:
         FileNotFoundError: no ``scp``; DataError: a malformed line (names it).
     """
-    import re
-
     out: dict[Path, None] = {}
     for value in read_table(scp).values():
-        if value.rstrip().endswith("|"):
-            continue
-        m = re.fullmatch(r"(.*?)(?::\d+)?(?:\[[^\]]*\])?", value.strip())
-        out.setdefault(Path(m.group(1) if m else value), None)
+        if not value.rstrip().endswith("|"):
+            out.setdefault(Path(scp_entry_file(value)), None)
     return list(out)
+
+
+def scp_entry_file(value: str) -> str:
+    """The file one scp value reads: ``PATH:OFFSET[slice]``, ``PATH:OFFSET`` or ``PATH`` -> ``PATH``."""
+    import re
+
+    m = re.fullmatch(r"(.*?)(?::\d+)?(?:\[[^\]]*\])?", value.strip())
+    return m.group(1) if m else value
+
+
+def feature_dir_inputs(feature_dir: str | os.PathLike) -> list[tuple[str, Path]]:
+    """``(label, file)`` of every file a feature dir's ``feats.scp`` reads (none for a dir without one, e.g.
+    of ``<utt>.txt`` files): what a tool's outputs may not replace (:func:`speechkit.utils.outputs.check_output_files`)."""
+    scp = Path(feature_dir) / "feats.scp"
+    return [(f"a feature file of {scp}", f) for f in scp_files(scp)] if scp.is_file() else []
 
 
 def load_cmvn_stats(cmvn_scp: str | os.PathLike) -> dict[str, np.ndarray]:

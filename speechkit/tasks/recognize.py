@@ -419,6 +419,8 @@ def part_fingerprint(options: DecodeOptions, ckpt: Path, data_dir: str | os.Path
     The CMVN stats and the units dir the decode read (options or the model's config) are checked
     by content separately (:func:`input_hashes`, recorded in the part's ``done.J.json``).
     """
+    from speechkit.features.io import scp_entry_file
+
     st = ckpt.resolve().stat()
     h = hashlib.sha256()
     h.update(json.dumps({"options": options.fingerprint_dict(), "checkpoint": str(ckpt.resolve()),
@@ -428,7 +430,7 @@ def part_fingerprint(options: DecodeOptions, ckpt: Path, data_dir: str | os.Path
     arks: dict[str, None] = {}
     for u in utts:
         h.update(f"{u} {feats[u]} {langs.get(u, '')}\n".encode())
-        arks[_entry_file(feats[u])] = None
+        arks[scp_entry_file(feats[u])] = None
     for a in arks:
         try:
             st = os.stat(a)
@@ -436,13 +438,6 @@ def part_fingerprint(options: DecodeOptions, ckpt: Path, data_dir: str | os.Path
         except OSError:
             h.update(f"{a} missing\n".encode())
     return h.hexdigest()
-
-
-def _entry_file(entry: str) -> str:
-    """The file a feats.scp entry reads (``PATH:OFFSET[...]`` or ``PATH``)."""
-    import re
-
-    return re.sub(r":\d+(\[[^\]]*\])?$", "", entry.strip())
 
 
 def input_hashes(cmvn_source: str | os.PathLike, units_dir: str | os.PathLike | None) -> dict[str, str]:

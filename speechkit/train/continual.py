@@ -38,7 +38,7 @@ import json
 import logging
 import os
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from speechkit.utils.cli import ConfigError
+from speechkit.utils.config import config_diff
 from speechkit.utils.fileio import DataError, atomic_write
 
 logger = logging.getLogger(__name__)
@@ -637,16 +638,16 @@ class EpisodePlan:
         old, new = saved.training, self.training
         diffs = []
         if old and new:
-            show = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731
-            changed = [k for k in old if k in new and show(old[k]) != show(new[k])]
-            for k in new:
-                if k not in old:
+            changed = []
+            for k, was, now in config_diff(old, new):
+                if was is MISSING:
                     logger.warning("resuming %s: setting %s is not in the saved plan (a newer setting); using %r",
-                                   where, k, new[k])
-            for k in old:
-                if k not in new:
+                                   where, k, now)
+                elif now is MISSING:
                     logger.warning("resuming %s: the saved run's setting %s = %r is not a setting any more", where,
-                                   k, old[k])
+                                   k, was)
+                else:
+                    changed.append(k)
             diffs = [f"{k}: saved {old[k]!r}, requested {new[k]!r}" for k in changed]
             if len(diffs) > 8:
                 diffs = diffs[:8] + [f"and {len(diffs) - 8} more: {', '.join(changed[8:])}"]

@@ -126,12 +126,12 @@ def _config_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return files
 
 
-def _check_out(out: Path, configs: Sequence[str | os.PathLike]) -> None:
-    """Refuse an ``out`` that is one of the config files read, or a ``*.yaml`` file below a config
-    directory (which the next run would hash as a config), before anything is written."""
+def _check_out(out: Path, configs: Sequence[str | os.PathLike], files: Sequence[Path]) -> None:
+    """Refuse an ``out`` that is one of the config files read (``files``, :func:`_config_files` of
+    ``configs``), or a ``*.yaml`` file below a config directory (which the next run would hash as a
+    config), before anything is written."""
     configs = [Path(c) for c in configs]
-    check_output_files(outputs={"--out": out},
-                       inputs=[(f"the --configs file {f}", f) for f in _config_files(configs)])
+    check_output_files(outputs={"--out": out}, inputs=[(f"the --configs file {f}", f) for f in files])
     if out.suffix == ".yaml":
         real = out.resolve()
         for c in configs:
@@ -170,13 +170,14 @@ def record_run(out: str | os.PathLike, cmdline: str, configs: Sequence[str | os.
         FileNotFoundError: a config path that does not exist.
     """
     out = Path(out)
-    _check_out(out, configs)
+    files = _config_files(configs)
+    _check_out(out, configs, files)
     cwd = Path(cwd or os.getcwd()).resolve()
     try:
         where = str(cwd.relative_to(repo_root()))
     except ValueError:
         where = str(cwd)
-    rec = {**environment(), "cmdline": cmdline, "cwd": where, "configs": config_hashes(configs, base=cwd)}
+    rec = {**environment(), "cmdline": cmdline, "cwd": where, "configs": config_hashes(files, base=cwd)}
     line = (json.dumps(rec, sort_keys=False, allow_nan=False) + "\n").encode("utf-8")
     ensure_writable_dir(out.parent)
     with open(out, "a+b") as f:  # one short line per run: appends do not interleave

@@ -14,10 +14,10 @@ import torch
 
 from speechkit.decode.rnnt_search import DecodeConfig, recognize
 from speechkit.features.cmvn import apply_cmvn
-from speechkit.features.io import FeatureReader
+from speechkit.features.io import FeatureReader, scp_entry_file
 from speechkit.tasks import get_task
 from speechkit.tasks.recognize import (
-    DecodeOptions, Recognizer, _entry_file, add_decode_options, decode_data_dir, input_hashes, part_current,
+    DecodeOptions, Recognizer, add_decode_options, decode_data_dir, input_hashes, part_current,
     part_fingerprint, part_paths, read_utterances, split_parts,
 )
 from speechkit.text.units import MultilingualUnits
@@ -205,7 +205,7 @@ def test_parts_split_fingerprint_and_current(lid_exp, tmp_path):
     stats.write_bytes(b"other stats")
     assert not part_current("out", 1, fp)
     # a feature ark rewritten in place (same entries, other size or time): another fingerprint
-    ark = Path(_entry_file(table[utts[0]]))
+    ark = Path(scp_entry_file(table[utts[0]]))
     st = ark.stat()
     os.utime(ark, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert fp != part_fingerprint(DecodeOptions(), ckpt, "data/dev", utts[:2], table)
