@@ -10,7 +10,7 @@ xvector.scp / spk_xvector.scp; kaldiio.load_scp gives 1-D arrays):
   OUT_DIR/embeddings.{ark,scp}      utterance -> unit-norm utterance embedding
   OUT_DIR/spk_embeddings.{ark,scp}  speaker -> mean of its utterance embeddings, re-normalised to
                                     unit L2 norm (unless --no-renormalize): the speaker vector of
-                                    Hemati & Borth (2024), section 3
+                                    Hemati & Borth (2021), section 3
   OUT_DIR/num_utts                  '<speaker> <utterances averaged>'
   OUT_DIR/utt2spk                   the embedded utterances' speakers (the verifier's labels)
   OUT_DIR/skipped                   '<utt> <speech-seconds>' for each utterance with less than

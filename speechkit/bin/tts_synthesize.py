@@ -18,7 +18,7 @@ to 0/1 at 0.5. OUT_DIR gets:
   wav/<utt>.png          the spectrogram of each wav (none for a wav shorter than its 25 ms analysis
                          window: a warning names those utterances)
 
-A speaker-conditioned model (trained with data.speaker_embeddings; Hemati & Borth 2024, sec. 2.1)
+A speaker-conditioned model (trained with data.speaker_embeddings; Hemati & Borth 2021, sec. 2.1)
 gets each label frame's speaker vector appended, from --speaker-embeddings (default: the scp the
 model was trained with): with --speaker SPK every utterance in SPK's voice, else each utterance
 in its own speaker's voice (DATA_DIR/utt2spk). A speaker the model was never trained on

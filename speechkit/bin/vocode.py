@@ -14,7 +14,7 @@ sample rate, scaled down only if it would clip), by the vocoder FEATS_DIR/feats.
 OUT_DIR is then a Kaldi data dir of those waveforms -- wav.scp, and utt2spk / spk2utt / text /
 utt2lang copied from FEATS_DIR where present -- ready for speechkit-embed-speakers.
 
-Used by egs/vctk_continual for the speaker verifier of Hemati & Borth (2024), section 2.3: the
+Used by egs/vctk_continual for the speaker verifier of Hemati & Borth (2021), section 2.3: the
 ground-truth utterances pass through the same vocoder as the synthesized ones (WORLD for salad,
 Griffin-Lim for tacotron2), so that the verifier does not learn the vocoder's traces as a
 speaker cue.

@@ -10,7 +10,7 @@ Kaldi's ``xvector.scp`` / ``spk_xvector.scp``)::
 * :func:`load_embeddings` reads an embedding table (vectors, or 1-row matrices);
   :func:`read_speaker_vectors` reads a speaker table and checks it (one size, finite values);
   :func:`read_speaker_dim` gives its ``E``.
-* :func:`mean_embedding` is the speaker vector of Hemati & Borth (2024, sec. 3): the mean of a
+* :func:`mean_embedding` is the speaker vector of Hemati & Borth (2021, sec. 3): the mean of a
   speaker's utterance embeddings, re-normalised to unit length by default.
 * :func:`utterance_speakers` gives each utterance's speaker from ``utt2spk``, checked against the vectors.
 * :func:`write_speakers` / :func:`read_speakers`: the ``EXP/speakers`` list.
@@ -63,7 +63,7 @@ def load_embeddings(scp: str | os.PathLike, dim: int | None = 256) -> dict[str, 
 
 
 def mean_embedding(embeddings: np.ndarray | Sequence[np.ndarray], renormalize: bool = True) -> np.ndarray:
-    """A speaker vector: the mean of the speaker's utterance embeddings (Hemati & Borth 2024, sec. 3).
+    """A speaker vector: the mean of the speaker's utterance embeddings (Hemati & Borth 2021, sec. 3).
 
     Args:
         embeddings: ``(N, D)`` utterance embeddings (N >= 1).

@@ -18,7 +18,7 @@ Pipeline of :meth:`SpeakerEncoder.embed` (Resemblyzer's own ``preprocess_wav`` +
    last one), each partial is embedded, and the utterance embedding is the L2-normalised mean of
    the partial embeddings.
 
-The speaker vector of the paper (Hemati & Borth 2024, section 3) is the mean of a speaker's
+The speaker vector of the paper (Hemati & Borth 2021, section 3) is the mean of a speaker's
 utterance embeddings: :func:`speechkit.data.speakers.mean_embedding` (re-normalised to unit length
 by default, as Resemblyzer's ``embed_speaker``); :mod:`speechkit.data.speakers` also reads and writes
 the embedding tables.

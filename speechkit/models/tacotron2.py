@@ -2,8 +2,9 @@
 
 Shen et al., "Natural TTS Synthesis by Conditioning WaveNet on Mel Spectrogram Predictions",
 ICASSP 2018 (the *spectrogram prediction network* of sec. 2.2; training setup of sec. 3.1), with
-the speaker conditioning of Jia et al., NeurIPS 2018 (sec. 2.2) as Hemati & Borth 2024 use it
-(Figure 2): a fixed speaker vector (the GE2E embedding) is concatenated to every encoder output.
+the speaker conditioning of Jia et al., NeurIPS 2018 (sec. 2.2): a fixed speaker vector (the GE2E
+embedding) is concatenated to every encoder output. Hemati & Borth 2021 condition their Tacotron 2
+on the mean speaker embedding (sec. 2.1, 3; Figure 2) without saying where it enters the model.
 
 Architecture (paper sizes are the :class:`Tacotron2Config` defaults)
     Encoder: phone embedding (512) -> 3 x [Conv1d 512, kernel 5 -> BatchNorm -> ReLU -> dropout 0.5]

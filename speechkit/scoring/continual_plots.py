@@ -1,13 +1,14 @@
-"""Plots of a continual speaker-adaptation run (Hemati & Borth 2024, Figures 3 and 4).
+"""Plots of a continual speaker-adaptation run (Hemati & Borth 2021, Figures 3, 4 and 5).
 
 * :func:`plot_confusion_matrix` -- the speaker verifier on the synthesized speech of the final
   episode: true speaker (rows) vs predicted speaker (columns), row-normalised (sequential
-  adaptation collapses toward the last speaker's column);
+  adaptation collapses toward the last speaker's column; Figure 4a);
 * :func:`plot_embeddings_2d` -- ground-truth and synthesized utterance embeddings projected to 2-D
   (PCA, or t-SNE), coloured by speaker, ground truth as dots and synthesized speech as crosses
-  (Figure 4);
+  (Figure 4b: t-SNE of the synthesized speech only);
 * :func:`plot_ra_fg_curves` -- retained accuracy and forgetting vs episode, one line per strategy,
-  mean over runs (speaker orders) with a +/- one standard deviation band (Figure 3).
+  mean over runs (speaker orders) with a +/- one standard deviation band (Figure 3 plots RA of one
+  order; Figure 5, RA over three orders with a confidence interval).
 
 All figures are drawn with matplotlib's object API (no pyplot state, no display) and written
 atomically as PNG; the pixel size is ``figsize * dpi`` exactly.
@@ -112,7 +113,7 @@ def plot_embeddings_2d(ground_truth: np.ndarray, gt_speakers: Sequence[str], syn
                        syn_speakers: Sequence[str], path: str | os.PathLike, *, method: str = "pca",
                        speakers: Sequence[str] | None = None, title: str = "", seed: int = 0,
                        figsize: tuple[float, float] = (6, 5), dpi: int = 100) -> np.ndarray:
-    """2-D map of ground-truth and synthesized speaker embeddings, coloured by speaker (Figure 4).
+    """2-D map of ground-truth and synthesized speaker embeddings, coloured by speaker (Figure 4b).
 
     Both sets are projected together (one PCA / t-SNE fit) so their positions are comparable.
 
@@ -164,7 +165,7 @@ def plot_embeddings_2d(ground_truth: np.ndarray, gt_speakers: Sequence[str], syn
 def plot_ra_fg_curves(curves: Mapping[str, Mapping[str, Sequence[Sequence[float]]]], path: str | os.PathLike, *,
                       title: str = "", percent: bool = True, figsize: tuple[float, float] = (10, 4),
                       dpi: int = 100) -> None:
-    """Retained accuracy and forgetting vs episode per strategy, mean +/- std over runs (Figure 3).
+    """Retained accuracy and forgetting vs episode per strategy, mean +/- std over runs (Figures 3, 5).
 
     Args:
         curves: strategy -> ``{"ra": runs x episodes, "fg": runs x episodes}`` (fractions in [0, 1],

@@ -14,7 +14,7 @@ Data
     files is skipped (counted, warned with the first ids); a label sequence whose frame count
     differs from its features is a :class:`DataError` naming the utterance. ``model.input_dim`` = 0
     is read from the first matrix of ``train_dir/labels.scp`` when the config is loaded.
-Speaker conditioning (Hemati & Borth 2024, sec. 2.1)
+Speaker conditioning (Hemati & Borth 2021, sec. 2.1)
     With ``data.speaker_embeddings`` (a ``spk_embeddings.scp`` of ``speechkit-embed-speakers``:
     one ``(E,)`` vector per speaker, the mean GE2E embedding) every label frame of an utterance
     gets its speaker's vector appended, speakers taken from ``utt2spk`` of the data dir: the

@@ -15,7 +15,7 @@ turns one utterance into acoustic features and, with the vocoder of its training
   vocabulary become ``<unk>`` as in training, warned) -> float32 ``(T, n_mels)`` natural-log mel ->
   :func:`speechkit.decode.griffin_lim.mel_to_waveform` (``griffin_lim_iters`` iterations, seed 0).
 
-A speaker-conditioned model (trained with ``data.speaker_embeddings``; Hemati & Borth 2024, sec.
+A speaker-conditioned model (trained with ``data.speaker_embeddings``; Hemati & Borth 2021, sec.
 2.1) gets the speaker's vector from the scp it was trained with (or the one given); only the
 speakers it was trained on (``EXP/speakers``) may be asked for.
 

@@ -1,7 +1,8 @@
 """The ``tacotron2`` task: train :class:`~speechkit.models.tacotron2.Tacotron2` on phones and log-mel frames.
 
 Shen et al., ICASSP 2018 (model: :mod:`speechkit.models.tacotron2`), conditioned on a speaker
-vector as the base TTS of Hemati & Borth 2024 (Figure 2). Teacher-forced training (sec. 3.1).
+vector as the base TTS of Hemati & Borth 2021 (sec. 2.1, Figure 2). Teacher-forced training
+(Shen et al., sec. 3.1).
 
 Data
     ``data.train_dir`` / ``data.valid_dir``: Kaldi data dirs holding
@@ -24,7 +25,7 @@ Phone vocabulary
     length. Give it explicitly to keep one vocabulary across trainings (e.g. the episodes of
     continual learning, fine-tuning); phones outside it then map to ``<unk>`` (counted, warned).
     ``EXP/phones.txt`` (Kaldi symbol table ``<phone> <id>``) is written at the end of training.
-Speaker conditioning (Jia et al. 2018; Hemati & Borth 2024, sec. 2.1)
+Speaker conditioning (Jia et al. 2018; Hemati & Borth 2021, sec. 2.1)
     ``data.speaker_embeddings``: a ``spk_embeddings.scp`` (``speechkit-embed-speakers``: speaker
     -> ``(E,)`` mean GE2E embedding); each utterance gets its speaker's vector (``utt2spk``),
     concatenated to every encoder output; ``model.speaker_dim`` is read from it at config load.

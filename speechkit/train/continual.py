@@ -2,22 +2,26 @@
 
 Hemati & Borth (Interspeech 2021), "Continual Speaker Adaptation for Text-to-Speech Synthesis", section 3 and
 Algorithm 1: after pre-training, one new speaker per *episode*, in a seeded random order. The
-strategies (names as in the paper's tables):
+strategies (the paper's names, sections 3.1-3.2.4, except ``jt_cumulative``):
 
-``jt``      joint training (the paper's eq. 3, upper bound): at episode ``t``, a model trained from
-            ``theta_init`` on every continual speaker seen so far, early-stopped on all their
-            validation data -- one training per episode boundary, independent of the earlier episodes;
-``jt_cumulative``  every speaker seen so far too, but fine-tuned from the *previous* episode's weights
-            and early-stopped on the new speaker's validation data only, as the other strategies
-            (what this module called ``jt`` before plan.json had a ``version``: such plans load as
-            ``jt_cumulative``);
-``sa``      sequential adaptation: only the new speaker (lower bound);
-``ewc``     SA plus the elastic weight consolidation penalty (:class:`EWC`, eq. 5);
-``er``      experience replay: the new speaker's data plus N_B buffered utterances of every past
-            speaker, shuffled together (:class:`ReplayBuffer`);
-``er_kd``   ER whose buffer holds the acoustic features the model *produced* for those utterances
-            at the end of their speaker's episode (knowledge distillation targets);
-``er_br``   ER with every buffer item replicated K times (buffer rebalancing).
+``jt``      joint training (JT, sec. 3.1, eq. 3, the upper bound): the paper trains once, from
+            ``theta_init``, on all continual speakers; here episode ``t`` is that training on the
+            continual speakers seen up to ``t``, early-stopped on all their validation data -- one
+            training per episode boundary, independent of the earlier episodes (the last one is the
+            paper's JT);
+``jt_cumulative``  this toolkit's own variant, not in the paper: every speaker seen so far too, but
+            fine-tuned from the *previous* episode's weights and early-stopped on the new speaker's
+            validation data only, as the other strategies (what this module called ``jt`` before
+            plan.json had a ``version``: such plans load as ``jt_cumulative``);
+``sa``      sequential adaptation (SA, sec. 3.2.1, eq. 4): only the new speaker (lower bound);
+``ewc``     SA plus the elastic weight consolidation penalty (sec. 3.2.2, eq. 5; :class:`EWC`);
+``er``      experience replay (ER, sec. 3.2.3, Algorithm 1): the new speaker's data plus N_B buffered
+            utterances of every past speaker, mixed and shuffled together (:class:`ReplayBuffer`);
+``er_kd``   experience replay with knowledge distillation (ER-KD, the paper's, sec. 3.2.3 and
+            Algorithm 1): the buffer keeps the input text and, as target, the output the model
+            trained on that speaker (its best weights) produces for it;
+``er_br``   experience replay with buffer replication (ER-BR, sec. 3.2.4): every buffer item
+            replicated K times (the paper: N_B = 1, K = 10, sec. 4.3).
 
 What this module does not do (the recipe's job): training itself, early stopping, resetting the
 optimiser at each episode, synthesis and scoring. What it gives:
@@ -54,8 +58,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["STRATEGIES", "STRATEGY_OPTIONS", "check_strategy_options", "fisher_diagonal", "EWC", "ReplayBuffer",
            "mix_with_buffer", "EpisodePlan", "PlanMismatchError", "PLAN_VERSION", "settings_fingerprint"]
 
-#: Strategy names (Hemati & Borth 2021: the strategy comparison and Table 3; ``jt_cumulative`` is this
-#: toolkit's own variant).
+#: Strategy names (Hemati & Borth 2021, sections 3.1-3.2.4: JT, SA, EWC, ER, ER-KD, ER-BR;
+#: ``jt_cumulative`` is this toolkit's own variant, not the paper's).
 STRATEGIES = ("jt", "jt_cumulative", "sa", "ewc", "er", "er_kd", "er_br")
 _JOINT = ("jt", "jt_cumulative")
 #: plan.json's format: 3 = also records the run's training settings (``training``, ``training_sha256``);
@@ -104,12 +108,14 @@ def _named_trainable(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
 
 # ============================================================================================ EWC
 def fisher_diagonal(model: torch.nn.Module, loss_fn: LossFn, batches: Iterable[Any]) -> dict[str, torch.Tensor]:
-    """Diagonal empirical Fisher information (Hemati & Borth 2021, eq. 5; Kirkpatrick et al. 2017).
+    """Diagonal empirical Fisher information: the ``F_i`` of Hemati & Borth 2021, eq. 5 (Kirkpatrick et al. 2017).
 
     .. math::  F_i = \\frac{1}{B} \\sum_{b=1}^{B} \\Big( \\frac{\\partial \\mathcal{L}_b}{\\partial \\theta_i} \\Big)^2
 
     the expectation of the squared gradient of the negative log-likelihood -- here the TTS loss
-    ``L_b = loss_fn(model, batch_b)`` -- over the previous episode's data. With one utterance per
+    ``L_b = loss_fn(model, batch_b)`` -- over the previous episode's data. The paper computes the
+    diagonal Fisher "at the beginning of each episode" (sec. 3.2.2) and states neither its
+    estimator nor its data; this is the empirical Fisher of the training loss. With one utterance per
     batch this is the per-example empirical Fisher; with larger batches it is the Fisher of the
     batch-mean loss (cheaper, smaller in scale by roughly the batch size; ``lambda`` absorbs it).
 
@@ -151,11 +157,18 @@ def fisher_diagonal(model: torch.nn.Module, loss_fn: LossFn, batches: Iterable[A
 
 
 class EWC:
-    """Elastic weight consolidation across episodes (Kirkpatrick et al., PNAS 2017; Hemati & Borth 2021, sec. 3).
+    """Elastic weight consolidation across episodes (Kirkpatrick et al., PNAS 2017; Hemati & Borth 2021, sec. 3.2.2).
 
     Penalty added to the new episode's loss:
 
     .. math::  \\Omega(\\theta) = \\frac{\\lambda}{2} \\sum_i F_i (\\theta_i - \\theta^*_i)^2
+
+    Hemati & Borth's eq. 5 is printed without the square,
+    ``argmin_theta [L_TTS(D_tr^t | theta = theta*_{t-1}) + sum_i (lambda/2) F_i (theta_i - theta*_{t-1,i})]``,
+    which is linear in ``theta`` and unbounded below; the square is Kirkpatrick et al.'s (their
+    eq. 3), which the paper cites for this term, so this is read as a typo and the standard
+    quadratic form is kept. The paper states neither ``lambda`` nor how the Fisher accumulates
+    over episodes (``mode`` below).
 
     Call :meth:`consolidate` at the start of every episode after the first: it computes the
     Fisher (eq. 5) on the *previous* episode's data at the current parameters (the end of that
@@ -271,7 +284,8 @@ def _speaker_rng(seed: int, speaker: str) -> np.random.Generator:
 
 
 class ReplayBuffer:
-    """Experience-replay memory: ``N_B`` utterances per past speaker (Hemati & Borth 2021, sec. 3).
+    """Experience-replay memory: ``N_B`` utterances per past speaker (Hemati & Borth 2021, sec. 3.2.3,
+    Algorithm 1: sampled randomly, the same number for every previous speaker).
 
     Items are whatever the recipe's dataset uses (an utterance id, or a dict of text/labels and
     target features); keys are utterance ids. The selection of a speaker's utterances depends
@@ -279,9 +293,11 @@ class ReplayBuffer:
     the speaker order. A speaker with fewer than ``N_B`` utterances contributes all of them (with
     a warning).
 
-    For ER-KD, :meth:`add_speaker` takes a ``produce`` callback, run on the selected items at the
-    end of the speaker's episode, that returns the items with their acoustic targets replaced by
-    what the model produced (e.g. ``lambda kv: [dict(item, feats=model_predict(item)) for _, item in kv]``).
+    For ER-KD (the paper's, sec. 3.2.3: "we keep the input transcript, and the output
+    Mel-spectrogram obtained from the best-trained model"), :meth:`add_speaker` takes a ``produce``
+    callback, run on the selected items at the end of the speaker's episode, that returns the
+    items with their acoustic targets replaced by what the model produced
+    (e.g. ``lambda kv: [dict(item, feats=model_predict(item)) for _, item in kv]``).
 
     For a resumable run, items must be made of ``torch.save``-able types that ``weights_only``
     loading accepts (str, numbers, lists, dicts, tensors); convert NumPy arrays to tensors.
@@ -347,7 +363,7 @@ class ReplayBuffer:
 
     def items(self, replicate: int = 1) -> list[tuple[str, Any]]:
         """All buffered ``(key, item)`` pairs (speaker order, then key), each repeated ``replicate`` times
-        in a row (ER-BR's K)."""
+        in a row (ER-BR's replication factor K, sec. 3.2.4)."""
         if replicate < 1:
             raise ValueError(f"replicate (K) must be >= 1, got {replicate}")
         return [kv for spk in self._data for kv in self._data[spk] for _ in range(replicate)]

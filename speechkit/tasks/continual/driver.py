@@ -7,22 +7,28 @@ an order drawn from ``seed`` (:class:`~speechkit.train.continual.EpisodePlan`), 
 strategies of :mod:`speechkit.train.continual` (``jt jt_cumulative sa ewc er er_kd er_br``). Episode ``t``:
 
 1. starts from the best weights of episode ``t-1`` (``theta_init`` for ``t = 1``); ``jt`` (the
-   paper's joint training, eq. 3) from ``theta_init`` at every episode: its episode ``t`` is the
-   model trained jointly on the continual speakers seen up to ``t``, evaluated at that episode
-   boundary like the others;
-2. ``ewc``: computes the diagonal Fisher (eq. 5) on the *previous* episode's training data at
-   those weights (episode 1: on ``pretrain_dir`` if given, else no penalty) and adds
-   ``(lambda/2) sum_i F_i (theta_i - theta*_i)^2`` to every training loss;
+   paper's joint training, sec. 3.1, eq. 3: one training from ``theta_init`` on all continual
+   speakers) from ``theta_init`` at every episode: its episode ``t`` is the model trained jointly
+   on the continual speakers seen up to ``t``, evaluated at that episode boundary like the others
+   (its last episode is the paper's JT);
+2. ``ewc``: computes the diagonal Fisher (sec. 3.2.2, eq. 5) on the *previous* episode's training
+   data at those weights (episode 1: on ``pretrain_dir`` if given, else no penalty) and adds
+   ``(lambda/2) sum_i F_i (theta_i - theta*_i)^2`` to every training loss (eq. 5 is printed
+   without the square; the standard form of Kirkpatrick et al. is kept, see
+   :class:`~speechkit.train.continual.EWC`);
 3. trains a *fresh* :class:`~speechkit.train.Trainer` (new optimiser and schedule: the optimiser
    state is reset at every episode) on the episode's data -- ``jt``, ``jt_cumulative``: every
    speaker seen so far; ``sa``/``ewc``: the new speaker; ``er``: the new speaker + ``N_B`` buffered
    utterances of every
-   earlier speaker, shuffled together; ``er_kd``: the same with the buffer's targets the features
-   the model produced at the end of that speaker's episode; ``er_br``: buffer items replicated
-   ``K`` times -- with early stopping on the validation loss of the new speaker's utterances of
+   earlier speaker, shuffled together; ``er_kd`` (the paper's ER-KD, sec. 3.2.3): the same with
+   the buffer's targets the features the model produced at the end of that speaker's episode;
+   ``er_br`` (ER-BR, buffer replication, sec. 3.2.4): buffer items replicated ``K`` times -- with
+   early stopping on the validation loss of the new speaker's utterances of
    ``valid_dir`` (``trainer.best_metric = valid/loss``; ``jt``: of every seen speaker's utterances);
 4. then puts ``N_B`` of the new speaker's training utterances into the replay buffer (ER
-   strategies; ER-KD with the best weights' outputs as targets).
+   strategies; ER-KD with the best weights' outputs as targets). Algorithm 1 prints the
+   episode's training set as ``D_tr^t U B_t``, ``B_t`` being made only after that training: it is
+   read as ``B_{t-1}``, the buffer of the earlier speakers.
 
 The model's output normalisation stays the pre-trained model's throughout (the buffers travel
 with the weights); the stateful streams of each episode concatenate its utterances in the
@@ -135,9 +141,10 @@ class ContinualConfig:
             drawn from seed.
         pretrain_dir: optional dir with theta_init's training data (as train_dir):
             EWC's Fisher at episode 1; without it episode 1 of ewc trains without a penalty.
-        strategy: jt | jt_cumulative | sa | ewc | er | er_kd | er_br (Hemati & Borth 2021; jt: the
-            paper's joint training from theta_init at every episode; jt_cumulative: all seen
-            speakers, fine-tuned from the previous episode, early-stopped on the new speaker).
+        strategy: jt | jt_cumulative | sa | ewc | er | er_kd | er_br (Hemati & Borth 2021, sec. 3;
+            jt: the paper's joint training from theta_init, at every episode; jt_cumulative: this
+            toolkit's own variant, all seen speakers fine-tuned from the previous episode and
+            early-stopped on the new speaker).
         seed: speaker order, replay selection and shuffling.
         buffer_size: N_B, utterances per past speaker in the replay buffer (er, er_kd, er_br).
         replicate: K, copies of each buffer item (er_br; 1 otherwise).
@@ -288,8 +295,9 @@ def _phone_mel_items(task: Any, cfg: Any, data: EpisodeData, vectors: dict[str, 
 def teacher_forced_mels(task: Any, model: nn.Module, cfg: Any, data: EpisodeData, vectors: dict[str, np.ndarray],
                         seed: int = 0) -> list[np.ndarray]:
     """Tacotron 2's teacher-forced ``mel_after`` of each utterance of ``data``, denormalised: the ER-KD
-    targets of a tacotron2 buffer (Hemati & Borth 2021, sec. 3: "the acoustic features the model
-    produced").
+    targets of a tacotron2 buffer. Hemati & Borth 2021 (sec. 3.2.3, Algorithm 1) keep "the output
+    Mel-spectrogram obtained from the best-trained model", ``mel = Model(text | theta*_t)``, i.e.
+    synthesized from the text; teacher forcing is this toolkit's choice (see the module docstring).
 
     Args:
         task: a :class:`~speechkit.tasks.tacotron2.Tacotron2Task` whose ``model`` is ``model``

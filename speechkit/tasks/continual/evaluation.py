@@ -5,8 +5,9 @@ After episode ``l`` of a ``speechkit-train-continual`` run (``EXP``), for ``l = 
 1. the speaker verifier (:class:`~speechkit.scoring.speaker_verification.SpeakerVerifier`) is
    retrained on the ground-truth utterances of every speaker seen so far -- the continual speakers
    of episodes ``1..l`` plus the ``extra_speakers`` the model was pre-trained on, which keep
-   episode 1 from being a one-class problem -- those utterances first passed through the vocoder
-   the TTS uses (WORLD analysis-synthesis, or Griffin-Lim from the log-mel for tacotron2:
+   episode 1 from being a one-class problem (the extra classes are this toolkit's; the paper's
+   verifier knows the continual speakers seen so far only, sec. 2.3) -- those utterances first
+   passed through the vocoder the TTS uses (WORLD analysis-synthesis, or Griffin-Lim from the log-mel for tacotron2:
    ``speechkit-vocode``), then embedded with the GE2E
    encoder (``speechkit-embed-speakers``); its accuracy on held-out vocoded ground truth of the
    same speakers is recorded;
@@ -16,7 +17,8 @@ After episode ``l`` of a ``speechkit-train-continual`` run (``EXP``), for ``l = 
    token, Griffin-Lim from the log-mel with the model's ``feats.yaml``), embedded, and
    classified: ``a_{l,i}`` = the fraction assigned to speaker ``i``;
 3. after the last episode, the accuracy matrix gives retained accuracy RA (eq. 1) and forgetting
-   FG (eq. 2) per episode.
+   FG (eq. 2, its maximum taken over the episodes since the speaker was seen: see
+   :func:`~speechkit.scoring.speaker_verification.forgetting`) per episode.
 
 Files (``EVAL = EXP/eval``)::
 
@@ -26,8 +28,9 @@ Files (``EVAL = EXP/eval``)::
     EVAL/episode_<tt>.npz      the synthesized utterances' embeddings (keys, speakers, embeddings)
     EVAL/wav/episode_<tt>/     the first synthesized utterance of every seen speaker
     EVAL/scores.json           order, accuracy matrix, RA/FG per episode, verifier accuracies
-    EVAL/confusion_matrix.png  true vs verified speaker of the last episode's syntheses (Figure 4)
-    EVAL/embeddings_2d.png     PCA map of ground-truth and synthesized embeddings, last episode (Figure 4)
+    EVAL/confusion_matrix.png  true vs verified speaker of the last episode's syntheses (Figure 4a)
+    EVAL/embeddings_2d.png     PCA map of ground-truth and synthesized embeddings, last episode
+                               (Figure 4b, which uses t-SNE)
     EVAL/accuracy_matrix.png   a_{l,i} as a heat map
 
 A finished episode's result is reused only when every input it was computed from has the same
@@ -68,7 +71,7 @@ class EvalConfig:
     """Options of :func:`evaluate_continual`.
 
     Attributes:
-        num_utts: test sentences synthesized per seen speaker and episode (paper: 5).
+        num_utts: test sentences synthesized per seen speaker and episode (paper: 5, sec. 2.3).
         extra_speakers: speakers always among the verifier's classes (the pre-training speakers).
         wavs_per_speaker: synthesized waveforms kept per seen speaker and episode (for listening).
         plots: write the PNGs of the last episode.
@@ -270,7 +273,8 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
         test_dir: labels.scp (forced durations; tacotron2: the phones in ``text``) + utt2spk of the
             continual speakers' test utterances.
         gt_train: embed dir of the vocoded ground-truth utterances the verifier is trained on.
-        gt_test: embed dir of held-out vocoded ground truth (the verifier's accuracy; Figure 4's points).
+        gt_test: embed dir of held-out vocoded ground truth (the verifier's accuracy; the ground-truth
+            points of the embedding map).
         cfg: options.
 
     Returns:

@@ -1,4 +1,4 @@
-"""Speaker verifier (multinomial logistic regression) and the RA / FG scores of Hemati & Borth (2024)."""
+"""Speaker verifier (multinomial logistic regression) and the RA / FG scores of Hemati & Borth (2021)."""
 from __future__ import annotations
 
 import json
@@ -91,7 +91,8 @@ def test_ra_fg_hand_worked_3x3():
 
 def test_forgetting_max_only_over_episodes_since_learnt():
     # speaker 2's accuracy rises after its own episode: the max includes that later episode,
-    # and nothing before it (speaker 2 was unknown in episode 1)
+    # and nothing before it (speaker 2 was unknown in episode 1: eq. 2 as printed takes the max
+    # over l in 1..T-1, which only exists from l = i on)
     A = np.array([[1.0, NAN, NAN], [1.0, 0.5, NAN], [1.0, 0.9, 0.8], [0.0, 0.6, 0.8]])
     A = np.concatenate([A, np.full((4, 1), NAN)], axis=1)
     A[3, 3] = 1.0

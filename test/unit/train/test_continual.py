@@ -67,7 +67,8 @@ def test_penalty_value_and_gradient_by_hand():
     anchor = {"weight": torch.tensor([[0.0, 1.0]], dtype=torch.float64),
               "bias": torch.tensor([1.0], dtype=torch.float64)}
     ewc.add(F, anchor, episode=1)
-    # (3/2) * (0.5 * 1^2 + 2 * 1^2 + 4 * (-1)^2) = 1.5 * 6.5
+    # (3/2) * (0.5 * 1^2 + 2 * 1^2 + 4 * (-1)^2) = 1.5 * 6.5 (Kirkpatrick et al.'s square; Hemati & Borth's
+    # eq. 5 as printed, without it, would give 1.5 * (0.5 + 2 - 4) = -2.25)
     pen = ewc.penalty(m)
     assert pen.item() == pytest.approx(9.75)
     pen.backward()
