@@ -6,11 +6,11 @@
 # Base TTS (--tts_model): the duration-informed MUSA-RNN (default) or SALAD decoder of egs/tcstar_salad,
 # conditioned on a GE2E speaker vector, WORLD features and synthesis; or the paper's Tacotron 2 (phones
 # -> log-mel with attention, Griffin-Lim; for a GPU, see README.md). Why the default is not SALAD:
-# README.md, "Deviations". Strategies: joint training as the paper defines it (jt, upper bound: at
-# every episode, theta_init trained on all continual speakers seen so far), the cumulative variant
-# (jt_cumulative: all seen speakers, fine-tuned from the previous episode), sequential adaptation
-# (sa, lower bound), EWC, experience replay (er), ER with the model's own outputs as targets (er_kd),
-# ER with buffer replication (er_br).
+# README.md, "Deviations". Strategies (the paper's, sec. 3): joint training (jt, upper bound: at
+# every episode, theta_init trained on all continual speakers seen so far), sequential adaptation
+# (sa, lower bound), EWC, experience replay (er), ER with knowledge distillation, the model's own
+# outputs as buffer targets (er_kd), ER with buffer replication (er_br); and the recipe's own
+# cumulative variant of JT (jt_cumulative: all seen speakers, fine-tuned from the previous episode).
 #
 #   ./run.sh                                  # embedded default: 8 espeak-ng voices of 'mini' (4 + 4)
 #   ./run.sh --db_root ../../../shared/data   # real speech: msc_malayalam (9 continual crowd speakers)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from speechkit.utils.cli import ConfigError
+from speechkit.utils.cli import ConfigError, finite_float, nonnegative_float_or_inf
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 
 __all__ = ["DecodeOptions", "add_decode_options", "Recognizer", "read_utterances", "split_parts", "part_fingerprint",
@@ -172,7 +172,7 @@ def add_decode_options(parser, *, parts: bool = True) -> None:
                         "default) instead of log-probability (default: off)")
     p.add_argument("--max-symbols-per-frame", type=int, default=3,
                    help="greedy search: most symbols emitted per encoder frame (default: 3)")
-    p.add_argument("--blank-penalty", type=float, default=0.0, metavar="P",
+    p.add_argument("--blank-penalty", type=finite_float, default=0.0, metavar="P",
                    help="subtract P from the blank logit of every joint network before the softmax "
                         "(icefall's decoding option against deletions; tune it on dev) (default: 0)")
     g = p.add_mutually_exclusive_group()
@@ -181,8 +181,10 @@ def add_decode_options(parser, *, parts: bool = True) -> None:
     g.add_argument("--oracle-lid", action="store_true",
                    help="decode with the utterance's known language from DATA_DIR/utt2lang (the default)")
     p.add_argument("--switch-off-tau", type=int, default=None, metavar="T",
-                   help="--lid-free early switch-off: no decoder stops before T encoder frames")
-    p.add_argument("--switch-off-threshold", type=float, default=None, metavar="S",
+                   help="--lid-free early switch-off: every decoder runs the first T encoder frames "
+                        "(30 ms each with the paper's stacking; the paper's minimum wait time tau, "
+                        "section 6.3, counted in frames)")
+    p.add_argument("--switch-off-threshold", type=nonnegative_float_or_inf, default=None, metavar="S",
                    help="--lid-free early switch-off: stop decoder l when its cumulative LID log-posterior "
                         "is more than S nats below the best language's ('inf' = never); with "
                         "--switch-off-rule posterior: when its running average LID posterior is below S")

@@ -61,7 +61,8 @@ T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 def label(run: str) -> str:
     """A run name (run.sh stage 7) as the tables name it."""
     fixed = {"jt": "JT (the paper's: theta_init trained on all seen speakers, upper bound)",
-             "jt_cumulative": "JT-cumulative (all seen speakers, fine-tuned from the previous episode)",
+             "jt_cumulative": "JT-cumulative (the recipe's own variant: all seen speakers, fine-tuned from the "
+                              "previous episode)",
              "sa": "SA (sequential adaptation, lower bound)", "ewc": "EWC (the config's λ)"}
     if run in fixed:
         return fixed[run]
@@ -299,30 +300,32 @@ def comparison_rows(S: Setup) -> list[tuple[str, str, str, list[float]]]:
         if a in have and b in have:
             rows.append((what, kind, f"{short(a)} − {short(b)}", S.paired(a, b)))
 
-    add("paper", "JT above SA (SA forgets; JT the upper bound, SA the lower)", "jt", "sa")
+    add("paper", "JT above SA (SA forgets; JT the upper bound, SA the lower: sec. 3.1, 3.2.1)", "jt", "sa")
     cl = [r for r in S.runs if r not in ("jt", "jt_cumulative")]
     if "jt" in have and cl:
         best = max(cl, key=lambda r: np.mean(list(S.final(r).values())) if S.final(r) else -1)
-        add("paper", f"JT above the best continual-learning run ({short(best)})", "jt", best)
-    add("paper", "ER above SA", er, "sa")
-    add("paper", "ER above EWC", er, "ewc")
-    add("paper", "EWC above SA (EWC reduces forgetting)", "ewc", "sa")
+        add("paper", f"JT above the best continual-learning run ({short(best)}), sec. 3.1", "jt", best)
+    add("paper", "ER above SA (sec. 4.1, 5)", er, "sa")
+    add("paper", "ER above EWC (sec. 4.1, 5)", er, "ewc")
+    add("paper", "EWC above SA (sec. 4.1: 'only a little bit better than SA in some cases'; +0.0 in every "
+        "order means EWC was inert at its λ: untested)", "ewc", "sa")
     for r in S.runs:
         if r.startswith("ewc_l"):
             add("recipe", f"{short(r)} above SA", r, "sa")
     brs = [r for r in S.runs if r.startswith("er_br_b")]
     for r in brs:
         b = r[len("er_br_b"):].split("_k")[0]
-        add("paper", f"ER-BR above ER at the same buffer (N_B = {b})", r, f"er_b{b}")
+        add("paper", f"ER-BR above ER at the same buffer (N_B = {b}), sec. 4.3, Table 4", r, f"er_b{b}")
     sizes = sorted(int(r[4:]) for r in S.runs if re.fullmatch(r"er_b\d+", r))
     if len(sizes) > 2:
-        add("paper", f"a larger buffer retains more (N_B = {sizes[-1]} vs {sizes[0]})",
+        add("paper", f"a larger buffer retains more (N_B = {sizes[-1]} vs {sizes[0]}), Table 3",
             f"er_b{sizes[-1]}", f"er_b{sizes[0]}")
     if len(sizes) >= 2:
         for lo, hi in zip(sizes, sizes[1:]):
-            add("paper", f"a larger buffer retains more (N_B = {hi} vs {lo})", f"er_b{hi}", f"er_b{lo}")
-    add("recipe", "ER-KD above ER (not a claim of the paper)", f"er_kd_b{S.info.get('buffer_size', 5)}", er)
-    add("recipe", "JT (paper) vs JT-cumulative", "jt", "jt_cumulative")
+            add("paper", f"a larger buffer retains more (N_B = {hi} vs {lo}), Table 3", f"er_b{hi}", f"er_b{lo}")
+    add("recipe", "ER-KD above ER (both the paper's, sec. 3.2.3; it claims no order between them)",
+        f"er_kd_b{S.info.get('buffer_size', 5)}", er)
+    add("recipe", "JT (the paper's) vs JT-cumulative (the recipe's own)", "jt", "jt_cumulative")
     return rows
 
 
@@ -372,7 +375,8 @@ def render_setup(S: Setup, rel: str) -> list[str]:
 
     # ---- per episode
     T = min(len(rec["scores"]["retained_accuracy"]) for recs in S.runs.values() for rec in recs.values())
-    L.append("### RA and FG after every episode (mean over orders; Figure 3)\n")
+    L.append("### RA and FG after every episode (mean over orders; the paper's Figure 3 plots RA of one order, "
+             "Figure 5 RA over 3 orders)\n")
     L.append("| run | " + " | ".join(f"RA_{t}" for t in range(1, T + 1)) + " | "
              + " | ".join(f"FG_{t}" for t in range(2, T + 1)) + " |")
     L.append("|---|" + "---:|" * (2 * T - 1))
@@ -401,7 +405,8 @@ def render_setup(S: Setup, rel: str) -> list[str]:
     # ---- buffer sizes
     sweep = [r for r in S.runs if re.fullmatch(r"er_b\d+", r) or r.startswith("er_br_b")]
     if len(sweep) > 1:
-        L.append("### Experience replay: buffer size N_B and replication K (the paper's Table 3)\n")
+        L.append("### Experience replay: buffer size N_B and replication K (the paper's Table 3; ER-BR: Table 4, "
+                 "Figure 5)\n")
         L.append("| run | orders | final RA | final FG | RA per order |")
         L.append("|---|---:|---:|---:|---|")
         for r in sweep:
@@ -419,7 +424,9 @@ def render_setup(S: Setup, rel: str) -> list[str]:
         L.append("### Paired comparisons of final RA over the speaker orders\n")
         L.append("Difference in points per order (same order, same speakers), its mean and 95 % t-interval; "
                  f"verdict on 'A above B' (with one order: within noise up to {100 * NOISE_ONE_ORDER:.0f} points). "
-                 "*paper*: a claim of the paper; *recipe*: this recipe's own observation.\n")
+                 "*paper*: a claim of the paper; *recipe*: this recipe's own observation. The orders of a setup "
+                 "permute the same continual speakers (and can share their first ones), so they are not "
+                 "independent samples and the intervals may be too narrow.\n")
         L.append("| comparison | of | A − B | per order | mean [95 % interval] | verdict |")
         L.append("|---|---|---|---|---|---|")
         for what, kind, ab, d in rows:
@@ -454,7 +461,7 @@ def render_setup(S: Setup, rel: str) -> list[str]:
                               png, labels=labels, title=f"{short(r)}, order {first}, last episode", dpi=70)
         cells.append((short(r), f"{rel}/{png.name}"))
     if cells:
-        L.append(f"### Last episode of order {first}: true vs verified speaker (Figure 4)\n")
+        L.append(f"### Last episode of order {first}: true vs verified speaker (Figure 4a)\n")
         L.append("| " + " | ".join(c for c, _ in cells) + " |")
         L.append("|" + "---|" * len(cells))
         L.append("| " + " | ".join(f"![{c}]({p})" for c, p in cells) + " |\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Held-out accuracy of the speaker verifier on vocoded ground truth (Hemati & Borth 2024, sec. 2.3).
+"""Held-out accuracy of the speaker verifier on vocoded ground truth (Hemati & Borth 2021, sec. 2.3).
 
   local/verifier_accuracy.py TRAIN_EMBED_DIR TEST_EMBED_DIR
 
