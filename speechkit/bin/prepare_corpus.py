@@ -27,7 +27,7 @@ import argparse
 import sys
 
 from speechkit.data.corpora import CORPORA, Corpus, Option
-from speechkit.utils.cli import make_parser, positive_int, run_main, setup_logging
+from speechkit.utils.cli import finite_float, make_parser, positive_int, run_main, setup_logging
 from speechkit.utils.outputs import check_output_dir
 
 PROG = "speechkit-prepare-corpus"
@@ -46,7 +46,7 @@ def _converter(opt: Option):
             if not items:
                 raise argparse.ArgumentTypeError("expected a comma-separated list")
             return items
-        return opt.type(value)
+        return finite_float(value) if opt.type is float else opt.type(value)
 
     conv.__name__ = opt.type.__name__  # argparse names the type in its error messages
     return conv

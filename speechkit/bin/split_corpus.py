@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 from speechkit.data.splits import write_split
-from speechkit.utils.cli import make_parser, run_main, setup_logging
+from speechkit.utils.cli import finite_float, make_parser, run_main, setup_logging
 
 PROG = "speechkit-split-corpus"
 
@@ -25,8 +25,8 @@ def main(argv=None) -> int:
     parser = make_parser(__doc__, prog=PROG)
     parser.add_argument("data_dir", metavar="DATA", help="the data directory to split")
     parser.add_argument("out_dir", metavar="OUT", help="where to write train/, dev/ and test/")
-    parser.add_argument("--dev", type=float, required=True, metavar="F", help="fraction of utterances for dev, in (0, 1)")
-    parser.add_argument("--test", type=float, required=True, metavar="F", help="fraction of utterances for test, in (0, 1)")
+    parser.add_argument("--dev", type=finite_float, required=True, metavar="F", help="fraction of utterances for dev, in (0, 1)")
+    parser.add_argument("--test", type=finite_float, required=True, metavar="F", help="fraction of utterances for test, in (0, 1)")
     parser.add_argument("--by-speaker", action="store_true", help="speaker-disjoint parts (whole speakers per part)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--log-file", default=None, help="also append the log to this file")

@@ -62,7 +62,15 @@ def nonnegative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
-def _finite_float(text: str) -> float:
+def finite_float(text: str) -> float:
+    """``type=`` for argparse: a finite float, the type of every float option of every ``speechkit-*`` CLI
+    (``type=float`` takes ``nan`` and ``inf``, which then pass every ``<``/``>`` range check: ``--tolerance nan``
+    scored items past the end of their file, ``--min-speech nan`` turned the filter off).
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, or NaN/inf; argparse then exits 2 with
+        ``prog: error: argument --OPT: must be a finite number, got 'nan'`` (the option named).
+    """
     try:
         value = float(text)
     except ValueError:
@@ -78,7 +86,7 @@ def nonnegative_float(text: str) -> float:
     Raises:
         argparse.ArgumentTypeError: not a number, NaN/inf, or < 0 (``argument --OPT: must be >= 0, got -1.0``).
     """
-    value = _finite_float(text)
+    value = finite_float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
@@ -90,9 +98,25 @@ def positive_float(text: str) -> float:
     Raises:
         argparse.ArgumentTypeError: not a number, NaN/inf, or <= 0 (``argument --OPT: must be > 0, got 0.0``).
     """
-    value = _finite_float(text)
+    value = finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def nonnegative_float_or_inf(text: str) -> float:
+    """``type=`` for argparse: a float >= 0, or ``inf`` where infinity has a meaning of its own (asr-decode's
+    ``--switch-off-threshold inf``: never switch off); NaN and ``-inf`` are refused.
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, NaN, or < 0 (``argument --OPT: must be >= 0 or inf, got 'nan'``).
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:  # NaN fails every comparison
+        raise argparse.ArgumentTypeError(f"must be >= 0 or inf, got {text!r}")
     return value
 
 
