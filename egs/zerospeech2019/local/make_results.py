@@ -100,7 +100,7 @@ def collect(expdir: Path) -> list[dict]:
             if m.get("jitter_prob"):
                 extras.append(f"jitter p={m['jitter_prob']:g}")
             t = cfg.get("trainer", {})
-            if t.get("scheduler") == "none":  # the paper's optimiser (Adam, constant lr) rather than warm-up + decay
+            if t.get("scheduler") == "none":  # constant lr (Adam at the paper's 1e-4, sec. 5.1) instead of warm-up + decay
                 extras.append(f"Adam lr {t.get('lr', 0):g} constant")
             if t.get("seed"):
                 extras.append(f"seed {t['seed']}")
