@@ -7,7 +7,11 @@ mel-cepstrum with SPTK's ``sp2mc`` (all-pass warping ``alpha`` chosen for the sa
 ``pysptk.util.mcepalpha``), F0 to a continuous log-F0 (linear interpolation of log-F0 over
 unvoiced frames) plus a voiced/unvoiced flag, and aperiodicity to WORLD's coded band
 aperiodicity (``pyworld.code_aperiodicity``; 1 band at 16 kHz, 2 at 22.05/24 kHz, 5 at 48 kHz).
-This is the usual statistical-parametric TTS target (e.g. Merlin, nnmnkwii).
+This is the usual statistical-parametric TTS target (e.g. Merlin, nnmnkwii). At 16 kHz it has the
+43 dims of the SALAD paper's Ahocoder features (Pascual et al., IberSPEECH 2018, sec. 3.2: 40 MFCCs,
+log-F0, voicing frequency, U/V flag), but WORLD's one coded aperiodicity band is not Ahocoder's
+voicing frequency: it is the band's aperiodicity in dB, not the frequency where the noise part of
+the spectrum begins.
 
 Feature layout, per frame (see :func:`world_streams`)::
 

@@ -1,10 +1,10 @@
 """MUSA-RNN: the LSTM acoustic baseline of the SALAD paper.
 
-Pascual, Bonafonte & Serrà, "Self-Attention Linguistic-Acoustic Decoder", IberSPEECH 2018, sec. 3
-(authors' code: santi-pdp/musa_tts, ``acoustic_rnn``)::
+Pascual, Bonafonte & Serrà, "Self-Attention Linguistic-Acoustic Decoder", IberSPEECH 2018, sec. 2
+(Fig. 1) and sec. 3.3 (Table 1) (authors' code: santi-pdp/musa_tts, ``acoustic_rnn``)::
 
     labels x_t (B, T, D)
-    h_t = ReLU(W_e x_t + b_e)                     eq. (1), the same embedding projection as SALAD
+    h_t = ReLU(W_e x_t + b_e)                     the embedding of sec. 2, the same as SALAD's
     s_t = Dropout(LSTM_H(h_{1..t}))               hidden LSTM of size H, dropout 0.5 after it
     y_t = LSTM_43(s_{1..t})                       recurrent output layer: an LSTM whose 43 units
                                                   are the (normalised) acoustic features
@@ -44,8 +44,9 @@ class MusaRnnConfig:
         input_dim: ``D``, size of a frame's linguistic label vector; 0 = read it from the first
             matrix of data.train_dir/labels.scp when the config is loaded.
         output_dim: acoustic features per frame = size of the output LSTM (43).
-        embed_dim: ``d``, size of the ReLU embedding projection (eq. 1).
-        hidden_size: ``H``, units of the hidden LSTM.
+        embed_dim: ``d``, size of the ReLU embedding projection (sec. 2; Table 1's "Emb").
+        hidden_size: units of the hidden LSTM (Table 1's "HidRNN": 450 / 1300). Sec. 2 calls it
+            "an LSTM layer of size H", H also being its name for the embedding size there.
         num_layers: stacked layers of the hidden LSTM (1 in the paper).
         dropout: dropout after the hidden LSTM (and between its layers when num_layers > 1).
     """

@@ -7,21 +7,29 @@ features (``[mcep 40 | lf0 | vuv | bap]`` = 43 dims, min-max normalised to [0, 1
 Transformer encoder, non-causally over the whole window::
 
     labels x_t (B, T, D)
-    h_t = ReLU(W_e x_t + b_e)                          eq. (1), the embedding projection (d dims)
-    z_t = Dropout_p(h_t + PE(t + offset))              eqs. (2)-(3), sinusoidal positions
+    h_t = ReLU(W_e x_t + b_e)                          the embedding projection (d dims), sec. 2
+    z_t = Dropout_p(h_t + c_{t + offset})              sinusoidal positions, sec. 2
     N blocks:  z = z + Dropout_a(MHA(LN(z)))           self-attention, dropout on the weights too
                z = z + Dropout_f(W_2 Dropout_f(ReLU(W_1 LN(z))))   position-wise FFN (d_ff)
     y_t = W_o LN(z_t) + b_o                            linear output adapter (43 dims)
 
-The blocks are pre-norm (layer norm inside the residual branch, one final layer norm), as in the
-authors' code (The Annotated Transformer's ``SublayerConnection``). Positions are added to the
-unscaled embedding (no ``sqrt(d)`` factor), as in the authors' ``PositionalEncoding``.
+The paper's equations (sec. 2, unnumbered), with ``H`` the embedding size (``d`` here)::
+
+    h_t = max(0, W x_t + b),   W in R^{H x L}, b in R^H
+    c_{t,2i} = sin(t / 10000^(2i/H)),   c_{t,2i+1} = cos(t / 10000^(2i/H))
+
+and "each time stamp c_t is summed to each embedding h_t". The paper says the blocks "are the same
+as the ones proposed in the decoder of [17]" (Vaswani et al. 2017) with self-attention only; [17]
+normalises after each residual sum, the paper does not state the placement, and the blocks here are
+pre-norm (layer norm inside the residual branch, one final layer norm before the output adapter),
+as in the authors' code (The Annotated Transformer's ``SublayerConnection``). Positions are added to
+the unscaled embedding (no ``sqrt(d)`` factor), as in the authors' ``PositionalEncoding``.
 
 Stateful training (sec. 3.3): a training window continues the previous window of the same stream,
 so its first frame is at position ``offset = k * window`` of the stream; at inference an utterance
 starts at position 0.
 
-This module also holds what both acoustic models share: :class:`LabelEmbedding` (eq. 1), the
+This module also holds what both acoustic models share: :class:`LabelEmbedding` (sec. 2), the
 min-max output normalisation buffers (:class:`OutputNormalizer`) and :func:`count_parameters`.
 
 Parameter counts (``D = 364``, the paper's 362 + 2 inputs; heads do not change the count)::
@@ -75,15 +83,17 @@ def _check_positive(cfg: object, *names: str, allow_zero: tuple[str, ...] = ()) 
 class SaladConfig:
     """SALAD hyper-parameters (the ``model:`` section of a ``salad`` training config).
 
-    Small / big presets follow Table 1 of the paper (embedding 128 / 512, d_ff 1024 / 2048); the
-    paper does not list N and heads in the text we follow: N = 3 blocks gives Table 2's parameter
-    counts (1.04 M / 9.66 M for 364 inputs), heads = 8 as in the authors' code.
+    Small / big presets follow Table 1 of the paper (embedding 128 / 512, d_ff 1024 / 2048). The
+    paper names N blocks and h heads (sec. 2, Fig. 1) but does not state either: N = 3 blocks gives
+    Table 2's parameter counts (1.04 M / 9.66 M for 364 inputs; the authors' code's default N = 6
+    would give 2.03 M / 19.12 M), heads = 8 as in the authors' code (heads do not change the count).
 
     Attributes:
         input_dim: ``D``, size of a frame's linguistic label vector; 0 = read it from the first
             matrix of data.train_dir/labels.scp when the config is loaded.
         output_dim: acoustic features per frame (43: mcep 40 | lf0 | vuv | bap 1 at 16 kHz).
-        embed_dim: ``d``, size of the ReLU embedding projection and of every block (eq. 1).
+        embed_dim: ``d`` (the paper's ``H``), size of the ReLU embedding projection and of every
+            block (sec. 2).
         num_blocks: ``N``, Transformer-encoder blocks.
         num_heads: self-attention heads (embed_dim must be divisible by it).
         ff_dim: ``d_ff``, inner size of the position-wise feed-forward layers.
@@ -126,7 +136,7 @@ class SaladConfig:
 
 
 class LabelEmbedding(nn.Module):
-    """Eq. (1): ``h_t = ReLU(W_e x_t + b_e)``, ``(B, T, D) -> (B, T, d)``."""
+    """The embedding of sec. 2, ``h_t = max(0, W x_t + b)``: ``(B, T, D) -> (B, T, d)``."""
 
     def __init__(self, input_dim: int, embed_dim: int) -> None:
         super().__init__()

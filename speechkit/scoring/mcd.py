@@ -1,7 +1,7 @@
 """Objective scores of WORLD acoustic features: mel-cepstral distortion, F0 RMSE, V/UV accuracy.
 
 The standard objective measures of statistical parametric TTS (e.g. Pascual et al., "Self-Attention
-Linguistic-Acoustic Decoder", 2018, Table 2; Zen et al. 2013), computed between a reference
+Linguistic-Acoustic Decoder", IberSPEECH 2018, Table 2; Zen et al. 2013), computed between a reference
 (natural speech analysed by WORLD) and a prediction of the same length (durations are forced, so
 frame ``t`` of one is frame ``t`` of the other; no DTW). Features have the WORLD layout of
 :func:`speechkit.features.world.world_streams`::
@@ -26,6 +26,13 @@ code (santi-pdp/musa_tts) instead multiplies the features by a 0/1 mask, which s
 frames of both sides as identical (distance 0, same voicing), i.e. counts them as perfect and
 lowers the MCD by the share of silence; the figures here are therefore not directly comparable
 to those of a zeroing implementation.
+
+What the SALAD paper states (sec. 4): "the MCD measured in decibels", "the root mean squared error
+(RMSE) of the F0 prediction in Hertz" and the accuracy of the voiced/unvoiced flag, "where classes
+are balanced by nature", following "the same formulations as in our previous works"; it does not
+state whether c0 or silent frames are scored, nor over which frames the F0 RMSE runs. Outside
+silence the classes are far from balanced (most frames are voiced), so a V/UV accuracy near the
+share of voiced frames is what a constant "voiced" decision scores.
 
 Conventions (``convention``, :data:`CONVENTIONS`): the measures above are ``"speechkit"`` (the
 default). ``"authors"`` computes the figures as the SALAD authors' evaluation does (musa_tts's

@@ -86,7 +86,7 @@ __all__ = ["AcousticDataConfig", "SaladTaskConfig", "MusaRnnTaskConfig", "Acoust
 log = logging.getLogger(__name__)
 
 
-#: Table 2 of the paper (parameters), our reading of its order: RNN small/big, SALAD small/big.
+#: Table 2 of the paper, "#Params" (the same for both speakers): Small RNN, Small SALAD, Big RNN, Big SALAD.
 PAPER_PARAMETERS = {"musa_rnn_small": 1.17e6, "salad_small": 1.04e6, "musa_rnn_big": 9.85e6, "salad_big": 9.66e6}
 
 
@@ -122,7 +122,8 @@ class AcousticDataConfig:
 
 
 def _salad_trainer_defaults() -> TrainerConfig:
-    # Noam (Vaswani et al. 2017, eq. 3): lr = d^-0.5 min(s^-0.5, s w^-1.5), Adam(0.9, 0.98, 1e-9).
+    # Noam (Vaswani et al. 2017, eq. 3; SALAD paper sec. 3.3 with d = H, w = 4000): lr = d^-0.5 min(s^-0.5, s w^-1.5),
+    # Adam(0.9, 0.98, 1e-9).
     return TrainerConfig(max_epochs=300, patience=20, optimizer="adam", lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                          scheduler="noam", warmup_steps=4000, model_dim=128, best_metric="valid/mcd",
                          best_mode="min", log_interval=50, keep_last=2)

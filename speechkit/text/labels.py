@@ -1,12 +1,15 @@
 """Frame-level linguistic label vectors for acoustic models, in the spirit of SALAD section 3.2.
 
-Pascual, Bonafonte, Serrà, "Self-Attention Linguistic-Acoustic Decoder" (2018), section 3.2:
-each phone is described by 362 binary and real-valued linguistic features (identity in context,
-stress, positions and counts of phones/syllables/words, ...), real values z-normalised on the
-training data; the phone vector is repeated for every acoustic frame of the phone, with two
-frame features appended: the phone's absolute duration normalised to [0, 1] and the frame's
-relative position inside the phone (364 inputs in all). Our G2P (:mod:`speechkit.text.g2p`)
-gives phones, stress, syllables and words (no POS, phrases or ToBI), so the vector is smaller:
+Pascual, Bonafonte, Serrà, "Self-Attention Linguistic-Acoustic Decoder" (IberSPEECH 2018), section
+3.2: each phoneme is described by a 362-dim label vector in the format of the authors' earlier work
+(their ref. [20]), "sparse identifiers in the form of one-hot vectors, binary values, and real
+values. These include the identity of phonemes within a window of context, part of speech tags,
+distance from syllables to end of sentence, etc.", real values z-normalised on the training data;
+the vector is repeated for as many frames as the ground-truth duration, with two dimensions
+appended: "(1) absolute duration normalized between 0 and 1, given the training data, and (2)
+relative position of current phoneme inside the absolute duration, also normalized between 0 and 1"
+(364 inputs in all). Our G2P (:mod:`speechkit.text.g2p`) gives phones, stress, syllables and words
+(no part-of-speech tags), so the vector is smaller, and its blocks are this module's own choice:
 
 ======================  =====================================================================
 block                   features (``names`` in ``frontend.yaml``)

@@ -11,6 +11,8 @@ Schedules (``base`` is the configured ``lr``, ``w`` = ``warmup_steps``, ``N`` = 
 - ``noam`` (Vaswani et al., 2017, "Attention is all you need", Sec. 5.3, eq. (3)):
   ``lrate = d_model^-0.5 * min(n^-0.5, n * w^-1.5)``. With ``model_dim = d_model > 0`` the result
   is multiplied by ``base`` (a scale factor; 1.0 in the paper, ESPnet's ``transformer-lr``).
+  The SALAD paper (Pascual et al., IberSPEECH 2018, sec. 3.3) uses the same formula,
+  ``lr = H^-0.5 min(s^-0.5, s w^-1.5)``, with ``H`` the embedding size and ``w = 4000``.
   With ``model_dim = 0`` the curve is rescaled so that ``base`` is the *peak* learning rate,
   reached at ``n = w``: ``base * w^0.5 * min(n^-0.5, n * w^-1.5)``.
 - ``warmup_constant``: linear warmup to ``base`` over ``w`` updates, then constant.

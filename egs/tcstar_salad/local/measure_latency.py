@@ -6,10 +6,13 @@
       [--models salad_small,musa_rnn_small,salad_big,musa_rnn_big] [--rnn-mode sequence|stepwise]
       [--clock cpu|wall]
 
-Pascual, Bonafonte & Serrà (2018), sec. 4.2: the time to generate the acoustic features of one
-utterance on a CPU with one thread (torch.set_num_threads(1)), for generated utterance lengths
-from 1 s to --max-seconds (5 ms frames: 200 frames per second; lengths 1, then --num-lengths - 1
-evenly spaced up to the maximum). Each model runs the whole utterance as in synthesis
+Pascual, Bonafonte & Serrà (IberSPEECH 2018), sec. 4, Figure 3 and Table 3: the inference time on
+CPU of each synthesized test file (up to 35 s) with "PyTorch implementations of LSTM and other
+layers", a RANSAC line over the points and its maximum; the paper does not state the CPU, the
+thread count or how the LSTM is called. Here: the time to generate the acoustic features of one
+utterance on one CPU thread (torch.set_num_threads(1)), for generated utterance lengths from 1 s to
+--max-seconds (5 ms frames: 200 frames per second; lengths 1, then --num-lengths - 1 evenly spaced
+up to the maximum). Each model runs the whole utterance as in synthesis
 (speechkit-tts-synthesize): SALAD over all frames at once, the MUSA-RNN's LSTMs over the whole
 sequence from zero state (one ``nn.LSTM`` call, which still steps through the frames one after
 another inside; ``--rnn-mode stepwise`` instead calls the model once per frame, carrying the state,
@@ -46,7 +49,7 @@ import numpy as np
 log = logging.getLogger("measure_latency")
 
 MODELS = ("salad_small", "musa_rnn_small", "salad_big", "musa_rnn_big")
-#: Table 3 of the paper: maximum latency (s) at the longest utterance (about 35 s), one CPU thread.
+#: Table 3 of the paper: maximum latency (s) of the RANSAC line, test files of up to 35 s, on CPU.
 PAPER_LATENCY_S = {"musa_rnn_small": 63.74, "salad_small": 4.715, "musa_rnn_big": 64.84, "salad_big": 5.455}
 FRAMES_PER_SECOND = 200  # 5 ms frames
 
