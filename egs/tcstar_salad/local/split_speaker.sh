@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Split one speaker's data dir into train / dev / test in the SALAD paper's proportions
-# (100 / 15 / 15, i.e. 11.5 % dev and 11.5 % test of the utterances), reproducibly from --seed.
+# Split one speaker's data dir into train / dev / test in the proportions of the SALAD paper's
+# "approximately 100 minutes for training, 15 minutes for validation, and 15 minutes for test"
+# (sec. 3.1), here as shares of the utterances (11.5 % dev, 11.5 % test), reproducibly from --seed.
 #
 # Usage: local/split_speaker.sh [--seed S] <speaker-data-dir> <out-dir>
 #   writes <out-dir>/{train,dev,test}; phone_alignments and spk2gender are subset along.
