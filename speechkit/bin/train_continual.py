@@ -9,9 +9,11 @@
 Adapts the model of --init-dir (speechkit-train salad | musa_rnn | tacotron2 trained with
 data.speaker_embeddings) to the continual speakers of --train-dir, one per episode, in an order
 drawn from --seed, with --strategy jt | jt_cumulative | sa | ewc | er | er_kd | er_br (joint
-training as the paper defines it, cumulative joint fine-tuning, sequential adaptation, EWC with
---ewc-lambda, experience replay with --buffer-size N_B, ER with the model's own outputs as buffer
-targets, ER with buffer items replicated --replicate K times). Each episode trains a fresh
+training as the paper defines it, cumulative joint fine-tuning (this toolkit's own variant),
+sequential adaptation, EWC with --ewc-lambda, experience replay with --buffer-size N_B, ER with
+knowledge distillation (ER-KD: the model's own outputs as buffer targets), ER with buffer
+replication (ER-BR: buffer items replicated --replicate K times); all but jt_cumulative are
+Hemati & Borth's, sections 3.1-3.2.4). Each episode trains a fresh
 optimiser from the previous episode's best weights, with early stopping on the new speaker's
 validation utterances of --valid-dir; jt instead trains every episode from theta_init on all the
 continual speakers seen so far, early-stopped on all their validation utterances (the paper's
