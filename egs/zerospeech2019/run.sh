@@ -60,7 +60,7 @@ feats_type=mfcc      # VQ-VAE input features: mfcc (conf/mfcc.yaml) | logmel (co
 train_config=        # VQ-VAE config (speechkit-train vqvae --print-config lists every key); default: conf/train_vqvae.yaml,
                      # --corpus local: conf/tuning/train_vqvae_tr_k128_jitter.yaml (README: the real-speech default)
 inverter_config=     # inverter config; default: conf/train_inverter.yaml (sized for mini), --corpus local:
-                     # conf/tuning/train_inverter.yaml (the paper's: 2 multi-scale blocks per conv stack, 3 Transformer layers)
+                     # conf/tuning/train_inverter.yaml (the paper's 3 Transformer layers, 2 multi-scale blocks per conv stack)
 tag=                 # experiment name (default: train_config's name without 'train_' and '.yaml', + _<feats_type>
                      # unless mfcc or the name says it)
 vqvae_args=          # extra speechkit-train overrides for the VQ-VAE, e.g. "--model.codebook_size 128"
@@ -274,8 +274,9 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   fi
 fi
 
-# One inverter per target voice (the paper trains the inverter on one voice; the official English data
-# has two, V001 and V002): with a single voice it is $expdir/$tag/inverter, with several
+# One inverter per target voice (the recipe's choice: the paper, sec. 5.1, trains "the VQ-VAE codebook and
+# inverter" on the voice and unit sets and does not say per voice; the official English data has two voices,
+# V001 and V002): with a single voice it is $expdir/$tag/inverter, with several
 # $expdir/$tag/inverter_<voice> each, trained on that voice's utterances only.
 voice_list() { cut -d' ' -f1 "$datadir/voice/spk2utt"; }
 has_voice() { awk -v v="$1" '$1 == v {f = 1} END {exit !f}' "$datadir/voice/spk2utt"; }
