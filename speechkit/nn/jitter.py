@@ -1,13 +1,30 @@
 """Time jitter regularizer (Chorowski et al., "Unsupervised speech representation learning using WaveNet
-autoencoders", IEEE/ACM TASLP 2019, sec. III-B; Tjandra et al. 2020, eq. (11)-(13)).
+autoencoders", IEEE/ACM TASLP 2019, sec. III-B; Tjandra, Sakti & Nakamura, "Transformer VQ-VAE for
+Unsupervised Unit Discovery and Speech Synthesis: ZeroSpeech 2020 Challenge", Interspeech 2020,
+sec. 3.2.2, eq. (11)-(13)).
 
-At training time every latent frame ``t`` is replaced by its left neighbour with probability ``p``,
-by its right neighbour with probability ``p``, and kept with probability ``1 - 2p`` (Tjandra et al.
-2020, eq. 11: ``j_t ~ Categorical(p, 1 - 2p, p)`` over ``{t - 1, t, t + 1}``; Chorowski et al. 2019
-define the same ``p`` per neighbour), ``out_t = z_{j_t}``; hence ``0 <= p <= 0.5``. The paper uses
-``p`` in {0.05, 0.075} (its Table 3). Indices are clamped to the utterance (``[0, length - 1]``), so the
-first and last valid frames never copy a frame from outside the utterance (the first frame then
-stays in place with probability ``1 - p``). The identity at evaluation time.
+The paper's definition, as written::
+
+    j_t ~ Categorical(p, p, 1 - 2 * p) in {1, 2, 3}                                  (11)
+    c^_t = c_{t-1}  if j_t = 1 and t > 1
+           c_{t+1}  if j_t = 2 and t < T
+           c_t      else                                                             (12)
+    e_t = E[c^_t]                                                                    (13)
+
+Category 1 (probability ``p``) takes the left neighbour, category 2 (probability ``p``) the right
+neighbour, category 3 (probability ``1 - 2p``) keeps the frame; hence ``0 <= p <= 0.5`` (Chorowski et al.
+2019 also put ``p`` on each neighbour). Here one uniform draw ``u_t`` per frame gives ``j_t = 1`` for
+``u_t < p``, ``j_t = 2`` for ``p <= u_t < 2p`` and ``j_t = 3`` otherwise, and ``out_t`` is ``z_{t-1}``,
+``z_{t+1}`` or ``z_t``. Eq. 12's boundary cases ("else": the first frame never takes a left neighbour,
+the last never a right one) apply at each utterance's valid length, so the first and last valid frames
+stay in place with probability ``1 - p`` and never read a frame outside the utterance. The identity at
+evaluation time.
+
+The paper jitters the code indices ``c_t`` and looks the codebook up afterwards (eq. 13);
+:class:`speechkit.models.vqvae.VQVAE` applies this function to the quantized frames ``z_q = E[c_t]``,
+which yields the same ``e_t``, with the straight-through gradient going to the encoder frame that was
+copied. The paper's values: ``p`` in {0.05, 0.075} (its Table 3); its submitted system and its best
+one both use ``p = 0.05`` together with temporal smoothing (Table 3).
 
 Earlier versions of this module put ``p / 2`` on each neighbour: a config's old ``p`` is the new ``p / 2``.
 """

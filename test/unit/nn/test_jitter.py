@@ -14,7 +14,7 @@ def test_identity_at_eval_and_when_off():
 
 @pytest.mark.parametrize("p", [0.075, 0.3])
 def test_replacement_statistics_match_p(p):
-    """Eq. 11: Categorical(p, 1 - 2p, p) -- each neighbour with probability p (not p / 2)."""
+    """Eq. 11: Categorical(p, p, 1 - 2p) -- each neighbour with probability p (not p / 2)."""
     torch.manual_seed(0)
     B, T = 64, 200
     z = torch.arange(T, dtype=torch.float32).view(1, T, 1).expand(B, T, 1).contiguous()
@@ -28,6 +28,22 @@ def test_replacement_statistics_match_p(p):
     assert (interior == -1).float().mean().item() == pytest.approx(p, abs=0.015)
     assert (interior == 1).float().mean().item() == pytest.approx(p, abs=0.015)
     assert n == B * (T - 2)
+
+
+def test_categories_in_the_order_of_eq_11_and_12():
+    """Eq. 11-12 as written: j = 1 (u < p) takes c_{t-1}, j = 2 (p <= u < 2p) takes c_{t+1}, j = 3 keeps c_t;
+    at t = 1 a j = 1 and at t = T a j = 2 keep c_t ("else")."""
+    p, B, T = 0.2, 16, 40
+    z = torch.arange(T, dtype=torch.float32).view(1, T, 1).expand(B, T, 1).contiguous()
+    out = temporal_jitter(z, p, generator=torch.Generator().manual_seed(3))[..., 0]
+    u = torch.rand(B, T, generator=torch.Generator().manual_seed(3))  # the draws the function made
+    pos = torch.arange(T, dtype=torch.float32).expand(B, T)
+    j1, j2 = u < p, (u >= p) & (u < 2 * p)
+    expected = torch.where(j1, pos - 1, torch.where(j2, pos + 1, pos)).clamp(0, T - 1)
+    assert torch.equal(out, expected)
+    assert j1[:, 0].any() and j2[:, -1].any()  # both boundary cases occur in these draws
+    assert torch.equal(out[:, 0][j1[:, 0]], torch.zeros(int(j1[:, 0].sum())))
+    assert torch.equal(out[:, -1][j2[:, -1]], torch.full((int(j2[:, -1].sum()),), T - 1.0))
 
 
 def test_edges_and_padding_stay_inside_the_utterance():
