@@ -15,10 +15,21 @@ Architecture::
     multi-scale conv stack 2
     LayerNorm + Linear(d -> F) + output activation (softplus: magnitudes are >= 0)
 
+The paper (sec. 4, Fig. 4): the input is the codebook vectors ``[E[c_1], .., E[c_T]]``, each duplicated
+``r = S / T`` times, with sinusoidal position encoding; the inverter "consists of two multiscale 1D
+convolutions and three Transformer layers" (the text of sec. 4 does not state their order). Here
+``conv_layers = 1`` gives two multi-scale blocks in all, one on each side of the Transformer stack; the
+paper does not state the widths or kernel sizes.
+
 Frame ``s`` of utterance ``b`` reads code ``min(s // r, T'_b - 1)``: the spectrogram may be up to ``r``
 frames shorter or longer than ``T'_b * r`` (framing differences between the feature and STFT
-front ends); anything else is an error. Loss (eq. 14): ``mean over valid s of ||S_s - S_hat_s||^2``
-(squared L2 norm of each frame), see :func:`inverter_loss`.
+front ends); anything else is an error.
+
+Loss: the paper's eq. 14 is ``L_INV = ||X^R - X^R_hat||_2``, the L2 norm (not squared) of the whole
+spectrogram difference. :func:`inverter_loss` is the recipe's own form, ``mean over valid frames s of
+||S_s - S_hat_s||_2^2`` (the squared norm of each frame, averaged over the frames of the batch): for one
+utterance it has the same minimiser as eq. 14 (a monotone function of it, up to the frame count), but its
+gradient is not rescaled by the norm and a batch weights each frame equally.
 """
 from dataclasses import dataclass, field
 from typing import Literal
@@ -37,8 +48,8 @@ from speechkit.utils.config import FieldError
 class InverterConfig:
     """Inverter hyper-parameters (the ``model:`` section of an ``inverter`` training config).
 
-    Defaults marked "paper" come from the issue's summary of the 2020 paper; the rest are ours.
-    :meth:`small` is a CPU preset.
+    Defaults marked "paper" are the paper's (sec. 4); the rest are ours (the paper does not state its
+    widths, kernels or activations). :meth:`small` is a CPU preset.
 
     Attributes:
         codebook_size: ``K``, number of distinct input codes (the VQ-VAE's ``codebook_size``).
@@ -52,8 +63,9 @@ class InverterConfig:
         speaker_dim: size of a target-voice embedding.
         model_dim: ``d``, width of the conv and Transformer layers.
         conv_kernel_sizes: kernel sizes of the parallel branches of each multi-scale block.
-        conv_layers: multi-scale blocks in each of the two conv stacks.
-        transformer_layers: Transformer blocks between the conv stacks (paper: 3).
+        conv_layers: multi-scale blocks in each of the two conv stacks (the paper, sec. 4: two multi-scale
+            1D convolutions in all, i.e. 1 per stack).
+        transformer_layers: Transformer blocks between the conv stacks (paper: 3, sec. 4).
         attention_heads: self-attention heads (``model_dim`` divisible by it).
         ff_dim: inner size of the Transformer feed-forward layers.
         dropout: dropout everywhere.
@@ -118,7 +130,10 @@ class InverterConfig:
 
 
 def inverter_loss(pred: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Eq. 14 of Tjandra et al. 2020: ``mean over valid frames s of ||S_s - S_hat_s||_2^2``.
+    """The recipe's inverter loss, ``mean over valid frames s of ||S_s - S_hat_s||_2^2`` (squared error).
+
+    The paper's eq. 14 (Tjandra et al. 2020, sec. 4) is ``||X^R - X^R_hat||_2``, the L2 norm, not squared,
+    of the whole spectrogram difference; see the module docstring for how the two differ.
 
     Args:
         pred, target: ``(B, S, F)`` linear magnitudes (padded frames ignored).

@@ -9,7 +9,7 @@ Architecture (``x (B, T, D_in)`` -> ``x_hat (B, T, D_in)``)::
 
     encoder   transformer: Linear(D_in -> d) + sinusoidal positions, then
                            [Transformer blocks] (strided Conv1d, stride 2) [Transformer blocks] ... ,
-                           LayerNorm + Linear(d -> De)                 (2020 paper, sec. 3)
+                           LayerNorm + Linear(d -> De)                 (2020 paper, sec. 3, Fig. 3a)
               conv:        Conv1d(D_in -> C), then per factor 2 of the stride a strided Conv1d and
                            residual conv blocks, LayerNorm + Linear(C -> De)   (2019 baseline)
     quantizer z_q = nearest codebook row of z_e, EMA codebook, commitment loss (eq. 4-7),
@@ -17,6 +17,12 @@ Architecture (``x (B, T, D_in)`` -> ``x_hat (B, T, D_in)``)::
     jitter    each z_q frame replaced by a neighbour with probability p (eq. 11-13), training only
     decoder   [z_q ; V[speaker]] -> Linear(De + Dv -> d_dec) -> conv blocks, then per factor 2:
               repeat-upsample x2 + conv blocks; LayerNorm + Linear(d_dec -> D_in); cropped to T
+              (Fig. 3b: "1D convolution, followed by up-sampling"; Fig. 2: conditioned on v_s)
+
+Encoder depth: the caption of the paper's Fig. 3a reads "Encoder consisted of 2x Transformer layer and 1D
+convolution with stride to downsample input sequence length" (its widths, heads and the number of such
+blocks are not stated). ``encoder_blocks_per_stage`` is the number of Transformer blocks before each strided
+convolution and after the last: its default 2 is Fig. 3a's pair; the CPU configs of egs/zerospeech2019 use 1.
 
 Length rule: the total ``stride`` is a power of two, realised by ``log2(stride)`` stride-2 convolutions,
 each mapping ``L`` frames to ``ceil(L / 2)``; hence ``T' = ceil(T / stride)`` code frames for ``T`` input
@@ -26,17 +32,24 @@ An utterance with fewer frames than ``stride`` is an error.
 Losses (all averaged over valid, unpadded frames of the batch; padded frames never touch the
 codebook or any loss):
 
-    recon       mean_t ||x_t - x_hat_t||^2                             (eq. 7, first term)
+    recon       mean_t ||x_t - x_hat_t||^2                             (eq. 7, first term, see below)
     commitment  gamma * mean_t ||z_e,t - sg(e_{k_t})||^2               (eq. 7, gamma = commitment_cost)
     smoothing   lambda * sum_t ||z_e,t - z_e,t+1||^2 / N                         (eq. 9-10)
     total       recon + commitment + smoothing
 
-Smoothing follows the paper's form, a SUM over the adjacent valid code-frame pairs of each utterance
-(eq. 9), weighted by lambda (eq. 10; the paper's grid is lambda in {1e-2, 5e-3, 1e-3}). The sum over the
-batch is divided by ``N``, the number of valid *input* frames of the batch -- the normaliser of the
-reconstruction term, which is itself the paper's per-frame sum divided by ``N`` -- so the ratio of the
-two terms, and hence lambda, is the paper's. (Earlier versions took the MEAN over code-frame pairs,
-i.e. divided by about ``N / stride``: their lambda = 1 equals lambda = ``stride`` = 4 here.)
+The paper's eq. 7 is ``L_VQ = sum_{t=1}^{T} -log p_phi(x_t | y_t, s) + gamma ||z_t - sg(e_{c_t})||_2^2``
+and does not say which distribution ``p_phi`` is. The recipe's reconstruction term is the squared error
+(twice the negative log-likelihood of a unit-variance Gaussian, the constant dropped), averaged over the
+valid input frames; the commitment term is averaged over the valid code frames (``T / stride`` of them),
+where eq. 7 writes both terms under one sum over ``t``.
+
+Smoothing: the paper prints eq. 9 as ``L_reg = sum_{i=1}^{T-1} ||z_t - z_{t+1}||_2^2`` (the summation
+index ``i`` with a summand in ``t``: a typo); this module sums over ``t``, the adjacent valid code-frame
+pairs of each utterance, weighted by lambda (eq. 10; the paper's Table 3 has lambda in {1e-2, 5e-3,
+1e-3}). The sum over the batch is divided by ``N``, the number of valid *input* frames of the batch --
+the normaliser of the reconstruction term, which is itself the per-frame sum divided by ``N`` -- so the
+ratio of the two terms, and hence lambda, is the paper's. (Earlier versions took the MEAN over code-frame
+pairs, i.e. divided by about ``N / stride``: their lambda = 1 equals lambda = ``stride`` = 4 here.)
 
 The codebook receives no gradient (EMA updates); ``||.||^2`` is the squared L2 norm of one frame.
 """
@@ -62,8 +75,9 @@ log = logging.getLogger(__name__)
 class VQVAEConfig:
     """VQ-VAE hyper-parameters (the ``model:`` section of a ``vqvae`` training config).
 
-    Symbols follow Tjandra et al. 2020. Where the issue gives the paper's value it is the default
-    (marked "paper"); the other defaults are ours, sized for a GPU run; :meth:`small` is a CPU preset.
+    Symbols follow Tjandra et al. 2020. Where the paper gives a value it is the default (marked "paper",
+    with its section or table); the other defaults are ours, sized for a GPU run (the paper does not state
+    its widths); :meth:`small` is a CPU preset.
 
     Attributes:
         input_dim: ``D_in``, feature dimension of the input and of the reconstruction
@@ -72,10 +86,11 @@ class VQVAEConfig:
             0 = no speaker conditioning.
         speaker_dim: ``Dv``, speaker embedding size.
         encoder_type: ``transformer`` (2020 paper) or ``conv`` (2019 baseline).
-        stride: total time reduction ``T / T'``; a power of two: 1, 2, 4, 8, ... (paper: 4).
+        stride: total time reduction ``T / T'``; a power of two: 1, 2, 4, 8, ... (paper: 4, Tables 1-3).
         encoder_dim: ``d``, model size of the encoder (Transformer width or conv channels).
         encoder_blocks_per_stage: Transformer blocks before, between and after the strided convolutions
-            (``(log2(stride) + 1) * encoder_blocks_per_stage`` blocks in all).
+            (``(log2(stride) + 1) * encoder_blocks_per_stage`` blocks in all; 2 = the "2x Transformer
+            layer" of the paper's Fig. 3a).
         attention_heads: heads of every self-attention layer (``encoder_dim`` must be divisible by it).
         ff_dim: inner size of the Transformer feed-forward layers (two linear layers with a ReLU).
         encoder_kernel_size: kernel of the strided convolutions (and of every conv of the conv encoder).
@@ -84,8 +99,9 @@ class VQVAEConfig:
         dropout: dropout in the encoder and decoder.
         codebook_size: ``K``, number of codebook vectors (> 0).
         codebook_dim: ``De``, size of ``z_e``, ``z_q`` and codebook vectors.
-        commitment_cost: ``gamma`` of the commitment loss, eq. 7 (paper: 0.25).
-        ema_decay: EMA decay of the codebook statistics (van den Oord 2017: 0.99).
+        commitment_cost: ``gamma`` of the commitment loss, eq. 7 (paper: 0.25, sec. 3.1).
+        ema_decay: EMA decay of the codebook statistics (van den Oord 2017: 0.99; the paper, sec. 3.1,
+            uses an EMA codebook [Kaiser et al. 2018] without stating the decay).
         ema_epsilon: Laplace smoothing constant of the EMA cluster sizes.
         restart_unused_steps: restart a code unused for this many training steps (0 = off).
         decoder_dim: ``d_dec``, channels of the decoder convolutions.
@@ -93,9 +109,10 @@ class VQVAEConfig:
         decoder_layers_per_stage: residual conv blocks at the code rate and after each x2 upsampling.
         activation: non-linearity of the conv blocks (``relu``, ``leaky_relu``, ``gelu``, ``tanh``).
         smoothing_weight: ``lambda`` of the temporal smoothing loss, eq. 9-10, in the paper's scale
-            (paper: 1e-2, 5e-3, 1e-3; 0 = off); see the module docstring for the normalisation.
+            (paper, Table 3: 1e-2, 5e-3, 1e-3; the submitted system 5e-3, the best 1e-3, each with jitter
+            p = 0.05; 0 = off); see the module docstring for the normalisation.
         jitter_prob: ``p`` of the time jitter, eq. 11-13: probability of EACH neighbour, in [0, 0.5]
-            (paper: 0.05, 0.075; 0 = off).
+            (paper, Table 3: 0.05, 0.075; the submitted and the best systems 0.05; 0 = off).
     """
 
     input_dim: int = 39
@@ -205,7 +222,7 @@ class VQVAEOutput:
 
 
 class TransformerEncoder(nn.Module):
-    """The Transformer VQ-VAE encoder (2020 paper, sec. 3): Transformer blocks interleaved with
+    """The Transformer VQ-VAE encoder (2020 paper, sec. 3, Fig. 3a): Transformer blocks interleaved with
     stride-2 convolutions. ``(B, T, D_in)``, ``lengths`` -> ``(B, ceil(T / stride), De)``, out lengths."""
 
     def __init__(self, cfg: VQVAEConfig) -> None:

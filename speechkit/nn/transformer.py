@@ -1,9 +1,10 @@
 """Transformer encoder layers for padded batches of ``(B, T, d)`` sequences.
 
 The block follows Tjandra, Sakti & Nakamura, "Transformer VQ-VAE for Unsupervised Unit Discovery and
-Speech Synthesis: ZeroSpeech 2020 Challenge" (Interspeech 2020), sec. 2: layer norm, multi-head
-self-attention, residual; layer norm, two linear layers with a ReLU between them, residual (the
-pre-norm arrangement). Attention itself is Vaswani et al. 2017, eq. (1)-(2).
+Speech Synthesis: ZeroSpeech 2020 Challenge" (Interspeech 2020), sec. 2 and eq. (1)-(3): layer norm,
+multi-head self-attention; layer norm, two linear layers with a ReLU (the norm before each part: pre-norm).
+The residual connection around each part, as in Vaswani et al.'s block, is not mentioned in sec. 2's text.
+Attention itself is Vaswani et al. 2017, eq. (1)-(2) (the paper's eq. 1-3).
 
 Padding convention everywhere in :mod:`speechkit.nn`: a batch carries ``lengths (B,)``; frame ``t`` of
 utterance ``b`` is valid iff ``t < lengths[b]``; a padded frame never influences a valid one.

@@ -8,6 +8,11 @@ files, ``D`` their total duration in seconds, and every distinct frame vector (c
 of numbers, so ``1`` and ``1.0`` are one symbol) is a symbol with probability ``p_s`` = its count / N.
 N and the symbol counts are pooled over all files.
 
+Which files: the challenge pools the files named in its ``bitrate_filelist.txt``, a list shipped with
+the test set (``speechkit-score-bitrate --file-list`` reads it); without such a list every file given is
+pooled (egs/zerospeech2019 scores every test utterance of its ``mini`` and ``local`` corpora, which have
+no list).
+
 Duration: ZeroSpeech takes ``D`` from the audio (its file list carries each file's duration).
 With only feature files at hand, ``D`` comes from a ``durations`` table (``utt seconds``, e.g. a
 data directory's ``utt2dur``) or from a ZeroSpeech-style file list's second column when given,

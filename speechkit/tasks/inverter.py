@@ -2,7 +2,9 @@
 
 Tjandra, Sakti & Nakamura, Interspeech 2020, sec. 4 (model: :mod:`speechkit.models.inverter`): the
 code sequence that a trained VQ-VAE assigns to an utterance of the target voice is mapped to that
-utterance's linear magnitude spectrogram, with the frame-wise L2 loss of eq. 14.
+utterance's linear magnitude spectrogram. The loss is the recipe's squared error per frame
+(:func:`~speechkit.models.inverter.inverter_loss`), where the paper's eq. 14 is the L2 norm
+``||X^R - X^R_hat||_2`` of the whole spectrogram difference.
 
 Data
     ``data.codes``: a Kaldi text table ``<utt> <code> <code> ...`` (``speechkit-extract-units``
@@ -23,7 +25,7 @@ Training items
     ``data.crop_codes > 0``: one random window of that many codes (and the matching
     ``crop_codes * upsample_ratio`` spectrogram frames) per utterance and epoch.
 Logged statistics
-    ``loss`` (eq. 14: mean over frames of the squared L2 norm of the magnitude error) and, on
+    ``loss`` (mean over frames of the squared L2 norm of the magnitude error; cf. eq. 14) and, on
     validation, ``spectral_convergence`` (``||S - S_hat||_F / ||S||_F`` over the whole set).
 Files
     ``EXP/frontend.yaml``: the spectrogram front-end config of ``feats_dir`` (its ``feats.yaml``),
@@ -300,7 +302,7 @@ class InverterTask(Task):
         }
 
     def forward_loss(self, model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Eq. 14: mean over valid frames of ``||S_s - S_hat_s||^2``."""
+        """Mean over valid frames of ``||S_s - S_hat_s||^2`` (the recipe's form of eq. 14; ``inverter_loss``)."""
         pred, lengths = model(batch["codes"], batch["code_lengths"], batch["speakers"] if self.use_speakers else None,
                               target_lengths=batch["spec_lengths"])
         loss = inverter_loss(pred, batch["spec"], lengths)

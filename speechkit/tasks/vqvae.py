@@ -13,7 +13,11 @@ Speakers
     (:func:`speaker_table`); ``model.num_speakers`` must be at least their number (0 = no speaker
     conditioning). The table is written to ``EXP/speakers`` (``<speaker> <row>``) at the end of
     training. Validation utterances of speakers not in the table use row 0 (their
-    reconstruction is then only indicative; codes do not depend on the speaker).
+    reconstruction is then only indicative; codes do not depend on the speaker). A speed-perturbed
+    dir (``utils/perturb_data_dir_speed_3way.sh``: ids prefixed ``sp0.9-`` / ``sp1.1-``) has three
+    speakers per original one, so three rows each (egs/zerospeech2019 ``--corpus local``: 1746 rows for
+    582 speakers). The paper's table ``V = [v_1, .., v_L]`` (Tjandra et al. 2020, sec. 3, Fig. 2) has one
+    row per speaker ID ``s`` of the input; it does not state ``L``.
 Training items
     ``data.crop_frames > 0``: each training utterance contributes one random window of that many
     frames per epoch (the whole utterance when shorter), drawn from the torch generator (so a
