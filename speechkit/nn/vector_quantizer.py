@@ -10,7 +10,9 @@ Commitment loss (van den Oord 2017 eq. (3), third term; Tjandra 2020 eq. (7)):
 (unpadded) frames of the batch; ``gamma`` = ``commitment_cost`` (0.25 in both papers).
 
 Codebook updates (van den Oord 2017, appendix A.1; Razavi et al., "Generating Diverse High-Fidelity
-Images with VQ-VAE-2", NeurIPS 2019, sec. 3.1), in training mode only, from the valid frames of the batch:
+Images with VQ-VAE-2", NeurIPS 2019, sec. 3.1; Tjandra et al. 2020, sec. 3.1, update the codebook by EMA
+after Kaiser et al., ICML 2018, without stating the decay), in training mode only, from the valid frames of
+the batch:
 
     n_i = #frames assigned to code i,   s_i = sum of those frames            (this batch)
     N_i <- decay * N_i + (1 - decay) * n_i                                   (EMA cluster size)
