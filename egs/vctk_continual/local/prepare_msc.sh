@@ -2,9 +2,9 @@
 # Real speech for egs/vctk_continual (VCTK is not on this machine): the Malayalam Speech Corpus.
 #   - continual split: the crowd speakers (vote >= 0) with --min_utts to --max_utts recordings
 #     (20..150: 9 speakers, 21 to 145 recordings each), one per episode;
-#   - pre-training split: every other crowd speaker (vote >= 0) plus the story reader, the
-#     single-speaker set the paper takes from LJSpeech (one studio voice, 112 utterances,
-#     22.05 kHz resampled to 16 kHz by a sox pipe).
+#   - pre-training split: every other crowd speaker (vote >= 0) plus the story reader (one studio
+#     voice, 112 utterances, 22.05 kHz resampled to 16 kHz by a sox pipe) as the single-speaker set,
+#     the place of LJSpeech in the paper (sec. 2.2, Table 1).
 # Each speaker with enough recordings gives --num_test to test and --num_dev to dev; speakers with
 # fewer go wholly to pre-training's train set.
 #

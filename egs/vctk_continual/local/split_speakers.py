@@ -3,9 +3,9 @@
 
   local/split_speakers.py [--num-test 5] [--num-dev 3] [--seed 1] DATA OUT_DIR
 
-Each speaker of DATA (utt2spk) gives --num-test utterances to test (the paper synthesizes 5 test
-sentences per speaker), --num-dev to dev (each episode's early stopping) and the rest to train,
-drawn reproducibly from --seed. A speaker with fewer than num_test + num_dev + 2 utterances goes
+Each speaker of DATA (utt2spk) gives --num-test utterances to test (the paper synthesizes 5
+utterances per speaker after each episode, sec. 2.3), --num-dev to dev (each episode's early
+stopping) and the rest to train, drawn reproducibly from --seed. A speaker with fewer than num_test + num_dev + 2 utterances goes
 wholly to train (it can only serve pre-training; the recipe never makes it a continual speaker),
 and is counted in the log. Writes OUT_DIR/{train,dev,test}.list (utterance ids, C order).
 """
