@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from speechkit.data.datadir import (
-    EXTRA_FILES, PHONE_ALIGNMENTS, TABLES, DataDir, Segment, _as_datadir, _remove_stale,
+    EXTRA_FILES, PHONE_ALIGNMENTS, TABLES, DataDir, Segment, _as_datadir,
 )
-from speechkit.utils.fileio import DataError, atomic_write
+from speechkit.utils.fileio import DataError
 from speechkit.utils.outputs import check_output_dir
 
 logger = logging.getLogger(__name__)
@@ -112,6 +112,9 @@ def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
 
     ``frame_shift``/``feats.yaml``/``cmvn_global.ark`` are copied when every source has the same
     one; otherwise one already in ``dest`` is removed (stale, as the tables :meth:`DataDir.write` removes).
+    An existing ``dest`` is updated by :func:`~speechkit.data.datadir.update_data_dir` (what is replaced
+    or removed is backed up to ``dest/.backup/N`` first; later features kept while the utterances
+    and audio stay the same).
 
     Raises:
         OutputOverlapError: ``dest`` is, contains or lies inside one of the sources.
@@ -121,15 +124,15 @@ def combine_data_dirs(dest: str | os.PathLike, srcs) -> DataDir:
     srcs = [Path(s) for s in srcs]
     check_output_dir(dest, inputs=[("source", s) for s in srcs], option="destination")
     out = combine(srcs)
-    out.write(dest)
+    extras: dict[str, bytes | None] = {}
     for name in EXTRA_FILES:
         contents = {(s / name).read_bytes() if (s / name).is_file() else None for s in srcs}
         if len(contents) == 1 and None not in contents:
-            with atomic_write(dest / name, "wb") as f:
-                f.write(contents.pop())
+            extras[name] = contents.pop()
         else:
             if contents != {None}:
                 logger.warning("combine: the sources' %s files differ or are missing; not copying it", name)
-            _remove_stale(dest, name)
+            extras[name] = None
+    out.write(dest, extras=extras, why="not every source has the same one")
     logger.info("%s: combined %d utterances from %d dirs", dest, len(out), len(srcs))
     return out

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 
-from speechkit.data.datadir import DataDir, _copy_extras
+from speechkit.data.datadir import DataDir, extras_of
 from speechkit.utils.outputs import check_output_dir
 
 logger = logging.getLogger(__name__)
@@ -20,7 +19,10 @@ def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix
     ``wav.scp`` when there is no ``segments``; recording ids are kept otherwise); speaker ids
     become ``spk_prefix + spk + spk_suffix`` in ``utt2spk``, ``cmvn.scp`` and ``spk2gender``.
     ``phone_alignments`` and ``frame_shift``/``feats.yaml``/``cmvn_global.ark`` are carried along.
-    Use the same prefix for both to keep speaker ids prefixes of utterance ids.
+    Use the same prefix for both to keep speaker ids prefixes of utterance ids. An existing ``dest``
+    is updated by :func:`~speechkit.data.datadir.update_data_dir`: features and CMVN stats computed
+    there later are kept while its utterances and audio stay the same; whatever is replaced or
+    removed is first backed up to ``dest/.backup/N`` (logged).
 
     Raises:
         OutputOverlapError: ``dest`` is, contains or lies inside ``src``.
@@ -49,6 +51,5 @@ def copy_data_dir(src: str | os.PathLike, dest: str | os.PathLike, *, utt_prefix
         out.wav_scp = dict(d.wav_scp) if d.segments is not None else {mu(k): v for k, v in d.wav_scp.items()}
     if d.cmvn_scp is not None:
         out.cmvn_scp = {ms(k): v for k, v in d.cmvn_scp.items()}
-    out.write(dest)
-    _copy_extras(d.path, Path(dest))
+    out.write(dest, extras=extras_of(d.path))
     return out

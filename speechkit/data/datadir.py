@@ -42,19 +42,23 @@ Every tool that keeps a subset of the utterances (:func:`~speechkit.data.fix.fix
 ``phone_alignments``) by utterance and the per-speaker ones (``cmvn.scp``, ``spk2gender``) by
 speaker, through :meth:`DataDir.load` / :func:`subset` / :meth:`DataDir.write`; utterances
 dropped are counted and named in a warning. Backups of files a tool replaces go to numbered
-directories ``.backup/1``, ``.backup/2``, ... (:func:`backup_files`), never overwritten.
+directories ``.backup/1``, ``.backup/2``, ... (:func:`backup_files`), never overwritten. A tool
+writing into an existing data dir goes through :func:`update_data_dir`: features and CMVN stats
+added there later are kept while the utterances and audio are the same, and every file replaced
+or removed is backed up first (and named in the log).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Iterator, Mapping, NamedTuple
 
 from speechkit.utils.fileio import (
-    DataError, atomic_write, ensure_writable_dir, read_lines, read_table, write_table,
+    DataError, atomic_write, ensure_writable_dir, read_lines, read_table,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -230,29 +234,36 @@ class DataDir:
         out["spk2utt"] = {s: " ".join(u) for s, u in self.spk2utt.items()}
         return out
 
-    def write(self, path: str | os.PathLike | None = None) -> Path:
-        """Write every present table (sorted, atomically) plus the derived ``spk2utt``.
+    def write(self, path: str | os.PathLike | None = None, *, extras: "Mapping[str, bytes | None] | None" = None,
+              why: str = "the source has none", backup: bool = True) -> Path:
+        """Write every present table (sorted, atomically) plus the derived ``spk2utt`` into ``path``.
 
-        Tables set to ``None`` (``phone_alignments`` included) are removed from ``path`` if a
-        stale copy exists there. Returns the directory written.
+        An existing directory is updated by :func:`update_data_dir` (the one rule by which a tool
+        rewrites a data dir): tables set to ``None`` (``phone_alignments`` included) are removed
+        if there, files another tool added later (features, CMVN) are kept when the utterances and
+        their audio are unchanged, and every file replaced or removed is first copied to a numbered
+        ``path/.backup/N`` (unless ``backup=False``: the caller made one), said in the log.
+
+        Args:
+            path: the directory (default: :attr:`path`).
+            extras: more files to write along, by name: their bytes, or ``None`` for one the new
+                dir does not have (e.g. :func:`extras_of` a source dir: ``frame_shift``, ...).
+            why: why a file the new dir lacks is removed (for the log).
+            backup: back up what is replaced or removed (see above).
+
+        Returns:
+            The directory written.
 
         Raises:
             WriteError: ``path`` cannot be written.
         """
         path = ensure_writable_dir(path if path is not None else self.path)
-        tables = self.tables()
-        for fname in (*TABLES, "spk2utt"):
-            if fname not in tables:
-                if (path / fname).exists():
-                    (path / fname).unlink()
-                continue
-            write_table(path / fname, tables[fname])
-        if self.phone_alignments is None:
-            if (path / PHONE_ALIGNMENTS).exists():
-                (path / PHONE_ALIGNMENTS).unlink()
-        else:
-            with atomic_write(path / PHONE_ALIGNMENTS) as f:
-                f.write(_render_utt_lines(self.phone_alignments))
+        files: dict[str, bytes | None] = {name: None for name in (*TABLES, "spk2utt")}
+        files.update({name: _render_table(table) for name, table in self.tables().items()})
+        files[PHONE_ALIGNMENTS] = (None if self.phone_alignments is None
+                                   else _render_utt_lines(self.phone_alignments).encode("utf-8"))
+        files.update(extras or {})
+        update_data_dir(path, files, why=why, backup=backup)
         self.path = path
         return path
 
@@ -426,25 +437,106 @@ def subset(d: DataDir, utts) -> DataDir:
     return out
 
 
-def _copy_extras(src: Path | None, dest: Path) -> None:
-    """Copy ``src``'s :data:`EXTRA_FILES` to ``dest``; one ``src`` lacks (or an in-memory source,
-    ``src`` None) is removed from ``dest`` as a stale table is (:meth:`DataDir.write`): a
-    ``cmvn_global.ark`` or ``feats.yaml`` left there would describe other utterances."""
+def extras_of(src: str | os.PathLike | None, exclude=()) -> dict[str, bytes | None]:
+    """``src``'s :data:`EXTRA_FILES` as :meth:`DataDir.write` takes them: name -> bytes, or ``None``
+    for one ``src`` lacks (or every one, for ``src`` None), or one of ``exclude`` (never carried)."""
+    out: dict[str, bytes | None] = {}
     for name in EXTRA_FILES:
-        if src is not None and (src / name).is_file():
-            with atomic_write(dest / name, "wb") as out:
-                out.write((src / name).read_bytes())
-        else:
-            _remove_stale(dest, name)
+        f = Path(src) / name if src is not None else None
+        out[name] = f.read_bytes() if f is not None and name not in exclude and f.is_file() else None
+    return out
 
 
-def _remove_stale(dest: Path, name: str, why: str = "the source has none") -> None:
-    """Remove ``dest/name`` if it is there (a file a rewritten data dir no longer has; ``why`` is logged)."""
+def _copy_extras(src: Path | None, dest: Path, exclude=(), why: str = "the source has none") -> Path | None:
+    """Copy ``src``'s :data:`EXTRA_FILES` to ``dest`` after its tables were written
+    (:func:`update_data_dir`): one ``src`` lacks (or an in-memory source, ``src`` None) is removed,
+    backed up, unless ``dest`` keeps its own features (a ``feats.scp`` the source does not replace:
+    :meth:`DataDir.write` kept it, the utterances and audio being the same). Prefer
+    ``DataDir.write(dest, extras=extras_of(src))``: one backup for both."""
+    return update_data_dir(dest, extras_of(src, exclude), why=why)
+
+
+#: Files later tools add to a data dir (``compute-feats``, ``compute-cmvn-stats``); they describe
+#: the utterances of ``utt2spk`` and the audio of ``wav.scp``/``segments`` (:data:`FEATURE_SOURCES`).
+LATER_FILES = ("feats.scp", "utt2num_frames", "cmvn.scp", *EXTRA_FILES)
+#: The tables the files of :data:`LATER_FILES` are made from.
+FEATURE_SOURCES = ("utt2spk", "wav.scp", "segments")
+
+
+def _render_table(table: Mapping[str, object]) -> bytes:
+    """A table as :func:`~speechkit.utils.fileio.write_table` writes it (C order; ``key`` alone for an empty value)."""
+    return "".join(f"{k} {table[k]}\n" if str(table[k]) != "" else f"{k}\n" for k in c_sorted(table)).encode("utf-8")
+
+
+def _read_or_none(f: Path) -> bytes | None:
     try:
-        (dest / name).unlink()
+        return f.read_bytes() if f.is_file() else None
     except FileNotFoundError:
-        return
-    logger.info("%s: removed the stale %s (%s)", dest, name, why)
+        return None
+
+
+def update_data_dir(dest: str | os.PathLike, files: Mapping[str, bytes | None], *, why: str = "the source has none",
+                    backup: bool = True) -> Path | None:
+    """Write a tool's files into the data dir ``dest``: the one rule by which copy, subset, combine,
+    split-corpus, speed perturbation (and :meth:`DataDir.write`) update an existing data dir.
+
+    ``files`` maps a file name to its new bytes, or to ``None`` for a file the new dir does not have.
+    Data dirs are incremental (features and CMVN stats are added by later tools), so:
+
+    - **Later work is kept** when it still describes the dir: if none of :data:`LATER_FILES` gets
+      new content, the tables they are made from (:data:`FEATURE_SOURCES`: ``utt2spk``,
+      ``wav.scp``, ``segments``) are unchanged and ``dest`` has a ``feats.scp``, then its
+      ``feats.scp``, ``utt2num_frames``, ``cmvn.scp``, ``frame_shift``, ``feats.yaml`` and
+      ``cmvn_global.ark`` are kept (re-running an identical split or copy removes nothing).
+    - **Nothing is lost**: before any file of ``dest`` is replaced or removed, every data-dir file
+      there (tables, ``spk2utt``, ``phone_alignments``, the extras and the names in ``files``) is
+      copied to a new numbered ``dest/.backup/N`` (:func:`backup_files`; skipped with
+      ``backup=False``, for a caller that made its own); the files removed are named in a warning
+      with ``why`` and the backup, those replaced at info level.
+
+    Files whose content is unchanged are not rewritten; other files of ``dest`` (logs, arks) are
+    never touched.
+
+    Returns:
+        The backup directory, or ``None`` when nothing existing was replaced or removed.
+
+    Raises:
+        WriteError: ``dest`` or its backup cannot be written.
+    """
+    dest = ensure_writable_dir(dest)
+    files = dict(files)
+    current = {name: _read_or_none(dest / name) for name in files}
+    later_present = [n for n in LATER_FILES if (dest / n).is_file()]
+    if ("feats.scp" in later_present
+            and all(files.get(n) is None or files[n] == _read_or_none(dest / n) for n in LATER_FILES)
+            and all(n not in files or files[n] == current[n] for n in FEATURE_SOURCES)):
+        kept = [n for n in later_present if n in files and files[n] is None]
+        for n in kept:
+            del files[n]
+        if kept:
+            logger.info("%s: kept %s (its utterances and audio are unchanged; computed by a later tool)", dest,
+                        " ".join(kept))
+    removed = [n for n, b in files.items() if b is None and current.get(n) is not None]
+    replaced = [n for n, b in files.items() if b is not None and current.get(n) is not None and current[n] != b]
+    saved = None
+    if (removed or replaced) and backup:
+        names = dict.fromkeys((*TABLES, "spk2utt", PHONE_ALIGNMENTS, *EXTRA_FILES, *files))
+        saved = backup_files(dest, names)
+    for name, data in files.items():
+        if data is None:
+            if current.get(name) is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    (dest / name).unlink()
+        elif data != current.get(name):
+            with atomic_write(dest / name, "wb") as f:
+                f.write(data)
+    where = f"the previous files are in {saved}" if saved is not None else "no backup (made by the caller)"
+    if removed:
+        logger.warning("%s: removed %s (%s)%s; %s", dest, " ".join(removed), why,
+                       f" and replaced {' '.join(replaced)}" if replaced else "", where)
+    elif replaced:
+        logger.info("%s: replaced %s; %s", dest, " ".join(replaced), where)
+    return saved
 
 
 def _as_datadir(d: "DataDir | str | os.PathLike") -> DataDir:

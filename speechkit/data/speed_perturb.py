@@ -37,9 +37,9 @@ from pathlib import Path
 
 from speechkit.data.audio import is_command, probe_audio
 from speechkit.data.combine_data import combine
-from speechkit.data.datadir import EXTRA_FILES, DataDir, Segment, _remove_stale, fmt_seconds
+from speechkit.data.datadir import DataDir, Segment, _render_table, extras_of, fmt_seconds
 from speechkit.data.validate import validate
-from speechkit.utils.fileio import DataError, read_table, write_table
+from speechkit.utils.fileio import DataError, read_table
 from speechkit.utils.outputs import check_output_dir
 
 __all__ = ["speed_prefix", "perturb_speed", "perturb_data_dir_speed", "perturb_data_dir_speed_3way",
@@ -166,16 +166,12 @@ def _write(out: DataDir, dest: str | os.PathLike, utt2uniq: dict[str, str],
     if problems:
         raise DataError(f"{dest}: the perturbed dir would not validate ({len(problems)} problem(s), first: "
                         f"{problems[0]}); nothing written (check SRC with speechkit-validate-data-dir --no-feats)")
-    out.write(dest)  # removes a stale feats.scp / utt2num_frames / cmvn.scp (``out`` has none)
-    # ... and so must go the other feature files of an earlier run in DEST (frame_shift, feats.yaml,
-    # cmvn_global.ark): they would describe features the perturbed utterances do not have
-    for name in EXTRA_FILES:
-        _remove_stale(Path(dest), name, "features are not carried by speed perturbation")
-    write_table(dest / "utt2uniq", utt2uniq)
-    if reco2dur is not None:
-        write_table(dest / "reco2dur", {k: fmt_seconds(v) for k, v in reco2dur.items()})
-    elif (dest / "reco2dur").exists():
-        (dest / "reco2dur").unlink()
+    # a stale feats.scp / utt2num_frames / cmvn.scp (``out`` has none) and the other feature files of
+    # an earlier run in DEST (frame_shift, feats.yaml, cmvn_global.ark) describe features the perturbed
+    # utterances do not have: removed (backed up) unless DEST holds these very utterances and audio
+    side = {"utt2uniq": _render_table(utt2uniq),
+            "reco2dur": None if reco2dur is None else _render_table({k: fmt_seconds(v) for k, v in reco2dur.items()})}
+    out.write(dest, extras={**extras_of(None), **side}, why="features are not carried by speed perturbation")
 
 
 def _check_dest(src: str | os.PathLike, dest: str | os.PathLike) -> None:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from speechkit.data.datadir import (
-    EXTRA_FILES, PHONE_ALIGNMENTS, TABLES, DataDir, _as_datadir, _copy_extras, subset,
+    EXTRA_FILES, PHONE_ALIGNMENTS, TABLES, DataDir, _as_datadir, extras_of, subset,
 )
 from speechkit.utils.fileio import DataError
 
@@ -121,8 +121,7 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
         out = []
         for j, p in enumerate(parts, 1):
             sub = subset(d, p)
-            sub.write(tmp / str(j))
-            _copy_extras(src, tmp / str(j))
+            sub.write(tmp / str(j), extras=extras_of(src))
             out.append(sub)
         (tmp / SPLIT_STAMP).write_text(stamp + "\n", encoding="utf-8")
         old = None

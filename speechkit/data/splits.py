@@ -16,7 +16,10 @@ utterances (``phone_alignments``) or speakers (``spk2gender``), plus the source'
 ``feats.yaml``; one of those the source lacks is removed from a part that has it from an earlier
 split, as stale tables are. A ``cmvn_global.ark`` is never carried into a part (it holds the
 statistics of the whole source, the test part's included: compute each part's own) and one left in
-a part by an earlier split is removed.
+a part by an earlier split is removed. An existing part is updated by
+:func:`~speechkit.data.datadir.update_data_dir`: re-running the same split keeps the features and
+CMVN stats computed in the parts since, and whatever is replaced or removed is first backed up to
+``OUT/<part>/.backup/N`` (logged).
 """
 from __future__ import annotations
 
@@ -27,9 +30,9 @@ from pathlib import Path
 
 from speechkit.data.corpora._common import PHONE_ALIGNMENTS, SPK2GENDER, read_phone_alignments
 from speechkit.data.datadir import (
-    EXTRA_FILES, GLOBAL_CMVN, TABLES, DataDir, _copy_extras, _remove_stale, c_sorted, subset,
+    EXTRA_FILES, GLOBAL_CMVN, TABLES, DataDir, _render_table, c_sorted, extras_of, subset,
 )
-from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table, write_table
+from speechkit.utils.fileio import DataError, read_lines, read_table
 from speechkit.utils.outputs import check_output_dir
 
 logger = logging.getLogger(__name__)
@@ -155,19 +158,14 @@ def write_split(data_dir: str | os.PathLike, out_dir: str | os.PathLike, dev: fl
         logger.warning("%s: not carried into the split: %s", src, ", ".join(unknown))
     for name in PARTS:
         part, dest = parts[name], out / name
-        part.write(dest)
-        if align_lines is not None:
-            with atomic_write(dest / PHONE_ALIGNMENTS) as f:
-                for utt in part.utts:
-                    for line in align_lines.get(utt, ()):
-                        f.write(line + "\n")
-        elif (dest / PHONE_ALIGNMENTS).exists():
-            (dest / PHONE_ALIGNMENTS).unlink()
-        if spk2gender is not None:
-            write_table(dest / SPK2GENDER, {s: g for s, g in spk2gender.items() if s in part.spk2utt})
-        elif (dest / SPK2GENDER).exists():
-            (dest / SPK2GENDER).unlink()
-        _copy_extras(src, dest)  # copied unchanged into every part; one the source lacks is removed
-        _remove_stale(dest, GLOBAL_CMVN, "the whole source's statistics describe no part")
+        # the extras are copied unchanged into every part (one the source lacks is removed), except the
+        # whole source's cmvn_global.ark; a part's own features and stats are kept while its utterances
+        # and audio stay the same, and whatever is replaced or removed is backed up (update_data_dir)
+        side: dict[str, bytes | None] = extras_of(src, exclude=(GLOBAL_CMVN,))
+        side[PHONE_ALIGNMENTS] = None if align_lines is None else "".join(
+            line + "\n" for utt in part.utts for line in align_lines.get(utt, ())).encode("utf-8")
+        side[SPK2GENDER] = None if spk2gender is None else _render_table(
+            {s: g for s, g in spk2gender.items() if s in part.spk2utt})
+        part.write(dest, extras=side, why="the source has none, or it holds the whole source's statistics")
         logger.info("%s: %d utterances, %d speakers", dest, len(part), len(part.spk2utt))
     return parts

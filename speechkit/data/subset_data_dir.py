@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 
-from speechkit.data.datadir import DataDir, _as_datadir, _copy_extras, show_ids, subset
+from speechkit.data.datadir import DataDir, _as_datadir, extras_of, show_ids, subset
 from speechkit.utils.fileio import DataError, read_lines
 from speechkit.utils.outputs import check_output_dir
 
@@ -26,8 +25,10 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
     per line) in ``utt_list``; all utterances of the speakers in ``spk_list``; ``num`` utterances
     drawn at random with ``seed`` (the same seed gives the same subset). ``phone_alignments`` and
     ``spk2gender`` are filtered along (:func:`subset`); ``frame_shift``, ``feats.yaml`` and
-    ``cmvn_global.ark`` are copied. An existing ``dest`` gets the new tables (stale ones removed,
-    :meth:`DataDir.write`); files other tools added there (features, logs) stay, as with Kaldi.
+    ``cmvn_global.ark`` are copied. An existing ``dest`` gets the new tables by
+    :func:`~speechkit.data.datadir.update_data_dir`: stale ones are removed after a backup to
+    ``dest/.backup/N`` (logged), features and CMVN stats computed there later are kept while its
+    utterances and audio stay the same, other files (logs, arks) are never touched.
 
     Raises:
         ValueError: not exactly one mode, or N < 1.
@@ -68,7 +69,6 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
         if not chosen:
             raise DataError(f"{spk_list}: none of its {len(spks)} speakers is in {d.path}")
     out = subset(d, chosen)
-    out.write(dest)
-    _copy_extras(d.path, Path(dest))
+    out.write(dest, extras=extras_of(d.path))
     logger.info("%s: %d utterances of %s", dest, len(out), d.path)
     return out

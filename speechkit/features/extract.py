@@ -581,7 +581,7 @@ def _drop_bad(data_dir: Path, d: DataDir, bad_utts: dict[str, str], log_dir: Pat
     kept = subset(d, [u for u in d.utts if u not in bad_utts])
     files = [p.name for p in data_dir.iterdir() if p.is_file()]
     backup = backup_files(data_dir, files)
-    kept.write(data_dir)
+    kept.write(data_dir, why="its utterances failed", backup=False)  # backed up just above
     logger.warning("%s: removed the %d utterances that failed (--skip-bad; listed with the reasons in %s, "
                    "the previous files in %s): %s", data_dir, len(bad_utts), log_dir / "bad_utts", backup,
                    show_ids(bad_utts))
