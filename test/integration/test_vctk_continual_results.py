@@ -111,7 +111,7 @@ def test_verdicts_and_intervals_by_hand(mr):
 def test_collect_then_render_from_results_alone(mr, tree):
     _collect(mr, tree)
     res = tree / "results" / "mini"
-    assert sorted(p.name for p in res.iterdir()) == sorted([*FINAL, "runs.jsonl", "setup.json"])
+    assert sorted(p.name for p in res.iterdir()) == sorted([*FINAL, "runs.jsonl", "setup.json", ".speechkit-output"])
     ep = json.loads((res / "jt" / "order1" / "last_episode.json").read_text())
     assert "inputs" not in ep and len(ep["utterances"]) == 3
     train = json.loads((res / "jt" / "order2" / "train.json").read_text())

@@ -124,6 +124,7 @@ def test_collect_replaces_the_run_whole_keeps_notes_and_refuses_an_unscored_expe
     run = tmp_path / "results" / "mini"
     (run / "stale").mkdir(parents=True)
     (run / "stale" / "bitrate.json").write_text("{}")
+    (run / "test_set.json").write_text("{}")  # a run folder collected before collects marked theirs
     (run / "NOTES.md").write_text("written by hand\n")
     args = ["--collect", str(run), "--expdir", "exp", "--datadir", "data", "--tag", "vq"]
     assert make_results.main(args) == 0

@@ -52,12 +52,16 @@ from pathlib import Path
 from speechkit.scoring.significance import paired_bootstrap, read_per_utt_counts
 from speechkit.train.report import training_summary
 from speechkit.utils.fileio import atomic_write
-from speechkit.utils.outputs import replace_dir
+from speechkit.utils.cli import run_main
 from speechkit.utils.provenance import markdown_header, read_runs
+from speechkit.utils.results_io import check_page, check_run_name, collect_dir
 
 #: Files of an experiment that results/<run>/ keeps (relative to a system dir, or to a decode dir).
 SYSTEM_FILES = ("model_info.json", "blank_penalty.json")
 DECODE_FILES = ("decode_stats.json", "scoring/wer.json", "scoring/cer.json", "scoring/lid.json")
+#: how --collect marks the run folders it writes (speechkit.utils.results_io), and the file only it writes there
+COLLECT_OWNER = "egs/indic_multilingual/local/make_results.py --collect"
+RUN_SIGNATURE = ("run.json",)
 
 
 def load(p: Path) -> dict | None:
@@ -358,7 +362,8 @@ def collect(exp: Path, data: Path, lang: Path | None, test_sets: list[str], out:
     """
     if not exp.is_dir():
         raise FileNotFoundError(2, "no such experiment directory", str(exp))
-    with replace_dir(out, backup=False) as tmp:
+    reads = {"--exp": exp, "--data": data, "--lang": lang, "--runs-file": runs_file}
+    with collect_dir(out, owner=COLLECT_OWNER, signature=RUN_SIGNATURE, reads=reads, option="--run") as tmp:
         if (out / "NOTES.md").is_file():  # written by hand, not collected: kept
             shutil.copyfile(out / "NOTES.md", tmp / "NOTES.md")
         info = {"exp": str(exp), "data": str(data), "test_sets": test_sets,
@@ -551,6 +556,12 @@ def main(argv=None) -> int:
         missing = [o for o, v in (("--exp", args.exp), ("--data", args.data), ("--run", args.run)) if not v]
         if missing:
             p.error(f"--collect needs {', '.join(missing)}")
+        check_run_name(args.run)
+    # the page never replaces what it is made from (speechkit.utils.results_io), checked before the collect
+    check_page(args.out, option="--out", roots={"--results-dir": args.results_dir},
+               inputs={"--exp": args.exp, "--data": args.data, "--lang": args.lang, "--runs-file": args.runs_file}
+               if args.collect else None)
+    if args.collect:
         collect(args.exp, args.data, args.lang, args.test_sets.split(), args.results_dir / args.run, args.runs_file)
     runs = sorted(d for d in args.results_dir.iterdir() if (d / "run.json").is_file()) \
         if args.results_dir.is_dir() else []
@@ -571,4 +582,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("make_results.py", main))  # an error is one line and exit 1

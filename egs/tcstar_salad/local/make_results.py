@@ -38,13 +38,19 @@ import numpy as np
 from measure_latency import PAPER_LATENCY_S  # local/, next to this script
 from speechkit.tasks.acoustic import PAPER_PARAMETERS
 from speechkit.utils.fileio import atomic_write
+from speechkit.utils.cli import run_main
 from speechkit.utils.provenance import markdown_header, read_runs
+from speechkit.utils.results_io import check_collect_dir, check_page, check_run_name, mark_collect_dir
 
 RECIPE = Path(__file__).resolve().parents[1]
 PARAMS_LINE = re.compile(r"task \w+: ([\d,]+) parameters")
 MODEL_ORDER = ("musa_rnn_small", "salad_small", "musa_rnn_big", "salad_big")
 RUN_ORDER = ("mini", "msc", "ljspeech")
 BOOTSTRAP_RESAMPLES = 2000
+#: how --collect marks the run folders it writes into (speechkit.utils.results_io), and files only it (or the
+#: analyses of local/, which write into a collected run) write there
+COLLECT_OWNER = "egs/tcstar_salad/local/make_results.py --collect"
+RUN_SIGNATURE = ("*/speaker.json", "analysis/*.md")
 
 
 # ----------------------------------------------------------------------------- small helpers
@@ -162,7 +168,11 @@ def collect(run: str, models: list[str], speakers: list[str] | None, data: Path,
             results: Path) -> Path:
     """exp/ -> results/RUN/ (see the module doc); returns results/RUN."""
     out = results / run
+    # speechkit.utils.results_io: only a run folder a collect made is merged into (checked before writing)
+    check_collect_dir(out, owner=COLLECT_OWNER, signature=RUN_SIGNATURE, option="--collect",
+                      reads={"--exp-dir": exp, "--data-dir": data, "--dump-dir": dump})
     out.mkdir(parents=True, exist_ok=True)
+    mark_collect_dir(out, COLLECT_OWNER)
     runs = exp / f"runs_{run}.jsonl"
     if runs.is_file():
         shutil.copyfile(runs, out / "runs.jsonl")
@@ -396,16 +406,20 @@ def main(argv=None) -> int:
     ap.add_argument("--results-md", default=None, help="default: RESULTS.md next to RESULTS_DIR")
     args = ap.parse_args(argv)
     results = Path(args.results_dir)
+    out_md = Path(args.results_md) if args.results_md else results.resolve().parent / "RESULTS.md"
+    check_page(out_md, option="--results-md", roots={"--results-dir": results},
+               inputs={"--exp-dir": args.exp_dir, "--data-dir": args.data_dir, "--dump-dir": args.dump_dir}
+               if args.collect else None)
     if args.collect:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", args.collect):
             ap.error(f"--collect {args.collect!r}: a run name is letters, digits, '_', '.', '-'")
+        check_run_name(args.collect, "--collect")  # not '.' nor '..' (the results root, the recipe)
         collect(args.collect, args.models.split(), args.speakers.split() if args.speakers else None,
                 Path(args.data_dir), Path(args.dump_dir), Path(args.exp_dir), results)
-    out_md = Path(args.results_md) if args.results_md else results.resolve().parent / "RESULTS.md"
     render(results, out_md)
     print(f"make_results: wrote {out_md}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("make_results", main))  # an error is one line and exit 1

@@ -48,10 +48,15 @@ from pathlib import Path
 import numpy as np
 
 from speechkit.train.report import read_metrics, training_summary
+from speechkit.utils.cli import run_main
 from speechkit.utils.fileio import atomic_write
 from speechkit.utils.provenance import markdown_header, read_runs
+from speechkit.utils.results_io import check_page, collect_dir
 
 RENDER_CMD = "python local/make_results.py --render RESULTS.md --results results"
+#: how --collect marks the run folders it writes (speechkit.utils.results_io), and the file only it writes there
+COLLECT_OWNER = "egs/vctk_continual/local/make_results.py --collect"
+RUN_SIGNATURE = ("setup.json",)
 NOISE_ONE_ORDER = 0.15
 #: 97.5 % quantiles of Student's t (degrees of freedom 1..10): the 95 % interval of a mean
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
@@ -138,47 +143,45 @@ def collect(out: Path, datadir: Path, expdir: Path, tts_model: str, corpus: str,
     if not found:
         print(f"{cont}: no scored continual run (stage 7)", file=sys.stderr)
         return 1
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    runs_file = expdir / "runs.jsonl"
-    if runs_file.is_file():
-        shutil.copyfile(runs_file, tmp / "runs.jsonl")
-    setup = {"corpus": corpus, "tts_model": tts_model, "buffer_size": buffer_size,
-             "continual_speakers": _lines(datadir / "continual_speakers"),
-             "pretrain_speakers": len(_lines(datadir / "pretrain_speakers")),
-             "verifier_extra_speakers": _lines(datadir / "verifier_extra_speakers"),
-             "verifier": (verifier.read_text(encoding="utf-8").splitlines()
-                          if verifier is not None and verifier.is_file() else []),
-             "theta_init": theta_init_summary(mexp / "pretrain")}
-    _write_json(tmp / "setup.json", setup)
-    for run, order, src in found:
-        dst = tmp / run / f"order{order}"
-        scores = _json(src / "eval" / "scores.json")
-        _write_json(dst / "scores.json", scores)
-        last = src / "eval" / f"episode_{len(scores['order']):02d}.json"
-        if last.is_file():
-            ep = _json(last)
-            _write_json(dst / "last_episode.json", {k: ep[k] for k in ep if k != "inputs"})
-        train = []
-        for t, spk in enumerate(scores["order"], 1):
-            ep_dir = src / f"episode_{t:02d}_{spk}"
-            if not (ep_dir / "episode.json").is_file():
-                continue
-            rec = _json(ep_dir / "episode.json")
-            info = training_summary(ep_dir)
-            train.append({"episode": t, "speaker": spk, "initial_weights": rec.get("initial_weights"),
-                          "training_speakers": rec.get("training_speakers"),
-                          "valid_speakers": rec.get("valid_speakers", [spk]),
-                          "utterances": rec.get("utterances"), "epochs": rec.get("epochs"),
-                          "steps": rec.get("steps"), "best_epoch": rec.get("best_epoch"),
-                          "train_seconds": round(float(info.get("train_seconds", 0.0)), 1)})
-        _write_json(dst / "train.json", train)
-    copy_audio(tmp, datadir, cont, found, "gl" if tts_model == "tacotron2" else "world")
-    if (out / "NOTES.md").is_file():  # written by hand: kept
-        shutil.copyfile(out / "NOTES.md", tmp / "NOTES.md")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    reads = {"--expdir": expdir, "--datadir": datadir, "--verifier": verifier}
+    # speechkit.utils.results_io: only a run folder this collect made is replaced (checked before writing)
+    with collect_dir(out, owner=COLLECT_OWNER, signature=RUN_SIGNATURE, reads=reads, option="--collect") as tmp:
+        runs_file = expdir / "runs.jsonl"
+        if runs_file.is_file():
+            shutil.copyfile(runs_file, tmp / "runs.jsonl")
+        setup = {"corpus": corpus, "tts_model": tts_model, "buffer_size": buffer_size,
+                 "continual_speakers": _lines(datadir / "continual_speakers"),
+                 "pretrain_speakers": len(_lines(datadir / "pretrain_speakers")),
+                 "verifier_extra_speakers": _lines(datadir / "verifier_extra_speakers"),
+                 "verifier": (verifier.read_text(encoding="utf-8").splitlines()
+                              if verifier is not None and verifier.is_file() else []),
+                 "theta_init": theta_init_summary(mexp / "pretrain")}
+        _write_json(tmp / "setup.json", setup)
+        for run, order, src in found:
+            dst = tmp / run / f"order{order}"
+            scores = _json(src / "eval" / "scores.json")
+            _write_json(dst / "scores.json", scores)
+            last = src / "eval" / f"episode_{len(scores['order']):02d}.json"
+            if last.is_file():
+                ep = _json(last)
+                _write_json(dst / "last_episode.json", {k: ep[k] for k in ep if k != "inputs"})
+            train = []
+            for t, spk in enumerate(scores["order"], 1):
+                ep_dir = src / f"episode_{t:02d}_{spk}"
+                if not (ep_dir / "episode.json").is_file():
+                    continue
+                rec = _json(ep_dir / "episode.json")
+                info = training_summary(ep_dir)
+                train.append({"episode": t, "speaker": spk, "initial_weights": rec.get("initial_weights"),
+                              "training_speakers": rec.get("training_speakers"),
+                              "valid_speakers": rec.get("valid_speakers", [spk]),
+                              "utterances": rec.get("utterances"), "epochs": rec.get("epochs"),
+                              "steps": rec.get("steps"), "best_epoch": rec.get("best_epoch"),
+                              "train_seconds": round(float(info.get("train_seconds", 0.0)), 1)})
+            _write_json(dst / "train.json", train)
+        copy_audio(tmp, datadir, cont, found, "gl" if tts_model == "tacotron2" else "world")
+        if (out / "NOTES.md").is_file():  # written by hand: kept
+            shutil.copyfile(out / "NOTES.md", tmp / "NOTES.md")
     print(f"collected {len(found)} scored run(s) x order(s) of {cont} into {out}/", file=sys.stderr)
     return 0
 
@@ -485,6 +488,7 @@ def render_setup(S: Setup, rel: str) -> list[str]:
 
 
 def render(page: Path, results: Path) -> int:
+    check_page(page, option="--render", roots={"--results": results})
     setups = sorted((d for d in results.iterdir() if d.is_dir() and (d / "setup.json").is_file()),
                     key=lambda d: (d.name != "mini", d.name)) if results.is_dir() else []
     if not setups:
@@ -504,7 +508,7 @@ def render(page: Path, results: Path) -> int:
     return 0
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--collect", metavar="RESULTS/NAME", help="copy the score files of --expdir here")
@@ -516,7 +520,7 @@ def main() -> int:
     ap.add_argument("--corpus", default="")
     ap.add_argument("--buffer-size", type=int, default=5, help="N_B of the strategy comparison's ER runs")
     ap.add_argument("--verifier", default="", help="the verifier's held-out accuracy (stage 5's verifier.txt)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.collect:
         return collect(Path(a.collect), Path(a.datadir), Path(a.expdir), a.tts_model, a.corpus, a.buffer_size,
                        Path(a.verifier) if a.verifier else None)
@@ -524,4 +528,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("make_results.py", main))  # an error is one line and exit 1

@@ -37,10 +37,13 @@ import yaml
 
 from speechkit.utils.cli import make_parser, run_main
 from speechkit.utils.fileio import DataError, atomic_write, read_table
-from speechkit.utils.outputs import replace_dir
 from speechkit.utils.provenance import markdown_header, read_runs
+from speechkit.utils.results_io import check_page, collect_dir
 
 SCORES = ("abx_across", "abx_within", "abx_nocontext_across", "abx_nocontext_within")
+#: how --collect marks the run folders it writes (speechkit.utils.results_io), and the file only it writes there
+COLLECT_OWNER = "egs/zerospeech2019/local/make_results.py --collect"
+RUN_SIGNATURE = ("test_set.json",)
 FEATURE_NAMES = {"mfcc": "MFCC+Δ+ΔΔ", "logmel": "log-mel"}
 
 
@@ -330,7 +333,8 @@ def test_set_info(datadir: Path) -> dict:
 
 def collect_run(expdir: Path, datadir: Path, corpus: str, tag: str, references: list[str], out: Path) -> Path:
     """Copy the small files behind one run's tables from ``expdir`` into ``out`` (replaced whole, but for
-    a hand-written ``out/NOTES.md``, which is kept).
+    a hand-written ``out/NOTES.md``, which is kept). ``out`` is a folder this collect made (or a new one):
+    speechkit.utils.results_io's output rule, checked before anything is written.
 
     Args:
         expdir: the experiments folder (run.sh --expdir).
@@ -345,9 +349,12 @@ def collect_run(expdir: Path, datadir: Path, corpus: str, tag: str, references: 
 
     Raises:
         DataError: ``expdir/tag`` (or a reference) has no scores/abx_across.json (stage 6 not run).
+        OutputOverlapError: ``out`` is, holds or lies inside ``expdir`` or ``datadir``, holds another run's
+            folder, or is an existing folder that no collect made.
     """
     base = Path.cwd()
-    with replace_dir(out, backup=False) as tmp:
+    reads = {"--expdir": expdir, "--datadir": datadir}
+    with collect_dir(out, owner=COLLECT_OWNER, signature=RUN_SIGNATURE, reads=reads, option="--collect") as tmp:
         _copy_if(out / "NOTES.md", tmp / "NOTES.md")  # written by hand, not collected: kept
         for name in [tag, *references]:
             src = expdir / name
@@ -488,6 +495,7 @@ def main(argv=None) -> int:
 
     def body() -> int:
         if args.render is not None:
+            check_page(args.render, option="--render", roots={"--results": args.results})
             text = render(Path(args.results))
             with atomic_write(args.render) as f:
                 f.write(text)
@@ -499,10 +507,12 @@ def main(argv=None) -> int:
             print(f"collected {args.tag} ({', '.join(args.reference) or 'no references'}) into {out}/", file=sys.stderr)
             return 0
         out = Path(args.out)
+        png = expdir / "abx_bitrate.png"
+        check_page(out, option="--out", roots={"--expdir": expdir}, inputs={"--datadir": args.datadir},
+                   outputs={"EXPDIR/results.json": expdir / "results.json", "EXPDIR/abx_bitrate.png": png})
         rows = collect(expdir)
         if not rows:
             raise FileNotFoundError(f"{expdir}: no */scores/abx_across.json (run stage 6 first)")
-        png = expdir / "abx_bitrate.png"
         have_png = plot(rows, png)
         text = report(rows, Path(args.datadir), args.corpus, out, png if have_png else None)
         with atomic_write(out) as f:
