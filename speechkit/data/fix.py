@@ -13,7 +13,7 @@ from pathlib import Path
 from speechkit.data.datadir import (
     GLOBAL_CMVN, PER_SPEAKER, PHONE_ALIGNMENTS, TABLES, _render_utt_lines, backup_files, c_sorted, show_ids,
 )
-from speechkit.data.validate import _PER_UTT, _Report, _scan
+from speechkit.data.validate import _PER_UTT, BOM_PROBLEM, _Report, _scan
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,11 @@ def _lenient_tables(path: Path) -> tuple[dict[str, dict[str, str]], dict[str, in
         for line in report.result():
             if "not valid UTF-8" in line:
                 raise DataError(f"{line} (fix the encoding by hand; nothing was modified)")
-            logger.info("fixing %s", line)
+            if line.endswith(BOM_PROBLEM):  # the one BOM rule of every reader: dropped, with a warning
+                logger.warning("%s: starts with a UTF-8 byte-order mark (U+FEFF); dropped (it is not part of the "
+                               "first id)", f)
+            else:
+                logger.info("fixing %s", line)
         if fname in ("utt2spk", "segments", *_PER_UTT):
             ids |= set(scanned)
         elif fname == "spk2utt":

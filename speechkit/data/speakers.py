@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table
 
 __all__ = ["load_embeddings", "mean_embedding", "read_speaker_vectors", "read_speaker_dim", "utterance_speakers",
            "write_speakers", "read_speakers"]
@@ -162,9 +162,11 @@ def write_speakers(path: str | os.PathLike, speakers: Iterable[str]) -> None:
 
 
 def read_speakers(path: str | os.PathLike) -> list[str]:
-    """Read :func:`write_speakers`' file.
+    """Read :func:`write_speakers`' file (one speaker a line; a byte-order mark starting it is dropped
+    with a warning naming the file, as by every table reader: :func:`~speechkit.utils.fileio.read_lines`).
 
     Raises:
         FileNotFoundError: no such file.
+        DataError: not valid UTF-8 (names the file and line).
     """
-    return [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [line.strip() for line in read_lines(path) if line.strip()]

@@ -21,6 +21,22 @@ RESERVED_WORDS = ("<s>", "</s>", "#0")
 #: Per-file cap on reported problems (a 100k-line unsorted file gives one line, not 100k).
 MAX_PROBLEMS_PER_FILE = 20
 _PER_UTT = ("text", "utt2lang", "utt2dur", "feats.scp", "utt2num_frames")
+#: The UTF-8 byte-order mark, as bytes.
+BOM_BYTES = b"\xef\xbb\xbf"
+#: The problem reported for a table that starts with one (fix_data_dir logs it as a warning).
+BOM_PROBLEM = ("starts with a UTF-8 byte-order mark (U+FEFF), not part of the first id: speechkit's readers drop "
+               "it with a warning, Kaldi's shell tools read it as part of the id (speechkit-fix-data-dir removes "
+               "it, or: sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)")
+
+
+def _strip_bom(label: str, data: bytes, report: "_Report") -> bytes:
+    """``data`` without a byte-order mark at its start, which is reported (:data:`BOM_PROBLEM`), as
+    :func:`speechkit.utils.fileio.read_lines` drops it with a warning naming the file: the rest of
+    the file is then checked as every reader sees it (not as 14 problems of one id)."""
+    if data.startswith(BOM_BYTES):
+        report.add(label, 1, BOM_PROBLEM)
+        return data[len(BOM_BYTES):]
+    return data
 
 
 class _Report:
@@ -46,9 +62,12 @@ def _scan(label: str, data: bytes, report: _Report, allow_empty_value: bool = Fa
     """Parse raw table bytes, reporting every format problem; returns id -> (line, value).
 
     Checks: trailing newline, empty lines, carriage returns, UTF-8, leading whitespace, ids
-    unique and in C-locale order, a value after the id. Duplicates keep their first line.
+    unique and in C-locale order, a value after the id, no byte-order mark (one starting the file
+    is reported once and dropped, as every reader drops it; one starting a later id is reported).
+    Duplicates keep their first line.
     """
     out: dict[str, tuple[int, str]] = {}
+    data = _strip_bom(label, data, report)
     if not data:
         return out
     no_final_newline = not data.endswith(b"\n")
@@ -78,6 +97,9 @@ def _scan(label: str, data: bytes, report: _Report, allow_empty_value: bool = Fa
         if line[0].isspace():
             report.add(label, lineno, "line starts with whitespace")
         key = parts[0]
+        if key.startswith("\ufeff"):
+            report.add(label, lineno, f"id {key!r} starts with a UTF-8 byte-order mark (U+FEFF; files "
+                       "concatenated with their marks?); remove it")
         value = parts[1].rstrip() if len(parts) > 1 else ""
         if not value and not allow_empty_value:
             report.add(label, lineno, f"id '{key}' has no value")
@@ -176,7 +198,7 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
                 ali_ids = _scan_alignments(lab(fname), data, report)
             else:
                 tabs[fname] = _scan(lab(fname), data, report, allow_empty_value=(fname == "text"))
-            if not data:
+            if not data.removeprefix(BOM_BYTES):
                 report.add(lab(fname), None, "file is empty")
 
     # -------------------------------------------------- utt2spk / spk2utt
@@ -347,6 +369,7 @@ def _scan_alignments(label: str, data: bytes, report: _Report) -> dict[str, int]
     returns utt -> first line."""
     first: dict[str, int] = {}
     prev = None
+    data = _strip_bom(label, data, report)
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as e:

@@ -16,12 +16,22 @@ from speechkit.data.datadir import GLOBAL_CMVN, DataDir, backup_files
 from speechkit.features.cmvn import accumulate_stats
 from speechkit.features.extract import data_tag
 from speechkit.features.io import FeatureReader, ark_scp_writer
-from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir
+from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_lines
 from speechkit.utils.outputs import check_output_dir
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["compute_cmvn_stats"]
+
+
+def _first_key(table: Path) -> str | None:
+    """The first id of a table (a byte-order mark dropped, as by every reader); None if it has none or
+    is not UTF-8 (then it is not the legacy ``global`` entry either)."""
+    try:
+        lines = read_lines(table)
+    except DataError:
+        return None
+    return next((line.split()[0] for line in lines if line.strip()), None)
 
 
 def compute_cmvn_stats(data_dir: str | os.PathLike, cmvn_dir: str | os.PathLike | None = None,
@@ -106,7 +116,7 @@ def compute_cmvn_stats(data_dir: str | os.PathLike, cmvn_dir: str | os.PathLike 
     else:
         out = data_dir / GLOBAL_CMVN
         cmvn_scp = data_dir / "cmvn.scp"
-        if cmvn_scp.is_file() and cmvn_scp.read_text(encoding="utf-8", errors="replace").split(maxsplit=1)[:1] == ["global"]:
+        if cmvn_scp.is_file() and _first_key(cmvn_scp) == "global":
             dest = backup_files(data_dir, ["cmvn.scp"], move=True)
             logger.warning("%s: held global stats (older speechkit); moved to %s, global stats now go in %s",
                            cmvn_scp, dest, out)
