@@ -17,10 +17,12 @@ Modes (Joshi et al., Interspeech 2021, section 4.2):
                 language is the one whose units make up most of the hypothesis (the script).
   --lid-free    multisoftmax_lid models: one decoder per language on the shared encoder, the
                 language with the highest average LID posterior wins. With --switch-off-tau T and
-                --switch-off-threshold S (section 6.3), decoder l stops once t > T encoder frames
-                and sum_t' log P_t'(l) < max_l' sum_t' log P_t'(l') - S (nats); with
-                --switch-off-rule posterior (the paper's Table 7 grid) once t > T and
-                (1/t) sum_t' P_t'(l) < S, the best running decoder never stopping.
+                --switch-off-threshold S, the paper's early switch-off (section 6.3, eq. 1):
+                decoder l stops once t > T encoder frames (30 ms each) and
+                sum_t' log P_t'(l) < max_l' sum_t' log P_t'(l') - S (nats; the max over the
+                decoders still running). --switch-off-rule posterior is the recipe's own variant,
+                not in the paper: it stops decoder l once t > T and (1/t) sum_t' P_t'(l) < S, the
+                best running decoder never stopping.
 
 OUT_DIR receives (each written atomically once every part is done):
   text               hypotheses, Kaldi text (an empty hypothesis is the id alone)

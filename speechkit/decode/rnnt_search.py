@@ -27,29 +27,46 @@ Modes (Joshi et al., Interspeech 2021, section 4.2):
   posteriors ``P_t(l)`` are averaged over the utterance and the hypothesis of the language with the
   highest average posterior is returned.
 
-Early switch-off (section 6.3), in ``lid_free`` mode when ``tau`` and ``s_th`` are given: with
-``s_l(t) = sum_{t' <= t} log P_t'(l)`` (``t`` = encoder frames seen so far, counting from 1),
-decoder ``l`` is stopped for the rest of the utterance as soon as ``t > tau`` and
-``s_l(t) < max_l' s_l'(t) - s_th``; it does not decode frame ``t``.  The maximum runs over the
-decoders still active, so at least one always keeps running (a language already stopped may later
-overtake them in ``s``; over all languages the rule would then stop every decoder).  ``s_th = inf`` never stops a
-decoder (identical to plain LID-free decoding, tested).  The returned language is the one with the
-highest average posterior among the decoders still running at the end (the best-scoring language
-can never be switched off, so without ties this is the overall argmax).
+Early switch-off (section 6.3), in ``lid_free`` mode when ``tau`` and ``s_th`` are given.  The
+paper's rule (``switch_off_rule: gap``, the default) scores each language by eq. 1,
 
-``switch_off_rule: posterior`` is the form of the paper's Table 7 grid (``s_th`` of 0.5 and 0.2
-read as a posterior, ``tau`` in ms): decoder ``l`` stops once ``t > tau`` and its LID posterior
-averaged over the frames so far, ``p_l(t) = (1/t) sum_{t' <= t} P_t'(l)``, is below ``s_th``;
-the decoder of the highest ``p_l(t)`` among those still running never stops (with ``s_th`` =
-0.5 and two languages or more, every other decoder stops at ``tau``).  The paper's exact rule
-could not be consulted here; this reading is an assumption.  ``rule: gap`` (the default, above)
-is the recipe's own.
+    s_l(t) = sum_{t'=0}^{t} log P_{t'}(l)                                            (1)
 
-Decoding cost, ``T_avg``: the paper's eq. 2 could not be consulted here, so it is defined as follows
-(:func:`t_avg`): for utterance ``n`` with ``T_n`` encoder frames and ``T_{n,l}`` the number of frames
-decoder ``l`` processed, ``T_avg = (1/N) sum_n sum_l T_{n,l} / T_n``, the average number of active
-decoders per encoder frame: ``L`` (number of languages) without switch-off, 1 if every other
-decoder stopped at once.  Each :class:`RecognitionResult` carries the per-language frame counts.
+(``P_t'(l)``: the LID head's posterior of language ``l`` at encoder frame ``t'``) and turns decoder
+``l`` off when "a) t > tau, where tau is the minimum wait time (number of frames) where all decoders
+run, b) s_l(t) < s_{l_max}(t) - s_th", ``l_max`` the language of maximum score at ``t``.  Here:
+
+* ``t`` counts the encoder frames seen so far from 1 (the paper indexes frames from ``t' = 0``), so
+  every decoder runs exactly ``tau`` frames before any stops (read with a 0-based ``t``, condition
+  a) would keep them all for ``tau + 1``); a decoder turned off at ``t`` decodes neither frame ``t``
+  nor any later one.
+* ``tau`` is in encoder frames (30 ms with the paper's stacking), as the paper's text counts it
+  ("all decoders run for at least 30 frames (900ms)"); its Table 7 heads the column "tau (ms)",
+  which that sentence contradicts.  ``s_th`` is in nats (natural logs; the paper names no base).
+* ``l_max`` is taken among the decoders still running, the paper's among all languages: a
+  language already stopped whose score later overtakes theirs would, by the paper's wording, stop
+  every decoder still running and leave no hypothesis.  So at least one decoder always runs.
+* ``s_th = inf`` never stops a decoder: plain LID-free decoding (tested), as the paper's "setting
+  tau or s_th to inf".  The returned language is the one of highest average posterior among the
+  decoders still running at the end (the best-scoring language is never switched off, so without
+  ties this is the overall argmax; the paper does not say how the language is chosen once
+  decoders are off).
+
+``switch_off_rule: posterior`` is the recipe's own variant, not in the paper (it reads Table 7's
+``s_th`` values 0.5 and 0.2 as posteriors and its ``tau`` as ms): decoder ``l`` stops once
+``t > tau`` and its LID posterior averaged over the frames so far,
+``p_l(t) = (1/t) sum_{t' <= t} P_t'(l)``, is below ``s_th``; the decoder of the highest ``p_l(t)``
+among those still running never stops (with ``s_th`` = 0.5 and two languages or more, every other
+decoder stops at ``tau``).
+
+Decoding cost, ``T_avg`` (eq. 2, :func:`t_avg`): the paper defines, per utterance of ``T``
+frames, ``T_avg = sum_l^L T_l^off`` with ``T_l^off = t_l^off / T`` "the fraction of total frames
+the decoder l was active" (``t_l^off``: the frames after which decoder ``l`` was turned off).
+Here, with ``T_{n,l}`` the frames decoder ``l`` processed in utterance ``n`` of ``T_n`` frames,
+``T_avg = (1/N) sum_n sum_l T_{n,l} / T_n``: eq. 2 averaged over the ``N`` utterances (the paper
+reports one ``T_avg`` per test set without saying how utterances are combined); ``L`` (number of
+languages) without switch-off, 1 if every other decoder stopped at once.  Each
+:class:`RecognitionResult` carries the per-language frame counts.
 
 Real-time factor: ``rtf = decode_seconds / audio_seconds`` with ``audio_seconds`` = raw input
 frames x ``frame_shift`` (10 ms) and ``decode_seconds`` the wall-clock time spent inside the
@@ -87,15 +104,17 @@ class DecodeConfig:
         length_norm: ``method: beam``: pick the final hypothesis by ``log P / (1 + U)`` instead of
             ``log P`` (icefall's default; see :class:`BeamDecoder`).
         max_symbols_per_frame: greedy search: most non-blank symbols emitted per encoder frame.
-        tau: early switch-off: no decoder is stopped before frame ``tau`` (encoder frames, 30 ms
-            each with the paper's stacking); null disables switch-off.
-        s_th: early switch-off threshold: ``switch_off_rule: gap``: on the cumulative LID
-            log-posterior gap (nats), ``.inf`` never switches off; ``posterior``: on the running
-            average LID posterior (0..1), ``.inf`` stops every decoder but the best at ``tau``.
-            null disables switch-off.
-        switch_off_rule: gap (the recipe's: cumulative log-posterior gap, nats) | posterior (the
-            paper's Table 7 grid: running average posterior below ``s_th``); see the module
-            docstring.
+        tau: early switch-off: the paper's minimum wait time (section 6.3): every decoder runs
+            the first ``tau`` encoder frames (30 ms each with the paper's stacking; the paper's
+            text counts tau in frames); null disables switch-off.
+        s_th: early switch-off threshold: ``switch_off_rule: gap`` (the paper's rule, eq. 1): the
+            gap of cumulative LID log-posteriors ``s_l(t)`` below the best running language's,
+            nats, ``.inf`` never switches off; ``posterior`` (the recipe's own variant): on the
+            running average LID posterior (0..1), ``.inf`` stops every decoder but the best at
+            ``tau``. null disables switch-off.
+        switch_off_rule: gap (the paper's rule, section 6.3, eq. 1: cumulative log-posterior gap,
+            nats) | posterior (the recipe's own variant, not in the paper: running average
+            posterior below ``s_th``); see the module docstring.
         chunk_frames: raw feature frames fed per chunk (streaming); 0 = whole utterance at once.
         num_stack: frames stacked per encoder input frame (paper: 8).
         stack_stride: input frames between encoder frames (paper: 3).
@@ -288,8 +307,10 @@ class RecognitionResult:
 def t_avg(results: Sequence[RecognitionResult]) -> float:
     """``T_avg = (1/N) sum_n sum_l T_{n,l} / T_n``: average active decoders per encoder frame.
 
-    The definition used here (the paper's eq. 2 was not available): ``L`` with all decoders running
-    for the whole utterance, 1 when every decoder but one stops immediately.
+    Eq. 2 of Joshi et al. (2021, section 6.3), ``T_avg = sum_l T_l^off`` with ``T_l^off`` the
+    fraction of an utterance's frames decoder ``l`` was active, averaged over the ``N``
+    utterances (how the paper combines utterances it does not state): ``L`` with all decoders
+    running for the whole utterance, 1 when every decoder but one stops immediately.
 
     Raises:
         ValueError: no results.
@@ -446,11 +467,11 @@ class StreamingRecognizer:
             return []
         # the best among the decoders still running: a stopped language whose score later overtakes
         # them must not stop them all (then no hypothesis would be left)
-        if cfg.switch_off_rule == "posterior":
+        if cfg.switch_off_rule == "posterior":  # the recipe's own variant: running average posterior
             avg = self.run_post_sum / t
             best = max((i for i, n in enumerate(self.names) if self.active[n]), key=lambda i: float(avg[i]))
             stop = [i != best and float(avg[i]) < cfg.s_th for i in range(len(self.names))]
-        else:
+        else:  # the paper's rule (section 6.3): s_l(t) of eq. 1 more than s_th below the best
             s_max = max(float(self.s[i]) for i, n in enumerate(self.names) if self.active[n])
             stop = [float(self.s[i]) < s_max - cfg.s_th for i in range(len(self.names))]
         stopped = []

@@ -53,8 +53,10 @@ class DecodeOptions:
         beam, length_norm: beam width; pick the final hypothesis by log-probability / (1 + symbols).
         max_symbols_per_frame: greedy search: most symbols emitted per encoder frame.
         blank_penalty: subtracted from every joint network's blank logit before the softmax.
-        switch_off_tau, switch_off_threshold, switch_off_rule: ``lid_free`` early switch-off (encoder
-            frames; nats for ``gap``, a posterior for ``posterior``); both None = no switch-off.
+        switch_off_tau, switch_off_threshold, switch_off_rule: ``lid_free`` early switch-off
+            (Joshi et al. 2021, section 6.3): tau in encoder frames; the threshold in nats for
+            ``gap`` (the paper's rule, eq. 1), a posterior for ``posterior`` (the recipe's own
+            variant, not in the paper); both None = no switch-off.
         chunk_frames: feature frames fed per streaming chunk; 0 = the whole utterance.
         units_dir, cmvn_stats: overrides of the model config's units dir and global CMVN stats.
         device: ``cpu`` | ``cuda`` | ``auto``.
@@ -186,11 +188,13 @@ def add_decode_options(parser, *, parts: bool = True) -> None:
                         "section 6.3, counted in frames)")
     p.add_argument("--switch-off-threshold", type=nonnegative_float_or_inf, default=None, metavar="S",
                    help="--lid-free early switch-off: stop decoder l when its cumulative LID log-posterior "
-                        "is more than S nats below the best language's ('inf' = never); with "
-                        "--switch-off-rule posterior: when its running average LID posterior is below S")
+                        "(eq. 1) is more than S nats below the best running language's ('inf' = never; "
+                        "the paper's s_th); with --switch-off-rule posterior: when its running average "
+                        "LID posterior is below S")
     p.add_argument("--switch-off-rule", choices=("gap", "posterior"), default="gap",
-                   help="early switch-off rule: gap (cumulative log-posterior gap in nats, the default) | "
-                        "posterior (running average posterior below S, the paper's Table 7 grid)")
+                   help="early switch-off rule: gap (the paper's, section 6.3, eq. 1: cumulative "
+                        "log-posterior gap in nats; the default) | posterior (the recipe's own variant, "
+                        "not in the paper: running average posterior below S)")
     p.add_argument("--chunk-frames", type=int, default=0, metavar="N",
                    help="feature frames fed per streaming chunk; 0 = whole utterance (default: 0)")
     p.add_argument("--show-partial", action="store_true", help="log the partial hypotheses after every chunk")

@@ -1,6 +1,7 @@
-"""Early switch-off with the paper's Table 7 rule (switch_off_rule: posterior): a decoder stops
-once t > tau and its running average LID posterior is below s_th, the best running one never;
-checked against a frame-by-frame reference computed from the model's own LID posteriors."""
+"""Early switch-off by the recipe's own variant (switch_off_rule: posterior; not in the paper, whose
+rule is eq. 1's log-posterior gap, test_switch_off_eq1.py): a decoder stops once t > tau and its
+running average LID posterior is below s_th, the best running one never; checked against a
+frame-by-frame reference computed from the model's own LID posteriors."""
 import math
 
 import pytest
