@@ -7,33 +7,41 @@ an LSTM prediction network fed the previous non-blank output, and a joint networ
 ``z = W_out tanh(W_enc h_t + W_pred g_u)`` followed by a softmax.  ``config.variant`` selects:
 
 ``vanilla``
-    one softmax over the *union* of all languages' units; no language information.
+    one softmax over the *union* of all languages' units; no language information (section 3).
 ``onehot``
-    as vanilla, with the language one-hot appended to every encoder input frame.
+    as vanilla, with the language one-hot appended to every encoder input frame (section 3; where
+    the paper feeds the one-hot vector it does not say beyond "onehot embedding at input").
 ``multisoftmax``
     shared encoder and prediction LSTM; a language-specific embedding, joint network and softmax
-    over that language's units (section 3).
+    over that language's units (section 4, Figure 1).
 ``multisoftmax_lsp``
-    multisoftmax plus a language-specific prediction network (embedding + LSTM) per language.
+    multisoftmax plus a language-specific prediction network (embedding + LSTM) per language
+    (section 4.1, the blue box of Figure 2; Table 2's "Multi-softmax LSP").
 ``multisoftmax_lid``
     multisoftmax plus an LID head on the encoder output, trained with frame-level cross-entropy
     added to the RNN-T loss; the LID head reads only the encoder, so the CE gradient reaches only
     the encoder and the LID parameters (section 4.2).  Its frame posteriors drive LID-free
     decoding and early switch-off (:mod:`speechkit.decode.rnnt_search`).
 ``multisoftmax_lsp_lid``
-    both: a prediction network per language and the LID head (the paper's Figure 2).
+    both: a prediction network per language and the LID head.  Figure 2 draws the LID head on the
+    LSP model "for the sake of convenience" (section 4.2); the paper evaluates the LID head on the
+    plain multi-softmax model only (Tables 4-7), so this variant is the recipe's own extension.
 
 ``share_joint_proj`` (multi-softmax variants): the joint network's encoder and prediction
 projections ``W_enc``, ``W_pred`` are shared by all languages and only the output layer (the
-softmax) and the label embedding are per language; the ``paper`` preset uses it (Table 6).
+softmax) and the label embedding are per language; the ``paper`` preset uses it (Table 6). The
+paper calls the joint layers language-specific (abstract, section 4), but its Table 6 counts leave
+room only for per-language embeddings and output layers (a per-language ``W_enc``/``W_pred`` of the
+``paper`` sizes would add 2.1 M each); the default (false) keeps a whole joint network per language.
 
 Auxiliary CTC (``config.ctc_weight > 0``): a linear CTC head on the encoder output (per language
 for the multi-softmax variants, over the union for vanilla/onehot) whose CTC loss (Graves et al.
 2006) is added to the RNN-T loss, as in ESPnet's / icefall's transducer recipes. It makes the
 encoder carry the transcript by itself; without it, on small or repetitive data, the RNN-T can
 settle in the "prediction-network LM" optimum where every label is emitted in the first encoder
-frames and the encoder only says when the utterance ends (egs/indic_multilingual/README.md,
-"Models that learn"). The head is not used for decoding.
+frames and the encoder only says when the utterance ends (egs/indic_multilingual/results/mini/NOTES.md,
+"Why the default has an auxiliary CTC loss"). The paper trains with the RNN-T loss (plus the LID
+cross-entropy) alone. The head is not used for decoding.
 
 Units: every language's inventory has blank at id 0 (``vocab_sizes[lang]`` includes it).  Targets
 are always given in per-language ids; the shared-softmax variants (vanilla, onehot) map them into

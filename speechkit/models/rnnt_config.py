@@ -27,10 +27,13 @@ LID_VARIANTS = ("multisoftmax_lid", "multisoftmax_lsp_lid")   # an LID head on t
 # prediction network.  The rest is fitted to their Table 6 (parameter counts, see PAPER_TABLE6 and
 # paper_parameter_table in speechkit.models.rnnt_parameters): no LSTM projections, 1024-dim label
 # embeddings and joint network, the joint's W_enc/W_pred shared by the languages (multi-softmax
-# 0.57 M above one language's model is 3 x (embedding + output layer) of ~93 units; a per-language
-# W_enc/W_pred alone would be 2.1 M each), the LSP difference 50.39 M = 3 x one 2 x 1024 prediction
-# LSTM with 1024-dim input (so four languages), and an LID head with one hidden layer of 1536 units
-# (1.58 M; Table 6: 1.53 M).
+# 0.57 M above En-IN's monolingual model is the three other languages' embedding + output layers,
+# 59 + 97 + 123 units of Table 1; a per-language W_enc/W_pred alone would be 2.1 M each), the
+# LSP difference 50.39 M = 3 x one 2 x 1024 prediction LSTM with 1024-dim input (so four
+# languages), and an LID head with one hidden layer of 1536 units (1.58 M; Table 6: 1.53 M). The
+# paper states only the encoder and prediction LSTMs (section 5), not the LID model's structure,
+# and calls the joint layers language-specific (section 4), which Table 6's counts do not leave
+# room for beyond the output layer: hence share_joint_proj here (the 'small' preset: false).
 PRESETS: dict[str, dict] = {
     "paper": dict(encoder_layers=6, encoder_hidden=1024, encoder_proj=0, pred_layers=2,
                   pred_hidden=1024, pred_proj=0, embed_dim=1024, joint_dim=1024, lid_hidden=1536,
@@ -64,7 +67,7 @@ class RNNTConfig:
             output layer and the label embedding per language; the ``paper`` preset); false = a
             whole joint network per language. No effect on vanilla/onehot (one joint network).
         lid_weight: weight ``lambda`` of the LID cross-entropy in ``total = rnnt + lambda * lid_ce``
-            (multisoftmax_lid).
+            (multisoftmax_lid; the paper adds the two losses, section 4.2: ``lambda`` = 1).
         lid_ce_norm: normalisation of the LID cross-entropy (multisoftmax_lid). The RNN-T term is
             ``-log P(y|x)`` of each utterance (a sum over its ~T frames and U labels) averaged over
             the utterances of the batch, so its scale grows with T. ``frame`` (default, the results

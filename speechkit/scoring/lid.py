@@ -1,7 +1,10 @@
 """Utterance-level language identification (LID) scoring: accuracy, confusion matrix, recall.
 
-Joshi et al. (Interspeech 2021) report the LID accuracy of LID-free multilingual decoding (the
-language whose decoder wins) next to WER; this module scores such decisions against the truth.
+Joshi et al. (Interspeech 2021, section 6.2, Table 5) report the LID accuracy of LID-free
+multilingual decoding next to WER: "the percentage of utterances with matching scripts between
+hypothesis and transcription" (each language has its own script, so the script is the language;
+for the multi-softmax LID model, the language whose decoder wins). This module scores such
+decisions against the truth.
 
 Every reference utterance counts: one with no hypothesis is an error, shown in the confusion
 matrix's ``<missing>`` column (so accuracy can never look better because decoding failed on

@@ -35,7 +35,8 @@ Batches
     splits them).
 
 Loss
-    ``total = rnnt + lid_weight * lid_ce`` (:meth:`speechkit.models.rnnt.RNNT.forward`); the LID
+    ``total = rnnt + lid_weight * lid_ce`` (:meth:`speechkit.models.rnnt.RNNT.forward`; the paper's
+    "final loss is the addition of RNN-T and CE loss", section 4.2, is ``lid_weight`` 1); the LID
     frame targets of ``multisoftmax_lid`` are the utterance's language at every encoder frame.
     ``rnnt`` is summed over each utterance (averaged over utterances); ``model.lid_ce_norm`` says
     how ``lid_ce`` is normalised: ``frame`` (default) averages it over frames, so it weighs about
@@ -47,9 +48,11 @@ Auxiliary CTC and SpecAugment
     ``model.ctc_weight`` adds a CTC loss on the encoder (logged as ``ctc``, nats per utterance);
     ``model.ctc_warmup_epochs`` trains the first epochs on it alone (the prediction and joint
     networks wait), which keeps the RNN-T from settling on its prediction network's language model
-    (egs/indic_multilingual/README.md, "Models that learn"). ``specaug.enabled`` masks time and
-    frequency bands of training batches (:mod:`speechkit.nn.specaug`; lhotse/icefall defaults),
-    drawn from torch's global generator, which the trainer seeds and checkpoints.
+    (egs/indic_multilingual/results/mini/NOTES.md, "Why the default has an auxiliary CTC loss").
+    ``specaug.enabled`` masks time and frequency bands of training batches
+    (:mod:`speechkit.nn.specaug`; lhotse/icefall defaults), drawn from torch's global generator,
+    which the trainer seeds and checkpoints. Neither is in the paper (it trains with the RNN-T
+    loss plus, for the LID model, the frame cross-entropy: section 4.2).
 
 Fine-tuning (Table 3; ``init:`` section)
     ``init.exp_dir`` names a trained experiment; its best checkpoint initialises the model. With

@@ -2,8 +2,9 @@
 
 Joshi et al., "Multiple Softmax Architecture for Streaming Multilingual End-to-End ASR Systems"
 (Interspeech 2021), section 5, use per-language *graphemes*, graphemes with a word-begin ``B-``
-prefix, and the RNN-T blank as output units; the ``vanilla`` model has one softmax over the union
-of every language's units. This module builds, stores and applies such inventories.
+prefix, and the RNN-T blank as output units (Table 1: 133, 59, 97 and 123 units for En-IN, Hi-IN,
+Ta-IN and Gu-IN; graphemes are distinct between languages); the ``vanilla`` model has one softmax
+over the union of every language's units. This module builds, stores and applies such inventories.
 
 Ids
     ``<blank>`` is always id 0 and ``<unk>`` id 1 (the RNN-T blank and the out-of-vocabulary
@@ -26,8 +27,9 @@ Unit types
         ``<blank>`` and ``<unk>`` included; it is a soft limit (tiny data gives fewer pieces).
 
 What is a character? A Unicode *code point* after NFC normalisation, not an extended grapheme
-cluster (UAX #29). Reasons: the paper and ESPnet/fairseq character models use code points (the
-``hindi_noa`` letter transcripts ``train.ltr`` split ``ड़`` into ``ड ़``); Indic grapheme clusters
+cluster (UAX #29). Reasons: ESPnet/fairseq character models use code points (the ``hindi_noa``
+letter transcripts ``train.ltr`` split ``ड़`` into ``ड ़``; the paper does not say which it means
+by a grapheme); Indic grapheme clusters
 (consonant + vowel sign, conjuncts through the virama) multiply the inventory -- on the real
 Hindi news text 69 code points against 444 base-plus-combining-mark clusters, on the Malayalam
 sentences 71 against 347 -- and make most units rare. Combining marks (vowel signs, virama,

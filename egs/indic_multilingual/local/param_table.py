@@ -4,8 +4,9 @@
 
 Usage: local/param_table.py [--units-dir DIR [--config conf/train_real.yaml]]
 
-Without options: the ``paper`` preset with the inventories fitted to the paper (four languages of
-93 units, a 567-unit vanilla output layer; speechkit.models.rnnt_parameters.PAPER_*). With --units-dir (the
+Without options: the ``paper`` preset with the paper's Table 1 inventories (En-IN 133, Hi-IN 59,
+Ta-IN 97, Gu-IN 123 units) and a vanilla/one-hot output layer of 610 units (fitted to Table 6: the
+union of Table 1's is 409; speechkit.models.rnnt_parameters.PAPER_*). With --units-dir (the
 output of stage 2) the recipe's own inventories (disjoint union for vanilla) and, with --config,
 the model section of that training config (over the 'small' preset, as speechkit-train rnnt does).
 """
@@ -26,7 +27,7 @@ def main(argv=None) -> int:
     if args.units_dir is None:
         if args.config:
             p.error("--config needs --units-dir (the inventories)")
-        table, what = paper_parameter_table(), "`paper` preset, the paper's (fitted) inventories"
+        table, what = paper_parameter_table(), "`paper` preset, Table 1's inventories (union fitted)"
     else:
         from speechkit.text.units import MultilingualUnits
 
