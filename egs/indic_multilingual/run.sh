@@ -20,7 +20,8 @@
 #   3  train     the systems of --variants, --train_jobs at a time (speechkit-train rnnt)
 #   4  decode    each system's blank penalty (chosen on dev when --blank_penalties has several);
 #                oracle-language decoding of every test set; LID-free decoding for the LID systems and
-#                the early switch-off sweeps for multisoftmax_lid (--switch_off_grid) (speechkit-asr-decode)
+#                the early switch-off sweeps for multisoftmax_lid on the first test set
+#                (--switch_off_grid; no operating point is chosen on dev) (speechkit-asr-decode)
 #   5  score     WER and CER per language and averaged, WERR vs the monolingual models, LID accuracy
 #   6  results   the run's score files copied to results/<setup>/ (tracked) and RESULTS.md rendered from
 #                results/ (local/make_results.py; its section printed)
@@ -30,9 +31,10 @@
 #   vanilla            one softmax over the union of the languages' units, no language input
 #   onehot             vanilla + language one-hot appended to every encoder input frame
 #   multisoftmax       shared encoder and prediction network, a joint network/softmax per language
-#   multisoftmax_lsp   multisoftmax + a prediction network per language
+#   multisoftmax_lsp   multisoftmax + a prediction network per language (paper, Table 2's LSP row)
 #   multisoftmax_lid   multisoftmax + an LID head on the encoder (frame-level cross-entropy)
-#   multisoftmax_lsp_lid  both: a prediction network per language and the LID head (paper, Figure 2)
+#   multisoftmax_lsp_lid  both: a prediction network per language and the LID head (drawn in the
+#                      paper's Figure 2, not evaluated there: the recipe's own extension)
 #   finetune           multisoftmax fine-tuned to each language (needs multisoftmax trained first)
 #   finetune_onehot    the one-hot model cut to each language and fine-tuned (ft_onehot_<lang>;
 #                      needs onehot trained first; paper, Table 3)
@@ -70,12 +72,19 @@ length_norm=false      # --search beam: final hypothesis by log P / (1 + symbols
                        # false (log P) for the results in README.md
 chunk_frames=32        # streaming chunk in feature frames (results do not depend on it; RTF does)
 decode_opts=           # extra speechkit-asr-decode options for every decoding, e.g. "--device auto --batch-size 16"
-switch_off_grid=both   # early switch-off sweeps of multisoftmax_lid (first test set): recipe | paper | both | none
-switch_off_taus="0 10 30"            # recipe grid: tau values (encoder frames, 30 ms each)
-switch_off_thresholds="2 5 10 20"    # recipe grid: s_th values (nats below the best cumulative LID log-posterior)
-paper_switch_off_taus="inf 1000 100 30 10"   # paper grid (Table 7): tau in ms (inf = no switch-off)
-paper_switch_off_thresholds="inf 0.5 0.2"    # paper grid: s_th on the running average LID posterior
-                                             # (inf = no switch-off); a pair with an inf is the plain LID-free row
+switch_off_grid=both   # early switch-off sweeps of multisoftmax_lid (first test set): gap | posterior | both | none
+                       # gap: the paper's rule (section 6.3, eq. 1); posterior: the recipe's own variant,
+                       # not in the paper. Older spellings: recipe (= gap), paper (= posterior)
+switch_off_taus="0 10 30"            # the paper's rule: tau values, encoder frames of 30 ms (the paper's unit)
+switch_off_thresholds="2 5 10 20"    # the paper's rule: s_th values, nats below the best running language's
+                                     # cumulative LID log-posterior s_l(t) (eq. 1). The paper's Table 7 values:
+                                     # --switch_off_taus "1000 100 30 10" --switch_off_thresholds "0.2 0.5"
+posterior_switch_off_taus="inf 1000 100 30 10"  # the recipe's posterior variant: tau in ms (Table 7's column
+                                     # header read literally; the paper's text counts tau in frames), inf = no switch-off
+posterior_switch_off_thresholds="inf 0.5 0.2"  # its s_th on the running average LID posterior (inf = no
+                                     # switch-off); a pair with an inf is the plain LID-free row
+paper_switch_off_taus=               # older name of --posterior_switch_off_taus (kept: it set the posterior variant)
+paper_switch_off_thresholds=         # older name of --posterior_switch_off_thresholds
 test_sets=             # data sets decoded and scored; default: mini "test test_unseen_voice", else "test"
 speed_perturb=         # true: train on data/<setup>/train_sp = train + its speed 0.9 and 1.1 copies
                        # (Kaldi's 3-way speed perturbation, utils/perturb_data_dir_speed_3way.sh; stage 1);
@@ -156,7 +165,14 @@ for v in $variants; do
     *) die "--variants: unknown system '$v'" ;;
   esac
 done
-case "$switch_off_grid" in recipe|paper|both|none) ;; *) die "--switch_off_grid must be recipe, paper, both or none, got '$switch_off_grid'" ;; esac
+case "$switch_off_grid" in
+  gap|posterior|both|none) ;;
+  recipe) echo "$0: --switch_off_grid recipe is the older spelling of gap (the paper's rule, eq. 1)" >&2; switch_off_grid=gap ;;
+  paper) echo "$0: --switch_off_grid paper is the older spelling of posterior (the recipe's own variant)" >&2; switch_off_grid=posterior ;;
+  *) die "--switch_off_grid must be gap, posterior, both or none, got '$switch_off_grid'" ;;
+esac
+if [ -n "$paper_switch_off_taus" ]; then posterior_switch_off_taus=$paper_switch_off_taus; fi
+if [ -n "$paper_switch_off_thresholds" ]; then posterior_switch_off_thresholds=$paper_switch_off_thresholds; fi
 has_variant() { [[ " $variants " == *" $1 "* ]]; }
 log() { echo "$(date '+%F %T') ($(basename "$0"):${BASH_LINENO[0]}) $*"; }   # the line, not recipe_common's [stage N]
 languages() { echo "$langs"; }   # set after stage 2 (below)
@@ -365,8 +381,9 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
           decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree" --lid-free
           # the switch-off sweeps: multisoftmax_lid on the first test set only (Table 7)
           [ "$sys" = multisoftmax_lid ] && [ "$t" = "${test_sets%% *}" ] || continue
-          # the recipe's grid: tau in encoder frames, s_th a cumulative log-posterior gap (nats)
-          if [ "$switch_off_grid" = recipe ] || [ "$switch_off_grid" = both ]; then
+          # the paper's rule (section 6.3, eq. 1): tau in encoder frames, s_th a gap of cumulative LID
+          # log-posteriors (nats); decode dirs decode_<set>_lidfree_tau<frames>_s<nats>
+          if [ "$switch_off_grid" = gap ] || [ "$switch_off_grid" = both ]; then
             for tau in $switch_off_taus; do
               for s in $switch_off_thresholds; do
                 decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree_tau${tau}_s${s}" --lid-free \
@@ -374,13 +391,15 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
               done
             done
           fi
-          # the paper's grid (Table 7): tau in ms -> encoder frames (t > tau_ms / (stride x 10 ms)),
+          # the recipe's own posterior variant (not in the paper): tau in ms -> encoder frames
+          # (t > tau_ms / (stride x 10 ms)); decode dirs keep their older name
+          # decode_<set>_lidfree_paper_tau<ms>ms_p<posterior> (the tracked results use it)
           # s_th on the running average LID posterior; tau or s_th = inf is the plain LID-free decode
-          if [ "$switch_off_grid" = paper ] || [ "$switch_off_grid" = both ]; then
+          if [ "$switch_off_grid" = posterior ] || [ "$switch_off_grid" = both ]; then
             stride=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["data"]["stack_stride"])' \
               "$exp/$sys/config.yaml")
-            for tau_ms in $paper_switch_off_taus; do
-              for s in $paper_switch_off_thresholds; do
+            for tau_ms in $posterior_switch_off_taus; do
+              for s in $posterior_switch_off_thresholds; do
                 if [ "$tau_ms" = inf ] || [ "$s" = inf ]; then continue; fi
                 tau=$((tau_ms / (stride * 10)))   # 10 ms feature frames (conf/logmel.yaml)
                 decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree_paper_tau${tau_ms}ms_p${s}" --lid-free \

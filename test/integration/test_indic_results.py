@@ -1,6 +1,7 @@
 """egs/indic_multilingual/local/make_results.py on a hand-made experiment tree: WERR against the
-monolingual models (Table 2), the one-hot fine-tuning row (Table 3), Figure 2, Table 6 and both
-switch-off grids of Table 7."""
+monolingual models (Table 2), the one-hot fine-tuning row (Table 3), the tables labelled with the
+paper's numbers (LSP in Table 2, LID-free decoding in Tables 4 and 5), Figure 2, Table 6 and both
+switch-off sweeps of Table 7 (the paper's rule, eq. 1, and the recipe's own posterior variant)."""
 from __future__ import annotations
 
 import importlib.util
@@ -88,16 +89,28 @@ def test_tables(tmp_path, make_results):
     # Figure 2
     rows = section("#### Figure 2")
     assert rows["+ LSP + LID, LID-free"][-1] == "91.00"
-    # Table 7: both grids, each starting with the plain LID-free row; paper rows tau descending
+    # the paper's numbering: LSP is a row of Table 2, LID-free decoding Tables 4 (WER) and 5 (LID)
+    rows = section("#### Table 2, LSP row")
+    assert rows["multi-softmax + LSP (prediction network per language)"][2] == "62.00"
+    rows = section("#### Tables 4 and 5: LID-free decoding")
+    assert rows["multi-softmax + LID, LID-free"][-1] == "90.00"
+    assert "#### Table 4: language-specific" not in text and "#### Table 5:" not in text
+    # the paired comparisons carry the paper's table numbers, one-hot vs vanilla among them
+    tables = {what: table for _, _, what, table in make_results.PAIRS}
+    assert tables["+ LSP vs multi-softmax"] == "2" and tables["+ LID: LID-free vs oracle language"] == "4"
+    assert tables["one-hot vs vanilla"] == "2" and tables["+ LID, LID-free vs vanilla"] == "4"
+    # Table 7: the paper's rule first, then the recipe's own variant, each starting with the plain
+    # LID-free row; the variant's rows tau descending
     t7 = text[text.index("#### Table 7"):]
-    recipe, paper = t7.split("The paper's grid")
-    assert "| 10 | 5 | 1.400 | 65.00 |" in recipe and "| inf | inf | 2.000 | 64.00 |" in recipe
-    assert paper.index("| inf | inf |") < paper.index("| 1000 ms | 0.5 | 1.900 | 66.00") \
-        < paper.index("| 30 ms | 0.2 | 1.100 | 67.00")
-    assert "1000 ms" not in recipe
-    # Table 6: the paper's counts beside the preset's
+    gap, posterior = t7.split("The recipe's own variant (not in the paper)")
+    assert "The paper's rule (section 6.3, eq. 1)" in gap and "chosen on the test set, not on dev" in gap
+    assert "| 10 | 5 | 1.400 | 65.00 |" in gap and "| inf | inf | 2.000 | 64.00 |" in gap
+    assert posterior.index("| inf | inf |") < posterior.index("| 1000 ms | 0.5 | 1.900 | 66.00") \
+        < posterior.index("| 30 ms | 0.2 | 1.100 | 67.00")
+    assert "1000 ms" not in gap
+    # Table 6: the paper's counts beside the preset's (Table 1's inventories)
     rows = section("### Table 6")
-    assert rows["multi-softmax + LSP"][:2] == ["118.94", "118.84"]
+    assert rows["multi-softmax + LSP"][:2] == ["118.94", "118.92"]
     assert rows["multi-softmax + LID"][3] == "1.58"
 
 

@@ -17,21 +17,25 @@ bootstrap) and the run records (runs.jsonl: command lines, environment, config h
 results/<run>/ (replaced as a whole, but for a hand-written NOTES.md, which is kept: small JSON files
 only, tracked in git). Rendering reads only
 results/, so a clean clone regenerates RESULTS.md without exp/. Systems or decodes that do not exist
-are left out. Tables follow the paper (Joshi et al., Interspeech 2021):
+are left out. Tables follow the paper's numbering (Joshi et al., Interspeech 2021):
 
   data       hours and utterances per language and set (cf. the paper's Table 1)
   Table 2    monolingual vs vanilla / one-hot / multi-softmax: WER and CER per language, averages,
              WERR/CERR against the monolingual models (the paper's baseline)
+  Table 2,   multi-softmax with language-specific prediction networks (LSP; section 4.1, the
+  LSP row    paper's Table 2 row "Multi-softmax LSP")
   Table 3    multi-softmax and one-hot models fine-tuned to each language
-  Table 4    multi-softmax with language-specific prediction networks (LSP)
-  Table 5    multi-softmax + LID: oracle language vs LID-free; utterance LID accuracy (vanilla's
-             language = the script of its hypothesis)
-  Figure 2   multi-softmax with LSP, LID and both (oracle language and LID-free)
-  paired     the paper's comparisons (Table 2-5 pairs) with a paired bootstrap over utterances
+  Tables 4, 5  LID-free decoding: vanilla, multi-softmax + LID with the oracle language and LID-free
+             (WER: Table 4); utterance LID accuracy (Table 5; vanilla's language = the script of its
+             hypothesis, as the paper measures it)
+  Figure 2   multi-softmax with LSP, LID and both (oracle language and LID-free); the LSP + LID
+             combination is drawn in Figure 2 but not evaluated in the paper
+  paired     the paper's comparisons (Tables 2-4) with a paired bootstrap over utterances
              (Bisani & Ney 2004, speechkit.scoring.significance): difference, 95 % interval, P(better)
   Table 6    parameters: the paper's counts, speechkit's `paper` preset, this run's systems
-  Table 7    early switch-off: the recipe's grid (tau in encoder frames, s_th in nats) and the
-             paper's (tau in ms, s_th on the running average LID posterior) against T_avg, WER,
+  Table 7    early switch-off: the paper's rule (section 6.3, eq. 1: tau in encoder frames, s_th a
+             cumulative log-posterior gap in nats) and the recipe's own posterior variant (tau in ms,
+             s_th on the running average LID posterior; not in the paper) against T_avg (eq. 2), WER,
              CER and LID accuracy
   systems    parameters (total, used to decode one language), training steps/epochs, wall-clock
              training time, decoding RTF
@@ -52,6 +56,7 @@ from pathlib import Path
 from speechkit.scoring.significance import paired_bootstrap, read_per_utt_counts
 from speechkit.train.report import training_summary
 from speechkit.utils.fileio import atomic_write
+from speechkit.utils.jsonio import read_json
 from speechkit.utils.cli import run_main
 from speechkit.utils.provenance import markdown_header, read_runs
 from speechkit.utils.results_io import check_page, check_run_name, collect_dir
@@ -65,10 +70,8 @@ RUN_SIGNATURE = ("run.json",)
 
 
 def load(p: Path) -> dict | None:
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """The JSON in ``p``, None when there is no such file; one that is not JSON is an error naming it and the line."""
+    return read_json(p) if p.is_file() else None
 
 
 def fmt(x, nd: int = 2) -> str:
@@ -144,19 +147,28 @@ def _duration(secs: float | None) -> str:
     return f"{secs:.0f} s" if secs < 120 else f"{secs / 60:.1f} min"
 
 
-RECIPE_SWITCH_OFF = re.compile(r"_lidfree_tau(\d+)_s([0-9.]+|inf)$")
-PAPER_SWITCH_OFF = re.compile(r"_lidfree_paper_tau(\d+)ms_p([0-9.]+)$")
+#: Decode dirs of the switch-off sweeps: the paper's rule (eq. 1), and the recipe's own posterior
+#: variant, whose dirs keep their older name ``..._paper_tau<ms>ms_p<posterior>`` (tracked results).
+GAP_SWITCH_OFF = re.compile(r"_lidfree_tau(\d+)_s([0-9.]+|inf)$")
+POSTERIOR_SWITCH_OFF = re.compile(r"_lidfree_paper_tau(\d+)ms_p([0-9.]+)$")
 
 
 #: The paper's comparisons read with the paired bootstrap: (A, B, what B is, the paper's table).
 PAIRS = [("mono/decode_{t}_oracle", "multisoftmax/decode_{t}_oracle", "multi-softmax vs monolingual", "2"),
          ("vanilla/decode_{t}", "multisoftmax/decode_{t}_oracle", "multi-softmax vs vanilla", "2"),
          ("onehot/decode_{t}_oracle", "multisoftmax/decode_{t}_oracle", "multi-softmax vs one-hot", "2"),
+         ("mono/decode_{t}_oracle", "vanilla/decode_{t}", "vanilla vs monolingual", "2"),
+         ("vanilla/decode_{t}", "onehot/decode_{t}_oracle", "one-hot vs vanilla", "2"),
+         ("multisoftmax/decode_{t}_oracle", "multisoftmax_lsp/decode_{t}_oracle", "+ LSP vs multi-softmax", "2"),
          ("multisoftmax/decode_{t}_oracle", "ft/decode_{t}_oracle", "fine-tuned vs multi-softmax", "3"),
+         ("mono/decode_{t}_oracle", "ft/decode_{t}_oracle", "fine-tuned vs monolingual", "3"),
+         ("ft_onehot/decode_{t}_oracle", "ft/decode_{t}_oracle", "fine-tuned vs fine-tuned one-hot", "3"),
          ("onehot/decode_{t}_oracle", "ft_onehot/decode_{t}_oracle", "fine-tuned one-hot vs one-hot", "3"),
-         ("multisoftmax/decode_{t}_oracle", "multisoftmax_lsp/decode_{t}_oracle", "+ LSP vs multi-softmax", "4"),
+         ("vanilla/decode_{t}", "multisoftmax_lid/decode_{t}_lidfree", "+ LID, LID-free vs vanilla", "4"),
          ("multisoftmax_lid/decode_{t}_oracle", "multisoftmax_lid/decode_{t}_lidfree",
-          "+ LID: LID-free vs oracle language", "5")]
+          "+ LID: LID-free vs oracle language", "4"),
+         ("multisoftmax/decode_{t}_oracle", "multisoftmax_lid/decode_{t}_oracle",
+          "+ LID (oracle language) vs multi-softmax", "4")]
 BOOTSTRAP_RESAMPLES = 1000
 
 
@@ -202,27 +214,29 @@ def paired_table(counts: dict, t: str) -> list[str]:
 
 
 def switch_off_tables(exp: Path, t: str, num_langs: int) -> list[str]:
-    """Table 7: the recipe's switch-off grid and the paper's, each with the plain LID-free row
-    (tau = s_th = inf) first. Decode dirs: ``decode_<t>_lidfree_tau<frames>_s<nats>`` (recipe) and
-    ``decode_<t>_lidfree_paper_tau<ms>ms_p<posterior>`` (paper)."""
+    """Table 7: the switch-off sweeps by the paper's rule (eq. 1) and by the recipe's own posterior
+    variant, each with the plain LID-free row (tau = s_th = inf) first. Decode dirs:
+    ``decode_<t>_lidfree_tau<frames>_s<nats>`` (the paper's rule) and
+    ``decode_<t>_lidfree_paper_tau<ms>ms_p<posterior>`` (the recipe's variant; the older name)."""
     sysdir = exp / "multisoftmax_lid"
     plain = Decode(sysdir / f"decode_{t}_lidfree")
-    recipe, paper = [], []
+    gap, posterior = [], []
     for d in sorted(sysdir.glob(f"decode_{t}_lidfree_*")):
         r = Decode(d)
         if not r.ok or r.stats is None:
             continue
-        if m := RECIPE_SWITCH_OFF.search(d.name):
-            recipe.append(((int(m.group(1)), float(m.group(2))), m.group(1), m.group(2), r))
-        elif m := PAPER_SWITCH_OFF.search(d.name):
-            # the paper orders tau from inf down to 10 ms
-            paper.append(((-int(m.group(1)), -float(m.group(2))), m.group(1), m.group(2), r))
-    if not recipe and not paper:
+        if m := GAP_SWITCH_OFF.search(d.name):
+            gap.append(((int(m.group(1)), float(m.group(2))), m.group(1), m.group(2), r))
+        elif m := POSTERIOR_SWITCH_OFF.search(d.name):
+            # as Table 7 orders tau: from inf down to 10
+            posterior.append(((-int(m.group(1)), -float(m.group(2))), m.group(1), m.group(2), r))
+    if not gap and not posterior:
         return []
     out = ["#### Table 7: early switch-off (LID-free decoding)", "",
-           f"T_avg: decoders active per encoder frame, averaged over utterances ({num_langs} = every language "
-           "decoded throughout, 1 = one decoder). The first row of each grid is LID-free decoding without "
-           "switch-off (tau = s_th = inf).", ""]
+           f"T_avg (eq. 2): decoders active per encoder frame, averaged over utterances ({num_langs} = every "
+           "language decoded throughout, 1 = one decoder). The first row of each grid is LID-free decoding "
+           "without switch-off (tau = s_th = inf). The sweeps run on this test set: an operating point read "
+           "off them is chosen on the test set, not on dev.", ""]
 
     def line(tau: str, s: str, r: Decode) -> str:
         return (f"| {tau} | {s} | {fmt(r.stats.get('t_avg'), 3)} | {fmt(r.avg('wer'))} | {fmt(r.avg('cer'))} | "
@@ -230,12 +244,16 @@ def switch_off_tables(exp: Path, t: str, num_langs: int) -> list[str]:
 
     head = ["| tau | s_th | T_avg | WER avg | CER avg | LID acc % | RTF |", "|---:|---:|---:|---:|---:|---:|---:|"]
     for title, grid, unit in (
-            ("The recipe's grid: decoder l stops once t > tau encoder frames (30 ms) and its cumulative LID "
-             "log-posterior is more than s_th nats below the best running decoder's "
-             "(speechkit-asr-decode --switch-off-rule gap).", recipe, ""),
-            ("The paper's grid (Table 7): tau in ms, decoder l stops once t > tau and its LID posterior "
-             "averaged over the frames so far is below s_th, the best running decoder never "
-             "(--switch-off-rule posterior; the paper's exact rule is an assumption here).", paper, " ms")):
+            ("The paper's rule (section 6.3, eq. 1): decoder l stops once t > tau encoder frames (30 ms "
+             "each) and its cumulative LID log-posterior s_l(t) is more than s_th nats below the best "
+             "running decoder's (speechkit-asr-decode --switch-off-rule gap). The paper's Table 7 sweeps tau "
+             "1000, 100, 30 and 10 frames with s_th 0.2 and 0.5 (run.sh --switch_off_taus, "
+             "--switch_off_thresholds).",
+             gap, ""),
+            ("The recipe's own variant (not in the paper): tau in ms (Table 7's column header read "
+             "literally; the paper's text counts tau in frames), decoder l stops once t > tau and its LID "
+             "posterior averaged over the frames so far is below s_th, the best running decoder never "
+             "(--switch-off-rule posterior).", posterior, " ms")):
         if not grid:
             continue
         out += [title, ""] + head
@@ -269,8 +287,10 @@ def table6(exp: Path) -> list[str]:
              "multisoftmax_lid": "multi-softmax + LID", "multisoftmax_lsp_lid": "multi-softmax + LSP + LID"}
     out = ["### Table 6: parameters (M)", "",
            "paper: Joshi et al. 2021, Table 6. `paper` preset: speechkit's `paper` model sizes with the "
-           "paper's four languages' inventories (fitted, see speechkit/models/rnnt_parameters.py), built without "
-           "training. this run: the trained systems (monolingual: the mean over languages).", "",
+           "paper's Table 1 inventories (En-IN 133, Hi-IN 59, Ta-IN 97, Gu-IN 123 units; monolingual: En-IN) "
+           "and a vanilla/one-hot output layer of 610 units (fitted: Table 1's union has 409; see "
+           "speechkit/models/rnnt_parameters.py), built without training. this run: the trained systems "
+           "(monolingual: the mean over languages).", "",
            "| system | paper | `paper` preset | preset vs paper | LID head (preset) | this run |",
            "|---|---:|---:|---:|---:|---:|"]
     for key, name in names.items():
@@ -485,21 +505,23 @@ def render_run(run_dir: Path, page_dir: Path | None = None) -> list[str]:
         if dec(f"ft/decode_{t}_oracle").ok or dec(f"ft_onehot/decode_{t}_oracle").ok:
             out += ["#### Table 3: fine-tuning the multi-softmax and one-hot models to each language", ""]
             out += header() + [row(n, d, base) for n, d in rows if d.ok] + [""]
-        # Table 4
+        # Table 2's LSP row
         rows = [("multi-softmax", dec(f"multisoftmax/decode_{t}_oracle")),
                 ("multi-softmax + LSP (prediction network per language)", dec(f"multisoftmax_lsp/decode_{t}_oracle"))]
         if rows[1][1].ok:
-            out += ["#### Table 4: language-specific prediction networks", ""]
+            out += ["#### Table 2, LSP row: language-specific prediction networks (section 4.1)", ""]
             out += header() + [row(n, d, base) for n, d in rows if d.ok] + [""]
-        # Table 5
+        # Tables 4 and 5
         rows = [("vanilla (language = script of the hypothesis)", van, van.lid_acc()),
                 ("multi-softmax + LID, oracle language", dec(f"multisoftmax_lid/decode_{t}_oracle"), None),
                 ("multi-softmax + LID, LID-free", dec(f"multisoftmax_lid/decode_{t}_lidfree"),
                  dec(f"multisoftmax_lid/decode_{t}_lidfree").lid_acc()),
                 ("multi-softmax, oracle language", dec(f"multisoftmax/decode_{t}_oracle"), None)]
         if rows[2][1].ok:
-            out += ["#### Table 5: integrated LID and LID-free decoding", "",
-                    "LID acc: utterance-level accuracy of the language each system chose.", ""]
+            out += ["#### Tables 4 and 5: LID-free decoding (WER: Table 4; LID accuracy: Table 5)", "",
+                    "LID acc: utterance-level accuracy of the language each system chose (Table 5). WERR/CERR "
+                    "against the monolingual models, as on the rest of this page (the paper's Table 4 gives "
+                    "WERR against vanilla).", ""]
             out += header(["LID acc %"]) + [row(n, d, base, [fmt(a)]) for n, d, a in rows if d.ok] + [""]
         # Figure 2
         rows = [("multi-softmax, oracle language", dec(f"multisoftmax/decode_{t}_oracle")),
@@ -509,7 +531,10 @@ def render_run(run_dir: Path, page_dir: Path | None = None) -> list[str]:
                 ("+ LSP + LID, oracle language", dec(f"multisoftmax_lsp_lid/decode_{t}_oracle")),
                 ("+ LSP + LID, LID-free", dec(f"multisoftmax_lsp_lid/decode_{t}_lidfree"))]
         if rows[4][1].ok or rows[5][1].ok:
-            out += ["#### Figure 2: multi-softmax with LSP, LID and both", ""]
+            out += ["#### Figure 2: multi-softmax with LSP, LID and both", "",
+                    "Figure 2 draws the LID head on the LSP model; the paper evaluates LID only on the plain "
+                    "multi-softmax model (Tables 4-7), so the + LSP + LID rows have no counterpart in its "
+                    "tables.", ""]
             out += header(["LID acc %"]) + [row(n, d, base, [fmt(d.lid_acc())]) for n, d in rows if d.ok] + [""]
         out += paired_table(load(run_dir / "utt_counts.json") or {}, t)
         # Table 7
