@@ -22,7 +22,9 @@ A part is recomputed only if its inputs (wav.scp/segments lines, the sizes and t
 files, including those a 'sox FILE ... |' pipe reads), the resolved config or --compress changed
 (use --force to recompute anyway). Before a part is recomputed, DATA_DIR's feats.scp,
 utt2num_frames, feats.yaml, frame_shift, cmvn.scp and cmvn_global.ark are moved to
-DATA_DIR/.backup/N/ (as Kaldi's make_mfcc.sh does), so a failed run leaves no feats.scp.
+DATA_DIR/.backup/N/ (as Kaldi's make_mfcc.sh does), so a failed run leaves no feats.scp;
+a merge that switches feats.scp to other content without recomputing (an earlier config's
+parts reused) moves them the same way: CMVN stats stay only beside the feats.scp they describe.
 Since part files are named by their fingerprint, a recompute with another config or changed
 inputs writes new files and never overwrites the arks an older feats.scp reads (the backup's, or
 that of a dir made by copy-/subset-/split-data-dir), and a failed run leaves the previous parts

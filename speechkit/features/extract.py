@@ -44,7 +44,10 @@ When a part is (re)computed, the data dir's feature files (``feats.scp``, ``utt2
 numbered backup ``DATA_DIR/.backup/N/``, as Kaldi's ``make_mfcc.sh`` moves ``feats.scp`` aside:
 a failed run leaves no ``feats.scp`` (of this or another frontend, e.g. one copied along by
 ``copy_data_dir``), while the backed-up ``feats.scp`` still reads the previous parts (never
-overwritten by other contents, above).
+overwritten by other contents, above). When nothing is recomputed but the merge switches
+``feats.scp`` to other content (going back to an earlier config reuses its parts), the same files
+are moved aside by the merge, said in a warning: CMVN stats are kept only beside the very
+``feats.scp`` (by content) they were computed from.
 
 Every utterance of ``utt2spk`` gets features or an error naming it: unreadable audio, audio
 with another sample rate than the config's, audio shorter than one analysis frame
@@ -78,7 +81,7 @@ from typing import TYPE_CHECKING
 
 from speechkit.data.audio import _segment_bounds, _where, read_audio
 from speechkit.data.datadir import (
-    GLOBAL_CMVN, DataDir, backup_files, c_sorted, new_backup_dir, show_ids, subset,
+    GLOBAL_CMVN, DataDir, backup_files, c_sorted, show_ids, subset,
 )
 from speechkit.data.feats_manifest import (  # the read side of the manifests (validate-data-dir uses it)
     MANIFEST_FORMAT, _utt_inputs, check_feats_scp, read_manifest, utt_input_hash,
@@ -479,6 +482,8 @@ def merge_parts(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str
     LOG_DIR: ``DATA_DIR/log``) and removed from the data dir (every table and side file filtered
     by :func:`~speechkit.data.datadir.subset`, the originals moved to ``.backup/N/`` first).
     Ids of ``wav.scp``/``text``/``segments`` that are not in ``utt2spk`` are named in a warning.
+    A ``feats.scp`` of other content (another config's parts, reused) is first moved to
+    ``.backup/N/`` with the files describing it, CMVN stats included (:func:`_switch_features`).
 
     Returns:
         The number of utterances with features.
@@ -533,13 +538,7 @@ def merge_parts(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str
     expected = set(d.utt2spk) - set(bad_utts)
     if set(feats) != expected or set(utt2num_frames) != expected:  # pragma: no cover - guarded by fingerprints
         raise DataError(f"{data_dir}: merged parts do not cover utt2spk exactly")
-    newest = max((p.manifest.stat().st_mtime for p in all_paths), default=0.0)
-    for name in ("cmvn.scp", GLOBAL_CMVN):
-        stats = data_dir / name
-        if stats.exists() and stats.stat().st_mtime < newest:
-            dest = new_backup_dir(data_dir)
-            os.replace(stats, dest / name)
-            logger.warning("%s: older than the features; moved to %s (recompute CMVN stats)", stats, dest)
+    _switch_features(data_dir, _render_table(feats), [p.ark for p in all_paths])
     if bad_utts:
         _drop_bad(data_dir, d, bad_utts, Path(log_dir) if log_dir is not None else data_dir / "log")
     resolved = yaml.safe_dump(conf, sort_keys=False)
@@ -554,6 +553,32 @@ def merge_parts(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str
                 data_dir / "feats.scp")
     _log_older_parts(data_dir, feat_dir, tag, {p for ps in all_paths for p in (ps.ark, ps.scp, ps.manifest)})
     return len(feats)
+
+
+def _switch_features(data_dir: Path, feats_scp: str, arks: list[Path]) -> Path | None:
+    """Before ``data_dir/feats.scp`` becomes ``feats_scp``: when that is other content (the parts of
+    another config or inputs, e.g. an earlier config's parts reused: nothing was recomputed, so
+    :func:`compute_part` moved nothing), move the files describing the previous features
+    (:data:`DERIVED_FILES`, the CMVN stats computed from them included) to a new ``.backup/N``,
+    saying so. Compared by content: the same ``feats.scp`` keeps its CMVN stats."""
+    try:
+        if (data_dir / "feats.scp").read_text(encoding="utf-8") == feats_scp:
+            return None
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    dest = backup_files(data_dir, DERIVED_FILES, move=True)
+    if dest is not None:
+        moved = sorted(p.name for p in dest.iterdir())
+        stats = [n for n in moved if n in ("cmvn.scp", GLOBAL_CMVN)]
+        logger.warning("%s: feats.scp switches to other features (%s); moved %s to %s%s", data_dir,
+                       show_ids(sorted({a.name for a in arks}), 2), " ".join(moved), dest,
+                       f" ({' and '.join(stats)} describe the previous features: recompute them with "
+                       "speechkit-compute-cmvn-stats)" if stats else "")
+    return dest
+
+
+def _render_table(table: dict) -> str:
+    return "".join(f"{k} {table[k]}\n" for k in c_sorted(table))
 
 
 def _log_older_parts(data_dir: Path, feat_dir: str | os.PathLike, tag: str, current: set[Path]) -> None:
@@ -596,8 +621,7 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def _write_table_if_changed(path: Path, table: dict) -> None:
-    text = "".join(f"{k} {table[k]}\n" for k in c_sorted(table))
-    _write_if_changed(path, text)
+    _write_if_changed(path, _render_table(table))
 
 
 def make_feats(data_dir: str | os.PathLike, config: str | os.PathLike, log_dir: str | os.PathLike,
