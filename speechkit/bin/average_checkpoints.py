@@ -18,7 +18,9 @@ avg5.pt, or any tool taking a checkpoint file), and it lists the files averaged 
 must be kept: set trainer.keep_last to at least N when training (0 keeps all). The output is
 written atomically; an existing one is replaced only by a successful run. Refused before any work:
 an --out that is a symlink to an existing file, or that is (or resolves to) latest.pt, best.pt or
-a ckpt-*.pt in a directory holding a training run's checkpoints (the run could no longer resume).
+a ckpt-*.pt in a directory holding a training run's checkpoints (the run could no longer resume),
+a table of a data dir (feats.scp, text, ...), or any existing file but an earlier average (a
+config.yaml, a log).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from speechkit.train.checkpoint import (
     BEST, LATEST, average_checkpoints, list_checkpoints, parse_checkpoint_name, save_checkpoint,
 )
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
+from speechkit.utils.outputs import check_output_files
 
 PROG = "speechkit-average-checkpoints"
 log = logging.getLogger(PROG)
@@ -40,13 +43,31 @@ def _holds_run(d: Path) -> bool:
     return (d / LATEST).is_symlink() or (d / LATEST).exists() or (d / BEST).exists() or bool(list_checkpoints(d))
 
 
-def _check_out(out: Path) -> None:
-    """Refuse, before any work, an ``--out`` that would replace a file the trainer owns.
+def _an_earlier_average(path: Path) -> bool:
+    """``path`` is a checkpoint this tool wrote (a torch zip whose ``kind`` is ``averaged``)."""
+    import zipfile
+
+    import torch
+
+    if not zipfile.is_zipfile(path):
+        return False
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - torch raises many types for files it cannot read
+        return False
+    return isinstance(state, dict) and state.get("kind") == "averaged"
+
+
+def _check_out(out: Path, inputs: list[Path]) -> None:
+    """Refuse, before any work, an ``--out`` that would replace a file the trainer owns or any file this
+    tool did not write.
 
     Refused: a symlink to an existing file (``latest.pt`` is one; replacing it breaks the pointer a
     resumed run follows), and a path whose name, or the name of the file it resolves to, is
     ``latest.pt``, ``best.pt`` or a ``ckpt-e*-s*.pt`` in a directory that holds a training run's
-    checkpoints (an averaged file there is not a training checkpoint: the run could not resume).
+    checkpoints (an averaged file there is not a training checkpoint: the run could not resume); an
+    input, or a table of a data dir (:func:`speechkit.utils.outputs.check_output_files`); an existing
+    file that is not an earlier average (``EXP/config.yaml`` was replaced by a torch zip).
     """
     named = Path(os.path.realpath(out.parent)) / out.name  # the link itself, its directory resolved
     for p in (named, Path(os.path.realpath(out))):
@@ -59,6 +80,10 @@ def _check_out(out: Path) -> None:
         raise ConfigError(f"--out {out}: is a symlink to the existing file {os.path.realpath(out)}; replacing "
                           f"it would replace a checkpoint (or the pointer a resumed run follows): choose "
                           f"another output file (e.g. avgN.pt)")
+    check_output_files({"--out": out}, inputs=[(f"the input {p}", p) for p in inputs])
+    if out.exists() and not _an_earlier_average(out):
+        raise ConfigError(f"--out {out}: exists and is not an earlier average of checkpoints (only those are "
+                          f"replaced): choose another output file (e.g. avgN.pt)")
 
 
 def main(argv=None) -> int:
@@ -97,7 +122,7 @@ def main(argv=None) -> int:
             out = Path(args.out)
         if out.resolve() in {p.resolve() for p in paths}:
             raise ConfigError(f"--out {out}: is one of the inputs")
-        _check_out(out)
+        _check_out(out, paths)
         state = average_checkpoints(paths)
         save_checkpoint(out, state)
         log.info("averaged %d checkpoints (%s) -> %s (epoch %s, step %s)", len(paths),

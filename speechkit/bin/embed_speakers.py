@@ -39,7 +39,7 @@ import logging
 import sys
 
 from speechkit.tasks.speaker_embeddings import embed_speakers
-from speechkit.utils.cli import make_parser, nonnegative_float, run_main, setup_logging
+from speechkit.utils.cli import finite_float, make_parser, run_main, setup_logging
 
 PROG = "speechkit-embed-speakers"
 logger = logging.getLogger(PROG)
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     parser.add_argument("out_dir", metavar="OUT_DIR",
                         help="where the embeddings go (replaced as a whole; derived data: no backup)")
     parser.add_argument("--nj", type=int, default=1, help="worker processes (default: 1)")
-    parser.add_argument("--min-speech", type=nonnegative_float, default=None, metavar="S",
+    parser.add_argument("--min-speech", type=finite_float, default=None, metavar="S",
                         help="minimum seconds of speech after VAD trimming (default: 0.5)")
     parser.add_argument("--no-trim-silence", dest="trim_silence", action="store_false",
                         help="do not cut long silences (the whole signal counts as speech)")
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file)
+        setup_logging(args.log_file, input_dirs={"DATA_DIR": args.data_dir})
         embed_speakers(args.data_dir, args.out_dir, nj=args.nj, min_speech=args.min_speech,
                        trim_silence=args.trim_silence, renormalize=args.renormalize, log=logger)
         return 0

@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 
 from speechkit.tasks.labels import DEFAULT_FRAME_SHIFT, make_labels
-from speechkit.utils.cli import make_parser, positive_float, run_main, setup_logging
+from speechkit.utils.cli import finite_float, make_parser, run_main, setup_logging
 
 PROG = "speechkit-make-labels"
 logger = logging.getLogger(PROG)
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     parser.add_argument("--overwrite", action="store_true",
                         help="with --fit: re-fit a front end fitted on other data (the old one is kept in "
                              "DIR/.backup/N); models trained with the old one no longer match it")
-    parser.add_argument("--frame-shift", type=positive_float, default=None, metavar="S",
+    parser.add_argument("--frame-shift", type=finite_float, default=None, metavar="S",
                         help=f"seconds per frame (default: DATA_DIR/frame_shift, else {DEFAULT_FRAME_SHIFT})")
     parser.add_argument("--tolerance", type=int, default=2, metavar="N",
                         help="most frames by which the alignment may differ from utt2num_frames (default: 2)")
@@ -65,7 +65,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file)
+        setup_logging(args.log_file, inputs={"ALIGNMENTS": args.alignments},
+                      input_dirs={"DATA_DIR": args.data_dir, "--frontend-dir": args.frontend_dir})
         if args.tolerance < 0:
             raise ValueError(f"--tolerance must be >= 0, got {args.tolerance}")
         res = make_labels(args.data_dir, args.alignments, args.out_dir, args.frontend_dir, fit=args.fit,

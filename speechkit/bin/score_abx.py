@@ -56,7 +56,7 @@ import sys
 from speechkit.features.io import feature_dir_inputs
 from speechkit.scoring.abx import CONVENTIONS, DEFAULT_TOLERANCE, DISTANCES, EMPTY_ITEM_RULES
 from speechkit.scoring.abx_report import score_abx_dir
-from speechkit.utils.cli import make_parser, nonnegative_float, positive_float, run_main, setup_logging
+from speechkit.utils.cli import finite_float, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import atomic_write
 from speechkit.utils.outputs import check_output_files
 
@@ -77,12 +77,12 @@ def main(argv=None) -> int:
     mode.add_argument("--within", dest="mode", action="store_const", const="within",
                       help="A, B, X from one speaker")
     parser.set_defaults(mode="across")
-    parser.add_argument("--frame-shift", type=positive_float, default=None, metavar="S",
+    parser.add_argument("--frame-shift", type=finite_float, default=None, metavar="S",
                         help="seconds between frames (default: FEATURE_DIR/frame_shift if present, else 0.01)")
     parser.add_argument("--no-normalize", dest="normalize", action="store_false",
                         help="use the total DTW path cost instead of dividing it by the path length "
                              "(the ZeroSpeech 2020 evaluation of the 2019 track does this for KL)")
-    parser.add_argument("--tolerance", type=nonnegative_float, default=DEFAULT_TOLERANCE, metavar="S",
+    parser.add_argument("--tolerance", type=finite_float, default=DEFAULT_TOLERANCE, metavar="S",
                         help="seconds an item may end past the last frame of its file before it is an "
                              "error (feature extraction drops the last partial window) (default: %(default)s)")
     parser.add_argument("--empty-items", choices=EMPTY_ITEM_RULES, default="overlap",
@@ -110,11 +110,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file, args.verbose)
-        check_output_files({"--json": args.json}, inputs=[("ITEM_FILE", args.item_file)]
+        check_output_files({"--json": args.json, "--log-file": args.log_file}, inputs=[("ITEM_FILE", args.item_file)]
                            + feature_dir_inputs(args.feature_dir)
                            + (feature_dir_inputs(args.paired_with) if args.paired_with else []),
                            input_dirs={"FEATURE_DIR": args.feature_dir, "--paired-with": args.paired_with})
+        setup_logging(args.log_file, args.verbose)
         rep = score_abx_dir(args.feature_dir, args.item_file, mode=args.mode, distance=args.distance,
                             frame_shift=args.frame_shift, normalize=args.normalize, tolerance=args.tolerance,
                             empty_items=args.empty_items, bootstrap=args.bootstrap,

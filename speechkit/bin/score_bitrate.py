@@ -48,10 +48,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file)
-        check_output_files({"--json": args.json}, inputs=feature_dir_inputs(args.feature_dir)
+        check_output_files({"--json": args.json, "--log-file": args.log_file}, inputs=feature_dir_inputs(args.feature_dir)
                            + [("--file-list", args.file_list), ("--durations", args.durations)],
                            input_dirs={"FEATURE_DIR": args.feature_dir})
+        setup_logging(args.log_file)
         frame_shift = resolve_frame_shift(args.feature_dir, args.frame_shift)
         fdir = FeatureDir(args.feature_dir)
         durations, source = None, None

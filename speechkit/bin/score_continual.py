@@ -56,7 +56,8 @@ def main(argv=None) -> int:
 
         from speechkit.tasks.continual.evaluation import EvalConfig, evaluate_continual
 
-        setup_logging(args.log_file)
+        setup_logging(args.log_file, inputs={"--extra-speakers": args.extra_speakers},
+                      input_dirs={"TEST_DIR": args.test_dir, "GT_TRAIN": args.gt_train, "GT_TEST": args.gt_test})
         extra: list[str] = []
         if args.extra_speakers:
             path = Path(args.extra_speakers)

@@ -70,11 +70,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file)
-        check_output_files({"--json": args.json, "--per-utt": args.per_utt},
+        check_output_files({"--json": args.json, "--per-utt": args.per_utt, "--log-file": args.log_file},
                            inputs=feature_dir_inputs(args.ref) + feature_dir_inputs(args.hyp)
                            + [("--mask-silence", args.mask_silence)],
                            input_dirs={"REF_DIR": args.ref, "HYP_DIR": args.hyp})
+        setup_logging(args.log_file)
         res, layout, layout_src = score_world_dirs(args.ref, args.hyp, mask_silence=args.mask_silence,
                                                    silence_phones=args.silence_phones, convention=args.convention)
         if args.json:

@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file)
+        setup_logging(args.log_file, input_dirs={"DATA": args.data_dir})
         parts = write_split(args.data_dir, args.out_dir, args.dev, args.test, by_speaker=args.by_speaker,
                             seed=args.seed)
         summary = ", ".join(f"{name} {len(d)} utts / {len(d.spk2utt)} spks" for name, d in parts.items())

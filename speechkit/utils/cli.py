@@ -20,6 +20,7 @@ import sys
 from typing import Callable
 
 from speechkit.utils.fileio import DataError, WriteError, ensure_writable_dir
+from speechkit.utils.outputs import Named, check_output_files
 
 
 class ConfigError(ValueError):
@@ -194,14 +195,35 @@ def add_model_args(parser, *, option: str = "--model-dir", help: str, default: s
                         help=f"checkpoint of {metavar}: {CHECKPOINT_CHOICES} (default: {shown})")
 
 
-def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = False) -> None:
+def _named_pairs(items: Named | None) -> list:
+    if items is None:
+        return []
+    return list(items.items()) if hasattr(items, "items") else list(items)
+
+
+def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = False, *,
+                  inputs: Named | None = None, input_dirs: Named | None = None, outputs: Named | None = None) -> None:
     """Log ``time level name: message`` to stderr and, if given, append to ``log_file``.
 
+    ``log_file`` is an output like any other (:func:`speechkit.utils.outputs.check_output_files`, checked
+    before it is opened): never one of ``inputs`` or ``outputs``, a file the tables of ``input_dirs`` read,
+    nor a table of an input dir or of any data dir (``--log-file data/train/text`` appended log lines to
+    the transcripts).
+
+    Args:
+        log_file: the ``--log-file`` (``None``: stderr only).
+        verbose: DEBUG level (else INFO).
+        inputs, input_dirs: what the tool reads, as :func:`~speechkit.utils.outputs.check_output_files`
+            takes them.
+        outputs: the tool's other output files (``{"--json": ...}``): the log may be none of them.
+
     Raises:
+        OutputOverlapError: ``log_file`` would append to what the tool reads or writes (names both).
         WriteError: ``log_file`` cannot be opened for appending (``cannot write PATH: reason``).
     """
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
+        check_output_files([*_named_pairs(outputs), ("--log-file", log_file)], inputs=inputs, input_dirs=input_dirs)
         ensure_writable_dir(os.path.dirname(os.path.abspath(log_file)))
         try:
             handlers.append(logging.FileHandler(log_file, encoding="utf-8"))

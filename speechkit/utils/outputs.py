@@ -73,7 +73,9 @@ def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_d
         out: the output directory (need not exist).
         inputs: ``{label: path}`` (or ``(label, path)`` pairs; ``None`` values skipped) of what the
             tool reads: data dirs, front-end dirs, checkpoint and config files. ``out`` may not be,
-            contain, or lie inside any of them.
+            contain, or lie inside any of them, nor contain a file that the ``*.scp`` tables of an input
+            dir read (:func:`files_read_by_tables`: a ``cmvn.scp``'s ark in ``cmvnX/``, a ``feats.scp``'s
+            arks, ``wav.scp``'s audio), wherever that file lies.
         experiment_dirs: ``{label: path}`` of experiment dirs the tool reads a model from. ``out``
             may not be or contain one, but may lie inside one (``exp/vq/units/test``); list the files
             it reads from there (checkpoint, config) under ``inputs`` too.
@@ -93,8 +95,10 @@ def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_d
     """
     out_p = Path(out)
     real_out = _real(out_p)
+    named_inputs = _named(inputs)
+    read = [pair for _, p in named_inputs if p.is_dir() for pair in files_read_by_tables(p)]
     checks = [(label, p, True) for label, p in _named(experiment_dirs)] + \
-             [(label, p, False) for label, p in _named(inputs)]
+             [(label, p, False) for label, p in named_inputs + read]
     for label, p, inside_ok in checks:
         real_in = _real(p)
         if real_out == real_in:
@@ -120,33 +124,99 @@ _DIR_FILE_SUFFIXES = (".scp", ".ark", ".yaml", ".yml")
 DATA_DIR_FILES = frozenset({"wav.scp", "segments", "text", "utt2spk", "spk2utt", "utt2lang", "utt2dur", "feats.scp",
                             "utt2num_frames", "cmvn.scp", "spk2gender", "reco2file_and_channel", "phone_alignments",
                             "frame_shift", "feats.yaml", "cmvn_global.ark", "label_dim"})
+#: Files whose presence makes a directory a data or feature dir, whether or not the tool reads it.
+DATA_DIR_MARKERS = ("utt2spk", "wav.scp", "feats.scp")
+_SCP_ENTRY = re.compile(r"(.*?)(?::\d+)?(?:\[[^\]]*\])?")
+
+
+def _table_name(p: Path) -> bool:
+    return p.name in DATA_DIR_FILES or p.suffix in _DIR_FILE_SUFFIXES
+
+
+def is_data_dir(d: PathLike) -> bool:
+    """``d`` holds one of :data:`DATA_DIR_MARKERS` (a Kaldi data dir or a feature dir)."""
+    return any((Path(d) / name).is_file() for name in DATA_DIR_MARKERS)
+
+
+def files_read_by_tables(d: PathLike) -> list[tuple[str, Path]]:
+    """``(label, file)`` of every file the ``*.scp`` tables of directory ``d`` read: ``wav.scp``'s audio (each
+    word of a ``cmd ... |`` entry that names an existing file), ``feats.scp``'s and ``cmvn.scp``'s arks
+    (``PATH:OFFSET[slice]`` -> ``PATH``). Relative paths are taken from the working directory, as Kaldi's
+    readers do. Unreadable tables give nothing (the tool reports them when it reads them).
+    """
+    out: dict[Path, str] = {}
+    d = Path(d)
+    try:
+        scps = sorted(p for p in d.iterdir() if p.suffix == ".scp" and p.is_file())
+    except OSError:
+        return []
+    for scp in scps:
+        try:
+            lines = scp.read_text(encoding="utf-8-sig").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            parts = line.split(maxsplit=1)
+            if len(parts) < 2:
+                continue
+            value = parts[1].strip()
+            if value.endswith("|"):
+                files = [Path(w) for w in value[:-1].split() if "/" in w or "." in w]
+                files = [f for f in files if f.is_file()]
+            else:
+                m = _SCP_ENTRY.fullmatch(value)
+                files = [Path(m.group(1) if m else value)]
+            for f in files:
+                out.setdefault(f, f"a file {scp} reads")
+    return [(label, f) for f, label in out.items()]
 
 
 def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dirs: Named | None = None) -> None:
     """Refuse, before any work, output files that would overwrite what the tool reads or each other.
 
+    The one rule for every file a tool writes or appends to (``--json``, ``--per-utt``, ``--log-file``, an
+    item file, a checkpoint, a page): it is never
+
+    - one of ``inputs``, nor another of ``outputs``;
+    - a file that the ``*.scp`` tables of one of ``input_dirs`` read (:func:`files_read_by_tables`: the
+      audio of ``wav.scp``, the arks of ``feats.scp``/``cmvn.scp``);
+    - one of ``input_dirs`` itself, nor a file of the kind such a directory holds for the tools (a Kaldi
+      table such as ``wav.scp`` or ``utt2spk``, ``phone_alignments``, ``feats.yaml``, ``frame_shift``, any
+      ``*.scp``, ``*.ark`` or ``*.yaml``) there, whether or not it exists yet;
+    - such a file of *any* data or feature dir (a directory holding ``utt2spk``, ``wav.scp`` or
+      ``feats.scp``), read by the tool or not: only the data-dir tools write a data dir's tables;
+    - an existing directory.
+
     Paths are compared after resolving symlinks and ``..``.
 
     Args:
         outputs: ``{option: path}`` (or pairs; ``None`` values skipped) of the files the tool writes,
-            e.g. ``{"--json": args.json}``; side files written next to one may be listed under their
-            own label (``"--json's ref.trn"``).
+            e.g. ``{"--json": args.json, "--log-file": args.log_file}``; side files written next to one may
+            be listed under their own label (``"--json's ref.trn"``).
         inputs: ``{label: path}`` of the files the tool reads: no output may be one of them.
         input_dirs: ``{label: path}`` of the directories whose files the tool reads (a data dir, a
-            feature dir): an output may be a new file there (``data/test/abx.json``), but not the
-            directory itself nor a file of the kind such a directory holds for the tools (a Kaldi table
-            such as ``wav.scp`` or ``utt2spk``, ``phone_alignments``, ``feats.yaml``, ``frame_shift``, any
-            ``*.scp``, ``*.ark`` or ``*.yaml``), whether or not it exists yet.
+            feature dir); an output may be a new file there (``data/test/abx.json``). A path that is a
+            file (an scp given instead of its dir) stands for the directory holding it, whose
+            ``feats.yaml``/``frame_shift`` the tools read.
 
     Raises:
-        OutputOverlapError: an output that is an input, one of an input dir's files, or another
-            output; the message names the option, the output and the input with its label.
+        OutputOverlapError: an output that is an input, one of an input dir's files, a file an input
+            dir's tables read, a data dir's table, or another output; the message names the option, the
+            output and the input with its label.
         WriteError: an output that is an existing directory.
     """
     outs = _named(outputs)
-    seen: list[tuple[str, Path]] = [(label, _real(p)) for label, p in _named(inputs)]
-    dirs = [(label, p, _real(p)) for label, p in _named(input_dirs)]
-    names = DATA_DIR_FILES
+    if not outs:
+        return
+    dirs, read = [], []
+    for label, p in _named(input_dirs):
+        if p.is_file():  # an scp given for its dir: the file and its dir are read
+            read.append((label, p))
+            dirs.append((f"the dir of {label}", p.parent, _real(p.parent)))
+        else:
+            dirs.append((label, p, _real(p)))
+    read += [(label, f) for _, d, _ in dirs for label, f in files_read_by_tables(d)]
+    seen: list[tuple[str, Path]] = [(label, _real(p)) for label, p in _named(inputs) + read]
     for option, p in outs:
         real = _real(p)
         for label, other in seen:
@@ -156,9 +226,12 @@ def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dir
         for label, d, real_d in dirs:
             if real == real_d:
                 raise OutputOverlapError(f"{option} {p} is {label} {d}: choose a file")
-            if real.parent == real_d and (real.name in names or real.suffix in _DIR_FILE_SUFFIXES):
+            if real.parent == real_d and _table_name(real):
                 raise OutputOverlapError(f"{option} {p} would replace {real.name} of {label} {d}, which is read: "
                                          "outputs never overwrite inputs; choose another file name or folder")
+        if _table_name(real) and is_data_dir(real.parent):
+            raise OutputOverlapError(f"{option} {p} would replace {real.name} of the data dir {real.parent}: only the "
+                                     "data-dir tools write a data dir's tables; choose another file name or folder")
         if p.is_dir():
             raise WriteError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
         seen.append((option, real))

@@ -289,3 +289,23 @@ def test_out_of_range_options_are_rejected_by_name(setup, tmp_path, capsys, opts
     assert run(["--model-dir", setup["exp"], *opts, setup["test"], out]) == 1
     assert msg in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_out_dir_holding_the_cmvn_ark_a_data_dir_reads_is_refused(setup, tmp_path, capsys):
+    """Issue 38 case 8: OUT_DIR cmvnX held the per-speaker CMVN ark that DATA_DIR/cmvn.scp reads; the ark was moved
+    into cmvnX/.backup/1 and cmvn.scp dangled (validate-data-dir still exited 0). Refused before any work."""
+    import shutil
+
+    from speechkit.features.cmvn_stats import compute_cmvn_stats
+
+    data = tmp_path / "abx"
+    shutil.copytree(setup["test"], data)
+    compute_cmvn_stats(data, tmp_path / "cmvnX", per_speaker=True)
+    ark = next((tmp_path / "cmvnX").glob("*.ark"))
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    assert run(["--model-dir", setup["exp"], data, tmp_path / "cmvnX"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"speechkit-extract-units: error: OUT_DIR {tmp_path / 'cmvnX'} contains a file {data / 'cmvn.scp'} "
+                   f"reads {ark}: outputs never overlap inputs (replacing it would delete or mix with what is read); "
+                   "choose another output dir")
+    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before

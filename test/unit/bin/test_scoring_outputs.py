@@ -92,3 +92,64 @@ def test_make_abx_items_onto_a_table_of_the_data_dir_is_refused(tmp_path, capsys
     assert make_abx_items.main([str(data), str(data / "wav.scp")]) == 1
     assert f"OUT_ITEM {data / 'wav.scp'} would replace wav.scp of the data dir" in capsys.readouterr().err
     assert _snapshot(data) == before
+
+
+def _world_dirs(tmp_path):
+    """REF and HYP as score-mcd reads them: 9-column WORLD features (mcep_dim 6, lf0, vuv, bap), feats.yaml,
+    frame_shift."""
+    rng = np.random.default_rng(0)
+    dirs = []
+    for name in ("ref", "hyp"):
+        d = tmp_path / name
+        d.mkdir()
+        with kaldiio.WriteHelper(f"ark,scp:{d / 'raw.1.ark'},{d / 'feats.scp'}") as w:
+            for utt in ("u1", "u2"):
+                w(utt, np.column_stack([rng.normal(size=(20, 6)), np.log(rng.uniform(90, 250, 20)),
+                                        rng.uniform(size=20) > 0.3, rng.normal(size=20)]).astype(np.float32))
+        (d / "feats.yaml").write_text("type: world\nsample_rate: 16000\nmcep_dim: 6\nframe_period: 5.0\n")
+        (d / "frame_shift").write_text("0.005\n")
+        dirs.append(d)
+    return dirs
+
+
+def test_log_files_never_append_to_an_input(tmp_path, capsys):
+    """Issue 38 case 3: --log-file was checked against nothing: score-mcd --log-file data/wr/feats.scp, score-abx
+    --log-file abx.item and split-corpus --log-file data/lf/text appended log lines to what they read (exit 0).
+    The log file is an output like --json (check_output_files), checked before it is opened."""
+    from speechkit.bin import split_corpus
+
+    ref, hyp = _world_dirs(tmp_path)
+    item = tmp_path / "abx.item"
+    item.write_text("#file onset offset #phone prev-phone next-phone speaker\nu1 0 0.05 a # b s1\n")
+    data = tmp_path / "lf"
+    data.mkdir()
+    for name, lines in (("wav.scp", "a_1 x.wav\na_2 y.wav\nb_1 z.wav\nb_2 w.wav\n"),
+                        ("text", "a_1 one\na_2 two\nb_1 three\nb_2 four\n"),
+                        ("utt2spk", "a_1 a\na_2 a\nb_1 b\nb_2 b\n"), ("spk2utt", "a a_1 a_2\nb b_1 b_2\n")):
+        (data / name).write_text(lines)
+    before = _snapshot(tmp_path)
+    for main, argv, log, msg in (
+            (score_mcd.main, [ref, hyp], ref / "feats.scp", f"would replace feats.scp of REF_DIR {ref}"),
+            (score_mcd.main, [ref, hyp, "--json", tmp_path / "m.json"], tmp_path / "m.json", "is --json"),
+            (score_mcd.main, [ref, hyp], ref / "raw.1.ark", "is a feature file of"),
+            (score_abx.main, [ref, item], item, "is ITEM_FILE"),
+            (score_bitrate.main, [ref], ref / "frame_shift", "would replace frame_shift of FEATURE_DIR"),
+            (split_corpus.main, [data, tmp_path / "parts", "--dev", "0.25", "--test", "0.25"], data / "text",
+             f"would replace text of DATA {data}")):
+        assert main([str(a) for a in argv] + ["--log-file", str(log)]) == 1, (argv, log)
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert f"error: --log-file {log} " in err and msg in err, err
+    assert _snapshot(tmp_path) == before
+
+
+def test_score_mcd_given_scp_files_protects_the_dirs_layout_files(tmp_path, capsys):
+    """Issue 38 case 4: with REF/HYP given as scp files, --json hyp/feats.yaml (the layout file read from the scp's
+    dir) and --per-utt ref/frame_shift were written over, exit 0."""
+    ref, hyp = _world_dirs(tmp_path)
+    assert score_mcd.main([str(ref / "feats.scp"), str(hyp / "feats.scp")]) == 0  # scores as they are
+    before = _snapshot(ref, hyp)
+    for opt, out in (("--json", hyp / "feats.yaml"), ("--per-utt", ref / "frame_shift"), ("--json", hyp / "feats.scp")):
+        assert score_mcd.main([str(ref / "feats.scp"), str(hyp / "feats.scp"), opt, str(out)]) == 1
+        err = capsys.readouterr().err
+        assert f"{opt} {out} " in err and ("would replace" in err or " is " in err), err
+    assert _snapshot(ref, hyp) == before

@@ -199,3 +199,29 @@ def test_cli_refuses_an_out_that_is_a_training_runs_own_file(tmp_path, capsys):
     assert cli.main(["--out", str(ckpt / "avg.pt"), str(a), str(b)]) == 0
     assert cli.main(["--out", str(tmp_path / "best.pt"), str(a), str(b)]) == 0
     assert load_checkpoint(tmp_path / "best.pt")["kind"] == "averaged"
+
+
+def test_cli_refuses_an_out_it_did_not_write(tmp_path, capsys):
+    """Issue 38 case 4: --out EXP/config.yaml (or a data dir's feats.scp) was replaced by a torch zip, exit 0.
+    Only an earlier average is replaced; a data dir's table is refused even where no such file exists yet."""
+    a = _write(tmp_path / "exp" / "a.pt", {"w": torch.ones(2)}, epoch=1)
+    b = _write(tmp_path / "exp" / "b.pt", {"w": torch.zeros(2)}, epoch=2)
+    (tmp_path / "exp" / "config.yaml").write_text("model: {dim: 4}\n")
+    data = tmp_path / "data" / "train"
+    data.mkdir(parents=True)
+    (data / "feats.scp").write_text("u1 raw.ark:8\n")
+    (data / "utt2spk").write_text("u1 u\n")
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    for out, msg in ((tmp_path / "exp" / "config.yaml", "exists and is not an earlier average of checkpoints"),
+                     (data / "feats.scp", f"would replace feats.scp of the data dir {data}"),
+                     (data / "cmvn.scp", f"would replace cmvn.scp of the data dir {data}"),
+                     (_write(tmp_path / "exp" / "c.pt", {"w": torch.ones(2)}, epoch=3), "not an earlier average")):
+        before.setdefault(out, out.read_bytes()) if out.exists() else None
+        assert cli.main(["--out", str(out), str(a), str(b)]) == 1, out
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith(f"speechkit-average-checkpoints: error: --out {out}") and msg in err, err
+    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before
+    # its own earlier output is replaced
+    assert cli.main(["--out", str(tmp_path / "exp" / "avg.pt"), str(a), str(b)]) == 0
+    assert cli.main(["--out", str(tmp_path / "exp" / "avg.pt"), str(a), str(b)]) == 0
+    assert load_checkpoint(tmp_path / "exp" / "avg.pt")["kind"] == "averaged"

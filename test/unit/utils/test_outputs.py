@@ -228,3 +228,34 @@ def test_contains_ok_allows_inputs_inside_an_incremental_output(layout):
         check_output_dir(layout / "exp" / "inv", inputs={"data.codes": codes})
     with pytest.raises(OutputOverlapError, match="lies inside DATA_DIR"):
         check_output_dir(layout / "data/train/exp", inputs={"DATA_DIR": layout / "data/train"}, contains_ok=True)
+
+
+def test_the_one_output_rule_for_files(tmp_path):
+    """Issue 38 cases 3, 4, 8: an output file is never a file an input dir's tables read (wav.scp's audio, also
+    inside a pipe; feats.scp's and cmvn.scp's arks), never a table of any data dir (read or not), and an input
+    dir given as a file stands for its directory; an output dir never contains a file an input's tables read."""
+    from speechkit.utils.outputs import check_output_files, files_read_by_tables
+
+    data, arks, audio = tmp_path / "data", tmp_path / "arks", tmp_path / "audio"
+    for d in (data, arks, audio):
+        d.mkdir()
+    (audio / "a.wav").write_bytes(b"RIFF")
+    (audio / "b.flac").write_bytes(b"fLaC")
+    (data / "wav.scp").write_text(f"a {audio / 'a.wav'}\nb sox -R {audio / 'b.flac'} -t wav - |\n")
+    (data / "cmvn.scp").write_text(f"s {arks / 'cmvn.ark'}:12\n")
+    (data / "feats.scp").write_text(f"a {arks / 'raw.ark'}:8[0:3]\n")
+    assert [str(f) for _, f in files_read_by_tables(data)] == [
+        str(arks / "cmvn.ark"), str(arks / "raw.ark"), str(audio / "a.wav"), str(audio / "b.flac")]
+    for out in (audio / "a.wav", audio / "b.flac", arks / "cmvn.ark", arks / "raw.ark"):
+        with pytest.raises(OutputOverlapError, match=f"--log-file {out} is a file {data}/.*scp reads"):
+            check_output_files({"--log-file": out}, input_dirs={"DATA": data})
+    with pytest.raises(OutputOverlapError, match=f"--out {data / 'text'} would replace text of the data dir {data}"):
+        check_output_files({"--out": data / "text"})  # a data dir the tool does not read
+    with pytest.raises(OutputOverlapError, match="would replace feats.yaml of the dir of HYP"):
+        check_output_files({"--json": data / "feats.yaml"}, input_dirs={"HYP": data / "feats.scp"})
+    with pytest.raises(OutputOverlapError, match=f"--json {data / 'feats.scp'} is HYP"):
+        check_output_files({"--json": data / "feats.scp"}, input_dirs={"HYP": data / "feats.scp"})
+    check_output_files({"--json": data / "score.json", "--log-file": arks / "log"}, input_dirs={"DATA": data})
+    with pytest.raises(OutputOverlapError, match=f"OUT_DIR {arks} contains a file {data / 'cmvn.scp'} reads"):
+        check_output_dir(arks, inputs={"DATA_DIR": data}, option="OUT_DIR")
+    check_output_dir(tmp_path / "units", inputs={"DATA_DIR": data})
