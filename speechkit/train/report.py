@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from speechkit.utils.fileio import atomic_write
+from speechkit.utils.jsonio import read_jsonl
 
 __all__ = ["MetricsLog", "read_metrics", "plot_losses", "training_summary"]
 
@@ -58,17 +59,15 @@ class MetricsLog:
 
 
 def read_metrics(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
-    """Yield the records of a ``metrics.jsonl`` file, skipping unreadable lines."""
-    path = Path(path)
-    if not path.exists():
-        return
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            yield rec
+    """Yield the records of a ``metrics.jsonl`` file (none if it does not exist).
+
+    A record cut short (a run killed while writing it) is skipped with a warning naming the file and
+    line (:func:`speechkit.utils.jsonio.read_jsonl`; :meth:`MetricsLog.truncate_after` drops it on resume).
+
+    Raises:
+        DataError: a line that is neither a JSON object nor cut short (names the file and line).
+    """
+    yield from read_jsonl(path, expect=dict)
 
 
 def plot_losses(metrics_path: str | os.PathLike, out_png: str | os.PathLike, title: str = "") -> bool:

@@ -27,7 +27,8 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from speechkit.utils.fileio import DataError, ensure_writable_dir
+from speechkit.utils.fileio import ensure_writable_dir
+from speechkit.utils.jsonio import read_jsonl
 from speechkit.utils.outputs import OutputOverlapError, check_output_files
 
 logger = logging.getLogger(__name__)
@@ -197,24 +198,14 @@ def record_run(out: str | os.PathLike, cmdline: str, configs: Sequence[str | os.
 def read_runs(path: str | os.PathLike) -> list[dict]:
     """The records of a ``runs.jsonl`` file, in order ([] if it does not exist).
 
+    A record cut short (a run killed while :func:`record_run` wrote it, a full disk: the last line
+    without its newline, or such a line that a later record was appended after) is skipped with a
+    warning naming the file and line (:func:`speechkit.utils.jsonio.read_jsonl`).
+
     Raises:
-        DataError: a line that is not a JSON object (names file and line).
+        DataError: a line that is not a JSON object and not cut short (names file and line).
     """
-    path = Path(path)
-    if not path.exists():
-        return []
-    runs = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as e:
-            raise DataError(f"{path}:{i}: not JSON ({e})") from None
-        if not isinstance(rec, dict):
-            raise DataError(f"{path}:{i}: not a JSON object")
-        runs.append(rec)
-    return runs
+    return read_jsonl(path, expect=dict)
 
 
 def _short(commit: str | None, dirty: bool | None) -> str:

@@ -38,6 +38,7 @@ import numpy as np
 from measure_latency import PAPER_LATENCY_S  # local/, next to this script
 from speechkit.tasks.acoustic import PAPER_PARAMETERS
 from speechkit.utils.fileio import atomic_write
+from speechkit.utils.jsonio import read_json
 from speechkit.utils.cli import run_main
 from speechkit.utils.provenance import markdown_header, read_runs
 from speechkit.utils.results_io import check_collect_dir, check_page, check_run_name, mark_collect_dir
@@ -57,10 +58,8 @@ RUN_SIGNATURE = ("*/speaker.json", "analysis/*.md")
 
 
 def load_json(p: Path) -> dict | None:
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """The JSON in ``p``, None when there is no such file; one that is not JSON is an error naming it and the line."""
+    return read_json(p) if p.is_file() else None
 
 
 def write_json(p: Path, obj) -> None:

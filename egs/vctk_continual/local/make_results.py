@@ -50,6 +50,7 @@ import numpy as np
 from speechkit.train.report import read_metrics, training_summary
 from speechkit.utils.cli import run_main
 from speechkit.utils.fileio import atomic_write
+from speechkit.utils.jsonio import read_json
 from speechkit.utils.provenance import markdown_header, read_runs
 from speechkit.utils.results_io import check_page, collect_dir
 
@@ -104,7 +105,7 @@ def run_key(run: str) -> tuple:
 
 # ------------------------------------------------------------------------------------------ collect
 def _json(path: Path):
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path)  # names the file and line when it is not JSON
 
 
 def _write_json(path: Path, obj) -> None:

@@ -37,6 +37,7 @@ import yaml
 
 from speechkit.utils.cli import make_parser, run_main
 from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.jsonio import read_json, read_jsonl
 from speechkit.utils.provenance import markdown_header, read_runs
 from speechkit.utils.results_io import check_page, collect_dir
 
@@ -48,7 +49,7 @@ FEATURE_NAMES = {"mfcc": "MFCC+Δ+ΔΔ", "logmel": "log-mel"}
 
 
 def _json(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return read_json(path, expect=dict) if path.is_file() else None
 
 
 def _feature_type(*data_dirs) -> str:
@@ -65,7 +66,7 @@ def _training(exp: Path) -> dict:
     out: dict = {}
     metrics = exp / "metrics.jsonl"
     if metrics.is_file():
-        epochs = [json.loads(ln) for ln in metrics.read_text(encoding="utf-8").splitlines() if '"kind": "epoch"' in ln]
+        epochs = [r for r in read_jsonl(metrics) if r.get("kind") == "epoch"]
         if epochs:
             last = epochs[-1]
             out.update(steps=last.get("step"), epochs=last.get("epoch"))
@@ -291,7 +292,7 @@ def _copy_scores(src: Path, dst: Path, base: Path) -> int:
     """Copy src/*.json (the files of local/score.sh) into dst without the bulky keys; returns how many."""
     n = 0
     for f in sorted(src.glob("*.json")):
-        j = json.loads(f.read_text(encoding="utf-8"))
+        j = read_json(f, expect=dict)
         j = {k: _portable(v, base) for k, v in j.items() if k not in _BULKY_KEYS}
         dst.mkdir(parents=True, exist_ok=True)
         (dst / f.name).write_text(json.dumps(j, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -414,7 +415,7 @@ def render(results: Path) -> str:
              "clock on the machine of the run's Environment table, which may have been running other jobs: they "
              "are not idle timings.", ""]
     for run in runs:
-        info = json.loads((run / "test_set.json").read_text(encoding="utf-8"))
+        info = read_json(run / "test_set.json", expect=dict)
         header = markdown_header(read_runs(run / "runs.jsonl"))
         header = "\n".join("#" + ln if ln.startswith("## ") else ln for ln in header.splitlines())
         rows = collect(run)
@@ -452,7 +453,7 @@ def render(results: Path) -> str:
                       "| system | reference | system | reference | difference [95 % paired interval] | verdict |",
                       "|---|---|---:|---:|---:|---|"]
             for c in comps:
-                for row in json.loads(c.read_text(encoding="utf-8")):
+                for row in read_json(c, expect=list):
                     lines.append(f"| {row['system']} | {row['reference']} | {row['system_error']:.2f} | "
                                  f"{row['reference_error']:.2f} | {row['difference']:+.2f} [{row['low']:+.2f}, "
                                  f"{row['high']:+.2f}] | {row['verdict']} |")

@@ -55,6 +55,7 @@ import numpy as np
 
 from speechkit.tasks.synthesize import Synthesizer
 from speechkit.utils.fileio import DataError, atomic_write, id_file, read_table
+from speechkit.utils.jsonio import read_json, read_json_cache
 from speechkit.utils.outputs import replace_dir
 
 __all__ = ["EvalConfig", "evaluate_continual", "GroundTruth"]
@@ -186,7 +187,7 @@ def _episodes(exp: Path) -> tuple[list[str], list[tuple[int, str, Path]]]:
     plan_path = exp / "plan.json"
     if not plan_path.is_file():
         raise FileNotFoundError(f"{plan_path}: no such file (not a speechkit-train-continual exp dir)")
-    plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    plan = read_json(plan_path, expect=dict)  # not JSON: an error naming the file and line
     order = list(plan["order"])
     done = []
     for t, spk in enumerate(order, 1):
@@ -335,8 +336,8 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
         res_path = out / f"episode_{t:02d}.json"
         inputs = _eval_inputs(_model_digest(ep_dir), digests["test"], digests["gt_train"], digests["gt_test"],
                               encoder_digest, cfg, extra + seen)
-        if res_path.is_file():
-            res = json.loads(res_path.read_text(encoding="utf-8"))
+        res = read_json_cache(res_path)  # cut short (a killed run): None, with a warning naming it: evaluated again
+        if res is not None:
             saved = res.get("inputs")
             if saved == inputs:
                 per_episode.append(res["accuracy"])
@@ -406,10 +407,10 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
         json.dump(scores, f, indent=1)
     if cfg.plots:
         t, spk, _ = done[-1]
-        last = json.loads((out / f"episode_{t:02d}.json").read_text(encoding="utf-8"))
+        last = read_json(out / f"episode_{t:02d}.json", expect=dict)
         true = [r["speaker"] for r in last["utterances"]]
         pred = [r["predicted"] for r in last["utterances"]]
-        strategy = json.loads((exp / "plan.json").read_text(encoding="utf-8")).get("strategy", "")
+        strategy = read_json(exp / "plan.json", expect=dict).get("strategy", "")
         plot_confusion_matrix(true, pred, out / "confusion_matrix.png", labels=extra + evaluated,
                               title=f"{exp.name} ({strategy}): episode {t}, true vs verified speaker")
         npz = np.load(out / f"episode_{t:02d}.npz")
