@@ -11,7 +11,11 @@ Every utterance of REF is scored and must exist in HYP; HYP's extra utterances a
   MCD (dB)      (10 sqrt(2) / ln 10) * mean over frames of ||mcep_ref - mcep_hyp||, without c0
                 (mcep[1:], the usual figure) and with c0
   F0 RMSE (Hz)  over the frames voiced (vuv > 0.5) in both, F0 = exp(lf0)
-  V/UV (%)      voicing agreement over all frames
+  V/UV (%)      voicing agreement over all frames; beside it (report line 'V/UV: ...' and the
+                JSON's vuv_* keys) the unvoiced class's recall and precision, the voiced recall,
+                the balanced accuracy (mean of the two recalls) and the majority baseline (the
+                accuracy of the better constant decision on the same frames), since outside
+                silence most frames are voiced
 
 All figures are pooled over all scored frames of all utterances; the JSON also has the mean of
 per-utterance MCDs. With --mask-silence, frames whose time t * frame_shift lies inside a silence
@@ -22,7 +26,7 @@ eval_aco_epoch) does, for numbers to set beside the paper's:
   MCD (dB)      over all mcep_dim columns, c0 included
   F0 RMSE (Hz)  over every frame of the exp(lf0) contours (the reference's is interpolated)
   silence       with --mask-silence, silent frames are zeroed: kept in every denominator as
-                perfect frames (distance 0, F0 error 0, voicing agreeing)
+                perfect frames (distance 0, F0 error 0, voicing agreeing: unvoiced in both)
 The default, --convention speechkit, is the list above.
 
 The last line of stdout is the result, e.g.

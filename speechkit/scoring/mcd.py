@@ -16,6 +16,14 @@ Measures, for frames ``t`` and mel-cepstra ``c_t`` (without c0 unless stated):
 * F0 RMSE in Hz = ``sqrt(mean (F0_ref - F0_hyp)^2)`` over frames voiced in both
   (``vuv > 0.5``), ``F0 = exp(lf0)``.
 * V/UV accuracy in % = share of frames whose voicing decisions (``vuv > 0.5``) agree.
+* V/UV beside it, because outside silence most frames are voiced and an accuracy near the share
+  of voiced frames says nothing (:meth:`WorldScores.vuv_figures`): the **unvoiced class's recall**
+  (reference-unvoiced frames the prediction calls unvoiced) and **precision** (predicted-unvoiced
+  frames that are unvoiced in the reference), the **voiced recall**, the **balanced accuracy**
+  (mean of the two recalls; 50 % for any constant decision) and the **majority baseline**: the
+  accuracy of the better constant decision ("voiced" or "unvoiced") on the same frames, scored
+  under the same convention. All in %; a ratio with an empty denominator is NaN (JSON null), e.g.
+  the unvoiced precision of a model that never predicts "unvoiced".
 
 Pooling: every measure is pooled over all scored frames of all utterances (one long utterance),
 so long utterances weigh more; the mean of per-utterance MCDs is reported next to it.
@@ -43,7 +51,10 @@ default). ``"authors"`` computes the figures as the SALAD authors' evaluation do
   contour of the reference, the predicted one of the hypothesis), whatever the voicing;
 * with silence masking, silent frames are **zeroed**, not left out: they stay in every
   denominator with distance 0, F0 error 0 and agreeing voicing;
-* V/UV accuracy as above (the decisions ``vuv > 0.5``), silent frames counted as agreeing.
+* V/UV accuracy as above (the decisions ``vuv > 0.5``), silent frames counted as agreeing: zeroed
+  features have ``vuv = 0``, so each silent frame is an unvoiced frame of both sides and counts as
+  one in the unvoiced recall and precision, and a constant decision (the majority baseline) gets
+  it right too.
 
 Both conventions pool over frames; ``mcd_with_c0_db`` is c0 included with silence left out in both.
 
@@ -73,7 +84,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "MCD_CONSTANT", "DEFAULT_FRAME_SHIFT", "CONVENTIONS", "CONVENTION_DEFINITIONS", "UttScore", "WorldScores",
     "check_convention", "frame_mcd_db", "mcd_db", "voiced_f0_hz", "silence_keep_mask", "score_utterance", "score_world",
-    "open_features", "frame_shift_of", "score_world_dirs", "write_per_utt", "report_lines",
+    "open_features", "frame_shift_of", "score_world_dirs", "write_per_utt", "report_lines", "vuv_line",
 ]
 
 #: ``10 sqrt(2) / ln 10`` = 6.141851463713754: converts a Euclidean cepstral distance to dB.
@@ -215,6 +226,9 @@ class UttScore:
         f0_all_sq_sum: sum of squared F0 errors (Hz^2) of the ``exp(lf0)`` contours over every
             scored frame, whatever the voicing (the ``"authors"`` convention).
         n_vuv_correct: frames whose voicing decisions agree.
+        n_ref_unvoiced / n_hyp_unvoiced: scored frames unvoiced (``vuv <= 0.5``) in the reference /
+            in the prediction; n_unvoiced_both: unvoiced in both
+            (``n_vuv_correct = n_voiced_both + n_unvoiced_both``).
         convention: which figures the properties give (:data:`CONVENTIONS`; see the module doc):
             ``"authors"`` counts the ``n_masked`` silent frames as zeroed (distance 0, agreeing).
     """
@@ -229,6 +243,9 @@ class UttScore:
     n_vuv_correct: int = 0
     f0_all_sq_sum: float = 0.0
     convention: str = "speechkit"
+    n_ref_unvoiced: int = 0
+    n_hyp_unvoiced: int = 0
+    n_unvoiced_both: int = 0
 
     @property
     def _authors(self) -> bool:
@@ -323,7 +340,9 @@ def score_utterance(ref: np.ndarray, hyp: np.ndarray, conf: "WorldLayout | Mappi
     return UttScore(utt=utt, n_frames=int(r.shape[0]), n_masked=n_masked, mcd_sum=float(d.sum()),
                     mcd_c0_sum=float(d0.sum()), f0_sq_sum=float(f0_err @ f0_err),
                     n_voiced_both=int(both.sum()), n_vuv_correct=int((vr == vh).sum()),
-                    f0_all_sq_sum=float(f0_all_err @ f0_all_err), convention=convention)
+                    f0_all_sq_sum=float(f0_all_err @ f0_all_err), convention=convention,
+                    n_ref_unvoiced=int((~vr).sum()), n_hyp_unvoiced=int((~vh).sum()),
+                    n_unvoiced_both=int((~vr & ~vh).sum()))
 
 
 @dataclass
@@ -412,6 +431,50 @@ class WorldScores:
     def utts_no_voiced_both(self) -> list[str]:
         return [u.utt for u in self.utts if u.n_voiced_both == 0]
 
+    def vuv_counts(self) -> dict[str, int]:
+        """The voicing confusion counts under the convention, unvoiced as the class of interest.
+
+        Returns:
+            ``{"n": frames, "ref_unvoiced", "ref_voiced", "hyp_unvoiced", "unvoiced_both",
+            "voiced_both"}``. Speechkit: the scored frames (silence left out). Authors: the
+            ``n_masked`` zeroed silent frames are added as frames unvoiced in both (their
+            ``vuv`` is 0 on both sides), as :attr:`vuv_accuracy` counts them as agreeing.
+        """
+        extra = self.n_masked if self._authors else 0
+        n = self.n_frames + extra
+        ref_u = int(self._sum("n_ref_unvoiced")) + extra
+        return {"n": n, "ref_unvoiced": ref_u, "ref_voiced": n - ref_u,
+                "hyp_unvoiced": int(self._sum("n_hyp_unvoiced")) + extra,
+                "unvoiced_both": int(self._sum("n_unvoiced_both")) + extra, "voiced_both": self.n_voiced_both}
+
+    def vuv_figures(self) -> dict[str, float | str]:
+        """V/UV figures that can tell a model from a constant decision (module doc), in %.
+
+        With ``c = vuv_counts()``, unvoiced as the positive class:
+
+        * ``vuv_unvoiced_recall`` = ``100 unvoiced_both / ref_unvoiced``;
+        * ``vuv_unvoiced_precision`` = ``100 unvoiced_both / hyp_unvoiced``;
+        * ``vuv_voiced_recall`` = ``100 voiced_both / ref_voiced``;
+        * ``vuv_balanced_accuracy`` = the mean of the two recalls (50 for any constant decision);
+        * ``vuv_majority_baseline`` = ``100 max(ref_voiced, ref_unvoiced) / n``, the accuracy of
+          the constant decision ``vuv_majority_class`` ("voiced" on a tie) on the same frames under
+          the same convention (authors: the zeroed silent frames agree with it too).
+
+        A ratio with an empty denominator is NaN.
+        """
+        c = self.vuv_counts()
+
+        def pct(a: int, b: int) -> float:
+            return 100.0 * a / b if b else math.nan
+
+        rec_u, rec_v = pct(c["unvoiced_both"], c["ref_unvoiced"]), pct(c["voiced_both"], c["ref_voiced"])
+        voiced_major = c["ref_voiced"] >= c["ref_unvoiced"]
+        return {"vuv_unvoiced_recall": rec_u, "vuv_unvoiced_precision": pct(c["unvoiced_both"], c["hyp_unvoiced"]),
+                "vuv_voiced_recall": rec_v,
+                "vuv_balanced_accuracy": (rec_u + rec_v) / 2.0,
+                "vuv_majority_baseline": pct(max(c["ref_voiced"], c["ref_unvoiced"]), c["n"]),
+                "vuv_majority_class": "voiced" if voiced_major else "unvoiced"}
+
     def summary(self) -> str:
         """``MCD 5.43 dB (with c0 6.10)  F0 RMSE 14.56 Hz  V/UV 94.5 %``; under the authors'
         convention ``MCD 6.10 dB  F0 RMSE 20.31 Hz  V/UV 95.2 %  (authors' convention: ...)``."""
@@ -429,6 +492,8 @@ class WorldScores:
             "mcd_db_utt_mean": _num(self.mcd_db_utt_mean),
             "mcd_with_c0_db_utt_mean": _num(self.mcd_with_c0_db_utt_mean),
             "f0_rmse_hz": _num(self.f0_rmse_hz), "vuv_accuracy": _num(self.vuv_accuracy),
+            **{k: (v if isinstance(v, str) else _num(v)) for k, v in self.vuv_figures().items()},
+            "vuv_counts": self.vuv_counts(),
             "pooling": "all scored frames of all utterances (utt_mean: mean of per-utterance MCDs)",
             "mcd_constant": MCD_CONSTANT,
             "n_utts": len(self.utts), "n_frames": self.n_frames, "n_masked": self.n_masked,
@@ -667,4 +732,15 @@ def report_lines(res: WorldScores, layout: WorldLayout, *, masked: bool = False)
                   f"{res.mcd_with_c0_db_utt_mean:.2f}); figures below pooled over all frames",
                   f"F0 RMSE over {res.n_voiced_both} frames voiced in both "
                   f"({len(res.utts_no_voiced_both)} utterances with none)"]
-    return lines + [res.summary()]
+    return lines + [vuv_line(res), res.summary()]
+
+
+def vuv_line(res: WorldScores) -> str:
+    """``V/UV: unvoiced recall 41.2 % (350 / 850 frames), precision 63.0 %, balanced accuracy 68.1 %;
+    majority baseline 81.3 % (constant "voiced")`` (:meth:`WorldScores.vuv_figures`; ``nan`` where a
+    denominator is empty)."""
+    c, v = res.vuv_counts(), res.vuv_figures()
+    return (f"V/UV: unvoiced recall {v['vuv_unvoiced_recall']:.1f} % ({c['unvoiced_both']} / {c['ref_unvoiced']} "
+            f"frames), precision {v['vuv_unvoiced_precision']:.1f} % ({c['hyp_unvoiced']} predicted unvoiced), "
+            f"balanced accuracy {v['vuv_balanced_accuracy']:.1f} %; majority baseline "
+            f"{v['vuv_majority_baseline']:.1f} % (constant \"{v['vuv_majority_class']}\")")

@@ -9,7 +9,7 @@ import pytest
 
 from speechkit.features.world import WorldLayout
 from speechkit.scoring.mcd import (
-    MCD_CONSTANT, frame_mcd_db, mcd_db, score_utterance, score_world, silence_keep_mask, voiced_f0_hz,
+    MCD_CONSTANT, frame_mcd_db, mcd_db, score_utterance, score_world, silence_keep_mask, voiced_f0_hz, vuv_line,
 )
 from speechkit.scoring.plots import plot_f0_histograms
 from speechkit.utils.fileio import DataError
@@ -179,6 +179,80 @@ def test_conventions_by_hand():
     assert plain.vuv_accuracy == pytest.approx(75.0)
     with pytest.raises(ValueError, match="unknown scoring convention 'paper' \\(known: speechkit, authors\\)"):
         score_world({"u": ref}, {"u": hyp}, LAY, convention="paper")
+
+
+def test_vuv_figures_by_hand():
+    """The four frames of test_conventions_by_hand: REF V/UV 0 1 1 0, HYP 0 1 0 0, frame 0 silence."""
+    ref = world(np.zeros((4, 4)), [100, 100, 200, 150], [0, 1, 1, 0])
+    hyp = world(np.zeros((4, 4)), [300, 110, 170, 180], [0, 1, 0, 0])
+    ali = {"u": [(0.0, 0.005, "sil"), (0.005, 0.02, "a")]}
+    ours = score_world({"u": ref}, {"u": hyp}, LAY, alignments=ali, frame_shift=0.005)
+    # frames 1-3: REF V V U, HYP V U U -> unvoiced recall 1/1, precision 1/2, voiced recall 1/2
+    assert ours.vuv_counts() == {"n": 3, "ref_unvoiced": 1, "ref_voiced": 2, "hyp_unvoiced": 2,
+                                 "unvoiced_both": 1, "voiced_both": 1}
+    v = ours.vuv_figures()
+    assert v["vuv_unvoiced_recall"] == 100.0 and v["vuv_unvoiced_precision"] == 50.0
+    assert v["vuv_voiced_recall"] == 50.0 and v["vuv_balanced_accuracy"] == 75.0
+    assert v["vuv_majority_baseline"] == pytest.approx(200 / 3) and v["vuv_majority_class"] == "voiced"
+    # authors: the zeroed silent frame is unvoiced in both -> 2/2, 2/3, voiced 1/2; 2 V vs 2 U: a tie
+    auth = score_world({"u": ref}, {"u": hyp}, LAY, alignments=ali, frame_shift=0.005, convention="authors")
+    a = auth.vuv_figures()
+    assert auth.vuv_counts()["n"] == 4 and a["vuv_unvoiced_recall"] == 100.0
+    assert a["vuv_unvoiced_precision"] == pytest.approx(200 / 3) and a["vuv_balanced_accuracy"] == 75.0
+    assert a["vuv_majority_baseline"] == 50.0 and a["vuv_majority_class"] == "voiced"
+    d = auth.to_dict()
+    assert d["vuv_unvoiced_recall"] == 100.0 and d["vuv_counts"]["hyp_unvoiced"] == 3
+    assert d["vuv_accuracy"] == auth.vuv_accuracy == 75.0   # the old figure is unchanged
+    line = vuv_line(ours)
+    assert line == ("V/UV: unvoiced recall 100.0 % (1 / 1 frames), precision 50.0 % (2 predicted unvoiced), "
+                    'balanced accuracy 75.0 %; majority baseline 66.7 % (constant "voiced")')
+    # a model that calls every frame voiced: recall 0, precision undefined (null in JSON), balanced 50
+    allv = score_world({"u": ref}, {"u": world(np.zeros((4, 4)), [100] * 4, [1] * 4)}, LAY,
+                       alignments=ali, frame_shift=0.005)
+    f = allv.to_dict()
+    assert f["vuv_unvoiced_recall"] == 0.0 and f["vuv_unvoiced_precision"] is None
+    assert f["vuv_balanced_accuracy"] == 50.0 and f["vuv_accuracy"] == pytest.approx(f["vuv_majority_baseline"])
+
+
+@pytest.mark.parametrize("convention", ["speechkit", "authors"])
+def test_vuv_figures_brute_force(convention):
+    """Recall, precision, balanced accuracy and majority baseline against a frame-by-frame count."""
+    rng = np.random.default_rng(11)
+    ref, hyp, ali = {}, {}, {}
+    for k, t in enumerate([30, 17, 44]):
+        r, h = random_pair(rng, t)
+        r[:, 5] = rng.random(t) < 0.8          # imbalanced, as outside silence
+        h[:, 5] = rng.random(t) < 0.6
+        ref[f"u{k}"], hyp[f"u{k}"] = r, h
+        cut = 0.005 * rng.integers(1, t - 1)
+        ali[f"u{k}"] = [(0.0, cut, "sil"), (cut, 0.005 * t, "a")]
+    res = score_world(ref, hyp, LAY, alignments=ali, frame_shift=0.005, convention=convention)
+    tp = fp = fn = tn = 0                     # unvoiced = positive
+    for u in ref:
+        for i in range(len(ref[u])):
+            silent = 0.005 * i < ali[u][0][1]
+            if silent and convention == "speechkit":
+                continue
+            ru = silent or not ref[u][i, 5] > 0.5
+            hu = silent or not hyp[u][i, 5] > 0.5
+            tp += ru and hu
+            fp += hu and not ru
+            fn += ru and not hu
+            tn += not ru and not hu
+    n = tp + fp + fn + tn
+    v = res.vuv_figures()
+    assert v["vuv_unvoiced_recall"] == pytest.approx(100 * tp / (tp + fn), rel=1e-12)
+    assert v["vuv_unvoiced_precision"] == pytest.approx(100 * tp / (tp + fp), rel=1e-12)
+    assert v["vuv_voiced_recall"] == pytest.approx(100 * tn / (tn + fp), rel=1e-12)
+    assert v["vuv_balanced_accuracy"] == pytest.approx(50 * (tp / (tp + fn) + tn / (tn + fp)), rel=1e-12)
+    assert v["vuv_majority_baseline"] == pytest.approx(100 * max(tp + fn, tn + fp) / n, rel=1e-12)
+    assert res.vuv_accuracy == pytest.approx(100 * (tp + tn) / n, rel=1e-12)
+    # the baseline is what a constant decision of the majority class scores under the same convention
+    const = {u: hyp[u].copy() for u in hyp}
+    for u in const:
+        const[u][:, 5] = 1.0 if v["vuv_majority_class"] == "voiced" else 0.0
+    base = score_world(ref, const, LAY, alignments=ali, frame_shift=0.005, convention=convention)
+    assert base.vuv_accuracy == pytest.approx(v["vuv_majority_baseline"], rel=1e-12)
 
 
 def test_no_voiced_frame_in_both(caplog):
