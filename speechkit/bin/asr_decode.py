@@ -41,8 +41,9 @@ again (--force to redo), so re-running is cheap and an interrupted run continues
 Errors (exit 1, nothing merged): a feature matrix with a NaN or infinite value (names the
 utterance, its feats.scp entry and the frame; decoded, it would be an empty hypothesis); OUT_DIR
 that is, contains or lies inside DATA_DIR, the checkpoint or EXP/checkpoints, or is or contains
-EXP (EXP/decode_test is fine); --device cuda without a CUDA device. The JSON files hold no
-NaN/Infinity (an infinite --switch-off-threshold is written "inf").
+EXP (EXP/decode_test is fine), or holds a data dir's files or a text/utt2lang no decode wrote;
+--device cuda without a CUDA device. The JSON files hold no NaN/Infinity (an infinite
+--switch-off-threshold is written "inf").
 
 Examples:
   speechkit-asr-decode --model-dir exp/rnnt_multisoftmax data/test exp/rnnt_multisoftmax/decode_test

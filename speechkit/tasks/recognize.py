@@ -521,6 +521,13 @@ def _dumps(obj) -> str:
 
 #: files of a data dir or a units dir: an OUT_DIR holding one is refused (a decode writes text and utt2lang there)
 _NOT_A_DECODE_DIR = ("utt2spk", "wav.scp", "feats.scp", "segments", "languages.txt")
+#: what a merge writes into OUT_DIR besides decode_stats.json: found without a decode's own files, refused
+_DECODE_TABLES = ("text", "utt2lang", "lid_posteriors", "results.jsonl")
+
+
+def _decode_output(out_dir: Path) -> bool:
+    """``out_dir`` holds a decode's own files: a merge's ``decode_stats.json`` or a part's ``parts/done.J.json``."""
+    return (out_dir / "decode_stats.json").is_file() or any((out_dir / "parts").glob("done.*.json"))
 
 
 def check_decode_paths(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: str | os.PathLike,
@@ -529,7 +536,9 @@ def check_decode_paths(model_dir: str | os.PathLike, checkpoint: str | None, dat
     --units-dir or --cmvn-stats, nor be or contain the experiment dir EXP (EXP/decode_test is
     ESPnet's layout, and fine), nor hold a data dir's or units dir's files (``utt2spk``, ``wav.scp``,
     ``feats.scp``, ``segments``, ``languages.txt``: a decode would replace its ``text`` -- e.g. the
-    model's own training dir); a --device that cannot run is refused before any work.
+    model's own training dir), nor hold ``text``, ``utt2lang``, ``lid_posteriors`` or ``results.jsonl``
+    without a decode's own ``decode_stats.json`` or ``parts/done.J.json`` (a reference kept on its own:
+    refused, not backed up, as a data dir is); a --device that cannot run is refused before any work.
 
     Raises:
         FileNotFoundError: no such experiment or checkpoint. OutputOverlapError (a ValueError):
@@ -551,6 +560,12 @@ def check_decode_paths(model_dir: str | os.PathLike, checkpoint: str | None, dat
         raise OutputOverlapError(
             f"OUT_DIR {out_dir} holds {held[0]}: it is a data dir or a units dir, whose tables (text, utt2lang) "
             "a decode would replace; choose another output dir (ESPnet's layout: EXP/decode_<set>)")
+    tables = [n for n in _DECODE_TABLES if (Path(out_dir) / n).exists()]
+    if tables and not _decode_output(Path(out_dir)):  # a reference text/utt2lang kept on their own (case 5)
+        raise OutputOverlapError(
+            f"OUT_DIR {out_dir} holds {', '.join(tables)} that no decode wrote (no decode_stats.json nor "
+            "parts/done.J.json): a decode would replace them; choose another output dir (ESPnet's layout: "
+            "EXP/decode_<set>)")
     if options.device != "cpu":  # the CPU always runs (and needs no torch import: a merge step stays light)
         from speechkit.train.trainer import resolve_device
 

@@ -298,3 +298,28 @@ def test_non_finite_features_strict_json_and_overlapping_outputs(lid_exp, capsys
         assert main(["--model-dir", "exp/lid", "--nj", "2", "--device", "cuda", "data/dev", "o"]) == 1
         err = capsys.readouterr().err
         assert "--device: 'cuda' requested but no CUDA device is available" in err and "jobs failed" not in err
+
+
+def test_an_out_dir_holding_a_reference_is_refused(lid_exp, capsys):
+    """Issue 38 case 5: OUT_DIR holding only a reference text and utt2lang (no utt2spk, so not taken for a data
+    dir) had both replaced by the hypotheses, exit 0. Tables that no decode wrote (no decode_stats.json, no
+    parts/done.J.json) are refused; a decode's own earlier output, merged or not, is decoded into again."""
+    root = lid_exp["root"]
+    ref = root / "ref"
+    ref.mkdir()
+    (ref / "text").write_text("s9_aa_01 abc de\n")
+    (ref / "utt2lang").write_text("s9_aa_01 aa\n")
+    assert main(["--model-dir", "exp/lid", "data/dev", "ref"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "speechkit-asr-decode: error: OUT_DIR ref holds text, utt2lang that no decode wrote (no decode_stats.json "
+        "nor parts/done.J.json): a decode would replace them; choose another output dir (ESPnet's layout: "
+        "EXP/decode_<set>)")
+    assert sorted(p.name for p in ref.iterdir()) == ["text", "utt2lang"]
+    assert (ref / "text").read_text() == "s9_aa_01 abc de\n" and (ref / "utt2lang").read_text() == "s9_aa_01 aa\n"
+    # its own output: merged, or only decoded (--job), is taken again
+    assert main(["--model-dir", "exp/lid", "data/dev", "out"]) == 0
+    assert main(["--model-dir", "exp/lid", "data/dev", "out", "--force"]) == 0
+    assert main(["--model-dir", "exp/lid", "--nj", "1", "--job", "1", "data/dev", "parts_only"]) == 0
+    (root / "parts_only" / "text").write_text("s9_aa_01 x\n")  # as a merge cut short after writing text
+    assert main(["--model-dir", "exp/lid", "data/dev", "parts_only"]) == 0
+    assert (root / "parts_only" / "decode_stats.json").is_file()
