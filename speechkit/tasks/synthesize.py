@@ -54,7 +54,8 @@ class Synthesizer:
             checkpoint name or path.
         option: the command-line option ``model_dir`` came from (named in the errors), or None.
         speaker_embeddings: the speaker -> vector scp of a conditioned model (default: the
-            ``data.speaker_embeddings`` it was trained with); ignored for an unconditioned one.
+            ``data.speaker_embeddings`` it was trained with); ignored for an unconditioned one. Its
+            vectors must be those the model was trained with, by content (:attr:`vectors_changed`).
         input: ``"labels"`` or ``"phones"`` to accept only the models synthesizing from that; None: any.
         device: where to put the model.
 
@@ -148,8 +149,16 @@ class Synthesizer:
 
         Raises:
             ValueError: the model is not speaker-conditioned.
-            DataError: a speaker the model was never trained on, or one without a vector (named).
+            DataError: a speaker the model was never trained on, or one without a vector (named);
+                vectors other than those the model was trained with (:attr:`vectors_changed`: names
+                the scp, what changed and the speaker).
         """
+        vector = self._known_vector(speaker)
+        self._check_trained_vectors([speaker])
+        return vector
+
+    def _known_vector(self, speaker: str) -> np.ndarray:
+        """The vector of a trained speaker, not yet checked against training (:meth:`speaker_vector`)."""
         if not self.conditioned:
             raise ValueError(f"{self.model_dir}: the model is not speaker-conditioned (trained without "
                              f"data.speaker_embeddings)")
@@ -161,6 +170,49 @@ class Synthesizer:
             raise DataError(f"{self.speaker_embeddings}: no vector for speaker '{speaker}'")
         return vectors[speaker]
 
+    def _check_trained_vectors(self, speakers: Sequence[str]) -> None:
+        """Raise DataError naming the scp, what changed and ``speakers`` if :attr:`vectors_changed`."""
+        if self.vectors_changed:
+            many = len(speakers) > 1
+            who = ", ".join(f"'{s}'" for s in speakers[:5]) + (" ..." if len(speakers) > 5 else "")
+            raise DataError(f"{self.speaker_embeddings}: {self.vectors_changed}: {'speakers' if many else 'speaker'} "
+                            f"{who} would be conditioned on {'vectors' if many else 'a vector'} the model in "
+                            f"{self.model_dir} was not trained with (restore the vectors it was trained with -- "
+                            "speechkit-embed-speakers keeps the previous ones in OUT/.backup/N -- or retrain on these)")
+
+    @functools.cached_property
+    def vectors_changed(self) -> str | None:
+        """Why the speaker vectors read (:attr:`speaker_embeddings`) are not those the model was trained
+        with, or None when they are (or cannot be told: an unconditioned model, or a checkpoint saved
+        without a fingerprint of its data, warned).
+
+        By content, as ``train-continual`` and a resumed training check their data
+        (:func:`speechkit.train.trainer.check_data_fingerprint`): the checkpoint records the
+        fingerprint of ``data.speaker_embeddings`` at training time (the scp's lines and the SHA-256 of
+        the arks it reads; :mod:`speechkit.data.fingerprint`), compared with the scp read now -- so a
+        copy of the same vectors elsewhere passes, and vectors rewritten in place (``speechkit-embed-speakers``
+        run again) or another scp do not.
+        """
+        from speechkit.data.fingerprint import DataInput, diff_fingerprints, fingerprint_inputs
+        from speechkit.train.checkpoint import DATA_FINGERPRINT, load_checkpoint
+
+        if not self.conditioned:
+            return None
+        key = "data.speaker_embeddings"
+        saved = (load_checkpoint(self.checkpoint).get(DATA_FINGERPRINT) or {}).get(key)
+        if saved is None:
+            log.warning("%s: saved without a fingerprint of its speaker vectors (an older checkpoint): cannot check "
+                        "that %s holds the vectors the model was trained with", self.checkpoint,
+                        self.speaker_embeddings)
+            return None
+        now = fingerprint_inputs({key: DataInput(str(self.speaker_embeddings))})
+        changes, _ = diff_fingerprints({key: saved}, now)
+        if not changes:
+            return None
+        same = Path(saved.get("path", "")) == Path(self.speaker_embeddings)
+        where = "" if same else f" (trained with {saved.get('path')})"
+        return f"{changes[0].what} since the model was trained{where}, recorded in {self.checkpoint}"
+
     def speaker_vectors(self, utts: Sequence[str], data_dir: str | os.PathLike | None = None,
                         speaker: str | None = None) -> list[np.ndarray] | None:
         """Each utterance's speaker vector: ``speaker``'s for all, else each one's own (``data_dir/utt2spk``).
@@ -169,7 +221,9 @@ class Synthesizer:
 
         Raises:
             FileNotFoundError: no scp, no ``data_dir/utt2spk`` (without ``speaker``), no ``EXP/speakers``.
-            DataError: a speaker never trained, or without a vector (named); an utterance not in utt2spk.
+            DataError: a speaker never trained, or without a vector (named); an utterance not in utt2spk;
+                vectors other than those the model was trained with (:attr:`vectors_changed`; names the
+                speakers).
         """
         from speechkit.data.speakers import utterance_speakers
 
@@ -177,8 +231,10 @@ class Synthesizer:
             return None
         vectors = self.vectors
         speakers = [speaker] * len(utts) if speaker is not None else utterance_speakers(data_dir, utts, None)
-        for spk in dict.fromkeys(speakers):
-            self.speaker_vector(spk)
+        unique = list(dict.fromkeys(speakers))
+        for spk in unique:  # every speaker known and with a vector, then the vectors checked once
+            self._known_vector(spk)
+        self._check_trained_vectors(unique)
         return [vectors[s] for s in speakers]
 
     def features(self, inputs: np.ndarray | Iterable[str], vector: np.ndarray | None = None) -> np.ndarray:
