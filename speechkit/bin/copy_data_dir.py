@@ -7,7 +7,9 @@ validator accepts renamed ids there); frame_shift, feats.yaml, cmvn_global.ark a
 prefix to both so that speaker ids stay prefixes of utterance ids.
 
 DEST may not be, contain or lie inside SRC. An existing DEST gets the new tables (stale tables
-removed); files other tools added there (features, logs) stay, as with Kaldi's copy_data_dir.sh.
+removed); its features and CMVN stats (added by later tools) stay while its utterances and audio
+(utt2spk, wav.scp, segments) are the same, and whatever is replaced or removed is first copied
+to DEST/.backup/N (logged). Other files there (logs, arks) are never touched.
 
 Example:
   speechkit-copy-data-dir --utt-prefix sp1.1- --spk-prefix sp1.1- data/train data/train_sp

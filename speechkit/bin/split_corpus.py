@@ -6,7 +6,9 @@ assigned, so the parts are speaker-disjoint and hold about the requested fractio
 utterances. phone_alignments and spk2gender are subset along with the utterances and
 speakers. An empty part is an error (nothing is written then). No part may be, contain or lie
 inside DATA (OUT itself may hold it: data/all -> data/{train,dev,test}); an existing part gets the
-new tables (stale ones removed).
+new tables (stale ones removed). Re-running the same split keeps the features and CMVN stats
+computed in the parts since; whatever is replaced or removed is first copied to OUT/<part>/.backup/N
+(logged).
 
 Example:
   speechkit-split-corpus data/mini data/mini_split --dev 0.1 --test 0.1 --by-speaker --seed 0
