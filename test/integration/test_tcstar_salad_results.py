@@ -142,8 +142,9 @@ def test_paired_bootstrap_brackets_the_pooled_difference(mr, tree):
     diff, lo, hi = mr.paired_bootstrap(a, b)
     assert diff == pytest.approx(b["mcd_db"] - a["mcd_db"], rel=1e-9)
     assert lo <= diff <= hi and diff > 0
-    b["utterances"] = b["utterances"][:2]          # not the same utterances: no interval
-    assert mr.paired_bootstrap(a, b) is None
+    b["utterances"] = b["utterances"][:2]          # not the same utterances: no interval, and why
+    with pytest.raises(ValueError, match=r"different utterances: 1 only in A"):
+        mr.paired_bootstrap(a, b)
 
 
 def test_a_later_collect_merges(mr, tree):

@@ -53,7 +53,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from speechkit.scoring.significance import paired_bootstrap, read_per_utt_counts
+from speechkit.scoring.significance import NotComparable, paired_bootstrap, read_per_utt_counts
 from speechkit.train.report import training_summary
 from speechkit.utils.fileio import atomic_write
 from speechkit.utils.jsonio import read_json
@@ -174,7 +174,9 @@ BOOTSTRAP_RESAMPLES = 1000
 
 def paired_table(counts: dict, t: str) -> list[str]:
     """Markdown table of the paired bootstrap (Bisani & Ney 2004) for the pairs of :data:`PAIRS`
-    found in ``counts[t]`` (:func:`utterance_counts`); empty when none is."""
+    found in ``counts[t]`` (:func:`utterance_counts`); empty when none is. A pair the bootstrap cannot
+    compare (different utterances decoded, fewer than 2, counts that are not whole numbers) gets a row
+    that says why (speechkit.scoring.significance.NotComparable), never none."""
     cs = counts.get(t)
     if not cs:
         return []
@@ -185,16 +187,20 @@ def paired_table(counts: dict, t: str) -> list[str]:
             continue
         cells = []
         res = {}
+        why = None
         for unit, lens in (("wer", cs["words"]), ("cer", cs["chars"])):
             ea, eb = cs["decodes"][a_rel][unit], cs["decodes"][b_rel][unit]
             a = {u: (e, n) for u, e, n in zip(cs["utts"], ea, lens) if e is not None}
             b = {u: (e, n) for u, e, n in zip(cs["utts"], eb, lens) if e is not None}
-            if set(a) != set(b) or not a:
+            try:
+                r = res[unit] = paired_bootstrap(a, b, n_resamples=BOOTSTRAP_RESAMPLES, seed=0)
+            except NotComparable as e:  # the row says why instead of vanishing
+                why = f"{unit.upper()}: {e}".replace("|", "/")
                 break
-            r = res[unit] = paired_bootstrap(a, b, n_resamples=BOOTSTRAP_RESAMPLES, seed=0)
             cells += [f"{r.rate_a:.2f} -> {r.rate_b:.2f}",
                       f"{r.delta:+.2f} [{r.interval[0]:+.2f}, {r.interval[1]:+.2f}]"]
-        if len(res) < 2:
+        if why is not None:
+            rows.append(f"| {what} | {table} | not compared: {why} | | | | | |")
             continue
         v = res["cer"].verdict()
         verdict = {"B better": "B better", "A better": "B worse", "within noise": "within noise"}[v]

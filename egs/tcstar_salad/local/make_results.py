@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from measure_latency import PAPER_LATENCY_S  # local/, next to this script
+from speechkit.scoring.significance import NotComparable, paired_ratio_bootstrap
 from speechkit.tasks.acoustic import PAPER_PARAMETERS
 from speechkit.utils.fileio import atomic_write
 from speechkit.utils.jsonio import read_json
@@ -204,29 +205,43 @@ def collect(run: str, models: list[str], speakers: list[str] | None, data: Path,
 # ----------------------------------------------------------------------------- render (results -> RESULTS.md)
 
 
-def utt_sums(sc: dict) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Per-utterance (MCD sum in dB, scored frames) of a speechkit-convention test.json."""
-    utts = sc.get("utterances") or []
-    n = np.array([u["n_frames"] for u in utts], dtype=float)
-    mcd = np.array([(u["mcd_db"] or 0.0) * u["n_frames"] for u in utts], dtype=float)
-    return mcd, n, [u["utt"] for u in utts]
+def utt_sums(sc: dict, model: str = "A") -> dict[str, tuple[float, float]]:
+    """``{utt: (MCD summed over its scored frames in dB, scored frames)}`` of a speechkit-convention test.json
+    (an utterance with no scored frame, MCD null, counts 0).
+
+    Raises:
+        NotComparable: an utterance listed twice, a frame count that is not a number, or an MCD that is not a
+            finite number (NaN: the page says so, it printed "+nan dB"); the utterance and ``model`` are named.
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for u in sc.get("utterances") or []:
+        utt, n, mcd = u.get("utt"), u.get("n_frames"), u.get("mcd_db")
+        if utt in out:
+            raise NotComparable(f"utterance {utt!r} is listed twice in {model}'s test.json")
+        if not isinstance(n, (int, float)) or isinstance(n, bool) or not math.isfinite(n):
+            raise NotComparable(f"utterance {utt!r}: {model}'s n_frames {n!r} is not a frame count")
+        if mcd is None and n == 0:
+            mcd = 0.0  # nothing scored (all silence)
+        if not isinstance(mcd, (int, float)) or isinstance(mcd, bool) or not math.isfinite(mcd):
+            raise NotComparable(f"utterance {utt!r}: {model}'s MCD is {mcd!r} dB, not a finite number")
+        out[utt] = (mcd * n, n)
+    return out
 
 
-def paired_bootstrap(a: dict, b: dict, seed: int = 0) -> tuple[float, float, float] | None:
-    """Pooled MCD of ``b`` minus ``a`` (dB) and a 95 % percentile interval, resampling test utterances.
+def paired_bootstrap(a: dict, b: dict, seed: int = 0,
+                     names: tuple[str, str] = ("A", "B")) -> tuple[float, float, float]:
+    """Pooled MCD of ``b`` minus ``a`` (dB) and a 95 % percentile interval, resampling test utterances
+    (speechkit.scoring.significance.paired_ratio_bootstrap, :data:`BOOTSTRAP_RESAMPLES` resamples).
 
     Both score files must hold the same utterances (per-utterance sums of the speechkit convention).
+
+    Raises:
+        NotComparable: why the two cannot be compared (different utterances or frame counts, fewer than 2
+            utterances, a non-finite MCD: the utterance and the model, ``names``, are named).
     """
-    ma, na, ua = utt_sums(a)
-    mb, nb, ub = utt_sums(b)
-    if not ua or ua != ub or not np.array_equal(na, nb):
-        return None
-    diff = mb.sum() / nb.sum() - ma.sum() / na.sum()
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(ua), size=(BOOTSTRAP_RESAMPLES, len(ua)))
-    d = mb[idx].sum(1) / nb[idx].sum(1) - ma[idx].sum(1) / na[idx].sum(1)
-    lo, hi = np.percentile(d, [2.5, 97.5])
-    return float(diff), float(lo), float(hi)
+    r = paired_ratio_bootstrap(utt_sums(a, names[0]), utt_sums(b, names[1]), n_resamples=BOOTSTRAP_RESAMPLES,
+                               seed=seed)
+    return r.delta, r.interval[0], r.interval[1]
 
 
 def speaker_lines(spk: str, sdir: Path) -> list[str]:
@@ -259,7 +274,11 @@ def speaker_lines(spk: str, sdir: Path) -> list[str]:
     for size in ("small", "big"):
         r, s = scores.get(f"musa_rnn_{size}"), scores.get(f"salad_{size}")
         if r and s:
-            bs = paired_bootstrap(r, s)
+            try:
+                bs = paired_bootstrap(r, s, names=(f"musa_rnn_{size}", f"salad_{size}"))
+            except NotComparable as e:  # said, never dropped
+                lines.append(f"SALAD {size} minus MUSA-RNN {size}, MCD (speechkit convention): not compared ({e}).")
+                bs = None
             if bs:
                 lines.append(f"SALAD {size} minus MUSA-RNN {size}, MCD (speechkit convention): **{bs[0]:+.2f} dB**, "
                              f"95 % interval {bs[1]:+.2f} to {bs[2]:+.2f} dB (paired bootstrap over the "
