@@ -60,7 +60,7 @@ Python API::
     result.alignments["utt1"]   # [(0.0, 0.1225, 'sil'), (0.1225, 0.2, 'h'), ...]
     aligner = Aligner.load("exp/align")
 """
-from speechkit.align.aligner import Aligner, AlignResult
+from speechkit.align.aligner import Aligner, AlignResult, check_alignment_dir
 from speechkit.align.config import (ALIGNMENTS_FILE, CONFIG_FILE, MAX_LISTED, MODEL_FILE, PHONES_FILE, SIL,
                                     UNALIGNED_FILE, AlignerConfig, load_aligner_config)
 from speechkit.align.features import compute_features, read_phone_info
@@ -68,4 +68,4 @@ from speechkit.align.train import train_aligner
 
 __all__ = ["AlignerConfig", "load_aligner_config", "Aligner", "AlignResult", "train_aligner", "read_phone_info",
            "compute_features", "SIL", "MODEL_FILE", "PHONES_FILE", "CONFIG_FILE", "UNALIGNED_FILE",
-           "ALIGNMENTS_FILE", "MAX_LISTED"]
+           "ALIGNMENTS_FILE", "MAX_LISTED", "check_alignment_dir"]

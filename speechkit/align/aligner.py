@@ -4,6 +4,7 @@ forward-backward over them, per-speaker fMLLR, save/load of ``final.mdl``) and i
 from __future__ import annotations
 
 import contextlib
+import filecmp
 import json
 import math
 import os
@@ -25,9 +26,29 @@ from speechkit.data.corpora._common import write_phone_alignments
 from speechkit.data.datadir import backup_files
 from speechkit.utils.config import load_config, to_dict
 from speechkit.utils.fileio import DataError, atomic_write, write_table
+from speechkit.utils.outputs import OutputOverlapError
 
 #: The files of a saved aligner (:meth:`Aligner.save`).
 MODEL_FILES = (MODEL_FILE, PHONES_FILE, CONFIG_FILE)
+
+
+def check_alignment_dir(exp_dir: str | os.PathLike, model_dir: str | os.PathLike) -> None:
+    """Refuse to write alignments made with ``model_dir``'s aligner into an ``exp_dir`` that holds another
+    aligner: its ``phone_alignments`` would lie beside a ``final.mdl`` that did not make them (a later
+    ``--model-dir exp_dir`` or retraining would take them for that model's). An ``exp_dir`` holding no
+    ``final.mdl`` (``exp/align_test``), or a byte-identical copy of ``model_dir``'s, is fine.
+
+    Refused rather than backed up (as retraining backs up the earlier model with its alignments): moving
+    the other aligner away would leave ``exp_dir`` without the model a later stage loads from it.
+
+    Raises:
+        OutputOverlapError: names both directories.
+    """
+    mine, theirs = Path(model_dir) / MODEL_FILE, Path(exp_dir) / MODEL_FILE
+    if theirs.exists() and not (mine.is_file() and theirs.is_file() and filecmp.cmp(mine, theirs, shallow=False)):
+        raise OutputOverlapError(
+            f"EXP_DIR {exp_dir} holds another aligner ({theirs}, not the one of --model-dir {model_dir}): alignments "
+            "written there would lie beside a model that did not make them; choose another EXP_DIR")
 
 
 @dataclass

@@ -17,6 +17,8 @@ Outputs in EXP_DIR:
   final.mdl, phones.txt, config.yaml, log/train.log   (training only: the aligner)
   .backup/N/         training into an EXP_DIR that holds an aligner: the previous one, with the
                      alignments made with it and its log, moved here when the new one is saved
+With --model-dir, an EXP_DIR holding another aligner (a final.mdl other than DIR's) is refused:
+its alignments would lie beside a model that did not make them.
 
 Optional silence ('sil') may be inserted at the start, at the end and between words, where
 DATA_DIR/phone_info ('<utt> <stress>:<syllable>:<word> ...') gives word indices;
@@ -69,11 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         own, overrides = split_overrides(argv)
         args = parser.parse_args(own)
-        setup_logging(args.log_file)
-        from speechkit.align import (ALIGNMENTS_FILE, MAX_LISTED, UNALIGNED_FILE, Aligner, load_aligner_config,
-                                     train_aligner)
+        from speechkit.align import (ALIGNMENTS_FILE, CONFIG_FILE, MAX_LISTED, MODEL_FILE, PHONES_FILE, UNALIGNED_FILE,
+                                     Aligner, check_alignment_dir, load_aligner_config, train_aligner)
 
         from speechkit.utils.outputs import check_output_dir
+
+        setup_logging(args.log_file, inputs={"--config": args.config},
+                      input_dirs={"DATA_DIR": args.data_dir, "--model-dir": args.model_dir},
+                      outputs=[(f"EXP_DIR's {n}", Path(args.exp_dir) / n)
+                               for n in (ALIGNMENTS_FILE, UNALIGNED_FILE, MODEL_FILE, PHONES_FILE, CONFIG_FILE)])
 
         # EXP_DIR may lie inside --model-dir (exp/align/align_test), never be or contain it nor what is read
         # (the data, the --config file, which training would overwrite with the resolved config.yaml)
@@ -84,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             if overrides or args.config or args.optional_silence is not None:
                 raise ConfigError("command line: --config, --optional-silence and config overrides apply to "
                                   "training only; the aligner of --model-dir keeps its own settings")
+            check_alignment_dir(exp_dir, args.model_dir)
             aligner = Aligner.load(args.model_dir)
             result = aligner.align(args.data_dir, nj=args.nj)
         else:

@@ -327,3 +327,24 @@ def test_output_dir_containing_the_config_is_refused(trained, tmp_path, capsys):
     assert (conf / "config.yaml").read_bytes() == before and sorted(p.name for p in conf.iterdir()) == ["config.yaml"]
     # beside it is fine
     assert main([str(data), str(tmp_path / "exp"), "--config", str(conf / "config.yaml")]) == 0
+
+
+def test_aligning_into_another_aligners_dir_is_refused(trained, tmp_path, capsys):
+    """Issue 38 case 6: align --model-dir exp/aligner DATA exp/alignerB replaced alignerB's own alignments with
+    another aligner's, no backup, leaving B's final.mdl beside alignments it did not make (exit 0). Refused before
+    any work; a copy of the same model (same final.mdl bytes) may take them."""
+    root, data, _ = trained
+    b = tmp_path / "alignerB"
+    shutil.copytree(root / "exp", b)
+    (b / "final.mdl").write_bytes((b / "final.mdl").read_bytes() + b"\0")  # another aligner's model
+    (b / "phone_alignments").write_text("x 0.00 0.10 sil\n")
+    before = {p.name: p.read_bytes() for p in b.rglob("*") if p.is_file()}
+    assert main([str(data), str(b), "--model-dir", str(root / "exp")]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"speechkit-align: error: EXP_DIR {b} holds another aligner ({b / 'final.mdl'}, not the one of --model-dir "
+        f"{root / 'exp'}): alignments written there would lie beside a model that did not make them; choose another "
+        "EXP_DIR")
+    assert {p.name: p.read_bytes() for p in b.rglob("*") if p.is_file()} == before
+    copy = tmp_path / "copy"
+    shutil.copytree(root / "exp", copy)
+    assert main([str(data), str(copy), "--model-dir", str(root / "exp")]) == 0
