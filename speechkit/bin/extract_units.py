@@ -94,7 +94,7 @@ def build_parser():
 
 
 def _run(args) -> int:
-    setup_logging(args.log_file, args.verbose)
+    setup_logging(args.log_file, args.verbose, input_dirs={"DATA_DIR": args.data_dir})
     check_extraction_options(window=args.window, hop=args.hop, phases=args.phases, nj=args.nj,
                              batch_frames=args.batch_frames, cli=True)
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)

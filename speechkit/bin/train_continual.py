@@ -102,7 +102,10 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
                                            "--init-dir's checkpoints": init / "checkpoints" if init else None},
                      experiment_dirs={"--init-dir": cfg.init_dir}, option="--exp-dir", contains_ok=True)
     ensure_writable_dir(args.exp_dir)
-    setup_logging(args.log_file, verbose=args.verbose)
+    setup_logging(args.log_file, verbose=args.verbose,
+                  inputs={"--config": args.config},
+                  input_dirs={"--train-dir": cfg.train_dir, "--valid-dir": cfg.valid_dir,
+                              "--pretrain-dir": cfg.pretrain_dir, "--speaker-embeddings": cfg.speaker_embeddings})
     records = run_continual(cfg, args.exp_dir)
     for r in records:
         print(f"episode {r['episode']} {r['speaker']}: {r['utterances']['total']} utterances "
