@@ -61,13 +61,11 @@ class MetricsLog:
 def read_metrics(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     """Yield the records of a ``metrics.jsonl`` file (none if it does not exist).
 
-    A record cut short (a run killed while writing it) is skipped with a warning naming the file and
-    line (:func:`speechkit.utils.jsonio.read_jsonl`; :meth:`MetricsLog.truncate_after` drops it on resume).
-
-    Raises:
-        DataError: a line that is neither a JSON object nor cut short (names the file and line).
+    A line that is not a JSON object (a record cut short by a killed run) is skipped with a warning
+    naming the file and line (:func:`speechkit.utils.jsonio.read_jsonl`; :meth:`MetricsLog.truncate_after`
+    drops such lines on resume).
     """
-    yield from read_jsonl(path, expect=dict)
+    yield from read_jsonl(path, expect=dict, skip_bad=True)
 
 
 def plot_losses(metrics_path: str | os.PathLike, out_png: str | os.PathLike, title: str = "") -> bool:

@@ -109,13 +109,16 @@ def read_json_cache(path: str | os.PathLike, *, expect: type | tuple[type, ...] 
 
 
 def read_jsonl(path: str | os.PathLike, *, expect: type | tuple[type, ...] | None = dict,
-               missing_ok: bool = True) -> list:
+               missing_ok: bool = True, skip_bad: bool = False) -> list:
     """The records of a JSON-lines file, in order, torn records skipped with a warning.
 
     Args:
         path: the file (one JSON value per line; blank lines ignored).
         expect: the type every record must have (default ``dict``; None: any).
         missing_ok: an absent file gives ``[]`` (else ``FileNotFoundError``).
+        skip_bad: skip every line that is not valid JSON or not of type ``expect``, with a warning naming
+            the file and line, instead of raising (a log whose writer drops such lines itself on resume:
+            ``metrics.jsonl``).
 
     Returns:
         The records, without the torn ones.
@@ -142,8 +145,14 @@ def read_jsonl(path: str | os.PathLike, *, expect: type | tuple[type, ...] | Non
                 log.warning("%s:%d: a record cut short (a run killed while writing it, or a full disk): skipped",
                             path, i)
                 continue
+            if skip_bad:
+                log.warning("%s:%d: not JSON (%s at column %d): skipped", path, i, e.msg, e.colno)
+                continue
             raise DataError(f"{path}:{i}: not JSON ({e.msg} at column {e.colno})") from None
         if expect is not None and not isinstance(rec, expect):
+            if skip_bad:
+                log.warning("%s:%d: not %s: skipped", path, i, _type_name(expect))
+                continue
             raise DataError(f"{path}:{i}: not {_type_name(expect)}")
         out.append(rec)
     return out

@@ -66,7 +66,7 @@ def _training(exp: Path) -> dict:
     out: dict = {}
     metrics = exp / "metrics.jsonl"
     if metrics.is_file():
-        epochs = [r for r in read_jsonl(metrics) if r.get("kind") == "epoch"]
+        epochs = [r for r in read_jsonl(metrics, skip_bad=True) if r.get("kind") == "epoch"]  # as read_metrics
         if epochs:
             last = epochs[-1]
             out.update(steps=last.get("step"), epochs=last.get("epoch"))

@@ -93,3 +93,13 @@ def test_read_runs_after_a_torn_record_and_a_later_record_run(tmp_path, caplog):
         assert [r["cmdline"] for r in provenance.read_runs(p)] == ["./run.sh --stage 1", "./run.sh --stage 2"]
     assert sum("runs.jsonl:2: a record cut short" in r.getMessage() for r in caplog.records) == 2
     assert "./run.sh --stage 2" in provenance.markdown_header(provenance.read_runs(p))
+
+
+def test_skip_bad_warns_for_every_line_it_skips(tmp_path, caplog):
+    p = tmp_path / "metrics.jsonl"
+    p.write_text('{"step": 1}\n{cut short\n[2]\n{"step": 3}\n')
+    with caplog.at_level(logging.WARNING):
+        assert read_jsonl(p, skip_bad=True) == [{"step": 1}, {"step": 3}]
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("metrics.jsonl:2: not JSON" in m for m in msgs) and any("metrics.jsonl:3: not a JSON object" in m
+                                                                       for m in msgs)
