@@ -240,5 +240,7 @@ def write_wav(path: str | os.PathLike, samples: np.ndarray, sr: int) -> None:
         if peak > 1.0:
             logger.warning("%s: clipping samples (peak %.3f > 1.0)", path, peak)
             x = np.clip(x, -1.0, 1.0)
+    buf = io.BytesIO()  # encoded in memory: a full disk is one error naming path, not tracebacks from soundfile's I/O
+    sf.write(buf, x, int(sr), format="WAV", subtype="PCM_16")
     with atomic_write(path, "wb") as f:
-        sf.write(f, x, int(sr), format="WAV", subtype="PCM_16")
+        f.write(buf.getvalue())

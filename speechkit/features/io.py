@@ -20,7 +20,7 @@ import yaml
 
 from speechkit.data.datadir import GLOBAL_CMVN
 from speechkit.features.cmvn import apply_cmvn
-from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table
+from speechkit.utils.fileio import DataError, atomic_write, naming_write_errors, read_lines, read_table
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,8 @@ def ark_scp_writer(ark: str | os.PathLike, scp: str | os.PathLike, compression_m
     ark.parent.mkdir(parents=True, exist_ok=True)
     scp.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}", compression_method=compression_method) as w:
+        with naming_write_errors(ark), \
+                kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}", compression_method=compression_method) as w:
             yield w
         lines = []
         for line in read_lines(tmp_scp):

@@ -48,6 +48,31 @@ def _write_error(path: str | os.PathLike, e: OSError) -> WriteError:
     return WriteError(e.errno or 0, e.strerror or str(e), str(where))
 
 
+#: ``errno`` values that mean the bytes could not be stored: a full disk or quota, a file too large, a read-only
+#: file system, an I/O error. Raised by ``write()``/``flush()``/``close()``, they name no file.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
+@contextlib.contextmanager
+def naming_write_errors(path: str | os.PathLike) -> Iterator[None]:
+    """Around code writing ``path``: an ``OSError`` that names no file and whose ``errno`` is one of
+    :data:`WRITE_ERRNOS` (``write()`` on a full disk: ``[Errno 28] No space left on device``) becomes a
+    :class:`WriteError` naming ``path`` (``cannot write PATH: No space left on device``). Other errors (a
+    missing input read inside the block, an error naming its own file) pass unchanged.
+
+    Raises:
+        WriteError: as above.
+    """
+    try:
+        yield
+    except WriteError:
+        raise
+    except OSError as e:
+        if e.filename is None and e.errno in WRITE_ERRNOS:
+            raise WriteError(e.errno, e.strerror or os.strerror(e.errno), str(path)) from None
+        raise
+
+
 def id_file(directory: str | os.PathLike, key: str, suffix: str, what: str = "utterance id") -> Path:
     """``directory/<key><suffix>``: the file an id (utterance, speaker) names inside ``directory``.
 
@@ -104,8 +129,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         encoding: text encoding; ignored for binary modes.
 
     Raises:
-        WriteError: the directory cannot be created or written, or the rename fails
-            (``cannot write PATH: <reason>``).
+        WriteError: the directory cannot be created or written, the data cannot be stored (a full disk:
+            :func:`naming_write_errors`), or the rename fails (``cannot write PATH: <reason>``).
     """
     path = Path(path)
     if path.is_dir():
@@ -122,10 +147,11 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     os.umask(umask)
     os.fchmod(fd, 0o666 & ~umask)
     try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
+        with naming_write_errors(path):  # a full disk names the destination, not nothing
+            with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
         try:
             os.replace(tmp, path)
         except OSError as e:

@@ -400,27 +400,78 @@ def replace_dir(out: PathLike, *, backup: bool = True, owner: str | None = None)
         if owner:
             (tmp / OWNER_FILE).write_text(f"{owner}\n", encoding="utf-8")
         yield tmp
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        named = _named_outside(e, tmp, out)
+        if named is e:
+            raise
+        raise named from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if out.is_dir():
         keep = backup or (owner is not None and not _owned_by(out, owner))
-        if not backup and keep and _holds_files(out):
+        old = _swap_in(tmp, out)
+        if not backup and keep and _holds_files(old):
             log.warning("%s holds files that no earlier %s run wrote: kept in %s/%s/ instead of deleted",
                         out, owner, out, BACKUP_DIR)
-        if exchange_paths(tmp, out):
-            old = tmp  # the exchange left the previous output at the temporary name
-        else:
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent)) / "x"
-            os.replace(out, old)
-            os.replace(tmp, out)
         kept = _keep_old(old, out, keep)
         if old.parent.name.startswith(f".{out.name}.old-"):
             shutil.rmtree(old.parent, ignore_errors=True)
         if kept is not None:
             log.info("replaced %s (the previous content is in %s)", out, kept)
     else:
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise WriteError(e.errno or 0, e.strerror or str(e), str(out)) from None
+
+
+def _named_outside(e: OSError, tmp: Path, out: Path) -> OSError:
+    """``e`` naming the file it names under the temporary dir ``tmp`` by where it was to be, under ``out``
+    (``cannot write OUT/wav/a.wav``, not ``.OUT.tmp-123-x/wav/a.wav``); ``e`` itself if it names nothing there."""
+    def moved(name):
+        if not isinstance(name, str):
+            return name
+        for prefix in {str(tmp), os.path.abspath(tmp)}:
+            if name == prefix or name.startswith(prefix + os.sep):
+                return str(out) + name[len(prefix):]
+        return name
+
+    if e.strerror is None or (moved(e.filename) == e.filename and moved(e.filename2) == e.filename2):
+        return e
+    if isinstance(e, WriteError):
+        return WriteError(e.errno or 0, e.strerror, moved(e.filename))
+    return type(e)(e.errno, e.strerror, moved(e.filename), None, moved(e.filename2))
+
+
+def _swap_in(tmp: Path, out: Path) -> Path:
+    """Put the complete output ``tmp`` in place of the existing directory ``out``; return where the previous
+    output now is. On failure (``out`` or its parent not writable, immutable) nothing is left behind: ``tmp``
+    is removed, ``out`` keeps its previous content, and the error names ``out``.
+
+    Raises:
+        WriteError: ``cannot write OUT: Operation not permitted`` and the like.
+    """
+    parked = None
+    try:
+        if exchange_paths(tmp, out):
+            return tmp  # the exchange left the previous output at the temporary name
+        parked = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
+        old = parked / "x"
+        os.replace(out, old)
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            os.replace(old, out)  # the previous output back where it was
+            raise
+        return old
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if parked is not None:
+            shutil.rmtree(parked, ignore_errors=True)
+        raise WriteError(e.errno or 0, e.strerror or str(e), str(out)) from None
 
 
 def _umask() -> int:

@@ -27,7 +27,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from speechkit.utils.fileio import ensure_writable_dir
+from speechkit.utils.fileio import ensure_writable_dir, naming_write_errors
 from speechkit.utils.jsonio import read_jsonl
 from speechkit.utils.outputs import OutputOverlapError, check_output_files
 
@@ -181,7 +181,7 @@ def record_run(out: str | os.PathLike, cmdline: str, configs: Sequence[str | os.
     rec = {**environment(), "cmdline": cmdline, "cwd": where, "configs": config_hashes(files, base=cwd)}
     line = (json.dumps(rec, sort_keys=False, allow_nan=False) + "\n").encode("utf-8")
     ensure_writable_dir(out.parent)
-    with open(out, "a+b") as f:  # one short line per run: appends do not interleave
+    with naming_write_errors(out), open(out, "a+b") as f:  # one short line per run: appends do not interleave
         size = f.seek(0, os.SEEK_END)
         if size:
             f.seek(size - 1)

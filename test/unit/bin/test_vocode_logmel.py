@@ -181,3 +181,62 @@ def test_an_utterance_id_that_would_leave_out_dir_is_refused(feats_dir, tmp_path
     assert main([str(d), str(tmp_path / "out"), "--griffin-lim-iters", "2"]) == 1
     assert f"utterance id {bad!r} cannot be a file name of the output" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["feats"]  # no out, nothing beside it
+
+
+def test_a_full_disk_or_an_immutable_out_dir_is_one_line_naming_the_path(feats_dir, tmp_path, monkeypatch, capsys):
+    """Issue 38 case 18: on a full disk vocode printed five soundfile tracebacks (its cffi write callback) before
+    an AssertionError traceback; with an immutable OUT_DIR the error named an internal temporary path
+    (OUT/../.out.old-PID-x) and the .out.tmp-*/.out.old-* dirs were left behind. Now one line naming OUT's own
+    path, nothing left beside OUT, the previous output kept."""
+    import errno
+    import os
+
+    from speechkit.utils import fileio, outputs
+
+    d, mels, _ = feats_dir
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep\n")
+    real_fdopen, real_replace = os.fdopen, os.replace
+
+    class Full:  # a file on a full disk: write raises ENOSPC naming no file, as the OS does
+        def __init__(self, f):
+            self.f = f
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as m:
+        m.setattr(fileio.os, "fdopen", lambda *a, **k: Full(real_fdopen(*a, **k)))
+        assert main([str(d), str(out), "--griffin-lim-iters", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"speechkit-vocode: error: cannot write {out}/wav/s1-u1.wav: "
+                                        "No space left on device"], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feats", "out"]
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+
+    def immutable(src, dst, *a, **k):  # chattr +i OUT: it cannot be renamed (root is not stopped by chmod)
+        if os.path.abspath(src) == str(out):
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(src), None, str(dst))
+        return real_replace(src, dst, *a, **k)
+
+    with monkeypatch.context() as m:
+        m.setattr(outputs, "exchange_paths", lambda a, b: False)
+        m.setattr(outputs.os, "replace", immutable)
+        for _ in range(2):
+            assert main([str(d), str(out), "--griffin-lim-iters", "2"]) == 1
+            assert capsys.readouterr().err.strip().splitlines()[-1] == (
+                f"speechkit-vocode: error: cannot write {out}: Operation not permitted")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feats", "out"]
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    assert main([str(d), str(out), "--griffin-lim-iters", "2"]) == 0  # once writable, the run goes through
+    assert (out / ".backup" / "1" / "mine.txt").read_text() == "keep\n"

@@ -39,3 +39,64 @@ def test_id_file_keeps_ids_inside_their_directory(tmp_path):
     for bad in ("", ".", "..", "../x", "/abs/x", "a/b", "a\0b"):
         with pytest.raises(DataError, match="cannot be a file name of the output"):
             id_file(tmp_path, bad, ".wav")
+
+
+class _FullDisk:
+    """A file object on a full disk: ``write``/``flush`` raise ``OSError(ENOSPC)`` naming no file, as the OS does."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+    def write(self, data):
+        import errno
+        import os
+
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def full_disk(monkeypatch):
+    """Every file atomic_write opens is on a full disk (issue 38 case 18's simulation; a tiny tmpfs does it for real)."""
+    import os
+
+    from speechkit.utils import fileio
+
+    real = os.fdopen
+    monkeypatch.setattr(fileio.os, "fdopen", lambda *a, **k: _FullDisk(real(*a, **k)))
+
+
+def test_a_full_disk_names_the_file(tmp_path, monkeypatch):
+    """Issue 38 case 18: on a full disk the error said 'No space left on device' without a path (compute-feats,
+    record-run, score-abx --json). atomic_write and naming_write_errors name the destination; no temporary is
+    left; other errors pass unchanged."""
+    import errno
+    import os
+
+    from speechkit.utils.fileio import WriteError, atomic_write, naming_write_errors, write_table
+
+    out = tmp_path / "scores.json"
+    out.write_text("previous\n")
+    full_disk(monkeypatch)
+    with pytest.raises(WriteError) as e:
+        with atomic_write(out) as f:
+            f.write("{}\n")
+    assert str(e.value) == f"cannot write {out}: No space left on device" and e.value.errno == errno.ENOSPC
+    with pytest.raises(WriteError, match=f"cannot write {re.escape(str(tmp_path / 'text'))}: No space left"):
+        write_table(tmp_path / "text", {"u1": "a"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.json"] and out.read_text() == "previous\n"
+    with pytest.raises(WriteError, match="cannot write x.ark: Disk quota exceeded"):
+        with naming_write_errors("x.ark"):
+            raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))
+    for other in (FileNotFoundError(errno.ENOENT, "No such file or directory", "in.wav"), OSError(errno.EBADF, "x")):
+        with pytest.raises(OSError) as e:
+            with naming_write_errors("x.ark"):
+                raise other
+        assert e.value is other

@@ -259,3 +259,29 @@ def test_the_one_output_rule_for_files(tmp_path):
     with pytest.raises(OutputOverlapError, match=f"OUT_DIR {arks} contains a file {data / 'cmvn.scp'} reads"):
         check_output_dir(arks, inputs={"DATA_DIR": data}, option="OUT_DIR")
     check_output_dir(tmp_path / "units", inputs={"DATA_DIR": data})
+
+
+def test_a_failed_write_or_swap_names_the_output_and_leaves_no_temporary(tmp_path, monkeypatch):
+    """Issue 38 case 18: errors named the hidden .OUT.tmp-PID-x / .OUT.old-PID-x paths, and those dirs stayed."""
+    import errno
+
+    out = tmp_path / "out"
+    with pytest.raises(PermissionError) as e:
+        with replace_dir(out) as d:
+            raise PermissionError(errno.EACCES, "Permission denied", str(d / "wav" / "a.wav"))
+    assert e.value.filename == str(out / "wav" / "a.wav")
+    with pytest.raises(WriteError, match=f"cannot write {out}/feats.ark: No space left on device"):
+        with replace_dir(out) as d:
+            raise WriteError(errno.ENOSPC, "No space left on device", str(d / "feats.ark"))
+    assert list(tmp_path.iterdir()) == []
+    with replace_dir(out) as d:
+        (d / "a").write_text("1")
+    real = os.replace
+    monkeypatch.setattr(outputs, "exchange_paths", lambda a, b: False)
+    monkeypatch.setattr(outputs.os, "replace", lambda a, b: (_ for _ in ()).throw(
+        PermissionError(errno.EPERM, "Operation not permitted", str(a), None, str(b))) if str(a) == str(out)
+        else real(a, b))
+    with pytest.raises(WriteError, match=f"^cannot write {out}: Operation not permitted$"):
+        with replace_dir(out) as d:
+            (d / "a").write_text("2")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"] and _tree(out) == {"a": "1"}
