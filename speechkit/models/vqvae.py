@@ -48,8 +48,10 @@ index ``i`` with a summand in ``t``: a typo); this module sums over ``t``, the a
 pairs of each utterance, weighted by lambda (eq. 10; the paper's Table 3 has lambda in {1e-2, 5e-3,
 1e-3}). The sum over the batch is divided by ``N``, the number of valid *input* frames of the batch --
 the normaliser of the reconstruction term, which is itself the per-frame sum divided by ``N`` -- so the
-ratio of the two terms, and hence lambda, is the paper's. (Earlier versions took the MEAN over code-frame
-pairs, i.e. divided by about ``N / stride``: their lambda = 1 equals lambda = ``stride`` = 4 here.)
+ratio of the two terms, and hence lambda, is eq. 10's when eq. 7's first term is read as the squared
+error (read as a unit-variance Gaussian's negative log-likelihood, half the squared error, the paper's
+lambda would be 2 lambda here). (Earlier versions took the MEAN over code-frame pairs, i.e. divided by
+about ``N / stride``: their lambda = 1 equals lambda = ``stride`` = 4 here.)
 
 The codebook receives no gradient (EMA updates); ``||.||^2`` is the squared L2 norm of one frame.
 """

@@ -26,7 +26,8 @@ which yields the same ``e_t``, with the straight-through gradient going to the e
 copied. The paper's values: ``p`` in {0.05, 0.075} (its Table 3); its submitted system and its best
 one both use ``p = 0.05`` together with temporal smoothing (Table 3).
 
-Earlier versions of this module put ``p / 2`` on each neighbour: a config's old ``p`` is the new ``p / 2``.
+Earlier versions of this module put ``p / 2`` on each neighbour: a config written for them with ``p = q``
+behaves the same here with ``p = q / 2``.
 """
 import torch
 from torch import nn

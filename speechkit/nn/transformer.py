@@ -4,7 +4,7 @@ The block follows Tjandra, Sakti & Nakamura, "Transformer VQ-VAE for Unsupervise
 Speech Synthesis: ZeroSpeech 2020 Challenge" (Interspeech 2020), sec. 2 and eq. (1)-(3): layer norm,
 multi-head self-attention; layer norm, two linear layers with a ReLU (the norm before each part: pre-norm).
 The residual connection around each part, as in Vaswani et al.'s block, is not mentioned in sec. 2's text.
-Attention itself is Vaswani et al. 2017, eq. (1)-(2) (the paper's eq. 1-3).
+Attention itself is Vaswani et al. 2017, eq. (1) and sec. 3.2.2's multi-head form (the paper's eq. 1-3).
 
 Padding convention everywhere in :mod:`speechkit.nn`: a batch carries ``lengths (B,)``; frame ``t`` of
 utterance ``b`` is valid iff ``t < lengths[b]``; a padded frame never influences a valid one.
@@ -32,7 +32,7 @@ def lengths_to_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.
 
 
 class MultiHeadSelfAttention(nn.Module):
-    """Multi-head scaled dot-product self-attention (Vaswani et al. 2017, eq. (1)-(2)).
+    """Multi-head scaled dot-product self-attention (Vaswani et al. 2017, eq. (1) and sec. 3.2.2).
 
     ``softmax(Q K^T / sqrt(d_k)) V`` per head, keys at padded frames excluded.
 
