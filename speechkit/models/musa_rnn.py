@@ -11,8 +11,8 @@ Pascual, Bonafonte & Serrà, "Self-Attention Linguistic-Acoustic Decoder", IberS
 
 Both LSTMs are causal and stateful: their ``(h, c)`` states carry over from one training window
 to the next of the same stream (sec. 3.3), and an utterance is synthesised from zero state, frame
-after frame (which is what makes the RNN slow at inference, Table 3). The output LSTM's values lie in
-(-1, 1), which covers the [0, 1]-normalised targets.
+after frame (the recursion the paper blames for the RNN's slow CPU inference: abstract, sec. 4,
+Table 3). The output LSTM's values lie in (-1, 1), which covers the [0, 1]-normalised targets.
 
 Parameter counts (``D = 364``, PyTorch LSTMs with two bias vectors)::
 
