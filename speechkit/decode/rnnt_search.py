@@ -20,12 +20,13 @@ encoder with its state carried over, the LID head, and one decoder per language.
 hypotheses are available after every chunk, and any chunking gives the same result as feeding the
 whole utterance at once (tested).
 
-Modes (Joshi et al., Interspeech 2021, section 4.2):
+Modes (Joshi et al., Interspeech 2021):
 
-* ``oracle``: decode with the known language's decoder only.
-* ``lid_free``: one decoder per language on the shared encoder output; the LID head's frame
-  posteriors ``P_t(l)`` are averaged over the utterance and the hypothesis of the language with the
-  highest average posterior is returned.
+* ``oracle``: decode with the known language's decoder only (section 4: the multi-softmax model's
+  inference; section 6.2, Table 4: the "Multi-softmax LID Oracle" row).
+* ``lid_free`` (section 4.2): one decoder per language on the shared encoder output; the LID head's
+  frame posteriors ``P_t(l)`` are averaged over the utterance and the hypothesis of the language
+  with the highest average posterior is returned.
 
 Early switch-off (section 6.3), in ``lid_free`` mode when ``tau`` and ``s_th`` are given.  The
 paper's rule (``switch_off_rule: gap``, the default) scores each language by eq. 1,
