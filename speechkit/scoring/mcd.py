@@ -20,7 +20,8 @@ Measures, for frames ``t`` and mel-cepstra ``c_t`` (without c0 unless stated):
   of voiced frames says nothing (:meth:`WorldScores.vuv_figures`): the **unvoiced class's recall**
   (reference-unvoiced frames the prediction calls unvoiced) and **precision** (predicted-unvoiced
   frames that are unvoiced in the reference), the **voiced recall**, the **balanced accuracy**
-  (mean of the two recalls; 50 % for any constant decision) and the **majority baseline**: the
+  (mean of the two recalls; 50 % for a constant decision, except under the authors' convention,
+  whose zeroed silent frames are unvoiced hits of any decision) and the **majority baseline**: the
   accuracy of the better constant decision ("voiced" or "unvoiced") on the same frames, scored
   under the same convention. All in %; a ratio with an empty denominator is NaN (JSON null), e.g.
   the unvoiced precision of a model that never predicts "unvoiced".
@@ -455,7 +456,8 @@ class WorldScores:
         * ``vuv_unvoiced_recall`` = ``100 unvoiced_both / ref_unvoiced``;
         * ``vuv_unvoiced_precision`` = ``100 unvoiced_both / hyp_unvoiced``;
         * ``vuv_voiced_recall`` = ``100 voiced_both / ref_voiced``;
-        * ``vuv_balanced_accuracy`` = the mean of the two recalls (50 for any constant decision);
+        * ``vuv_balanced_accuracy`` = the mean of the two recalls (50 for a constant decision in the
+          speechkit convention; the authors' zeroed silent frames are unvoiced hits whatever is predicted);
         * ``vuv_majority_baseline`` = ``100 max(ref_voiced, ref_unvoiced) / n``, the accuracy of
           the constant decision ``vuv_majority_class`` ("voiced" on a tie) on the same frames under
           the same convention (authors: the zeroed silent frames agree with it too).

@@ -46,7 +46,8 @@ Validation
     position 0), is denormalised and scored: ``valid/mcd`` = (10 sqrt(2) / ln 10) x mean over frames
     of ``||mcep[1:] - mcep_hat[1:]||_2`` in dB (c0 excluded), ``valid/f0_rmse`` in Hz over frames
     voiced in both (predicted V/UV > 0.5; F0 = exp(lf0)), ``valid/vuv_acc`` in % over all frames
-    (means over all frames of the set), and ``valid/loss`` (normalised MSE). The configs select
+    (means over all frames of the set), ``valid/uv_recall`` (% of the unvoiced reference frames
+    predicted unvoiced), and ``valid/loss`` (normalised MSE). The configs select
     ``best.pt`` and stop early on ``valid/mcd``.
 Files (written at the end of training)
     ``EXP/output_stats.npz``, ``EXP/feats.yaml`` (the training data's WORLD config, for
@@ -427,6 +428,8 @@ class AcousticScores:
         self.f0_sq_sum = 0.0
         self.f0_frames = 0
         self.vuv_correct = 0
+        self.ref_unvoiced = 0
+        self.unvoiced_both = 0
 
     def add(self, pred: np.ndarray, ref: np.ndarray) -> None:
         """Add one utterance: ``pred``, ``ref`` ``(T, O)`` denormalised features."""
@@ -435,6 +438,8 @@ class AcousticScores:
         self.frames += len(ref)
         pv, rv = pred[:, s["vuv"]][:, 0] > 0.5, ref[:, s["vuv"]][:, 0] > 0.5
         self.vuv_correct += int((pv == rv).sum())
+        self.ref_unvoiced += int((~rv).sum())
+        self.unvoiced_both += int((~rv & ~pv).sum())
         both = pv & rv
         if both.any():
             f0p = np.exp(pred[both, s["lf0"]][:, 0].astype(np.float64))
@@ -443,10 +448,13 @@ class AcousticScores:
             self.f0_frames += int(both.sum())
 
     def result(self) -> dict[str, float]:
-        """``{"mcd": dB, "f0_rmse": Hz (absent if no frame is voiced in both), "vuv_acc": %}``."""
+        """``{"mcd": dB, "f0_rmse": Hz (absent if no frame is voiced in both), "vuv_acc": %,
+        "uv_recall": % of the reference's unvoiced frames predicted unvoiced (absent if there is none)}``."""
         if self.frames == 0:
             return {}
         out = {"mcd": self.mcd_sum / self.frames, "vuv_acc": 100.0 * self.vuv_correct / self.frames}
+        if self.ref_unvoiced:
+            out["uv_recall"] = 100.0 * self.unvoiced_both / self.ref_unvoiced
         if self.f0_frames:
             out["f0_rmse"] = math.sqrt(self.f0_sq_sum / self.f0_frames)
         return out

@@ -133,6 +133,11 @@ def test_collect_then_render_from_results_alone(mr, tree):
     assert (f"| {s.mcd_db:.2f} | {s.f0_rmse_hz:.2f} | {s.vuv_accuracy:.1f} | {a.mcd_db:.2f} | "
             f"{a.f0_rmse_hz:.2f} |") in row
     assert f"SALAD small minus MUSA-RNN small, MCD (speechkit convention): **{s.mcd_db - r.mcd_db:+.2f} dB**" in page
+    v, av = s.vuv_figures(), a.vuv_figures()   # the V/UV table: both conventions, beside the majority baseline
+    for conv, f, acc in (("speechkit", v, s.vuv_accuracy), ("authors", av, a.vuv_accuracy)):
+        assert (f"| salad_small | {conv} | {acc:.1f} | {f['vuv_majority_baseline']:.1f} ({f['vuv_majority_class']}) | "
+                f"{f['vuv_unvoiced_recall']:.1f} | {f['vuv_unvoiced_precision']:.1f} | "
+                f"{f['vuv_balanced_accuracy']:.1f} |") in page
 
 
 def test_paired_bootstrap_brackets_the_pooled_difference(mr, tree):

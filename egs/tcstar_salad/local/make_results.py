@@ -284,6 +284,7 @@ def speaker_lines(spk: str, sdir: Path) -> list[str]:
                              f"95 % interval {bs[1]:+.2f} to {bs[2]:+.2f} dB (paired bootstrap over the "
                              f"{len(r['utterances'])} test utterances, {BOOTSTRAP_RESAMPLES} resamples; one "
                              "training per model, so seed-to-seed spread is not in it).")
+    lines += vuv_lines(sdir, models)
     f0 = load_json(sdir / "f0.json")
     if f0:
         lines += ["", "Voiced F0 of the test set (Figure 2): "
@@ -292,6 +293,34 @@ def speaker_lines(spk: str, sdir: Path) -> list[str]:
                   + f". Histogram: [`f0_histogram_{spk}.png`](results/{sdir.parent.name}/f0_histogram_{spk}.png)."]
     lines.append("")
     return lines
+
+
+def vuv_lines(sdir: Path, models: list[str]) -> list[str]:
+    """The V/UV table of one speaker: accuracy beside the unvoiced class's recall and precision, the balanced
+    accuracy and the majority baseline, in both conventions (speechkit.scoring.mcd.WorldScores.vuv_figures);
+    score files written before those figures existed show '-'."""
+    rows = []
+    for m in models:
+        for conv, name in (("speechkit", "test.json"), ("authors", "test_authors.json")):
+            sc = load_json(sdir / m / name)
+            if sc is None:
+                continue
+            c = sc.get("vuv_counts") or {}
+            rows.append(f"| {m} | {conv} | {fmt(sc.get('vuv_accuracy'), 1)} | "
+                        f"{fmt(sc.get('vuv_majority_baseline'), 1)} ({sc.get('vuv_majority_class', '-')}) | "
+                        f"{fmt(sc.get('vuv_unvoiced_recall'), 1)} | {fmt(sc.get('vuv_unvoiced_precision'), 1)} | "
+                        f"{fmt(sc.get('vuv_balanced_accuracy'), 1)} | {c.get('unvoiced_both', '-')} / "
+                        f"{c.get('ref_unvoiced', '-')} / {c.get('hyp_unvoiced', '-')} / {c.get('n', '-')} |")
+    if not rows:
+        return []
+    return ["", "V/UV against the majority class (the same scored frames): the baseline is the accuracy of the better "
+            "constant decision; unvoiced recall / precision are the unvoiced class's (precision '-': no frame "
+            "predicted unvoiced); balanced accuracy is the mean of the unvoiced and voiced recalls (50 % for a "
+            "constant decision in the speechkit convention). Counts: unvoiced in both / in the reference / predicted / frames (authors: the zeroed "
+            "silent frames count as unvoiced in both).", "",
+            "| model | convention | V/UV % | majority baseline % (class) | unvoiced recall % | unvoiced precision % "
+            "| balanced accuracy % | counts |",
+            "|---|---|---:|---:|---:|---:|---:|---|", *rows]
 
 
 def measured_at(r: dict, seconds: float) -> str:

@@ -228,6 +228,8 @@ def test_scores_against_hand_computation():
     f0 = np.sqrt(np.mean((np.exp(pred[both, 40]) - np.exp(ref[both, 40])) ** 2))
     assert r["f0_rmse"] == pytest.approx(f0, rel=1e-6)
     assert r["vuv_acc"] == pytest.approx(100 * np.mean((pred[:, 41] > 0.5) == (ref[:, 41] > 0.5)))
+    unv = ref[:, 41] <= 0.5
+    assert r["uv_recall"] == pytest.approx(100 * np.mean(pred[unv, 41] <= 0.5))
 
 
 @pytest.mark.parametrize("name", ["salad", "musa_rnn"])
