@@ -13,6 +13,7 @@ of a traceback::
 from __future__ import annotations
 
 import argparse
+import copy
 import logging
 import math
 import os
@@ -27,11 +28,100 @@ class ConfigError(ValueError):
     """A configuration problem (unknown key, wrong type, bad value); the message names the key."""
 
 
-def make_parser(doc: str | None, prog: str | None = None) -> argparse.ArgumentParser:
-    """An ``ArgumentParser`` whose description is the module docstring and whose help shows defaults."""
-    return argparse.ArgumentParser(
-        prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+#: The line ``--help`` ends with when a parser has a multi-word option.
+SPELLING_NOTE = "Every multi-word option may also be written with '_' for '-' (--foo_bar is --foo-bar)."
+
+
+def _respellings(option: str) -> tuple[str, str]:
+    """``--foo_bar`` / ``--foo-bar``: the two spellings of a long option (the ``--`` kept)."""
+    body = option[2:]
+    return "--" + body.replace("_", "-"), "--" + body.replace("-", "_")
+
+
+def _shown_option_strings(option_strings: list[str]) -> list[str]:
+    """The option strings ``--help`` shows: a spelling alias (``--exp_dir`` next to ``--exp-dir``) left out."""
+    shown: list[str] = []
+    seen: set[str] = set()
+    for s in option_strings:
+        key = _respellings(s)[0] if s.startswith("--") else s
+        if key not in seen:
+            seen.add(key)
+            shown.append(s)
+    return shown
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """``RawDescriptionHelpFormatter`` that shows one spelling of each option (the first declared)."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        shown = _shown_option_strings(list(action.option_strings))
+        if len(shown) != len(action.option_strings):
+            action = copy.copy(action)
+            action.option_strings = shown
+        return super()._format_action_invocation(action)
+
+
+class SpeechkitParser(argparse.ArgumentParser):
+    """The ``ArgumentParser`` of every ``speechkit-*`` CLI (:func:`make_parser`): each long option is
+    accepted as ``--foo-bar`` and as ``--foo_bar``, whichever way it was declared, as the recipes'
+    ``utils/parse_options.sh`` does; ``--help`` shows the declared spelling only.
+
+    A token ``--x_y`` (or ``--x_y=VALUE``) that is not itself an option of the parser is read as its
+    other spelling ``--x-y`` when that is one (or, with ``allow_abbrev``, a prefix of one); tokens after
+    a bare ``--`` are left alone. Sub-parsers (``add_subparsers``) are of this class too. Without
+    this, ``--frame_shift 0.02`` on a parser declaring ``--frame-shift`` was an unknown option and
+    argparse took its value for a positional ("unrecognized arguments").
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def respell(self, args: list[str]) -> list[str]:
+        """``args`` with each long option written in a spelling this parser declares (see the class)."""
+        known = self._option_string_actions
+        out: list[str] = []
+        for i, tok in enumerate(args):
+            if tok == "--":
+                out.extend(args[i:])
+                break
+            if tok.startswith("--") and len(tok) > 2:
+                name, eq, value = tok.partition("=")
+                if name not in known:
+                    alt = self._respelled(name)
+                    if alt is not None:
+                        tok = alt + eq + value
+            out.append(tok)
+        return out
+
+    def _respelled(self, name: str) -> str | None:
+        candidates = [c for c in _respellings(name) if c != name]
+        for c in candidates:
+            if c in self._option_string_actions:
+                return c
+        if self.allow_abbrev:
+            longs = [o for o in self._option_string_actions if o.startswith("--")]
+            if not any(o.startswith(name) for o in longs):
+                for c in candidates:
+                    if any(o.startswith(c) for o in longs):
+                        return c
+        return None
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(self.respell(args), namespace)
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        if any(o.startswith("--") and ("-" in o[2:] or "_" in o[2:]) for o in self._option_string_actions):
+            text = text.rstrip("\n") + "\n\n" + SPELLING_NOTE + "\n"
+        return text
+
+
+def make_parser(doc: str | None, prog: str | None = None) -> SpeechkitParser:
+    """The parser of a ``speechkit-*`` CLI: a :class:`SpeechkitParser` (``--foo-bar`` == ``--foo_bar``)
+    whose description is ``doc`` (the module docstring, shown as written)."""
+    return SpeechkitParser(prog=prog, description=doc)
 
 
 def _int_at_least(text: str, lowest: int) -> int:
