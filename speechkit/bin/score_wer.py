@@ -1,10 +1,12 @@
 """Score ASR hypotheses: Kaldi compute-wer report, sclite trn files, per-language WER and WERR.
 
     speechkit-score-wer REF HYP [--cer] [--mode present|all|strict] [--json OUT]
-                        [--trn-dir DIR] [--utt2lang F] [--baseline-json F]
+                        [--trn-dir DIR] [--utt2lang F] [--baseline-json F] [--format auto|kaldi|trn]
 
-REF and HYP are Kaldi 'text' files (<uttid> <transcript>); a HYP line with only the id is an
-empty hypothesis. Prints compute-wer's three lines exactly:
+REF and HYP are Kaldi 'text' files (<uttid> <transcript>) or sclite trn files (<transcript> (<uttid>),
+as this tool writes them); a line with only the id is an empty hypothesis. --format auto (default)
+reads a file as trn when its name ends in .trn or every line ends in a distinct '(uttid)', else as
+Kaldi text. Prints compute-wer's three lines exactly:
 
     %WER 12.34 [ 56 / 454, 3 ins, 10 del, 43 sub ]      (+ ' [PARTIAL]' if hypotheses are missing)
     %SER 50.00 [ 5 / 10 ]
@@ -31,7 +33,10 @@ Output files are written before anything is printed: an unwritable --json/--trn-
 (`speechkit-score-wer: error: cannot write PATH: reason`, exit 1) and no result on stdout.
 Tokens are split on ASCII whitespace, as Kaldi does (U+00A0, U+3000 are not separators), after
 Unicode NFC normalisation of both sides (--no-nfc: as written). A HYP id that is not in REF is
-ignored with a warning that counts them, as compute-wer does.
+ignored with a warning that counts them, as compute-wer does; a HYP none of whose ids is in REF is an
+error. A warning names HYP and a few ids when the hypotheses are not split into words as the
+references are (a ',', ';', '|' or non-ASCII space that no reference holds; one-word hypotheses
+for references of 3+ words): a file separated by commas would score about 100 %.
 Errors (exit 1, naming the file): HYP with no line at all; with --mode strict, a REF id without hypothesis; an utterance without a language in
 --utt2lang; no reference word to score.
 """
@@ -41,7 +46,7 @@ import argparse
 import logging
 import sys
 
-from speechkit.scoring.wer import MODES, score_files
+from speechkit.scoring.wer import FORMATS, MODES, score_files
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 
 logger = logging.getLogger("speechkit-score-wer")
@@ -51,15 +56,19 @@ def _run(args) -> int:
     setup_logging()
     lines, _ = score_files(args.ref, args.hyp, cer=args.cer, mode=args.mode, normalize=args.nfc,
                            utt2lang=args.utt2lang, baseline_json=args.baseline_json, json_path=args.json,
-                           trn_dir=args.trn_dir, logger=logger)
+                           trn_dir=args.trn_dir, fmt=args.format, logger=logger)
     print("\n".join(lines))
     return 0
 
 
 def main(argv=None) -> int:
     parser = make_parser(__doc__, prog="speechkit-score-wer")
-    parser.add_argument("ref", help="reference Kaldi text file")
-    parser.add_argument("hyp", help="hypothesis Kaldi text file (ids not in REF are ignored with a warning)")
+    parser.add_argument("ref", help="reference: Kaldi text file or sclite trn file")
+    parser.add_argument("hyp", help="hypotheses: Kaldi text or sclite trn file (ids not in REF are ignored with a "
+                                    "warning)")
+    parser.add_argument("--format", choices=FORMATS, default="auto",
+                        help="how REF and HYP are read: auto (trn if the name ends in .trn or every line ends in a "
+                             "distinct '(uttid)', else Kaldi text), kaldi, trn (default: %(default)s)")
     parser.add_argument("--nfc", default=True, action=argparse.BooleanOptionalAction,
                         help="Unicode NFC-normalise references and hypotheses before scoring (default: on; "
                              "--no-nfc compares the code points as written)")

@@ -31,7 +31,10 @@ Missing hypotheses (``mode``, Kaldi's ``--mode``): ``present`` (default, as Kald
 missing one as empty (all deletions); ``strict`` makes it an error. Both non-strict modes count
 the missing ones in ``not present in hyp`` and append ``[PARTIAL]``.
 
-Tokens: words are split on whitespace (``str.split``); characters (``unit="char"``) are code
+Files (:func:`read_transcript_file`): Kaldi ``text`` (``<uttid> words ...``) or sclite ``trn``
+(``words ... (uttid)``, what :func:`write_trn` writes), told apart by :func:`transcript_format`.
+
+Tokens: words are split on ASCII whitespace, as Kaldi does (:func:`tokenize`); characters (``unit="char"``) are code
 points with all whitespace removed, as Kaldi's CER recipes score them (Mandarin, e.g. aishell;
 ESPnet instead keeps a ``<space>`` token, so its CERs are not comparable). No other
 normalisation (case, Unicode form) is applied: references and hypotheses are compared as written.
@@ -50,7 +53,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_table
+from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_lines, read_table
 
 log = logging.getLogger(__name__)
 
@@ -450,6 +453,134 @@ def read_transcripts(path: str | os.PathLike, what: str = "transcript") -> dict[
     return table
 
 
+#: The transcript file formats :func:`read_transcript_file` takes (``auto``: :func:`transcript_format`).
+FORMATS = ("auto", "kaldi", "trn")
+
+# an sclite trn line: the words, then the utterance id in parentheses (sclite's "(spk_utt)")
+_TRN_LINE = re.compile(r"^(?P<text>.*?)[ \t]*\((?P<id>[^()\s]+)\)[ \t\r]*$")
+
+
+def read_trn(path: str | os.PathLike, what: str = "transcript") -> dict[str, str]:
+    """Read an sclite ``trn`` file (``tok tok ... (uttid)`` per line, as :func:`write_trn` writes it;
+    ``(uttid)`` alone is an empty transcript) into ``{uttid: "tok tok ..."}``, in file order.
+
+    Raises:
+        FileNotFoundError: no such file.
+        DataError: no line at all, an empty line, a line not ending in ``(uttid)``, a duplicate id
+            (names file and line).
+    """
+    table: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(read_lines(path), 1):
+        if not line.strip():
+            raise DataError(f"{path}:{lineno}: empty line")
+        m = _TRN_LINE.match(line)
+        if m is None:
+            raise DataError(f"{path}:{lineno}: not an sclite trn line 'words ... (utt-id)': {line.strip()[:60]!r}")
+        utt = m.group("id")
+        if utt in table:
+            raise DataError(f"{path}:{lineno}: duplicate utterance id '({utt})' (first on line {first_line[utt]})")
+        table[utt] = m.group("text").strip()
+        first_line[utt] = lineno
+    if not table:
+        raise DataError(f"{path}: empty {what} file (no utterances)")
+    return table
+
+
+def transcript_format(path: str | os.PathLike) -> tuple[str, str]:
+    """Which format ``path`` is in, ``kaldi`` (``<uttid> words ...``) or ``trn`` (sclite ``words ... (uttid)``),
+    and why.
+
+    ``trn`` when the name ends in ``.trn`` (any case), or when every line ends in a parenthesised word
+    (``she had your dark suit (fcjf0_sa1)``) and no two of those are alike (a Kaldi text read as one
+    would need every transcript to end in a distinct parenthesised word; ``--format kaldi`` reads it as
+    written); else ``kaldi``. Read as Kaldi text, a trn file keys each line by its first word (``she``
+    repeated: "duplicate key 'she'"), or worse, scores first words as ids.
+
+    Returns:
+        ``(format, reason)``, e.g. ``("trn", "its name ends in .trn")``.
+
+    Raises:
+        FileNotFoundError; DataError: not UTF-8.
+    """
+    if Path(path).suffix.lower() == ".trn":
+        return "trn", "its name ends in .trn"
+    lines = [ln for ln in read_lines(path) if ln.strip()]
+    matches = [_TRN_LINE.match(ln) for ln in lines]
+    if not lines or not all(matches):
+        return "kaldi", "a Kaldi text"
+    ids = [m.group("id") for m in matches]
+    if len(set(ids)) == len(ids):
+        return "trn", "every line ends in a distinct '(utt-id)'"
+    return "kaldi", "a Kaldi text"
+
+
+def read_transcript_file(path: str | os.PathLike, what: str = "transcript", fmt: str = "auto",
+                         logger: logging.Logger = log) -> dict[str, str]:
+    """Read a Kaldi ``text`` file or an sclite ``trn`` file (``fmt``: ``auto`` = :func:`transcript_format`,
+    said at INFO level when it is ``trn``; ``kaldi``; ``trn``).
+
+    Raises:
+        ValueError: an unknown ``fmt``; the errors of :func:`read_transcripts` / :func:`read_trn`.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "auto":
+        fmt, why = transcript_format(path)
+        if fmt == "trn":
+            logger.info("reading %s %s as sclite trn ('words ... (utt-id)'): %s", what, path, why)
+    return read_trn(path, what) if fmt == "trn" else read_transcripts(path, what)
+
+
+#: Characters that separate words in files written by other tools but not for Kaldi, which splits on
+#: ASCII whitespace only: the commas / semicolons / bars of CSV-like files, and the non-ASCII spaces.
+_SEPARATOR_LIKE = ",;|"
+
+
+def _separator_name(c: str) -> str:
+    return repr(c) if c in _SEPARATOR_LIKE else f"U+{ord(c):04X} ({unicodedata.name(c, 'space').lower()})"
+
+
+def split_mismatch(refs: Mapping[str, str], hyps: Mapping[str, str], unit: str = "word", *,
+                   max_ids: int = 5) -> str | None:
+    """Why the hypotheses look split into words otherwise than the references, or None.
+
+    Two signs, tried in this order:
+
+    * a separator-like character (``,``, ``;``, ``|`` or a non-ASCII space such as U+00A0) in
+      hypotheses while no reference holds it: Kaldi's split on ASCII whitespace makes ``a,b,c`` one
+      word (a file separated by commas scored 100 % with exit 0);
+    * with ``unit="word"``: at least 2 hypotheses, and at least half of those whose reference has 3 words
+      or more, are a single word.
+
+    Args:
+        refs, hyps: ``utt -> transcript`` (the scored hypotheses: ids in ``refs``).
+        unit: ``word`` or ``char`` (in ``char`` the separators count as characters).
+        max_ids: how many utterance ids the message names.
+
+    Returns:
+        One line naming the character or the counts and the first ``max_ids`` utterance ids.
+    """
+    ref_chars = set().union(*(set(t) for t in refs.values())) if refs else set()
+    for c in sorted({c for t in hyps.values() for c in t
+                     if (c in _SEPARATOR_LIKE or (c.isspace() and c not in ASCII_SPACE)) and c not in ref_chars}):
+        ids = [u for u, t in hyps.items() if c in t]
+        shown = ", ".join(ids[:max_ids]) + (", ..." if len(ids) > max_ids else "")
+        effect = ("words are split on ASCII whitespace only, so it joins words into one"
+                  if unit == "word" else "it is scored as a character")
+        return (f"{len(ids)} of {len(hyps)} hypotheses hold {_separator_name(c)}, which no reference holds "
+                f"(e.g. {shown}): {effect}; are the hypotheses separated by it?")
+    if unit == "word":
+        long_refs = [u for u in hyps if len(tokenize(refs.get(u, ""))) >= 3]
+        single = [u for u in long_refs if len(tokenize(hyps[u])) == 1]
+        if len(single) >= 2 and 2 * len(single) >= len(long_refs):
+            shown = ", ".join(single[:max_ids]) + (", ..." if len(single) > max_ids else "")
+            return (f"{len(single)} of the {len(long_refs)} hypotheses whose reference has 3 words or more are one "
+                    f"word (e.g. {shown}): are the hypotheses split into words by ASCII whitespace as the "
+                    "references are?")
+    return None
+
+
 def unknown_hyp_ids(hyps: Mapping[str, str], refs: Mapping[str, str]) -> list[str]:
     """The hypothesis ids that are not in the reference, in file order (compute-wer ignores them)."""
     return [utt for utt in hyps if utt not in refs]
@@ -502,9 +633,9 @@ def _fmt(x: float | None, nd: int = 2) -> str:
 def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = False, mode: str = "present",
                 normalize: bool = True, utt2lang: str | os.PathLike | None = None,
                 baseline_json: str | os.PathLike | None = None, json_path: str | os.PathLike | None = None,
-                trn_dir: str | os.PathLike | None = None,
+                trn_dir: str | os.PathLike | None = None, fmt: str = "auto",
                 logger: logging.Logger = log) -> tuple[list[str], dict]:
-    """Score the Kaldi text file ``hyp`` against ``ref`` as ``speechkit-score-wer`` does and write its files.
+    """Score the transcript file ``hyp`` against ``ref`` as ``speechkit-score-wer`` does and write its files.
 
     Args:
         cer: score characters (code points, whitespace removed) instead of words.
@@ -515,14 +646,18 @@ def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = F
         baseline_json: a ``json_path`` of an earlier run: WERR (relative WER reduction, %).
         json_path: write every number here (and the trn files next to it unless ``trn_dir``).
         trn_dir: write ``ref.trn`` / ``hyp.trn`` / ``per_utt`` (``.char`` with ``cer``) here.
-        logger: where the warnings (ignored hypothesis ids, absent hypotheses) go.
+        fmt: the format of ``ref`` and ``hyp`` (:data:`FORMATS`): ``auto`` (each file's own,
+            :func:`transcript_format`: a Kaldi text, or the sclite trn this function writes), ``kaldi``, ``trn``.
+        logger: where the warnings (ignored hypothesis ids, absent hypotheses, hypotheses split into words
+            otherwise than the references: :func:`split_mismatch`) go.
 
     Returns:
         The report lines (compute-wer's three, then the per-language table and WERR lines) and
         what ``json_path`` holds. The files are written before this returns.
 
     Raises:
-        FileNotFoundError; DataError (naming the file): an empty HYP or REF, an utt2lang line that is
+        FileNotFoundError; DataError (naming the file): an empty HYP or REF, a HYP none of whose ids is in
+        REF (names the first of each), an utt2lang line that is
         not '<utt> <lang>' or a reference without a language, a baseline of another unit or reference
         set, ``strict`` with a reference without hypothesis, no reference word to score;
         WriteError: an unwritable ``json_path`` / ``trn_dir``.
@@ -539,15 +674,22 @@ def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = F
                                      side_dir / n) for n in
                                     (f"ref{sfx}.trn", f"hyp{sfx}.trn", f"per_utt{sfx}")] if side_dir else []),
         inputs={"REF": ref, "HYP": hyp, "--utt2lang": utt2lang, "--baseline-json": baseline_json})
-    refs = read_transcripts(ref, "reference")
-    hyps = read_transcripts(hyp, "hypothesis")
+    refs = read_transcript_file(ref, "reference", fmt, logger)
+    hyps = read_transcript_file(hyp, "hypothesis", fmt, logger)
     if normalize:
         refs, hyps = nfc(refs), nfc(hyps)
     unknown = unknown_hyp_ids(hyps, refs)
+    if len(unknown) == len(hyps):  # nothing to score: a layout problem, not a set of missing utterances
+        raise DataError(f"{hyp}: none of its {len(hyps)} utterance ids is in the reference {ref} (first: "
+                        f"'{next(iter(hyps))}' in HYP, '{next(iter(refs))}' in REF): expected '<utt-id> words ...' "
+                        "(Kaldi text, fields separated by spaces) or 'words ... (utt-id)' (sclite trn; see --format)")
     if unknown:  # as compute-wer: ignored, and said
         logger.warning("%d hypothesis utterance(s) of %s are not in the reference %s and are ignored: %s%s",
                        len(unknown), hyp, ref, " ".join(unknown[:10]), " ..." if len(unknown) > 10 else "")
         hyps = {u: t for u, t in hyps.items() if u in refs}
+    mismatch = split_mismatch(refs, hyps, unit)
+    if mismatch:
+        logger.warning("%s: %s", hyp, mismatch)
     langs = None
     if utt2lang:
         langs = read_table(utt2lang)

@@ -360,3 +360,84 @@ def test_score_files_library_call(tmp_path, caplog):
     assert "are not in the reference" in caplog.text and "u9" in caplog.text
     with pytest.raises(DataError, match="no hypothesis for utterance 'u2'"):
         score_files(tmp_path / "ref", tmp_path / "hyp", mode="strict")
+
+
+# ----------------------------------------------------------------------------- issue 39: trn input, split warnings
+def _trn_case(tmp_path):
+    """TIMIT-like transcripts: two utterances start with 'she' (a trn read as Kaldi text: duplicate key)."""
+    (tmp_path / "ref").write_text("fcjf0_sa1 she had your dark suit\nmdab0_sa1 she had your dark suit\n"
+                                  "fdaw0_si1 in greasy wash water all year\n", "utf-8")
+    (tmp_path / "hyp").write_text("fcjf0_sa1 she had your suit\nmdab0_sa1 she had a dark suit too\n"
+                                  "fdaw0_si1\n", "utf-8")
+    return tmp_path / "ref", tmp_path / "hyp"
+
+
+def test_cli_reads_the_trn_files_it_writes(tmp_path, capsys):
+    """score-wer wrote sclite .trn but read it as Kaldi text ('ref.trn:2: duplicate key 'she'')."""
+    ref, hyp = _trn_case(tmp_path)
+    for cer, sfx in ((False, ""), (True, ".char")):
+        opts = ["--cer"] if cer else []
+        assert main([str(ref), str(hyp), "--trn-dir", str(tmp_path / "t"), *opts]) == 0
+        first = capsys.readouterr().out.splitlines()
+        assert cer or first[0] == "%WER 56.25 [ 9 / 16, 1 ins, 7 del, 1 sub ]"
+        ref_trn, hyp_trn = tmp_path / "t" / f"ref{sfx}.trn", tmp_path / "t" / f"hyp{sfx}.trn"
+        assert hyp_trn.read_text("utf-8").splitlines()[2] == "(fdaw0_si1)"  # the empty hypothesis
+        assert main([str(ref_trn), str(hyp_trn), *opts]) == 0
+        cap = capsys.readouterr()
+        assert cap.out.splitlines() == first and "as sclite trn" in cap.err
+        # by content too: the same files under other names; and Kaldi text against trn
+        (tmp_path / "r.txt").write_text(ref_trn.read_text("utf-8"), "utf-8")
+        assert main([str(tmp_path / "r.txt"), str(hyp), *opts]) == 0
+        assert capsys.readouterr().out.splitlines() == first
+        assert main([str(tmp_path / "r.txt"), str(hyp), "--format", "kaldi", *opts]) == 1
+        assert f"r.txt:2: duplicate key '{'s' if cer else 'she'}'" in capsys.readouterr().err
+
+
+def test_read_trn_errors(tmp_path):
+    from speechkit.scoring.wer import read_trn, transcript_format
+
+    f = tmp_path / "a.trn"
+    f.write_text("a b (u1)\nc d (u1)\n", "utf-8")
+    with pytest.raises(DataError, match=r"a.trn:2: duplicate utterance id '\(u1\)' \(first on line 1\)"):
+        read_trn(f)
+    f.write_text("a b (u1)\nc d\n", "utf-8")
+    with pytest.raises(DataError, match=r"a.trn:2: not an sclite trn line"):
+        read_trn(f)
+    f.write_text("a (laugh) b (u1)\n(u2)\n", "utf-8")
+    assert read_trn(f) == {"u1": "a (laugh) b", "u2": ""}
+    g = tmp_path / "text"
+    g.write_text("u1 a b (noise)\nu2 c (noise)\n", "utf-8")  # parenthesised words, not distinct: Kaldi text
+    assert transcript_format(g)[0] == "kaldi"
+
+
+def test_cli_warns_on_hypotheses_split_otherwise(tmp_path, capsys):
+    """A hypothesis file separated by commas scored 100 % with exit 0 and no word of warning."""
+    ref, hyp = _trn_case(tmp_path)
+    hyp.write_text("fcjf0_sa1 she,had,your,dark,suit\nmdab0_sa1 she,had,your,dark,suit\n"
+                   "fdaw0_si1 in,greasy,wash,water,all,year\n", "utf-8")
+    assert main([str(ref), str(hyp)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.startswith("%WER 100.00")
+    assert (f"{hyp}: 3 of 3 hypotheses hold ',', which no reference holds (e.g. fcjf0_sa1, mdab0_sa1, fdaw0_si1)"
+            in cap.err)
+    hyp.write_text("fcjf0_sa1 she\u00a0had your dark suit\nmdab0_sa1 she had your dark suit\n", "utf-8")
+    assert main([str(ref), str(hyp)]) == 0
+    assert "1 of 2 hypotheses hold U+00A0 (no-break space)" in capsys.readouterr().err
+    hyp.write_text("fcjf0_sa1 she_had_your_dark_suit\nmdab0_sa1 she_had_your_dark_suit\nfdaw0_si1 in greasy\n",
+                   "utf-8")
+    assert main([str(ref), str(hyp)]) == 0
+    assert "2 of the 3 hypotheses whose reference has 3 words or more are one word" in capsys.readouterr().err
+    hyp.write_text("fcjf0_sa1 she had your suit\nmdab0_sa1 she had, a dark suit\n", "utf-8")
+    (tmp_path / "ref2").write_text(ref.read_text("utf-8").replace("had ", "had, "), "utf-8")
+    assert main([str(tmp_path / "ref2"), str(hyp)]) == 0  # the references hold commas too: no warning
+    assert "hypotheses hold" not in capsys.readouterr().err
+
+
+def test_cli_refuses_a_hyp_with_no_reference_id(tmp_path, capsys):
+    """'utt,words' lines: every id unknown; --mode all scored that 100 % with exit 0."""
+    ref, hyp = _trn_case(tmp_path)
+    hyp.write_text("fcjf0_sa1,she had your dark suit\nmdab0_sa1,she had\n", "utf-8")
+    for mode in ("present", "all"):
+        assert main([str(ref), str(hyp), "--mode", mode]) == 1
+        assert (f"{hyp}: none of its 2 utterance ids is in the reference {ref} (first: 'fcjf0_sa1,she' in HYP, "
+                "'fcjf0_sa1' in REF)") in capsys.readouterr().err
