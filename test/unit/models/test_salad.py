@@ -81,6 +81,24 @@ def test_dropouts_are_separate():
     assert b.ff[2].p == 0.5 and b.ff_dropout.p == 0.5 and m.position_dropout.p == 0.3
 
 
+def test_scale_embedding_multiplies_by_sqrt_d_before_the_positions():
+    """scale_embedding (Vaswani et al. 2017 sec. 3.4): z = sqrt(d) ReLU(W x + b) + c_t, same parameters."""
+    torch.manual_seed(0)
+    plain = Salad(tiny(num_blocks=0)).eval()
+    scaled = Salad(tiny(num_blocks=0, scale_embedding=True)).eval()
+    scaled.load_state_dict(plain.state_dict())
+    assert count_parameters(plain) == count_parameters(scaled)
+    x = torch.randn(2, 9, 7)
+    h = torch.relu(plain.embedding.proj(x))
+    pe = sinusoidal_table(9, 8, offset=3)
+    with torch.no_grad():
+        for model, z in ((plain, h + pe), (scaled, 8 ** 0.5 * h + pe)):
+            assert torch.allclose(model(x, offset=3), model.output(model.norm(z)), atol=1e-6)
+        assert not torch.allclose(plain(x), scaled(x), atol=1e-3)
+    with pytest.raises(FieldError, match="scale_embedding"):
+        SaladConfig(scale_embedding="yes")
+
+
 def test_config_errors():
     with pytest.raises(FieldError, match="embed_dim"):
         SaladConfig(embed_dim=10, num_heads=4)
