@@ -13,6 +13,7 @@ CLIS = {
     "speechkit-prepare-corpus": "prepare_corpus",
     "speechkit-split-corpus": "split_corpus",
     "speechkit-perturb-data-dir-speed": "perturb_data_dir_speed",
+    "speechkit-resample": "resample",  # the wav.scp pipe for what sox cannot read (MP3, Opus)
     # features
     "speechkit-compute-feats": "compute_feats",
     "speechkit-compute-cmvn-stats": "compute_cmvn_stats",

@@ -5,6 +5,12 @@ shell command ending in ``|`` whose stdout is audio (Kaldi's "extended filename"
 
     rec1 /corpus/rec1.flac
     rec2 sox /corpus/rec2.sph -t wav -r 16000 - |
+    rec3 speechkit-resample --rate 16000 /corpus/rec3.mp3 |
+
+``speechkit-resample`` (:func:`resampled_wav_bytes`, :func:`resample_pipe`) is the pipe for files
+that libsndfile reads and sox may not (MP3, what Common Voice ships, and Ogg Opus have no handler in
+Debian's sox): an entry of exactly that form is decoded in this process, to the same bytes the
+command writes, without starting it; other tools (Kaldi's) run the command.
 
 Every failure is a :class:`~speechkit.utils.fileio.DataError` whose message names the source
 file (``wav.scp`` by default) and the key, so a recipe log says which entry to fix::
@@ -22,6 +28,7 @@ import io
 import logging
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -51,6 +58,86 @@ def _where(source: str, key: str) -> str:
     return f"{source}: '{key}'"
 
 
+#: The command of a resampling pipe in ``wav.scp`` (``speechkit/bin/resample.py``).
+RESAMPLE_COMMAND = "speechkit-resample"
+#: soxr's quality preset of :func:`resampled_wav_bytes` (what librosa's default ``soxr_hq`` uses).
+RESAMPLE_QUALITY = "HQ"
+
+
+def resample_pipe(path: str | os.PathLike, sample_rate: int) -> str:
+    """The ``wav.scp`` value ``speechkit-resample --rate HZ /abs/FILE |`` for ``path`` (any format
+    libsndfile reads) at ``sample_rate`` Hz; what :func:`resampled_wav_bytes` returns is its stdout."""
+    return f"{RESAMPLE_COMMAND} --rate {int(sample_rate)} {shlex.quote(os.path.abspath(os.fspath(path)))} |"
+
+
+def parse_resample_pipe(spec: str) -> tuple[str, int] | None:
+    """``(file, sample_rate)`` of a ``wav.scp`` value of exactly :func:`resample_pipe`'s form (the
+    command alone, nothing piped after it), else ``None``."""
+    if not is_command(spec):
+        return None
+    try:
+        words = shlex.split(spec.strip()[:-1])
+    except ValueError:
+        return None
+    if len(words) == 4 and words[0] == RESAMPLE_COMMAND and words[1] == "--rate" and words[2].isdigit() \
+            and int(words[2]) > 0:
+        return words[3], int(words[2])
+    return None
+
+
+def resampled_wav_bytes(path: str | os.PathLike, sample_rate: int, *, where: str | None = None) -> bytes:
+    """Decode ``path``, mix it to mono and resample it to ``sample_rate``: a 16-bit PCM WAV file's bytes.
+
+    Any format libsndfile reads (WAV, FLAC, Ogg Vorbis and Opus, MP3, ...). Channels are averaged
+    (as ``sox ... -c 1``); the rate is changed with soxr (quality :data:`RESAMPLE_QUALITY`; none at the
+    native rate); samples are clipped to [-1, 1], scaled by 32767 and rounded (no dither: the same
+    bytes on every run). Output shape: ``round(n * sample_rate / native_rate)`` samples, one channel.
+
+    Args:
+        path: the audio file.
+        sample_rate: the output rate in Hz (> 0).
+        where: prefix of error messages (default: the path).
+
+    Raises:
+        DataError: a missing, empty, undecodable or sample-less file (named), a rate <= 0.
+    """
+    p = Path(path)
+    at = f"{where}: {p}" if where else str(p)  # what error messages start with
+    if int(sample_rate) <= 0:
+        raise DataError(f"{at}: the rate must be a positive number of Hz, got {sample_rate}")
+    if not p.is_file():
+        raise DataError(f"{at}: {'not a regular file' if p.exists() else 'no such file'}")
+    if p.stat().st_size == 0:
+        raise DataError(f"{at}: file is empty")
+    try:
+        with sf.SoundFile(str(p)) as f:
+            reason = _incomplete(f)
+            if reason is not None:
+                raise DataError(f"{at}: {reason}")
+            sr = f.samplerate
+            x = _read_all(f, at)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise DataError(f"{at}: not a readable audio file ({str(e).split(': ', 1)[-1]})") from None
+    y = x.mean(axis=1, dtype=np.float32) if x.shape[1] > 1 else x[:, 0]
+    if sr != int(sample_rate):
+        import soxr  # only where a rate changes
+
+        y = soxr.resample(y, sr, int(sample_rate), quality=RESAMPLE_QUALITY)
+    pcm = np.round(np.clip(y, -1.0, 1.0) * 32767.0).astype(np.int16)
+    buf = io.BytesIO()
+    sf.write(buf, pcm, int(sample_rate), format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def _read_all(f: sf.SoundFile, at: str) -> np.ndarray:
+    """Every frame of ``f`` as ``(frames, channels)`` float32 (an Ogg stream's short end accepted)."""
+    x = f.read(dtype="float32", always_2d=True)
+    short = f.frames - x.shape[0]
+    if short > 0 and not (f.format == "OGG" and short <= _OGG_END_SLACK):
+        raise DataError(f"{at}: truncated file (read {x.shape[0]} of {f.frames} samples)")
+    return x
+
+
 def _load_source(spec: str, where: str) -> tuple[object, str]:
     """Return a soundfile-openable object for ``spec`` (a path or, for a command, its bytes)."""
     spec = spec.strip()
@@ -58,6 +145,10 @@ def _load_source(spec: str, where: str) -> tuple[object, str]:
         cmd = spec[:-1].strip()
         if not cmd:
             raise DataError(f"{where}: empty command before '|'")
+        resample = parse_resample_pipe(spec)
+        if resample is not None:  # speechkit-resample: the same bytes in this process, no subprocess
+            return io.BytesIO(resampled_wav_bytes(resample[0], resample[1], where=f"{where}: command {cmd!r}")), \
+                f"command {cmd!r}"
         try:
             proc = subprocess.run(["bash", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   check=False)
@@ -95,17 +186,25 @@ def _open(spec: str, where: str) -> tuple[sf.SoundFile, str]:
     return f, what
 
 
-def _check_complete(f: sf.SoundFile, where: str, what: str) -> None:
-    """Reject files whose header promises more audio than they contain (truncated copies)."""
+def _incomplete(f: sf.SoundFile) -> str | None:
+    """Why ``f`` is unusable (a header promising more audio than the file holds: a truncated copy;
+    no samples), or None."""
     info = f.extra_info or ""
     m = _DATA_SHOULD_BE.search(info)
     if m and int(m.group(1)) not in _STREAMING_SIZES and int(m.group(1)) > int(m.group(2)):
-        raise DataError(f"{where}: {what}: truncated file (header declares {m.group(1)} bytes of "
-                        f"audio data, only {m.group(2)} present)")
+        return f"truncated file (header declares {m.group(1)} bytes of audio data, only {m.group(2)} present)"
     if "File ended unexpectedly" in info:
-        raise DataError(f"{where}: {what}: truncated file (stream ended unexpectedly)")
+        return "truncated file (stream ended unexpectedly)"
     if f.frames == 0:
-        raise DataError(f"{where}: {what}: contains no audio samples")
+        return "contains no audio samples"
+    return None
+
+
+def _check_complete(f: sf.SoundFile, where: str, what: str) -> None:
+    """Reject files whose header promises more audio than they contain (truncated copies)."""
+    reason = _incomplete(f)
+    if reason is not None:
+        raise DataError(f"{where}: {what}: {reason}")
 
 
 def _check_sr(sr: int, expected_sr: int | None, where: str) -> None:

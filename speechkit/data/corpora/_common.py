@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from speechkit.data.audio import probe_audio
+import soundfile as sf
+
+from speechkit.data.audio import probe_audio, resample_pipe
 from speechkit.data.datadir import DataDir
 from speechkit.utils.fileio import DataError, atomic_write, read_lines, write_table
 
@@ -167,16 +169,43 @@ def probe_or_skip(path: str | os.PathLike, key: str, skips: SkipLog) -> tuple[in
 
 
 # ---------------------------------------------------------------------------------------- wav.scp
+#: Extensions taken for formats sox reads without opening the file (WAV, FLAC, NIST SPHERE, AIFF, AU).
+_SOX_EXTENSIONS = {".wav", ".flac", ".sph", ".nist", ".aif", ".aiff", ".au"}
+
+
+def sox_reads(path: str | os.PathLike) -> bool:
+    """False for the audio formats libsndfile reads and Debian's sox does not: MP3 (any MPEG layer)
+    and Opus; True for every other file (by extension for WAV/FLAC/SPHERE/AIFF/AU, else from the
+    header; a file libsndfile cannot open is left to sox)."""
+    if os.path.splitext(os.fspath(path))[1].lower() in _SOX_EXTENSIONS:
+        return True
+    try:
+        info = sf.info(os.fspath(path))
+    except (sf.LibsndfileError, RuntimeError, OSError):
+        return True
+    return not (info.format == "MP3" or info.subtype.startswith("MPEG") or info.subtype == "OPUS")
+
+
 def wav_entry(path: str | os.PathLike, native_sr: int, sample_rate: int | None = None) -> str:
-    """The ``wav.scp`` value for an audio file: its absolute path, or a ``sox`` pipe to ``sample_rate``.
+    """The ``wav.scp`` value for an audio file: its absolute path, or a pipe that resamples it to ``sample_rate``.
 
     When ``sample_rate`` is given and differs from ``native_sr`` (Hz) the entry is Kaldi's
     extended filename ``sox -R FILE -t wav -r HZ -b 16 -c 1 - |`` (16-bit mono WAV on stdout).
     ``-R`` makes sox's dither repeatable (the same bytes on every run, so the same features and
     models); without it every run dithers with a fresh random seed.
+
+    A file sox cannot read (:func:`sox_reads`: MP3, Opus) becomes
+    ``speechkit-resample --rate HZ FILE |`` (:func:`speechkit.data.audio.resampled_wav_bytes`:
+    libsndfile decodes, soxr resamples, 16-bit mono WAV) whenever ``sample_rate`` is given, at the
+    native rate too, so that sox pipes a recipe adds later (speed perturbation) read WAV. Without
+    ``sample_rate`` the entry is the file's path (speechkit reads it with libsndfile).
     """
     path = os.path.abspath(os.fspath(path))
-    if sample_rate is None or int(sample_rate) == int(native_sr):
+    if sample_rate is None:
+        return path
+    if not sox_reads(path):
+        return resample_pipe(path, sample_rate)
+    if int(sample_rate) == int(native_sr):
         return path
     return f"sox -R {shlex.quote(path)} -t wav -r {int(sample_rate)} -b 16 -c 1 - |"
 
@@ -289,6 +318,6 @@ def finish(d: DataDir, out_dir: str | os.PathLike, *, spk2gender: dict[str, str]
 
 __all__ = [
     "PHONE_ALIGNMENTS", "SPK2GENDER", "SkipLog", "read_metadata_lines", "AUDIO_REASONS", "normalize_text", "probe_or_skip",
-    "wav_entry", "check_sample_rate", "write_phone_alignments", "read_phone_alignments",
+    "wav_entry", "sox_reads", "check_sample_rate", "write_phone_alignments", "read_phone_alignments",
     "write_side_file", "finish",
 ]
