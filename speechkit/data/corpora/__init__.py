@@ -9,21 +9,26 @@ Each module ``speechkit/data/corpora/<name>.py`` has
   conventions every preparer follows).
 
 :data:`CORPORA` maps a name to a :class:`Corpus` record that ``speechkit-prepare-corpus`` turns into
-a sub-command with one ``--option`` per :class:`Option`. To add a corpus, write the module and add
-one entry here (``docs/adding_a_corpus.md`` walks through an example).
+a sub-command with one ``--option`` per :class:`Option`, and that every recipe takes as
+``./run.sh --corpus NAME --db_root DIR`` (the recipe makes the sets it needs from the one data
+directory). To add a corpus, write the module and add one entry here: nothing else lists corpora
+(``docs/adding_a_corpus.md`` walks through an example).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from speechkit.data.corpora.commonvoice import download_commonvoice, prepare_commonvoice
 from speechkit.data.corpora.fsdd import download_fsdd, prepare_fsdd
 from speechkit.data.corpora.hindi_noa import download_hindi_noa, prepare_hindi_noa
 from speechkit.data.corpora.ljspeech import download_ljspeech, prepare_ljspeech
 from speechkit.data.corpora.mini import download_mini, prepare_mini, synthesize_and_prepare_mini
 from speechkit.data.corpora.msc_malayalam import download_msc_malayalam, prepare_msc_malayalam
+from speechkit.data.corpora.mucs import download_mucs, prepare_mucs_corpus
 from speechkit.data.corpora.timit import download_timit, prepare_timit
 from speechkit.data.corpora.vctk import download_vctk, prepare_vctk
+from speechkit.data.corpora.zerospeech2019 import download_zerospeech2019, prepare_zerospeech2019_corpus
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,28 @@ CORPORA: dict[str, Corpus] = {
          Option("sentences_per_language", int, 20, "sentences per speaker and language"),
          Option("languages", list, ["en", "hi", "ta", "gu"], "comma-separated subset of en,hi,ta,gu"),
          Option("nj", int, 2, "synthesis worker processes (output does not depend on it)"))),
+    "commonvoice": Corpus(
+        "commonvoice", "Mozilla Common Voice (or any corpus in its layout: validated.tsv with client_id, path, "
+        "sentence[, locale, gender] columns, clips/<path> in MP3 or any format libsndfile reads); a locale folder "
+        "or a release root of locale folders",
+        prepare_commonvoice, download_commonvoice,
+        (Option("table", str, "validated.tsv", "the table of each locale folder (validated.tsv, train.tsv, ...)"),
+         Option("locales", list, None, "comma-separated locale folders of a release root; None: every one"),
+         Option("lang", str, None, "utt2lang of rows without a locale column; None: the folder name if it is "
+                "a locale code"))),
+    "mucs": Corpus(
+        "mucs", "MUCS 2021 sub-task 1 (hi mr or ta te gu; 8 kHz): <Language>/<split>/transcription.txt + audio/, "
+        "the chosen languages and official splits as one data dir",
+        prepare_mucs_corpus, download_mucs,
+        (Option("languages", list, None, "comma-separated ISO codes; None: every language folder"),
+         Option("parts", list, None, "comma-separated official splits of train,dev,test; None: every one present"),
+         Option("speaker_from_id", bool, False, "speaker = the id's part before its first '_' (else one "
+                "pseudo-speaker per utterance)"))),
+    "zerospeech2019": Corpus(
+        "zerospeech2019", "ZeroSpeech 2019 (english/ or surprise/): the audio of train/unit, train/voice, test "
+        "as one data dir, no transcripts",
+        prepare_zerospeech2019_corpus, download_zerospeech2019,
+        (Option("parts", list, None, "comma-separated parts of unit,voice,test; None: all three"),)),
 }
 
 
@@ -114,5 +141,6 @@ __all__ = [
     "CORPORA", "Corpus", "Option", "get_corpus",
     "prepare_timit", "prepare_fsdd", "prepare_msc_malayalam", "prepare_hindi_noa", "prepare_mini", "prepare_ljspeech",
     "download_timit", "download_fsdd", "download_msc_malayalam", "download_hindi_noa", "download_mini",
-    "download_ljspeech", "prepare_vctk", "download_vctk",
+    "download_ljspeech", "prepare_vctk", "download_vctk", "prepare_commonvoice", "download_commonvoice",
+    "prepare_mucs_corpus", "download_mucs", "prepare_zerospeech2019_corpus", "download_zerospeech2019",
 ]

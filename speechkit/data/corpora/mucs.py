@@ -24,9 +24,10 @@ case) or already an ISO 639-1 code (``hi``); it becomes the ``utt2lang`` id. Wri
 Lines without text, duplicate ids, and missing/empty/undecodable audio are counted, reported (the
 first few by name) and skipped; a split with no usable utterance is an error naming it.
 
-Not in :data:`speechkit.data.corpora.CORPORA`: the registry's preparers write one data directory,
-this one a tree of them (per language and split). ``egs/indic_multilingual/local/prepare_mucs.py``
-is its command line.
+:func:`prepare_mucs` writes that tree (``egs/indic_multilingual/local/prepare_mucs.py`` is its
+command line); :func:`prepare_mucs_corpus`, registered as ``mucs`` in
+:data:`speechkit.data.corpora.CORPORA`, writes the chosen languages and official parts as one data
+directory, the form every recipe's ``--corpus NAME`` path splits itself.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from pathlib import Path
 from speechkit.data.corpora._common import (
     AUDIO_REASONS,
     SkipLog,
+    check_sample_rate,
     finish,
     normalize_text,
     probe_or_skip,
@@ -47,6 +49,7 @@ from speechkit.data.corpora._common import (
 from speechkit.data.datadir import DataDir, c_sorted, subset
 from speechkit.utils.fileio import DataError
 
+URL = "https://navana-tech.github.io/MUCS2021/"
 #: MUCS 2021 folder names -> ISO 639-1 codes.
 LANGUAGE_CODES = {"hindi": "hi", "marathi": "mr", "odia": "or", "oriya": "or", "tamil": "ta", "telugu": "te",
                   "gujarati": "gu", "bengali": "bn", "english": "en"}
@@ -74,7 +77,7 @@ def _child(parent: Path, name: str) -> Path | None:
 
 
 def prepare_split(split_dir: Path, lang: str, *, sample_rate: int | None = 16000,
-                  speaker_from_id: bool = False) -> DataDir:
+                  speaker_from_id: bool = False, keep_punctuation: bool = False) -> DataDir:
     """One language's split (``transcription.txt`` + ``audio/``) as an in-memory :class:`DataDir`.
 
     Raises:
@@ -93,7 +96,7 @@ def prepare_split(split_dir: Path, lang: str, *, sample_rate: int | None = 16000
             skips.skip("malformed", f"{trans}:{lineno}: empty line")
             continue
         mucs_id = parts[0]
-        text = normalize_text(parts[1]) if len(parts) > 1 else ""
+        text = normalize_text(parts[1], keep_punctuation) if len(parts) > 1 else ""
         if not text:
             skips.skip("no-text", f"{trans}:{lineno}: utterance '{mucs_id}' has no text")
             continue
@@ -172,18 +175,7 @@ def prepare_mucs(corpus_dir: str | os.PathLike, out_dir: str | os.PathLike, *, l
         ValueError: ``dev`` outside (0, 1) when a dev set must be drawn.
     """
     root, out = Path(corpus_dir), Path(out_dir)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: no such directory")
-    found = {}
-    for p in sorted(root.iterdir()):
-        code = language_code(p.name) if p.is_dir() else None
-        if code is not None:
-            if code in found:
-                raise DataError(f"{root}: {found[code].name}/ and {p.name}/ are both language '{code}'")
-            found[code] = p
-    if not found:
-        raise DataError(f"{root}: no language folder (expected e.g. Hindi/, Marathi/ or hi/; "
-                        f"known names: {', '.join(sorted(LANGUAGE_CODES))})")
+    found = _language_folders(root)
     wanted = languages or sorted(found)
     missing = [lang for lang in wanted if lang not in found]
     if missing:
@@ -205,4 +197,95 @@ def prepare_mucs(corpus_dir: str | os.PathLike, out_dir: str | os.PathLike, *, l
     return counts
 
 
-__all__ = ["LANGUAGE_CODES", "SPLITS", "language_code", "prepare_split", "draw_dev", "prepare_mucs"]
+def _language_folders(root: Path) -> dict[str, Path]:
+    """``{ISO code: folder}`` of the language folders of a MUCS root.
+
+    Raises:
+        FileNotFoundError: ``root`` is not a directory.
+        DataError: no language folder, or two folders of one language.
+    """
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such directory")
+    found = {}
+    for p in sorted(root.iterdir()):
+        code = language_code(p.name) if p.is_dir() else None
+        if code is not None:
+            if code in found:
+                raise DataError(f"{root}: {found[code].name}/ and {p.name}/ are both language '{code}'")
+            found[code] = p
+    if not found:
+        raise DataError(f"{root}: no language folder (expected e.g. Hindi/, Marathi/ or hi/; "
+                        f"known names: {', '.join(sorted(LANGUAGE_CODES))})")
+    return found
+
+
+def download_mucs(target_dir: str | os.PathLike) -> None:
+    """Not automated: MUCS 2021 is distributed after registering for the challenge.
+
+    Get sub-task 1's data (https://navana-tech.github.io/MUCS2021/data.html) and unpack it so that
+    ``target_dir/<Language>/{train,test}/transcription.txt`` and ``audio/`` exist.
+
+    Raises:
+        NotImplementedError: always, with these instructions.
+    """
+    raise NotImplementedError(f"MUCS 2021 is distributed after registration ({URL}); unpack it into {target_dir}")
+
+
+def prepare_mucs_corpus(corpus_dir: str | os.PathLike, out_dir: str | os.PathLike, *, sample_rate: int | None = None,
+                        keep_punctuation: bool = False, languages: list[str] | None = None,
+                        parts: list[str] | None = None, speaker_from_id: bool = False) -> DataDir:
+    """Write the ``parts`` (official splits) of the ``languages`` of a MUCS root as one data directory.
+
+    The registry's form of :func:`prepare_mucs` (``speechkit-prepare-corpus mucs``; a recipe's
+    ``--corpus mucs`` then makes its own sets). Ids, speakers, text, ``utt2lang`` and skips as
+    :func:`prepare_split`; no dev is drawn (a language without ``dev/`` contributes train and test).
+
+    Args:
+        corpus_dir: the MUCS root (``<Language>/<split>/...``).
+        out_dir: data directory to write.
+        sample_rate: ``wav.scp`` rate in Hz (other rates become ``sox`` pipes); None: native (8 kHz).
+        keep_punctuation: keep the transcripts' punctuation and case.
+        languages: ISO codes to read (default: every language folder).
+        parts: official splits to read, of ``train dev test`` (default: all three; dev where present).
+        speaker_from_id: speaker = the MUCS id's part before its first ``_`` (default: one per utterance).
+
+    Raises:
+        FileNotFoundError: ``corpus_dir`` is not a directory.
+        DataError: no language folder; a language of ``languages`` or a part of ``parts`` not found
+            (a named part other than dev is required of every language); an utterance id in two parts;
+            no usable utterance.
+        ValueError: a part that is not train, dev or test; a bad ``sample_rate``.
+    """
+    check_sample_rate(sample_rate)
+    root = Path(corpus_dir)
+    wanted_parts = list(parts or SPLITS)
+    bad = [p for p in wanted_parts if p not in SPLITS]
+    if bad:
+        raise ValueError(f"--parts: '{bad[0]}' is not one of {', '.join(SPLITS)}")
+    found = _language_folders(root)
+    wanted = languages or sorted(found)
+    missing = [lang for lang in wanted if lang not in found]
+    if missing:
+        raise DataError(f"--languages: '{missing[0]}' is not under {root} (found: {', '.join(sorted(found))})")
+    d = DataDir(wav_scp={}, text={}, utt2spk={}, utt2lang={}, utt2dur={})
+    origin: dict[str, str] = {}
+    for lang in wanted:
+        for part in wanted_parts:
+            folder = _child(found[lang], part)
+            if folder is None:
+                if part == "dev" and parts is None:
+                    continue
+                raise DataError(f"{found[lang]}: no {part}/ folder (MUCS layout: <lang>/{{train,test}}/transcription.txt)")
+            one = prepare_split(folder, lang, sample_rate=sample_rate, speaker_from_id=speaker_from_id,
+                                keep_punctuation=keep_punctuation)
+            for utt in one.utts:
+                if utt in origin:
+                    raise DataError(f"{root}: utterance '{utt}' is in {origin[utt]} and in {lang}/{part}")
+                origin[utt] = f"{lang}/{part}"
+                for table in ("wav_scp", "text", "utt2spk", "utt2lang", "utt2dur"):
+                    getattr(d, table)[utt] = getattr(one, table)[utt]
+    return finish(d, out_dir, corpus="mucs")
+
+
+__all__ = ["LANGUAGE_CODES", "SPLITS", "language_code", "prepare_split", "draw_dev", "prepare_mucs",
+           "prepare_mucs_corpus", "download_mucs"]

@@ -19,8 +19,10 @@ with ``wav.scp utt2spk spk2utt utt2dur``. Utterance ids are the file names witho
 speaker is the part before the first '_'. Unreadable audio is reported and skipped; audio at
 another rate than 16 kHz is resampled through a sox pipe.
 
-Not in :data:`speechkit.data.corpora.CORPORA`: the registry's preparers write one data directory,
-this one four. ``egs/zerospeech2019/local/prepare_zerospeech2019.py`` is its command line.
+:func:`prepare_zerospeech2019` writes those four (``egs/zerospeech2019/local/prepare_zerospeech2019.py``
+is its command line; ``egs/zerospeech2019``'s ``--corpus zerospeech2019``); :func:`prepare_zerospeech2019_corpus`,
+registered as ``zerospeech2019`` in :data:`speechkit.data.corpora.CORPORA`, writes the chosen parts as
+one data directory (no ``text``: the corpus has no transcripts).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import os
 import shutil
 from pathlib import Path
 
-from speechkit.data.corpora._common import AUDIO_REASONS, SkipLog, probe_or_skip, wav_entry
+from speechkit.data.corpora._common import AUDIO_REASONS, SkipLog, check_sample_rate, finish, probe_or_skip, wav_entry
 from speechkit.data.datadir import DataDir, subset
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
 
@@ -153,4 +155,65 @@ def prepare_zerospeech2019(corpus_dir: str | os.PathLike, out_dir: str | os.Path
     return dirs
 
 
-__all__ = ["SAMPLE_RATE", "scan", "read_synthesis_list", "prepare_zerospeech2019"]
+URL = "https://download.zerospeech.com"
+#: The audio folders of the layout, by part name.
+PARTS = {"unit": ("train", "unit"), "voice": ("train", "voice"), "test": ("test",)}
+
+
+def download_zerospeech2019(target_dir: str | os.PathLike) -> None:
+    """Not automated: the ZeroSpeech 2019 data is downloaded by hand after accepting its licence.
+
+    Get ``english.tgz`` (or ``surprise.zip``, or the 2020 dataset's ``2019/``) from the challenge
+    (https://zerospeech.com, downloads at https://download.zerospeech.com) and unpack it so that
+    ``target_dir/english/train/unit/`` exists.
+
+    Raises:
+        NotImplementedError: always, with these instructions.
+    """
+    raise NotImplementedError(f"download the ZeroSpeech 2019 data from {URL} and unpack it into {target_dir}")
+
+
+def prepare_zerospeech2019_corpus(corpus_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
+                                  sample_rate: int | None = None, keep_punctuation: bool = False,
+                                  parts: list[str] | None = None) -> DataDir:
+    """The audio of the ``parts`` of a ZeroSpeech 2019 language folder as one data directory.
+
+    The registry's form (``speechkit-prepare-corpus zerospeech2019``): ``wav.scp utt2spk spk2utt
+    utt2dur`` of ``train/unit`` (part ``unit``), ``train/voice`` (``voice``) and ``test`` (``test``),
+    ids and skips as :func:`scan`. No ``text``: the corpus has no transcripts (``keep_punctuation``
+    is accepted for the registry's call and does nothing). ``egs/zerospeech2019``'s own
+    ``--corpus zerospeech2019`` keeps the official sets apart (:func:`prepare_zerospeech2019`).
+
+    Args:
+        corpus_dir: the language folder (``english/``, ``surprise/``).
+        out_dir: data directory to write.
+        sample_rate: ``wav.scp`` rate in Hz (other rates become pipes); None: native.
+        keep_punctuation: unused (no transcripts).
+        parts: of ``unit voice test`` (default: all three).
+
+    Raises:
+        FileNotFoundError: a folder of a part is missing.
+        DataError: a part without a usable ``.wav``; an utterance id in two parts.
+        ValueError: an unknown part; a bad ``sample_rate``.
+    """
+    check_sample_rate(sample_rate)
+    db = Path(corpus_dir)
+    wanted = list(parts or PARTS)
+    bad = [p for p in wanted if p not in PARTS]
+    if bad:
+        raise ValueError(f"--parts: '{bad[0]}' is not one of {', '.join(PARTS)}")
+    d = DataDir(wav_scp={}, utt2spk={}, utt2dur={})
+    origin: dict[str, str] = {}
+    for part in wanted:
+        one = scan(db.joinpath(*PARTS[part]), "/".join(PARTS[part]), sample_rate)
+        for utt in one.utts:
+            if utt in origin:
+                raise DataError(f"{db}: utterance '{utt}' is in {origin[utt]} and in {'/'.join(PARTS[part])}")
+            origin[utt] = "/".join(PARTS[part])
+            for table in ("wav_scp", "utt2spk", "utt2dur"):
+                getattr(d, table)[utt] = getattr(one, table)[utt]
+    return finish(d, out_dir, corpus="zerospeech2019")
+
+
+__all__ = ["SAMPLE_RATE", "PARTS", "scan", "read_synthesis_list", "prepare_zerospeech2019",
+           "prepare_zerospeech2019_corpus", "download_zerospeech2019"]

@@ -21,8 +21,25 @@ def test_help_lists_every_corpus_and_option(capsys):
 
 
 def test_registry():
-    assert set(CORPORA) == {"timit", "fsdd", "msc_malayalam", "hindi_noa", "ljspeech", "mini", "vctk"}
-    with pytest.raises(ValueError, match="unknown corpus 'nope'; known: fsdd, hindi_noa, ljspeech, mini"):
+    """The registry is the one list of corpora: every corpus module (speechkit/data/corpora/<name>.py, not
+    _private) is registered under its own name with its prepare_<name>/download_<name>, and the error
+    for an unknown name lists every registered one (so a new corpus needs no edit here)."""
+    import inspect
+    from pathlib import Path
+
+    import speechkit.data.corpora as pkg
+
+    modules = {p.stem for p in Path(pkg.__file__).parent.glob("*.py") if not p.stem.startswith("_")}
+    assert set(CORPORA) == modules
+    for name, corpus in CORPORA.items():
+        assert corpus.name == name and corpus.description
+        assert corpus.prepare.__module__ == corpus.download.__module__ == f"speechkit.data.corpora.{name}"
+        params = inspect.signature(corpus.prepare).parameters
+        for opt in corpus.options:
+            assert opt.name in params and params[opt.name].kind == inspect.Parameter.KEYWORD_ONLY, (name, opt.name)
+        assert {"sample_rate", "keep_punctuation"} <= set(params), name
+        assert get_corpus(name) is corpus
+    with pytest.raises(ValueError, match=f"unknown corpus 'nope'; known: {', '.join(sorted(CORPORA))}$"):
         get_corpus("nope")
 
 

@@ -92,3 +92,21 @@ def test_layout_errors(tmp_path):
     (tmp_path / "db" / "hi").mkdir()
     with pytest.raises(DataError, match="Hindi/ and hi/ are both language 'hi'"):
         prepare_mucs(tmp_path / "db", tmp_path / "out")
+
+
+def test_registered_form_writes_one_data_dir(tmp_path):
+    """`speechkit-prepare-corpus mucs` (issue 39): every language's official parts in one data dir, no dev
+    drawn, the rate as asked, punctuation kept on request; a recipe's --corpus mucs splits it itself."""
+    from speechkit.bin.prepare_corpus import main
+    from speechkit.data.corpora.mucs import prepare_mucs_corpus
+
+    fake_tree(tmp_path / "db", langs=("Hindi", "Marathi"), dev=True)
+    assert main(["mucs", str(tmp_path / "db"), str(tmp_path / "all"), "--sample-rate", "16000"]) == 0
+    d = DataDir.load(tmp_path / "all")
+    assert len(d) == 12 and sorted(set(d.utt2lang.values())) == ["hi", "mr"]  # 4 train + 1 dev + 1 test each
+    assert all(v.startswith("sox -R ") for v in d.wav_scp.values()) and validate(tmp_path / "all", no_feats=True) == []
+    part = prepare_mucs_corpus(tmp_path / "db", tmp_path / "test_hi", languages=["hi"], parts=["test"],
+                               keep_punctuation=True)
+    assert part.text == {"hi-s9-900": "शब्द s9_900!"} and part.wav_scp["hi-s9-900"].endswith("s9_900.wav")
+    with pytest.raises(ValueError, match="--parts: 'eval' is not one of train, dev, test"):
+        prepare_mucs_corpus(tmp_path / "db", tmp_path / "x", parts=["eval"])

@@ -54,3 +54,21 @@ def test_errors(tmp_path):
         prepare_zerospeech2019(tmp_path / "db", tmp_path / "data")
     with pytest.raises(FileNotFoundError, match="expected the ZeroSpeech 2019 layout"):
         prepare_zerospeech2019(tmp_path / "nothing", tmp_path / "data")
+
+
+def test_registered_form_writes_one_data_dir(tmp_path):
+    """`speechkit-prepare-corpus zerospeech2019` (issue 39): the audio of the chosen parts in one data dir,
+    no text; an id in two parts is an error naming both."""
+    from speechkit.bin.prepare_corpus import main
+    from speechkit.data.corpora.zerospeech2019 import prepare_zerospeech2019_corpus
+
+    db = tmp_path / "english"
+    fake_db(db, n_unit=3)
+    assert main(["zerospeech2019", str(db), str(tmp_path / "all")]) == 0
+    d = DataDir.load(tmp_path / "all")
+    assert d.utts == ["S002_0001", "S003_0001", "S015_0000", "S015_0001", "S015_0002", "V001_0001"]
+    assert d.text is None and d.utt2spk["V001_0001"] == "V001"
+    assert prepare_zerospeech2019_corpus(db, tmp_path / "voice", parts=["voice"]).utts == ["V001_0001"]
+    sf.write(db / "test" / "V001_0001.wav", np.zeros(1600, np.float32), 16000)
+    with pytest.raises(DataError, match="'V001_0001' is in train/voice and in test"):
+        prepare_zerospeech2019_corpus(db, tmp_path / "x")
