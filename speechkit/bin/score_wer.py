@@ -5,8 +5,8 @@
 
 REF and HYP are Kaldi 'text' files (<uttid> <transcript>) or sclite trn files (<transcript> (<uttid>),
 as this tool writes them); a line with only the id is an empty hypothesis. --format auto (default)
-reads a file as trn when its name ends in .trn or every line ends in a distinct '(uttid)', else as
-Kaldi text. Prints compute-wer's three lines exactly:
+reads a file as trn when every line ends in '(uttid)' and those ids are distinct (or the name ends
+in .trn), else as Kaldi text. Prints compute-wer's three lines exactly:
 
     %WER 12.34 [ 56 / 454, 3 ins, 10 del, 43 sub ]      (+ ' [PARTIAL]' if hypotheses are missing)
     %SER 50.00 [ 5 / 10 ]
@@ -67,8 +67,9 @@ def main(argv=None) -> int:
     parser.add_argument("hyp", help="hypotheses: Kaldi text or sclite trn file (ids not in REF are ignored with a "
                                     "warning)")
     parser.add_argument("--format", choices=FORMATS, default="auto",
-                        help="how REF and HYP are read: auto (trn if the name ends in .trn or every line ends in a "
-                             "distinct '(uttid)', else Kaldi text), kaldi, trn (default: %(default)s)")
+                        help="how REF and HYP are read: auto (trn when every line ends in '(uttid)' and those ids "
+                             "are distinct or the name ends in .trn, else Kaldi text), kaldi, trn (default: "
+                             "%(default)s)")
     parser.add_argument("--nfc", default=True, action=argparse.BooleanOptionalAction,
                         help="Unicode NFC-normalise references and hypotheses before scoring (default: on; "
                              "--no-nfc compares the code points as written)")

@@ -491,28 +491,29 @@ def transcript_format(path: str | os.PathLike) -> tuple[str, str]:
     """Which format ``path`` is in, ``kaldi`` (``<uttid> words ...``) or ``trn`` (sclite ``words ... (uttid)``),
     and why.
 
-    ``trn`` when the name ends in ``.trn`` (any case), or when every line ends in a parenthesised word
-    (``she had your dark suit (fcjf0_sa1)``) and no two of those are alike (a Kaldi text read as one
-    would need every transcript to end in a distinct parenthesised word; ``--format kaldi`` reads it as
-    written); else ``kaldi``. Read as Kaldi text, a trn file keys each line by its first word (``she``
-    repeated: "duplicate key 'she'"), or worse, scores first words as ids.
+    ``trn`` when every line ends in a parenthesised word (``she had your dark suit (fcjf0_sa1)``) and
+    either no two of those are alike or the name ends in ``.trn`` (any case; then a repeated id is
+    :func:`read_trn`'s error); else ``kaldi`` (a Kaldi text named ``*.trn`` included, said in the reason).
+    A Kaldi text read as trn would need every transcript to end in a distinct parenthesised word
+    (``--format kaldi`` reads it as written). Read as Kaldi text, a trn file keyed each line by its first
+    word (TIMIT's ``she`` repeated: "duplicate key 'she'"), or worse, scored first words as ids.
 
     Returns:
-        ``(format, reason)``, e.g. ``("trn", "its name ends in .trn")``.
+        ``(format, reason)``, e.g. ``("trn", "every line ends in a distinct '(utt-id)'")``.
 
     Raises:
         FileNotFoundError; DataError: not UTF-8.
     """
-    if Path(path).suffix.lower() == ".trn":
-        return "trn", "its name ends in .trn"
+    named = Path(path).suffix.lower() == ".trn"
     lines = [ln for ln in read_lines(path) if ln.strip()]
     matches = [_TRN_LINE.match(ln) for ln in lines]
-    if not lines or not all(matches):
-        return "kaldi", "a Kaldi text"
-    ids = [m.group("id") for m in matches]
-    if len(set(ids)) == len(ids):
-        return "trn", "every line ends in a distinct '(utt-id)'"
-    return "kaldi", "a Kaldi text"
+    if lines and all(matches):
+        ids = [m.group("id") for m in matches]
+        if len(set(ids)) == len(ids):
+            return "trn", "every line ends in a distinct '(utt-id)'"
+        if named:
+            return "trn", "its name ends in .trn and every line ends in '(utt-id)'"
+    return "kaldi", ("its name ends in .trn but not every line ends in '(utt-id)'" if named else "a Kaldi text")
 
 
 def read_transcript_file(path: str | os.PathLike, what: str = "transcript", fmt: str = "auto",
@@ -527,8 +528,9 @@ def read_transcript_file(path: str | os.PathLike, what: str = "transcript", fmt:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "auto":
         fmt, why = transcript_format(path)
-        if fmt == "trn":
-            logger.info("reading %s %s as sclite trn ('words ... (utt-id)'): %s", what, path, why)
+        if fmt == "trn" or why != "a Kaldi text":
+            logger.info("reading %s %s as %s: %s", what, path,
+                        "sclite trn ('words ... (utt-id)')" if fmt == "trn" else "Kaldi text ('utt-id words ...')", why)
     return read_trn(path, what) if fmt == "trn" else read_transcripts(path, what)
 
 

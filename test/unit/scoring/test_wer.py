@@ -441,3 +441,18 @@ def test_cli_refuses_a_hyp_with_no_reference_id(tmp_path, capsys):
         assert main([str(ref), str(hyp), "--mode", mode]) == 1
         assert (f"{hyp}: none of its 2 utterance ids is in the reference {ref} (first: 'fcjf0_sa1,she' in HYP, "
                 "'fcjf0_sa1' in REF)") in capsys.readouterr().err
+
+
+def test_transcript_format_by_content_and_name(tmp_path):
+    from speechkit.scoring.wer import transcript_format
+
+    f = tmp_path / "hyp.trn"
+    f.write_text("u1 one\n", "utf-8")  # a Kaldi text named .trn: read as Kaldi text
+    assert transcript_format(f) == ("kaldi", "its name ends in .trn but not every line ends in '(utt-id)'")
+    f.write_text("a (u1)\nb (u1)\n", "utf-8")  # .trn with a repeated id: trn (read_trn then names the line)
+    assert transcript_format(f)[0] == "trn"
+    g = tmp_path / "hyp"
+    g.write_text("a (u1)\nb (u1)\n", "utf-8")
+    assert transcript_format(g)[0] == "kaldi"
+    g.write_text("a b (u1)\n(u2)\n", "utf-8")
+    assert transcript_format(g) == ("trn", "every line ends in a distinct '(utt-id)'")
