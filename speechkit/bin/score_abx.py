@@ -1,8 +1,15 @@
 """ZeroSpeech ABX error of frame-level features on an ABX item file.
 
-Features: FEATURE_DIR holds feats.scp (Kaldi ark/scp) or one <utt>.txt per utterance (one frame
-per line, numbers separated by spaces); feats.scp wins when both exist. Frame i lies at time
-(i + 0.5) * frame_shift; an item's frames are those whose time lies in [onset, offset].
+Features: FEATURE_DIR holds feats.scp (Kaldi ark/scp), one <utt>.txt per utterance (one frame
+per line, numbers separated by spaces) or one <utt>.npy per utterance ((frames, dim) array); feats.scp
+wins when present. Frame i lies at time (i + 0.5) * frame_shift; an item's frames are those whose
+time lies in [onset, offset].
+
+--timestamps auto (default): a first column that is each frame's time (ZeroSpeech 2017's 'time f1 f2
+...' lines: strictly increasing at a constant step in every file) is left out, with a warning, and its
+step (seconds if below 1, else ms; it must match --frame-shift or FEATURE_DIR/frame_shift when given)
+is the frame shift; --timestamps yes requires it, no scores every column as a feature. See
+speechkit.scoring.feature_dir.
 
 ITEM_FILE: '#file onset offset #phone prev-phone next-phone speaker' header, times in seconds
 (speechkit-make-abx-items writes one from phone alignments).
@@ -56,6 +63,7 @@ import sys
 from speechkit.features.io import feature_dir_inputs
 from speechkit.scoring.abx import CONVENTIONS, DEFAULT_TOLERANCE, DISTANCES, EMPTY_ITEM_RULES
 from speechkit.scoring.abx_report import score_abx_dir
+from speechkit.scoring.feature_dir import TIMESTAMPS
 from speechkit.utils.cli import finite_float, make_parser, run_main, setup_logging
 from speechkit.utils.fileio import atomic_write
 from speechkit.utils.outputs import check_output_files
@@ -65,7 +73,7 @@ PROG = "speechkit-score-abx"
 
 def main(argv=None) -> int:
     parser = make_parser(__doc__, prog=PROG)
-    parser.add_argument("feature_dir", metavar="FEATURE_DIR", help="feats.scp or <utt>.txt files")
+    parser.add_argument("feature_dir", metavar="FEATURE_DIR", help="feats.scp, <utt>.txt or <utt>.npy files")
     parser.add_argument("item_file", metavar="ITEM_FILE", help="ABX item file (ZeroSpeech/ABXpy format)")
     parser.add_argument("--distance", choices=DISTANCES, default="cosine",
                         help="frame distance: cosine (arccos(cos)/pi; continuous features), kl "
@@ -78,7 +86,12 @@ def main(argv=None) -> int:
                       help="A, B, X from one speaker")
     parser.set_defaults(mode="across")
     parser.add_argument("--frame-shift", type=finite_float, default=None, metavar="S",
-                        help="seconds between frames (default: FEATURE_DIR/frame_shift if present, else 0.01)")
+                        help="seconds between frames (default: FEATURE_DIR/frame_shift if present, else the step of "
+                             "a timestamp column, else 0.01)")
+    parser.add_argument("--timestamps", choices=TIMESTAMPS, default="auto",
+                        help="is the first number of each frame its time (ZeroSpeech 2017 layout)? auto: when it "
+                             "increases at a constant step in every file (left out, with a warning); yes; no: "
+                             "every column is a feature (default: %(default)s)")
     parser.add_argument("--no-normalize", dest="normalize", action="store_false",
                         help="use the total DTW path cost instead of dividing it by the path length "
                              "(the ZeroSpeech 2020 evaluation of the 2019 track does this for KL)")
@@ -119,7 +132,8 @@ def main(argv=None) -> int:
                             frame_shift=args.frame_shift, normalize=args.normalize, tolerance=args.tolerance,
                             empty_items=args.empty_items, bootstrap=args.bootstrap,
                             bootstrap_seed=args.bootstrap_seed, paired_with=args.paired_with, device=args.device,
-                            convention=args.convention, num_threads=args.num_threads, progress=sys.stderr.isatty())
+                            convention=args.convention, num_threads=args.num_threads, progress=sys.stderr.isatty(),
+                            timestamps=args.timestamps)
         if args.json:
             with atomic_write(args.json) as f:
                 json.dump(rep.to_dict(), f, indent=2)

@@ -116,12 +116,15 @@ def score_abx_dir(feature_dir: str | os.PathLike, item_file: str | os.PathLike, 
                   distance: str = "cosine", frame_shift: float | None = None, normalize: bool = True,
                   tolerance: float = DEFAULT_TOLERANCE, empty_items: str = "overlap", bootstrap: int = 0,
                   bootstrap_seed: int = 0, paired_with: str | os.PathLike | None = None, device: str = "cpu",
-                  convention: str = "zr2019", num_threads: int | None = None, progress: bool = False) -> AbxReport:
+                  convention: str = "zr2019", num_threads: int | None = None, progress: bool = False,
+                  timestamps: str = "auto") -> AbxReport:
     """Score ``feature_dir`` (feats.scp or ``<utt>.txt`` files) on ``item_file``, as ``speechkit-score-abx``.
 
     Args:
-        frame_shift: seconds between frames (None: the dir's ``frame_shift`` file, else 0.01); for
-            ``paired_with`` its own file is read the same way.
+        frame_shift: seconds between frames (None: the dir's ``frame_shift`` file, else the step of a
+            timestamp column, else 0.01); for ``paired_with`` its own file is read the same way.
+        timestamps: ``auto``, ``yes``, ``no``: whether each frame's first number is its time, left out of
+            the features (:class:`speechkit.scoring.feature_dir.FeatureDir`; ZeroSpeech 2017's layout).
         bootstrap: speaker resamples for the 95 % interval (0: none).
         paired_with: a reference feature dir scored on the same items; needs ``bootstrap``.
         progress: show progress bars.
@@ -139,7 +142,7 @@ def score_abx_dir(feature_dir: str | os.PathLike, item_file: str | os.PathLike, 
         DataError, FileNotFoundError: the errors of the item-file and feature readers.
     """
     from speechkit.scoring.abx_items import read_item_file
-    from speechkit.scoring.feature_dir import load_item_features, resolve_frame_shift
+    from speechkit.scoring.feature_dir import load_item_features_and_shift
 
     if tolerance < 0:
         raise ValueError(f"--tolerance must be >= 0, got {tolerance}")
@@ -153,8 +156,9 @@ def score_abx_dir(feature_dir: str | os.PathLike, item_file: str | os.PathLike, 
     items = read_item_file(item_file)
 
     def score(d) -> AbxResult:
-        features = load_item_features(d, items, item_file)  # logs what it loads
-        return abx_error(features, items, mode=mode, distance=distance, frame_shift=resolve_frame_shift(d, frame_shift),
+        features, shift = load_item_features_and_shift(d, items, item_file, timestamps=timestamps,
+                                                       frame_shift=frame_shift)  # logs what it loads
+        return abx_error(features, items, mode=mode, distance=distance, frame_shift=shift,
                          normalize=normalize, tolerance=tolerance, source=str(item_file), progress=progress,
                          device=device, empty_items=empty_items, convention=convention, num_threads=num_threads)
 
