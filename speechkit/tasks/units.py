@@ -4,7 +4,7 @@
 checkpoint name, then called per utterance) turns one utterance's features ``(T, D)`` into its
 codes and the continuous encoder output z; :func:`extract_units` encodes a whole data dir into the
 ZeroSpeech 2019 layout that ``speechkit-extract-units`` writes (``<utt>.txt``, ``codes``,
-``frame_shift``, ``units.yaml``; the CLI's docstring describes them), in worker processes with
+``frame_shift``, ``units.yaml``; described below), in worker processes with
 ``nj > 1``. :func:`codebook_rows` / :func:`onehot_rows` are the text lines of a code frame (also
 used by recipes writing unit dirs of their own, e.g. egs/zerospeech2019/local/kmeans_units.py).
 
@@ -13,6 +13,33 @@ Frame rates: the features have a frame shift of ``feat_shift`` seconds (a data d
 so a code frame lasts ``stride * feat_shift`` seconds (0.04 for stride 4 on 10 ms frames); with
 ``phases = P`` (shift-and-stitch, :func:`speechkit.models.vqvae.encode_phases`) a z row and its code
 last ``stride / P * feat_shift`` seconds.
+
+The unit dir (``speechkit-extract-units DATA_DIR OUT_DIR``):
+
+* ``<utt>.txt``: one line per code frame. With ``unit_format="codebook"`` (default) the codebook
+  vector e_k of the frame's code k (De numbers, as ZeroSpeech 2019 VQ submissions wrote them), with
+  ``"onehot"`` the one-hot code (K numbers, 0 or 1); with ``aux`` the continuous encoder output z (De
+  numbers) instead: ZeroSpeech 2019 'test' and 'auxiliary_embedding' files. Both unit formats have one
+  distinct line per code, so the same bitrate; their ABX differs (cosine distances between codebook
+  vectors are graded, between one-hot rows they are all equal).
+* ``codes``: Kaldi text table ``<utt> <code> <code> ...`` (the inverter's input); with ``phases`` the
+  code of every z row. It has no ``.txt`` suffix, so the scoring tools, which read every ``*.txt``
+  file, do not take it for an utterance.
+* ``frame_shift``: seconds per code frame, ``model.stride * feat_shift`` (0.04 for stride 4 on 10 ms
+  frames), ``/ phases`` with ``phases``.
+* ``units.yaml``: what produced them (model, checkpoint, K, De, stride, kind, phases, utterances).
+
+Features are normalised as in training: per-speaker CMVN stats of the data dir itself
+(``data.cmvn=speaker``) or the training set's global stats (``data.cmvn=global``). Encoding runs over
+overlapping windows of the training crop (``data.crop_frames``, rounded down to the stride; whole
+utterances for a model trained without crops; ``window``, ``hop`` = half a window by default), each code
+frame taken from the window it is most central in, so that extraction sees what training saw
+(``window=0``: each utterance whole). Errors name the utterance: NaN/Inf in its features, fewer frames
+than the total stride. The CLI checks its options (``--nj``, ``--batch-frames``, ``--window``, ``--hop``)
+and its output dir before any work; OUT_DIR may not be, contain or lie inside DATA_DIR, the model's
+training data dir or a file the tool reads, nor be or contain the model dir (it may lie inside it).
+The measurements behind the windows and phases (ABX on unseen TIMIT speakers) are in
+``egs/zerospeech2019/README.md`` and its ``results/local/NOTES.md``.
 
 Example::
 

@@ -309,3 +309,16 @@ def test_an_out_dir_holding_the_cmvn_ark_a_data_dir_reads_is_refused(setup, tmp_
                    f"reads {ark}: outputs never overlap inputs (replacing it would delete or mix with what is read); "
                    "choose another output dir")
     assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before
+
+
+def test_help_is_a_help_text(capsys):
+    """--help ran past 60 lines (95) and quoted results (ABX figures); those are the recipe README's."""
+    import re
+
+    from speechkit.bin.extract_units import build_parser
+
+    text = build_parser().format_help()
+    assert len(text.splitlines()) <= 60
+    assert not re.search(r"\d+\.\d+ %", text)  # no measurement quoted
+    for opt in ("--unit-format", "--aux", "--phases", "--window", "--hop", "--nj", "frame_shift", "codes", "units.yaml"):
+        assert opt in text
