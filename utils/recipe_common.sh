@@ -21,6 +21,12 @@
 #                       with no --corpus: mini without --db_root (or where mini was synthesized),
 #                       msc where the shared data folder is, NAME where --db_root holds one of the
 #                       PATHs (PATH/ a folder, else a file), otherwise an error naming DESCRIPTION.
+#   registered_corpora  prints the names of speechkit's corpus registry (speechkit/data/corpora/__init__.py,
+#                       what `speechkit-prepare-corpus --help` lists), space-separated.
+#   check_corpus OWN... $corpus is one of the recipe's own corpora (OWN: the names its local/ prepares
+#                       its own way) or a registered one (the recipe's local/prepare_corpus.sh makes its
+#                       sets from the one data dir); otherwise an error listing both.
+#   own_corpus OWN...   true if $corpus is one of OWN (the recipe's own way), false for a registered corpus.
 
 die() { echo "$0: $*" >&2; exit 1; }
 
@@ -53,6 +59,21 @@ guess_corpus() {
     esac && { corpus=$name; return 0; }
   done
   die "--db_root $db_root: neither the shared data folder (msc_malayalam/), $what nor a mini corpus; give --corpus (--corpus mini synthesizes the mini corpus there)"
+}
+
+registered_corpora() {
+  python -c 'from speechkit.data.corpora import CORPORA; print(" ".join(CORPORA))'
+}
+
+own_corpus() { [[ " $* " == *" $corpus "* ]]; }
+
+check_corpus() {
+  local names
+  own_corpus "$@" && return 0
+  names=$(registered_corpora) || die "cannot read speechkit's corpus registry (python -c 'import speechkit.data.corpora')"
+  [[ "$corpus" =~ ^[A-Za-z0-9_]+$ && " $names " == *" $corpus "* ]] && return 0
+  die "unknown --corpus '$corpus': this recipe's own are $*; speechkit's registered corpora are $names" \
+    "(speechkit-prepare-corpus --help; docs/adding_a_corpus.md adds one)"
 }
 
 check_stages() {

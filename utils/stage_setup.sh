@@ -7,7 +7,9 @@
 # what `./run.sh --db_root ... --stop_stage 2` prepared; a key given on this command line
 # (utils/parse_options.sh lists it in $cmdline_options, whatever its value, the default included)
 # with another value than the saved one is an error naming the option, the saved value and the
-# file. Keys ending in `_root` are paths: compared as absolute paths.
+# file. Keys ending in `_root` are paths: compared as absolute paths. A key missing from the file (a
+# .setup written before run.sh recorded that option) keeps the value given on this command line or
+# its default, said on stdout; the next stage 0 records it.
 #
 #   . utils/parse_options.sh
 #   . utils/stage_setup.sh
@@ -23,8 +25,9 @@ setup_restore() {
   fi
   for key in "$@"; do
     if ! grep -q "^$key=" "$file"; then
-      echo "$0: $file: no '$key=' line (written by an older run.sh?): re-run stage 0" >&2
-      exit 1
+      echo "$0: $file has no '$key=' line (an older stage 0 did not record it): $key='${!key}', as given or" \
+        "the default"
+      continue
     fi
     saved=$(awk -F= -v k="$key" '$1 == k {sub(/^[^=]*=/, ""); print; exit}' "$file")
     case " ${cmdline_options:-} " in

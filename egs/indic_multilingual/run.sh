@@ -7,13 +7,16 @@
 #   ./run.sh                                    # embedded default: espeak-ng 'mini' corpus (en hi ta gu)
 #   ./run.sh --db_root ../../../shared/data     # real data: Hindi, Malayalam, English (see README.md)
 #   ./run.sh --setup mucs --db_root /data/mucs --local_prep local/prepare_mucs.sh   # your own corpora
+#   ./run.sh --corpus commonvoice --db_root /data/cv   # any registered corpus (speechkit-prepare-corpus --help):
+#                                               # data/commonvoice, split by speaker per language
 #   ./run.sh --stage 3 --stop_stage 3 --variants "multisoftmax multisoftmax_lid"   # the setup stage 0 prepared
 #   ./run.sh --stage 3 --variants multisoftmax --restart true   # a changed config: the old run moves aside
 #
 # Stages (each safe to re-run: finished work is kept, training resumes from its last checkpoint):
 #   0  data      Kaldi data dirs data/<setup>/{train,dev,test} with utt2lang (mini: dev and test are
 #                the training voices saying unseen sentences, test_unseen_voice a voice never heard;
-#                real: speaker-disjoint); the language ids checked; data/.setup records the setup
+#                real and --corpus NAME: speaker-disjoint); the language ids checked; data/.setup records
+#                the setup (the corpus, --speed_perturb, --train_config, --test_sets, ...)
 #   1  features  80-dim log-mel every 10 ms (conf/logmel.yaml), global CMVN stats of train
 #                (--speed_perturb true: of train_sp, train with its 0.9/1.1 speed copies)
 #   2  units     per-language graphemes (+ B- word-begin prefix) and their union (speechkit-make-units)
@@ -51,7 +54,11 @@ nj=2                   # parallel jobs for feature extraction and decoding
 ngpu=                  # training GPUs: 0 = CPU, N = N processes on N GPUs via $cuda_cmd (DDP); empty = trainer.device
 nproc=1                # training processes on the CPU (DDP with gloo; speechkit-train --nproc)
 db_root=               # real corpora (hindi_noa, msc_malayalam, timit_sample, fsdd); empty = mini
-setup=                 # data/<setup>, exp/<setup>: default 'mini', or 'real' with --db_root
+corpus=                # a registered corpus (speechkit-prepare-corpus --help) in --db_root, prepared by
+                       # local/prepare_corpus.sh (each language split by speaker, 10 % dev, 10 % test);
+                       # mini = the embedded corpus; empty: mini, or with --db_root the real setup
+corpus_opts=           # --corpus: its speechkit-prepare-corpus options, e.g. "--locales hi,ta"
+setup=                 # data/<setup>, exp/<setup>: default 'mini', the --corpus name, or 'real' with --db_root
 local_prep=            # data preparation '<script> [options] <db_root> data/<setup>' (default: local/prepare_real.sh)
 unit=char_wb           # output units: char_wb (graphemes with B- word-begin prefix, the paper) | char | bpe
 bpe_vocab_size=150     # --unit bpe: units per language, blank and <unk> included
@@ -100,9 +107,10 @@ mini_sentences=150     # mini corpus: sentences per voice and language
 mini_languages=en,hi,ta,gu
 mini_test_utts=30      # mini corpus: utterances per language in test and in test_unseen_voice
 mini_dev_utts=15       # mini corpus: utterances per language in dev
-help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--variants \"...\"] [--unit char_wb|char|bpe] [--nj N] ...
+help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus NAME] [--variants \"...\"] [--unit char_wb|char|bpe] [--nj N] ...
 (see the header of $0 for every option)"
-setup_keys="setup db_root local_prep mini_num_speakers mini_sentences mini_languages mini_test_utts mini_dev_utts"
+setup_keys="setup db_root local_prep mini_num_speakers mini_sentences mini_languages mini_test_utts mini_dev_utts corpus
+  corpus_opts speed_perturb train_config test_sets"
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh || exit 1
@@ -111,15 +119,26 @@ setup_keys="setup db_root local_prep mini_num_speakers mini_sentences mini_langu
 check_stages 6
 
 # ------------------------------------------------------------------ the setup stage 0 prepared
-# Stage 0 writes $datadir/.setup (setup, db_root, the preparer and the mini corpus options); later
-# stages read it, so `./run.sh --stage 3` continues what `./run.sh --db_root ... --stop_stage 2`
-# prepared, and an option given later (whatever its value) that contradicts it is an error instead
-# of a silent switch to 'mini'.
+# Stage 0 writes $datadir/.setup (setup, db_root, the corpus or preparer, the mini corpus options, and
+# --speed_perturb, --train_config, --test_sets as resolved); later stages read it, so `./run.sh --stage 3`
+# continues what `./run.sh --db_root ... --stop_stage 2` prepared, and an option given later (whatever
+# its value) that contradicts it is an error instead of a silent switch to 'mini' or to train_sp.
 . utils/stage_setup.sh
 setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
   setup_restore "$setup_file" $setup_keys
 else
+  if [ -n "$corpus" ]; then   # --corpus: mini (the embedded corpus) or a registered corpus
+    [ -z "$local_prep" ] || die "--corpus $corpus and --local_prep $local_prep are two ways in: give one"
+    if [ "$corpus" = mini ]; then
+      [ -z "$setup" ] || [ "$setup" = mini ] || die "--corpus mini is the setup 'mini', not --setup $setup"
+      setup=mini
+    else
+      check_corpus mini
+      setup=${setup:-$corpus}
+      [ "$setup" != mini ] || die "--setup mini is the embedded corpus, not --corpus $corpus"
+    fi
+  fi
   if [ -z "$setup" ]; then
     if [ -z "$db_root" ]; then setup=mini; else setup=real; fi
   fi
@@ -209,6 +228,8 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
   log "stage 0: data preparation"
   if [ "$setup" = mini ]; then
     params="mini $mini_num_speakers $mini_sentences $mini_languages $mini_test_utts $mini_dev_utts"
+  elif [ -n "$corpus" ]; then
+    params="$setup $db_root corpus=$corpus${corpus_opts:+ $corpus_opts}"
   else
     params="$setup $db_root${local_prep:+ $local_prep}"
   fi
@@ -222,6 +243,8 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
       local/prepare_mini.sh --num-speakers "$mini_num_speakers" --sentences "$mini_sentences" \
         --languages "$mini_languages" --test-utts "$mini_test_utts" --dev-utts "$mini_dev_utts" \
         "db/mini_${mini_num_speakers}x${mini_sentences}_${mini_languages//,/_}" "$data"
+    elif [ -n "$corpus" ]; then   # a registered corpus: each language split by speaker (sizes printed)
+      local/prepare_corpus.sh --corpus "$corpus" ${corpus_opts:+--corpus_opts "$corpus_opts"} "$db_root" "$data"
     else
       # shellcheck disable=SC2086  # --local_prep may carry options: "local/prepare_mucs.sh --languages hi,mr"
       ${local_prep:-local/prepare_real.sh} "$db_root" "$data"
@@ -294,7 +317,7 @@ train_one() {
       log "--restart true: moved the previous $exp/$sys to $exp/$sys.backup/$n"
     fi
   fi
-  log "training $exp/$sys (log: $exp/$sys/train.log)"
+  log "training $exp/$sys (log: $exp/$sys/log/train.log)"
   train_run="$train_cmd --num-threads $nproc"
   [ "${ngpu:-0}" -gt 0 ] && train_run="$cuda_cmd --gpu $ngpu"
   # shellcheck disable=SC2086  # $train_run / $opts / $extra hold several words

@@ -8,6 +8,8 @@
 #   ./run.sh                                    # embedded default: one espeak-ng voice of 'mini' (db/mini)
 #   ./run.sh --db_root ../../../shared/data     # real speech: 2 msc_malayalam crowd speakers + story
 #   ./run.sh --corpus ljspeech --db_root /data/LJSpeech-1.1
+#   ./run.sh --corpus commonvoice --db_root /data/cv/en   # any registered corpus (speechkit-prepare-corpus --help):
+#                                               # its --num_speakers speakers with the most utterances
 #   ./run.sh --stage 5 --models "salad_small"   # later stages reuse what stage 0 prepared
 #
 # Stages (each safe to re-run: finished work is kept, training resumes from its last checkpoint):
@@ -38,13 +40,16 @@ nj=2                 # parallel jobs (features, G2P, alignment, synthesis)
 num_threads=1        # torch threads of each training
 ngpu=                # training GPUs (speechkit-train --ngpu); empty = trainer.device
 nproc=1              # training processes on the CPU (DDP with gloo)
-corpus=              # mini | msc | ljspeech; default: mini without --db_root, else msc or ljspeech by layout
-                     # (or mini where it was synthesized before); a --db_root that does not exist is an error
+corpus=              # mini | msc | ljspeech | a registered corpus (local/prepare_corpus.sh); default: mini without
+                     # --db_root, else msc or ljspeech by layout (or mini where it was synthesized before); a
+                     # --db_root that does not exist is an error
+corpus_opts=         # a registered corpus: its speechkit-prepare-corpus options, e.g. "--table train.tsv"
+num_speakers=1       # a registered corpus: the speakers with the most utterances, each split 100/15/15
 db_root=             # corpus location: the shared data folder (msc), an LJSpeech root, or where mini is synthesized
                      # (default db/mini; a new folder with --corpus mini: --corpus mini --db_root db/mymini)
 num_crowd=2          # msc: crowd speakers with the most recordings
 mini_sentences=150   # mini: sentences of the one voice (split 100/15/15)
-lang=en              # ljspeech: the language of the transcripts (utt2lang, G2P)
+lang=en              # ljspeech, or a registered corpus without utt2lang: the language of the transcripts (G2P)
 seed=1               # data split seed
 speakers=            # stages 1-8 for these speakers only (default: every speaker of data/speakers)
 models=              # conf/train_<model>.yaml each; default: the paper's four (musa_rnn_small salad_small
@@ -63,10 +68,11 @@ datadir=data         # Kaldi data dirs (and .setup)
 dumpdir=dump         # training-ready dirs: labels.scp + feats.scp
 expdir=exp           # aligners, front ends, models, syntheses, scores, RESULTS.md
 
-help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|ljspeech] [--models \"...\"]
+help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|ljspeech|NAME] [--models \"...\"]
+       [--corpus_opts '...'] [--num_speakers N]
        [--max_epochs N] [--train_args '...'] [--nj N] [--num_threads N] [--ngpu N] [--nproc N] ...
 (see the header of $0 for every option)"
-setup_keys="corpus db_root num_crowd mini_sentences lang seed"
+setup_keys="corpus db_root num_crowd mini_sentences lang seed corpus_opts num_speakers"
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh
@@ -89,8 +95,9 @@ else
   guess_corpus ljspeech "an LJSpeech root (metadata.csv)" metadata.csv
   case "$corpus" in
     mini) db_root=${db_root:-db/mini} ;;
-    msc|ljspeech) [ -n "$db_root" ] || die "--corpus $corpus needs --db_root" ;;
-    *) die "unknown --corpus '$corpus' (mini, msc, ljspeech)" ;;
+    *)  # msc, ljspeech, or a registered corpus (local/prepare_corpus.sh)
+      check_corpus mini msc ljspeech
+      [ -n "$db_root" ] || die "--corpus $corpus needs --db_root" ;;
   esac
   mkdir -p "$db_root" "$datadir"
   db_root=$(cd "$db_root" && pwd)
@@ -108,6 +115,9 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
       [ -d "$msc/msc_malayalam" ] && msc=$msc/msc_malayalam
       local/prepare_msc.sh --num_crowd "$num_crowd" --seed "$seed" "$msc" "$datadir" ;;
     ljspeech) local/prepare_ljspeech.sh --seed "$seed" --lang "$lang" "$db_root" "$datadir" ;;
+    *)  # a registered corpus: the --num_speakers speakers with the most utterances (printed)
+      local/prepare_corpus.sh --corpus "$corpus" --num_speakers "$num_speakers" --seed "$seed" --lang "$lang" \
+        ${corpus_opts:+--corpus_opts "$corpus_opts"} "$db_root" "$datadir" ;;
   esac
   setup_save "$setup_file" $setup_keys
   log 0 "speakers: $(tr '\n' ' ' < "$datadir/speakers"); setup in $setup_file"
@@ -191,10 +201,13 @@ if [ "$corpus" = mini ]; then
   # The paper's schedule (sec. 3.3: 300 epochs; SALAD: Noam with warmup w = 4000 updates, scale 1)
   # is far beyond the 8 updates per epoch of the embedded corpus, where SALAD small's learning rate
   # would reach 1.1e-4 after 320 updates (its peak, 1.4e-3, comes at update 4000). Its CPU budget:
-  # 40 epochs, and for SALAD w = 240 with the Noam scale 0.35 (peak 2e-3 for the small model;
-  # scale 1 diverges there).
+  # 40 epochs (320 updates), and for SALAD (README, deviations):
+  #   w = 32, a tenth of the 320 updates, with the Noam scale 0.128 (peak 2e-3 for the small model);
+  #   the embedding scaled by sqrt(H) before the positions are added, as Vaswani et al. sec. 3.4
+  #   (unscaled, the position code is ~5x the label embedding and SALAD stays near the training mean);
+  #   dropout 0.1 in the FFN and after the positions (paper 0.5) on 2.5 min of speech.
   max_epochs=${max_epochs:-40}
-  salad_args=${salad_args:---trainer.warmup_steps 240 --trainer.lr 0.35}
+  salad_args=${salad_args:---trainer.warmup_steps 32 --trainer.lr 0.128 --model.scale_embedding true --model.ff_dropout 0.1 --model.position_dropout 0.1}
   models=${models:-musa_rnn_small salad_small}
 fi
 models=${models:-musa_rnn_small salad_small musa_rnn_big salad_big}
@@ -221,7 +234,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   for spk in $spks; do
     for m in $models; do
       if [ "$running" -ge "$train_jobs" ]; then wait -n || failed=$((failed + 1)); running=$((running - 1)); fi
-      log 5 "training $m for $spk: $expdir/$spk/$m (log: $expdir/$spk/$m/train.log)"
+      log 5 "training $m for $spk: $expdir/$spk/$m (log: $expdir/$spk/$m/log/train.log)"
       train_one "$spk" "$m" &
       running=$((running + 1))
     done

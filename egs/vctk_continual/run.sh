@@ -15,6 +15,7 @@
 #   ./run.sh                                  # embedded default: 8 espeak-ng voices of 'mini' (4 + 4)
 #   ./run.sh --db_root ../../../shared/data   # real speech: msc_malayalam (9 continual crowd speakers)
 #   ./run.sh --corpus vctk --db_root /data/VCTK-Corpus-0.92 [--ljspeech_root /data/LJSpeech-1.1]
+#   ./run.sh --corpus commonvoice --db_root /data/cv/de   # any registered corpus (speechkit-prepare-corpus --help)
 #   ./run.sh --stage 7 --strategies "er"      # later stages reuse what stage 0 prepared
 #   python local/make_results.py --render RESULTS.md --results results   # the page, from results/ only
 #
@@ -49,13 +50,17 @@ nj=2                 # parallel jobs (features, G2P, alignment, embeddings)
 align_args=          # extra speechkit-align options for training the aligner, e.g. "--tri-leaves 0" (monophones)
 world_config=conf/world.yaml   # WORLD feature config (conf/world_dio.yaml: DIO F0, about 6x faster than Harvest)
 num_threads=1        # torch threads of each training
-corpus=              # mini | msc | vctk; default: mini without --db_root, else msc or vctk by layout
-                     # (or mini where it was synthesized before); a --db_root that does not exist is an error
+corpus=              # mini | msc | vctk | a registered corpus (local/prepare_corpus.sh); default: mini without
+                     # --db_root, else msc or vctk by layout (or mini where it was synthesized before); a
+                     # --db_root that does not exist is an error
+corpus_opts=         # a registered corpus: its speechkit-prepare-corpus options, e.g. "--table train.tsv"
 db_root=             # corpus location (default for mini: db/mini, synthesized there; a new folder with
                      # --corpus mini: --corpus mini --db_root db/mymini)
 ljspeech_root=       # vctk: LJSpeech as the pre-training split's single-speaker set (as the paper)
-num_continual=       # continual speakers (mini: the last 4 of 8 voices; vctk: 20 drawn from --seed, as the paper)
-continual_speakers=  # vctk: the continual speakers by name, comma-separated (e.g. p225,p226), instead of drawing them
+num_continual=       # continual speakers (mini: the last 4 of 8 voices; vctk: 20 drawn from --seed, as the paper;
+                     # a registered corpus: half of those with enough recordings, at most 20, drawn from --seed)
+continual_speakers=  # vctk or a registered corpus: the continual speakers by name, comma-separated (e.g.
+                     # p225,p226), instead of drawing them
 mini_speakers=8      # mini: espeak-ng voices (1-8)
 mini_sentences=60    # mini: sentences per voice
 seed=1               # data split seed
@@ -83,11 +88,12 @@ results_dir=results  # stage 8: the tracked results, <results_dir>/<results_name
                      # page made from every run there, RESULTS.md beside <results_dir> (local/make_results.py)
 results_name=        # default: the corpus (mini, msc, vctk), <corpus>_<tts_model> for another base TTS
 
-help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|vctk] [--strategies '...']
+help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|vctk|NAME] [--corpus_opts '...']
+       [--strategies '...']
        [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--continual_args '...'] [--nj N]
        [--results_dir DIR] [--results_name NAME] ...
 (see the header of $0 for every option)"
-setup_keys="corpus db_root ljspeech_root num_continual continual_speakers mini_speakers mini_sentences seed num_test num_dev world_config align_args"
+setup_keys="corpus db_root ljspeech_root num_continual continual_speakers mini_speakers mini_sentences seed num_test num_dev world_config align_args corpus_opts"
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh
@@ -111,10 +117,13 @@ else
     mini) db_root=${db_root:-db/mini}; num_continual=${num_continual:-4} ;;
     msc) [ -n "$db_root" ] || die "--corpus msc needs --db_root" ;;
     vctk) [ -n "$db_root" ] || die "--corpus vctk needs --db_root"; num_continual=${num_continual:-20} ;;
-    *) die "unknown --corpus '$corpus' (mini, msc, vctk)" ;;
+    *)  # a registered corpus (local/prepare_corpus.sh)
+      check_corpus mini msc vctk
+      [ -n "$db_root" ] || die "--corpus $corpus needs --db_root" ;;
   esac
   [ -z "$ljspeech_root" ] || [ "$corpus" = vctk ] || die "--ljspeech_root is for --corpus vctk"
-  [ -z "$continual_speakers" ] || [ "$corpus" = vctk ] || die "--continual_speakers is for --corpus vctk"
+  [ -z "$continual_speakers" ] || ! own_corpus mini msc ||
+    die "--continual_speakers is for --corpus vctk or a registered corpus"
   [ -z "$ljspeech_root" ] || [ -d "$ljspeech_root" ] || die "--ljspeech_root $ljspeech_root: no such directory"
   [ -z "$ljspeech_root" ] || ljspeech_root=$(cd "$ljspeech_root" && pwd)
   [ -f "$world_config" ] || die "--world_config $world_config: no such file"
@@ -180,6 +189,10 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
     vctk) local/prepare_vctk.sh --num_continual "$num_continual" ${ljspeech_root:+--ljspeech_root "$ljspeech_root"} \
             ${continual_speakers:+--continual_speakers "$continual_speakers"} \
             $split_opts "$db_root" "$datadir" ;;
+    # shellcheck disable=SC2086
+    *) local/prepare_corpus.sh --corpus "$corpus" ${corpus_opts:+--corpus_opts "$corpus_opts"} \
+         ${num_continual:+--num_continual "$num_continual"} ${continual_speakers:+--continual_speakers "$continual_speakers"} \
+         $split_opts "$db_root" "$datadir" ;;
   esac
   setup_save "$setup_file" $setup_keys
   log 0 "pre-training speakers: $(wc -l < "$datadir/pretrain_speakers"); continual speakers: $(tr '\n' ' ' < "$datadir/continual_speakers")"
@@ -232,8 +245,9 @@ fi
 # ------------------------------------------------------------------------------------ stage 4
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ] && [ "$tts_model" = tacotron2 ]; then
   log 4 "tacotron2 inputs and targets: phones + log-mel, $in_dump/{pretrain,continual}/<set>"
+  missing=$(for x in $sets; do [ -s "$datadir/${x}_mel/feats.scp" ] || printf '%s ' "$datadir/${x}_mel/feats.scp"; done)
+  [ -z "$missing" ] || die "missing: ${missing% }: run stage 1 with --tts_model tacotron2"
   for x in $sets; do
-    [ -s "$datadir/${x}_mel/feats.scp" ] || die "$datadir/${x}_mel/feats.scp: missing: run stage 1 with --tts_model tacotron2"
     src=$datadir/${x}_phn
     rm -rf "$in_dump/all/$x"
     utils/subset_data_dir.sh --utt-list "$datadir/${x}_mel/feats.scp" "$src" "$in_dump/all/$x"

@@ -30,6 +30,11 @@
 #   zerospeech2019  the official 2019 data: --db_root DIR/english (or surprise) with train/unit,
 #                   train/voice, test, and optionally an ABX item file and bitrate_filelist.txt
 #                   (see local/prepare_zerospeech2019.py --help).
+#   any other corpus of speechkit's registry (speechkit-prepare-corpus --help; docs/adding_a_corpus.md),
+#                   --db_root its folder, --corpus_opts its options: local/prepare_corpus.sh makes the sets
+#                   from its one data dir: the speaker with the most audio is the voice, --num_test_speakers
+#                   others (drawn with --seed) the unseen test set, the rest the unit set; it prints them.
+#                   ABX (stage 6) needs the corpus's phone_alignments.
 #
 # Training (stages 2, 4) runs through $cuda_cmd (with --ngpu > 0) or $train_cmd, unit extraction (stage 3)
 # through $train_cmd (cmd.sh: local or Slurm), each with its log under exp/: vqvae/log/train.log,
@@ -49,8 +54,11 @@ nj=2                 # parallel jobs (features, unit extraction)
 num_threads=1        # torch threads of each training (trainer.num_threads; 1 is fastest on a busy machine)
 ngpu=                # training GPUs (speechkit-train --ngpu): 0 = CPU, N = N processes (DDP); empty = trainer.device
 nproc=1              # training processes on the CPU (speechkit-train --nproc; DDP with gloo)
-corpus=mini          # mini | local | zerospeech2019
+corpus=mini          # mini | local | zerospeech2019 | a registered corpus (speechkit-prepare-corpus --help)
 db_root=             # corpus location (default: db/mini for mini, ../../../shared/data for local)
+corpus_opts=         # a registered corpus: its speechkit-prepare-corpus options, e.g. "--table train.tsv"
+num_test_speakers=2  # a registered corpus: unseen test speakers
+seed=1               # a registered corpus: seed of the test speakers' draw
 mini_speakers=8      # mini: synthetic speakers (4..8): units, 1 voice, 2 test
 mini_sentences=40    # mini: sentences per speaker
 datadir=data         # Kaldi data dirs
@@ -79,7 +87,8 @@ kmeans_k=0           # stage 6: also score k-means units of the input features (
 results_dir=results  # stage 6: the tracked results, <results_dir>/<results_name>/ (score JSONs, runs.jsonl), and the
                      # page made from every run there, RESULTS.md beside <results_dir> (local/make_results.py --render)
 results_name=        # default: the corpus (mini, local, zerospeech2019) for its default configuration, else <corpus>_<tag>
-help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019] [--db_root DIR]
+help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019|NAME] [--db_root DIR]
+       [--corpus_opts '...'] [--num_test_speakers N] [--seed S]
        [--nj N] [--num_threads N] [--ngpu N] [--nproc N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
        [--vqvae_args '--key value ...'] [--inverter_args '...'] [--voice SPK] [--num_resynth N] [--aux_units true|false] [--aux_phases N|all]
        [--unit_format codebook|onehot] [--speed_perturb true|false] [--kmeans_k K] [--results_dir DIR] [--results_name NAME]
@@ -87,7 +96,7 @@ help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerosp
 Stages: 0 data, 1 features, 2 train VQ-VAE, 3 extract units, 4 train inverter, 5 resynthesize,
         6 score, paired comparisons, results/<name>/ + RESULTS.md"
 
-setup_keys="corpus db_root mini_speakers mini_sentences speed_perturb"
+setup_keys="corpus db_root mini_speakers mini_sentences speed_perturb corpus_opts num_test_speakers seed"
 . ./path.sh
 . ./cmd.sh
 . utils/parse_options.sh
@@ -96,9 +105,9 @@ setup_keys="corpus db_root mini_speakers mini_sentences speed_perturb"
 check_stages 6
 
 # The setup stage 0 prepared ($datadir/.setup): later stages take the corpus, --db_root, the mini
-# options and --speed_perturb from it, so `./run.sh --stage 2` continues `./run.sh --corpus local
-# --stop_stage 1`; an option given later (whatever its value) that differs from it is an error
-# naming the saved one.
+# options, --speed_perturb and a registered corpus's options from it, so `./run.sh --stage 2`
+# continues `./run.sh --corpus local --stop_stage 1`; an option given later (whatever its value)
+# that differs from it is an error naming the saved one.
 . utils/stage_setup.sh
 setup_file=$datadir/.setup
 if [ "$stage" -gt 0 ]; then
@@ -127,7 +136,9 @@ case "$feats_type" in mfcc|logmel) ;; *) die "--feats_type must be mfcc or logme
 [ -f "$inverter_config" ] || die "--inverter_config $inverter_config: no such file"
 case "$aux_units" in true|false) ;; *) die "--aux_units must be true or false, got '$aux_units'" ;; esac
 case "$unit_format" in codebook|onehot) ;; *) die "--unit_format must be codebook or onehot, got '$unit_format'" ;; esac
-case "$corpus" in mini|local|zerospeech2019) ;; *) die "unknown --corpus '$corpus' (mini, local, zerospeech2019)" ;; esac
+check_corpus mini local zerospeech2019   # or a registered corpus (local/prepare_corpus.sh)
+own_corpus mini local || [ -n "$db_root" ] ||
+  die "--corpus $corpus needs --db_root (the corpus folder$([ "$corpus" != zerospeech2019 ] || echo ": 'english' or 'surprise'"))"
 if [ "$stage" -eq 0 ] && [ -n "$db_root" ]; then   # the options are valid: the mini folder may be created
   mkdir -p "$db_root"
   db_root=$(cd "$db_root" && pwd)
@@ -186,9 +197,10 @@ if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
     local)
       local/prepare_local.sh "${db_root:-../../../shared/data}" "$datadir" ;;
     zerospeech2019)
-      [ -n "$db_root" ] || die "--corpus zerospeech2019 needs --db_root (the 'english' or 'surprise' folder)"
       python local/prepare_zerospeech2019.py "$db_root" "$datadir" ;;
-    *) die "unknown --corpus '$corpus' (mini, local, zerospeech2019)" ;;
+    *)  # a registered corpus: the sets made from its one data dir (and printed)
+      local/prepare_corpus.sh --corpus "$corpus" --num_test_speakers "$num_test_speakers" --seed "$seed" \
+        ${corpus_opts:+--corpus_opts "$corpus_opts"} "$db_root" "$datadir" ;;
   esac
   for x in train dev voice test; do
     utils/validate_data_dir.sh --no-feats --no-text "$datadir/$x"
