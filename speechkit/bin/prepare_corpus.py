@@ -9,11 +9,13 @@ Every corpus: utterance ids are <speaker>_<rest> (speaker ids are prefixes), sor
 utt2lang holds ISO 639-1 codes; utt2dur comes from the audio headers. Missing, empty or
 undecodable audio and malformed metadata rows are reported (a warning for each of the first 10,
 then a summary line 'skipped K of N recordings: ...') and skipped. Text is Unicode NFC with
-punctuation removed, whitespace collapsed and Latin letters lowercased (--keep-punctuation: as
-written). --sample-rate HZ turns wav.scp entries of another native rate into
-'sox -R FILE -t wav -r HZ -b 16 -c 1 - |' pipes (repeatable: -R). Phone alignments, where present, are in
+punctuation removed (an apostrophe between letters is deleted: don't -> dont), whitespace collapsed
+and Latin letters lowercased (--keep-punctuation: as written). --sample-rate HZ turns wav.scp entries of another native rate into
+'sox -R FILE -t wav -r HZ -b 16 -c 1 - |' pipes (repeatable: -R), and MP3 and Opus files, which sox
+cannot read, into 'speechkit-resample --rate HZ FILE |'. Phone alignments, where present, are in
 OUT_DIR/phone_alignments: '<utt> <start-s> <end-s> <phone>'. OUT_DIR may not be, contain or lie
-inside CORPUS_DIR (checked before any work).
+inside CORPUS_DIR (checked before any work). Every recipe takes each of these corpora as
+./run.sh --corpus NAME --db_root CORPUS_DIR (docs/adding_a_corpus.md adds one).
 
 Examples:
   speechkit-prepare-corpus timit ../shared/data/timit_sample data/timit
