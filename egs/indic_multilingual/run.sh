@@ -142,6 +142,7 @@ else
   if [ -z "$setup" ]; then
     if [ -z "$db_root" ]; then setup=mini; else setup=real; fi
   fi
+  [ -n "$corpus" ] || [ "$setup" != mini ] || corpus=mini   # recorded as the other recipes record it
   if [ "$setup" = mini ]; then
     [ -z "$db_root" ] || die "--setup mini is the embedded corpus: it takes no --db_root"
   else
