@@ -145,3 +145,28 @@ def test_indic_corpus_and_local_prep_are_two_ways_in(tmp_path):
     assert proc.returncode == 1 and "two ways in: give one" in proc.stderr
     proc = run(work, "--corpus", "mini", "--setup", "real")
     assert proc.returncode == 1 and "--corpus mini is the setup 'mini', not --setup real" in proc.stderr
+
+
+def test_indic_announces_the_training_log_it_writes(tmp_path):
+    """Issue 39 item 8: stage 3 said '(log: exp/.../train.log)' while the log is exp/.../log/train.log."""
+    work = make_work(tmp_path, "indic_multilingual")
+    stage0(work)
+    proc = run(work, "--stage", "3", "--stop_stage", "3", "--variants", "multisoftmax")
+    assert proc.returncode == 0, proc.stderr
+    announced = [line.split("(log: ")[1].rstrip(")") for line in proc.stdout.splitlines() if "(log: " in line]
+    assert announced == ["exp/mucs/rnnt_char_wb/multisoftmax/log/train.log"]
+    assert (work / announced[0]).is_file()
+
+
+def test_vctk_names_every_missing_feature_file(tmp_path):
+    """Issue 39 item 8: a missing-feature error named only the first of several missing files."""
+    work = make_work(tmp_path, "vctk_continual")
+    data = work / "data"
+    data.mkdir()
+    (data / ".setup").write_text(f"corpus=mini\ndb_root={tmp_path / 'db'}\n")
+    (data / "pretrain_speakers").write_text("sp01\n")
+    (data / "continual_speakers").write_text("sp02\n")
+    proc = run(work, "--stage", "4", "--stop_stage", "4", "--tts_model", "tacotron2")
+    assert proc.returncode == 1
+    msg = proc.stderr.strip().splitlines()[-1]
+    assert "missing: data/train_mel/feats.scp data/dev_mel/feats.scp data/test_mel/feats.scp: run stage 1" in msg, msg
