@@ -217,12 +217,9 @@ def check_sample_rate(sample_rate: int | None) -> None:
 
 
 # ---------------------------------------------------------------------------------------- side files
-def write_phone_alignments(path: str | os.PathLike, rows: Iterable[tuple[str, float, float, str]]) -> int:
-    """Write ``<utt> <start-s> <end-s> <phone>`` lines (4 decimals), sorted by utt (C order) then start.
-
-    Returns the number of lines written. Raises ``ValueError`` for a phone label containing
-    whitespace or an empty label, or an interval with ``end < start``.
-    """
+def _alignment_lines(path: str | os.PathLike, rows: Iterable[tuple[str, float, float, str]]) -> dict[str, list[str]]:
+    """``rows`` as :attr:`DataDir.phone_alignments` (utt -> ``"<start> <end> <phone>"`` lines, 4 decimals, by start),
+    checked as :func:`write_phone_alignments` does (``path`` is named in the errors)."""
     rows = list(rows)
     for utt, start, end, phone in rows:
         if not phone or any(c.isspace() for c in phone):
@@ -230,10 +227,24 @@ def write_phone_alignments(path: str | os.PathLike, rows: Iterable[tuple[str, fl
         if end < start:
             raise ValueError(f"{path}: utterance '{utt}': phone '{phone}' ends ({end}) before it starts ({start})")
     rows.sort(key=lambda r: (r[0].encode("utf-8"), r[1], r[2]))
+    out: dict[str, list[str]] = {}
+    for utt, start, end, phone in rows:
+        out.setdefault(utt, []).append(f"{start:.4f} {end:.4f} {phone}")
+    return out
+
+
+def write_phone_alignments(path: str | os.PathLike, rows: Iterable[tuple[str, float, float, str]]) -> int:
+    """Write ``<utt> <start-s> <end-s> <phone>`` lines (4 decimals), sorted by utt (C order) then start.
+
+    Returns the number of lines written. Raises ``ValueError`` for a phone label containing
+    whitespace or an empty label, or an interval with ``end < start``.
+    """
+    table = _alignment_lines(path, rows)
     with atomic_write(path) as f:
-        for utt, start, end, phone in rows:
-            f.write(f"{utt} {start:.4f} {end:.4f} {phone}\n")
-    return len(rows)
+        for utt in sorted(table, key=lambda u: u.encode("utf-8")):
+            for rest in table[utt]:
+                f.write(f"{utt} {rest}\n")
+    return sum(len(v) for v in table.values())
 
 
 def read_phone_alignments(path: str | os.PathLike, *, strict: bool = False, line_numbers: bool = False
@@ -287,15 +298,17 @@ def finish(d: DataDir, out_dir: str | os.PathLike, *, spk2gender: dict[str, str]
 
     Side files given as ``None`` are removed if a stale copy exists in ``out_dir``. Phone
     alignments of utterances not in ``d`` are dropped. ``spk2gender`` is written only when it
-    covers every speaker (as Kaldi's ``validate_data_dir.sh`` requires).
+    covers every speaker (as Kaldi's ``validate_data_dir.sh`` requires). Everything is written in
+    one :meth:`DataDir.write` (:func:`speechkit.data.datadir.update_data_dir`), so re-running a
+    preparation into its own earlier output changes, backs up and warns about nothing.
 
     Raises:
         DataError: ``d`` is empty (everything was skipped), so no empty data dir is written.
+        ValueError: a bad phone alignment row (:func:`write_phone_alignments`'s checks).
     """
     out_dir = Path(out_dir)
     if len(d) == 0:
         raise DataError(f"{corpus}: no usable utterances, nothing written to {out_dir}")
-    d.write(out_dir)
     if spk2gender is not None:
         speakers = set(d.utt2spk.values())
         spk2gender = {s: g for s, g in spk2gender.items() if s in speakers}
@@ -304,12 +317,12 @@ def finish(d: DataDir, out_dir: str | os.PathLike, *, spk2gender: dict[str, str]
             logger.info("%s: gender known for %d of %d speakers; spk2gender not written", corpus,
                         len(spk2gender), len(speakers))
             spk2gender = None
-    write_side_file(out_dir, SPK2GENDER, spk2gender)
-    if phone_alignments is None:
-        write_side_file(out_dir, PHONE_ALIGNMENTS, None)
-    else:
-        utts = set(d.utt2spk)
-        write_phone_alignments(out_dir / PHONE_ALIGNMENTS, [r for r in phone_alignments if r[0] in utts])
+    d.spk2gender = spk2gender
+    d.phone_alignments = None if phone_alignments is None else _alignment_lines(
+        out_dir / PHONE_ALIGNMENTS, [r for r in phone_alignments if r[0] in d.utt2spk])
+    # One write: side files written after the tables were first removed as "stale" by it (backed up and
+    # warned about on every identical re-run), then written again.
+    d.write(out_dir)
     hours = sum(d.utt2dur.values()) / 3600 if d.utt2dur else 0.0
     logger.info("%s: wrote %s: %d utterances, %d speakers, %.2f h", corpus, out_dir, len(d),
                 len(set(d.utt2spk.values())), hours)
