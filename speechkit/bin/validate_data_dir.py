@@ -16,6 +16,7 @@ Not in Kaldi: every feats.scp entry must point into an ark that exists; for arks
 speechkit-compute-feats (their manifest knows), at the matrix written for that utterance (not one
 written since for another data dir), and with unchanged inputs (a wav.scp entry or audio file
 changed since the features were computed is reported as stale).
+Every cmvn.scp entry must read a statistics matrix (its ark exists and holds one at the offset).
 
 With --check-audio (not in Kaldi) every wav.scp entry is opened too.
 

@@ -339,6 +339,9 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
             cmvn = {k: v for k, v in cmvn.items() if k != "global"}
         if cmvn:
             _compare_ids(report, lab("utt2spk"), spk_tab, lab("cmvn.scp"), cmvn, what="speaker")
+        if not isinstance(d_or_path, DataDir):
+            for ln, msg in _check_cmvn_arks(tabs["cmvn.scp"]):
+                report.add(lab("cmvn.scp"), ln, msg)
     if "spk2gender" in tabs:
         _compare_ids(report, lab("utt2spk"), spk_tab, lab("spk2gender"), tabs["spk2gender"], what="speaker")
         for spk, (ln, v) in tabs["spk2gender"].items():
@@ -362,6 +365,50 @@ def validate(d_or_path: "DataDir | str | os.PathLike", no_feats: bool = False, n
     if check_audio and not no_wav and "wav.scp" in tabs:
         _check_audio(report, lab, tabs, expected_sr)
     return report.result()
+
+
+def _check_cmvn_arks(cmvn: dict[str, tuple[int, str]]) -> list[tuple[int, str]]:
+    """Every ``cmvn.scp`` entry ``ARK:OFFSET`` reads a statistics matrix (not in Kaldi's script, whose
+    ``validate_data_dir.sh`` only checks the keys): its ark exists (one problem per missing ark), the
+    offset lies inside it, and a ``(2, dim + 1)`` matrix is read there. A ``cmvn.scp`` whose arks were moved
+    or deleted (``cmvnX/`` replaced by another tool) passed validation, then failed the tool applying CMVN.
+    Commands (``... |``) and ``ark:`` specifiers are not opened. Paths are as Kaldi reads them (relative
+    to the current directory).
+
+    Returns:
+        ``(line, message)`` per problem.
+    """
+    import kaldiio
+
+    from speechkit.data.audio import is_command
+
+    problems: list[tuple[int, str]] = []
+    missing: dict[str, list[tuple[str, int]]] = {}
+    for spk, (ln, loc) in cmvn.items():
+        if not loc or is_command(loc) or loc.startswith("ark:") or ":" not in loc:
+            continue
+        ark, off = loc.rsplit(":", 1)
+        if not off.isdigit():
+            continue
+        if not os.path.isfile(ark):
+            missing.setdefault(ark, []).append((spk, ln))
+            continue
+        if int(off) >= os.path.getsize(ark):
+            problems.append((ln, f"'{spk}': {loc} lies past the end of {ark} ({os.path.getsize(ark)} bytes: "
+                                 "cut short?); recompute the CMVN stats"))
+            continue
+        try:
+            mat = kaldiio.load_mat(loc)
+            ok = getattr(mat, "ndim", 0) == 2 and mat.shape[0] == 2 and mat.shape[1] >= 2
+        except Exception:  # noqa: BLE001 - kaldiio raises many types on a bad ark
+            ok = False
+        if not ok:
+            problems.append((ln, f"'{spk}': {loc} does not hold CMVN statistics (a 2 x (dim + 1) matrix); "
+                                 "recompute the CMVN stats"))
+    for ark, entries in missing.items():
+        problems.append((entries[0][1], f"'{entries[0][0]}': ark {ark} does not exist ({len(entries)} entries point "
+                                        "into it); recompute the CMVN stats (speechkit-compute-cmvn-stats)"))
+    return sorted(problems)
 
 
 def _scan_alignments(label: str, data: bytes, report: _Report) -> dict[str, int]:

@@ -179,10 +179,10 @@ def test_feats_and_num_frames(tmp_path):
 
 def test_utt2dur_and_cmvn(ddir):
     d = DataDir.load(ddir)
-    d.cmvn_scp = {"spkA": "c.ark:1", "spkB": "c.ark:2", "spkC": "c.ark:3"}
+    d.cmvn_scp = _real_cmvn(ddir, ["spkA", "spkB", "spkC"])
     d.write()
     assert validate(ddir, no_feats=True) == [f"{ddir}/utt2spk:9: speaker 'spkD' has no entry in cmvn.scp"]
-    d.cmvn_scp = {"global": "c.ark:1"}   # Kaldi: "speaker lists extracted from spk2utt and cmvn differ"
+    d.cmvn_scp = _real_cmvn(ddir, ["global"])   # Kaldi: "speaker lists extracted from spk2utt and cmvn differ"
     d.write()
     assert validate(ddir, no_feats=True) == [
         f"{ddir}/cmvn.scp:1: key 'global' is not a speaker: Kaldi requires the keys of cmvn.scp to be exactly "
@@ -361,9 +361,19 @@ def test_validate_check_audio_segment_past_end(tmp_path):
 
 def test_fix_drops_speakers_without_cmvn(ddir):
     d = DataDir.load(ddir)
-    d.cmvn_scp = {"spkA": "c.ark:1", "spkC": "c.ark:2", "spkD": "c.ark:3", "spkZ": "c.ark:4"}
+    d.cmvn_scp = _real_cmvn(ddir, ["spkA", "spkC", "spkD", "spkZ"])
     d.write()
     assert validate(ddir, no_feats=True) != []
     assert fix_data_dir(ddir) == (9, 10)              # spkB's one utterance goes
     assert set(DataDir.load(ddir).cmvn_scp) == {"spkA", "spkC", "spkD"}
     assert validate(ddir, no_feats=True) == []
+
+
+def _real_cmvn(ddir: Path, speakers: list[str]) -> dict[str, str]:
+    """cmvn.scp entries into a real ark of 2 x 3 statistics (validate reads what cmvn.scp points at)."""
+    import kaldiio
+    import numpy as np
+
+    scp = ddir.parent / "cmvn_stats.scp"
+    kaldiio.save_ark(str(ddir.parent / "cmvn_stats.ark"), {s: np.ones((2, 3)) for s in speakers}, scp=str(scp))
+    return dict(line.split(" ", 1) for line in scp.read_text().splitlines())
