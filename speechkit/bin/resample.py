@@ -12,7 +12,8 @@ preparers for the files sox cannot read (Debian's sox has no MP3 or Opus handler
 
 speechkit's tools read an entry of exactly that form in their own process (the same bytes, no
 subprocess); Kaldi and other tools run the command. A missing, empty or undecodable file is one
-line on stderr naming it, and exit 1.
+line on stderr naming it, and exit 1. --out is written atomically (a failed run leaves no part of it)
+and is never FILE itself nor a table of a data dir (speechkit.utils.outputs.check_output_files).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import sys
 
 from speechkit.data.audio import resampled_wav_bytes
 from speechkit.utils.cli import make_parser, positive_int, run_main
+from speechkit.utils.fileio import atomic_write
+from speechkit.utils.outputs import check_output_files
 
 PROG = "speechkit-resample"
 
@@ -32,12 +35,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
+        if args.out != "-":  # --out FILE replaced the input it was read from (exit 0)
+            check_output_files({"--out": args.out}, inputs={"FILE": args.file})
         data = resampled_wav_bytes(args.file, args.rate)
         if args.out == "-":
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         else:
-            with open(args.out, "wb") as f:
+            with atomic_write(args.out, "wb") as f:
                 f.write(data)
         return 0
 

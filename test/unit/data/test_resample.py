@@ -117,3 +117,25 @@ def test_speed_perturbation_of_an_mp3_entry_reads(tmp_path, mp3):
     finally:
         os.environ["PATH"] = env_path
     assert sr == 16000 and abs(len(x) - 16000 / 0.9) < 50
+
+
+def test_out_never_replaces_its_input_and_is_written_whole(tmp_path, capsys):
+    """--out FILE onto the file it reads replaced the input with its resampled copy (exit 0, the original lost);
+    --out opened the output in place, so a failed write left part of it."""
+    from speechkit.bin.resample import main
+
+    wav = tmp_path / "in.wav"
+    sf.write(wav, tone(16000, 16000), 16000, subtype="PCM_16")
+    before = wav.read_bytes()
+    assert main(["--rate", "8000", str(wav), "--out", str(wav)]) == 1
+    assert capsys.readouterr().err.strip() == (f"speechkit-resample: error: --out {wav} is FILE: outputs never "
+                                               "overwrite inputs or each other; choose another file")
+    assert wav.read_bytes() == before
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "utt2spk").write_text("u s\n")
+    assert main(["--rate", "8000", str(wav), "--out", str(data / "wav.scp")]) == 1  # a data dir's table
+    assert not (data / "wav.scp").exists()
+    assert main(["--rate", "8000", str(wav), "--out", str(tmp_path / "out.wav")]) == 0
+    assert sf.info(str(tmp_path / "out.wav")).samplerate == 8000
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
