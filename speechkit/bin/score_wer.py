@@ -6,7 +6,8 @@
 REF and HYP are Kaldi 'text' files (<uttid> <transcript>) or sclite trn files (<transcript> (<uttid>),
 as this tool writes them); a line with only the id is an empty hypothesis. --format auto (default)
 reads a file as trn when every line ends in '(uttid)' and those ids are distinct (or the name ends
-in .trn), else as Kaldi text. Prints compute-wer's three lines exactly:
+in .trn), else as Kaldi text; a file that reads as either (its lines also start with distinct ids) is
+read in the format that pairs its ids with the other file's (Kaldi text when both do, with a warning). Prints compute-wer's three lines exactly:
 
     %WER 12.34 [ 56 / 454, 3 ins, 10 del, 43 sub ]      (+ ' [PARTIAL]' if hypotheses are missing)
     %SER 50.00 [ 5 / 10 ]

@@ -498,8 +498,13 @@ def transcript_format(path: str | os.PathLike) -> tuple[str, str]:
     (``--format kaldi`` reads it as written). Read as Kaldi text, a trn file keyed each line by its first
     word (TIMIT's ``she`` repeated: "duplicate key 'she'"), or worse, scored first words as ids.
 
+    A file not named ``*.trn`` whose lines also start with distinct ids that are not parenthesised
+    (``u1 the cat sat (laughter)``, ``u2 on the mat (noise)``) reads as either: ``either`` (Kaldi text
+    when read alone; :func:`score_files` reads it as the format whose ids are those of the other file).
+
     Returns:
-        ``(format, reason)``, e.g. ``("trn", "every line ends in a distinct '(utt-id)'")``.
+        ``(format, reason)``, e.g. ``("trn", "every line ends in a distinct '(utt-id)'")``; the format is
+        ``kaldi``, ``trn`` or ``either``.
 
     Raises:
         FileNotFoundError; DataError: not UTF-8.
@@ -510,10 +515,70 @@ def transcript_format(path: str | os.PathLike) -> tuple[str, str]:
     if lines and all(matches):
         ids = [m.group("id") for m in matches]
         if len(set(ids)) == len(ids):
+            if not named and _kaldi_ids_plausible(lines):
+                return "either", ("every line ends in a distinct '(word)' and starts with a distinct id: Kaldi text "
+                                  "or sclite trn")
             return "trn", "every line ends in a distinct '(utt-id)'"
         if named:
             return "trn", "its name ends in .trn and every line ends in '(utt-id)'"
     return "kaldi", ("its name ends in .trn but not every line ends in '(utt-id)'" if named else "a Kaldi text")
+
+
+def _kaldi_ids_plausible(lines: Sequence[str]) -> bool:
+    """The first fields of ``lines`` could be a Kaldi text's ids: distinct, none parenthesised (a trn's
+    empty transcript ``(utt)`` alone on its line would be one)."""
+    firsts = [ln.split(None, 1)[0] for ln in lines]
+    return len(set(firsts)) == len(firsts) and not any(f.startswith("(") for f in firsts)
+
+
+def _ids_as(path: str | os.PathLike, fmt: str) -> set[str]:
+    """The utterance ids of ``path`` read as ``fmt`` (``kaldi``: first fields; ``trn``: the parenthesised
+    last ones); lines that do not parse so are left out (the reader names them later)."""
+    out: set[str] = set()
+    for ln in read_lines(path):
+        if not ln.strip():
+            continue
+        if fmt == "trn":
+            m = _TRN_LINE.match(ln)
+            if m is not None:
+                out.add(m.group("id"))
+        else:
+            out.add(ln.split(None, 1)[0])
+    return out
+
+
+def resolve_formats(ref: str | os.PathLike, hyp: str | os.PathLike,
+                    logger: logging.Logger = log) -> tuple[str, str]:
+    """The formats to read REF and HYP in (``auto``): each file's :func:`transcript_format`; a file that
+    reads as ``either`` is read in the format under which its ids are most those of the other file (a
+    Kaldi text whose lines all end in a distinct parenthesised word was read as trn: its ids were those
+    words and the real ids were scored as words, exit 0). When both formats fit as well, Kaldi text,
+    with a warning saying ``--format`` decides.
+
+    Returns:
+        ``(ref format, hyp format)``, each ``kaldi`` or ``trn``.
+    """
+    fr, fh = transcript_format(ref)[0], transcript_format(hyp)[0]
+    if "either" not in (fr, fh):
+        return fr, fh
+    cands = [(a, b) for a in (("kaldi", "trn") if fr == "either" else (fr,))
+             for b in (("kaldi", "trn") if fh == "either" else (fh,))]
+    ids = {(path, f): _ids_as(path, f) for path, fs in ((ref, {a for a, _ in cands}), (hyp, {b for _, b in cands}))
+           for f in fs}
+    overlap = {c: len(ids[(ref, c[0])] & ids[(hyp, c[1])]) for c in cands}
+    best = max(overlap.values())
+    tied = [c for c in cands if overlap[c] == best]  # in order: Kaldi text first
+    chosen = tied[0]
+    either = [(path, f) for path, was, f in ((ref, fr, chosen[0]), (hyp, fh, chosen[1])) if was == "either"]
+    if len(tied) > 1 and best > 0:
+        logger.warning("%s read as Kaldi text ('utt-id words ...'), though every line also ends in a distinct "
+                       "'(word)' as sclite trn lines do and both readings pair REF's and HYP's ids alike: say "
+                       "--format trn if they are sclite trn", " and ".join(str(p) for p, _ in either))
+    else:
+        for path, f in either:
+            logger.info("reading %s as %s: its lines read as either, and so its ids are those of the other file", path,
+                        "sclite trn ('words ... (utt-id)')" if f == "trn" else "Kaldi text ('utt-id words ...')")
+    return chosen
 
 
 def read_transcript_file(path: str | os.PathLike, what: str = "transcript", fmt: str = "auto",
@@ -528,6 +593,8 @@ def read_transcript_file(path: str | os.PathLike, what: str = "transcript", fmt:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "auto":
         fmt, why = transcript_format(path)
+        if fmt == "either":  # alone: Kaldi text (score_files decides by the other file's ids)
+            fmt, why = "kaldi", why + " (--format trn reads it as sclite trn)"
         if fmt == "trn" or why != "a Kaldi text":
             logger.info("reading %s %s as %s: %s", what, path,
                         "sclite trn ('words ... (utt-id)')" if fmt == "trn" else "Kaldi text ('utt-id words ...')", why)
@@ -676,8 +743,15 @@ def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = F
                                      side_dir / n) for n in
                                     (f"ref{sfx}.trn", f"hyp{sfx}.trn", f"per_utt{sfx}")] if side_dir else []),
         inputs={"REF": ref, "HYP": hyp, "--utt2lang": utt2lang, "--baseline-json": baseline_json})
-    refs = read_transcript_file(ref, "reference", fmt, logger)
-    hyps = read_transcript_file(hyp, "hypothesis", fmt, logger)
+    fmt_ref = fmt_hyp = fmt
+    if fmt == "auto":
+        fmt_ref, fmt_hyp = resolve_formats(ref, hyp, logger)
+        if transcript_format(ref)[0] != "either":
+            fmt_ref = "auto"  # its own format, said as before
+        if transcript_format(hyp)[0] != "either":
+            fmt_hyp = "auto"
+    refs = read_transcript_file(ref, "reference", fmt_ref, logger)
+    hyps = read_transcript_file(hyp, "hypothesis", fmt_hyp, logger)
     if normalize:
         refs, hyps = nfc(refs), nfc(hyps)
     unknown = unknown_hyp_ids(hyps, refs)

@@ -456,3 +456,31 @@ def test_transcript_format_by_content_and_name(tmp_path):
     assert transcript_format(g)[0] == "kaldi"
     g.write_text("a b (u1)\n(u2)\n", "utf-8")
     assert transcript_format(g) == ("trn", "every line ends in a distinct '(utt-id)'")
+
+
+def test_a_kaldi_text_ending_in_distinct_parenthesised_words_is_read_as_kaldi(tmp_path, capsys):
+    """A Kaldi text whose every line ends in a distinct '(word)' (non-speech tags) was read as sclite trn: its ids
+    became the tags, REF and HYP lines were paired by tag, and a hypothesis hearing the tags in another order
+    scored 75 % instead of 25 %, exit 0 (or, against a plain Kaldi HYP, 'none of its ids is in the reference')."""
+    from speechkit.scoring.wer import resolve_formats, transcript_format
+
+    ref, hyp = tmp_path / "ref.txt", tmp_path / "hyp.txt"
+    ref.write_text("u1 a b (laughter)\nu2 c d (noise)\nu3 e (cough)\n", "utf-8")
+    hyp.write_text("u1 a b (noise)\nu2 c d (laughter)\nu3 e (cough)\n", "utf-8")
+    assert transcript_format(ref)[0] == "either"
+    assert main([str(ref), str(hyp)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.splitlines()[0] == "%WER 25.00 [ 2 / 8, 0 ins, 0 del, 2 sub ]"
+    assert "say --format trn if they are sclite trn" in cap.err  # both readings fit: said, Kaldi text taken
+    plain = tmp_path / "plain.txt"
+    plain.write_text("u1 a b\nu2 c d\nu3 e\n", "utf-8")
+    assert main([str(ref), str(plain)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "%WER 37.50 [ 3 / 8, 0 ins, 3 del, 0 sub ]"
+    # a trn not named .trn whose first words happen to be distinct pairs with a Kaldi HYP by its (utt-id)s
+    trn = tmp_path / "r"
+    trn.write_text("a b (u1)\nc d (u2)\ne (u3)\n", "utf-8")
+    assert resolve_formats(trn, plain) == ("trn", "kaldi")
+    assert main([str(trn), str(plain)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "%WER 0.00 [ 0 / 5, 0 ins, 0 del, 0 sub ]"
+    assert main([str(ref), str(hyp), "--format", "trn"]) == 0  # asked for: as before
+    assert capsys.readouterr().out.splitlines()[0] == "%WER 75.00 [ 6 / 8, 0 ins, 0 del, 6 sub ]"
