@@ -25,7 +25,8 @@ the first column is time in every file (an error where it is not strictly increa
 ``no``: every column is a feature. The step's unit is taken from the frame shift when one is given
 (``--frame-shift`` or ``DIR/frame_shift``: the step must be it, in seconds or in milliseconds), else a
 step below 1 is seconds and one of 1 or more milliseconds, and it becomes the frame shift (between 1 and
-100 ms). The times themselves are not used beyond that: frame ``i`` is still scored at
+100 ms); ``auto`` refuses a column counting frames (``0 1 2 ...`` or ``1 2 3 ...``: a frame index, or
+times in ms at a 1 ms shift?) unless the frame shift is given. The times themselves are not used beyond that: frame ``i`` is still scored at
 ``(i + 0.5) * frame_shift``, and a file whose times start more than one frame shift away from
 ``0.5 * frame_shift`` is an error.
 
@@ -111,6 +112,11 @@ def first_column_step(mat: np.ndarray) -> float | None:
     step = (col[-1] - col[0]) / (len(col) - 1)
     line = col[0] + step * np.arange(len(col))
     return float(step) if np.abs(col - line).max() <= 0.1 * step else None
+
+
+def _counts_frames(col: np.ndarray) -> bool:
+    """``col`` is a frame counter: exactly ``0 1 2 ...`` or ``1 2 3 ...``."""
+    return col[0] in (0.0, 1.0) and bool(np.array_equal(col, col[0] + np.arange(len(col))))
 
 
 def _steps_agree(a: float, b: float) -> bool:
@@ -295,6 +301,14 @@ class FeatureDir:
                 raise DataError(f"{self.source(ref)}: the first column is not strictly increasing at a constant step: "
                                 "not timestamps (--timestamps yes)")
         step = steps[ref]
+        if self.timestamps == "auto" and known_frame_shift(self.path, self._given_shift) is None:
+            counter = next((u for u in with_times if not _counts_frames(mats[u][:, 0])), None) is None
+            if counter:  # 0 1 2 ... read as ms: a 1 ms frame shift, a bitrate 10 times too high, exit 0
+                col = mats[ref][:, 0]
+                raise DataError(
+                    f"{self.source(ref)}: the first column counts frames ({col[0]:g} {col[1]:g} {col[2]:g} ..., as in "
+                    f"every file): a frame index, or times in ms at a 1 ms frame shift? Say --timestamps no to score "
+                    "it as a feature (or remove it), or give --frame-shift 0.001 if they are times")
         for u, m in mats.items():  # every file at the same step (files of one frame have none to compare)
             s = steps.get(u)
             if m.shape[0] >= 2 and (s is None or not _steps_agree(s, step)):

@@ -164,3 +164,23 @@ def test_score_bitrate_names_every_missing_file(tmp_path, capsys):
     (tmp_path / "dur").write_text("u9 1.0\n")
     assert score_bitrate_cli.main([str(d), "--durations", str(tmp_path / "dur")]) == 1
     assert "no duration for 'u1'" in capsys.readouterr().err
+
+
+def test_a_frame_counter_column_is_not_taken_for_ms_timestamps(tmp_path, capsys):
+    """A first column counting frames (0 1 2 ... or 1 2 3 ...: a frame index) read as timestamps in ms: a 1 ms
+    frame shift, so score-bitrate reported 10 times the bitrate with exit 0 (a warning only) and score-abx failed
+    on an item 'beyond' each file. Without a known frame shift it is refused, asking which it is."""
+    feats, _ = _corpus()
+    for first in (0, 1):
+        d = _write(tmp_path / f"index{first}", feats, times=lambda n: np.arange(n) + first, fmt="%g")
+        assert score_bitrate_cli.main([str(d)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith(f"speechkit-score-bitrate: error: {d}/s0_u0.txt: the first column counts frames "
+                              f"({first} {first + 1} {first + 2} ..., as in every file)")
+        with pytest.raises(DataError, match="counts frames"):
+            FeatureDir(d).load_all()
+        assert FeatureDir(d, timestamps="no").load_all()["s0_u0"].shape == (40, 5)  # said: a feature
+        fd = FeatureDir(d, frame_shift=0.001)  # said: times in ms at 1 ms
+        assert fd.load_all()["s0_u0"].shape == (40, 4) and fd.resolved_frame_shift() == 0.001
+    ms = _write(tmp_path / "ms", feats, times=lambda n: (np.arange(n) + 0.5) * 10, fmt="%g")  # real ms times
+    assert FeatureDir(ms).load_all()["s0_u0"].shape == (40, 4)
