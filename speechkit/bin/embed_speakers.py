@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file, input_dirs={"DATA_DIR": args.data_dir})
+        setup_logging(args.log_file, input_dirs={"DATA_DIR": args.data_dir}, output_dirs={"OUT_DIR": args.out_dir})
         embed_speakers(args.data_dir, args.out_dir, nj=args.nj, min_speech=args.min_speech,
                        trim_silence=args.trim_silence, renormalize=args.renormalize, log=logger)
         return 0

@@ -63,7 +63,8 @@ def build_parser():
 
 
 def _run(args) -> int:
-    setup_logging(args.log_file, args.verbose, input_dirs={"DATA_DIR": args.data_dir})
+    setup_logging(args.log_file, args.verbose, input_dirs={"DATA_DIR": args.data_dir},
+                  output_dirs={"OUT_DIR": args.out_dir})
     check_extraction_options(window=args.window, hop=args.hop, phases=args.phases, nj=args.nj,
                              batch_frames=args.batch_frames, cli=True)
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file, input_dirs={"DATA_DIR": args.data_dir})
+        setup_logging(args.log_file, input_dirs={"DATA_DIR": args.data_dir}, output_data_dirs={"OUT_DIR": args.out_dir})
         if args.nj < 1:
             raise ValueError(f"--nj must be >= 1, got {args.nj}")
         from speechkit.text.g2p import g2p_data_dir

@@ -66,7 +66,8 @@ def main(argv=None) -> int:
 
     def body() -> int:
         setup_logging(args.log_file, inputs={"ALIGNMENTS": args.alignments},
-                      input_dirs={"DATA_DIR": args.data_dir, "--frontend-dir": args.frontend_dir})
+                      input_dirs={"DATA_DIR": args.data_dir, "--frontend-dir": args.frontend_dir},
+                      output_dirs={"OUT_DIR": args.out_dir})
         if args.tolerance < 0:
             raise ValueError(f"--tolerance must be >= 0, got {args.tolerance}")
         res = make_labels(args.data_dir, args.alignments, args.out_dir, args.frontend_dir, fit=args.fit,

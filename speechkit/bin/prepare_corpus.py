@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     options = {opt.name: getattr(args, opt.name) for opt in corpus.options}
 
     def body() -> int:
-        setup_logging(args.log_file)
+        setup_logging(args.log_file, output_data_dirs={"OUT_DIR": args.out_dir})
         check_output_dir(args.out_dir, inputs={"CORPUS_DIR": args.corpus_dir}, option="OUT_DIR")
         d = corpus.prepare(args.corpus_dir, args.out_dir, sample_rate=args.sample_rate,
                            keep_punctuation=args.keep_punctuation, **options)

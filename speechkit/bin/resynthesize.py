@@ -72,7 +72,7 @@ def build_parser():
 def _run(args) -> int:
     setup_logging(args.log_file, inputs={"--codes": args.codes, "--utt-list": args.utt_list,
                                          "--stft-config": args.stft_config, "--inverter-dir": args.inverter_dir},
-                  input_dirs={"--reference-dir": args.reference_dir})
+                  input_dirs={"--reference-dir": args.reference_dir}, output_dirs={"--out-dir": args.out_dir})
     resynthesize(args.inverter_dir, args.codes, args.out_dir, checkpoint=args.checkpoint, speaker=args.speaker,
                  reference_dir=args.reference_dir, utt_list=args.utt_list, max_utts=args.max_utts,
                  n_iter=args.n_iter, momentum=args.momentum, seed=args.seed, stft_config=args.stft_config,

@@ -35,7 +35,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file, input_dirs={"DATA": args.data_dir})
+        setup_logging(args.log_file, input_dirs={"DATA": args.data_dir},
+                      output_data_dirs=[("OUT's part", f"{args.out_dir}/{n}") for n in ("train", "dev", "test")])
         parts = write_split(args.data_dir, args.out_dir, args.dev, args.test, by_speaker=args.by_speaker,
                             seed=args.seed)
         summary = ", ".join(f"{name} {len(d)} utts / {len(d.spk2utt)} spks" for name, d in parts.items())

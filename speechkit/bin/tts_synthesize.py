@@ -69,7 +69,7 @@ def build_parser():
 
 def _run(args) -> int:
     setup_logging(args.log_file, inputs={"--speaker-embeddings": args.speaker_embeddings, "--model-dir": args.model_dir},
-                  input_dirs={"DATA_DIR": args.data_dir})
+                  input_dirs={"DATA_DIR": args.data_dir}, output_dirs={"OUT_DIR": args.out_dir})
     # the vocoder is looked up here, at call time: a test replaces this module's vocode
     synthesize_label_dir(args.model_dir, args.data_dir, args.out_dir, checkpoint=args.checkpoint,
                          speaker_embeddings=args.speaker_embeddings, speaker=args.speaker, num_wavs=args.num_wavs,

@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body() -> int:
-        setup_logging(args.log_file, input_dirs={"FEATS_DIR": args.feats_dir})
+        setup_logging(args.log_file, input_dirs={"FEATS_DIR": args.feats_dir}, output_dirs={"OUT_DIR": args.out_dir})
         vocode_feature_dir(args.feats_dir, args.out_dir, nj=args.nj, spectrograms=args.spectrograms,
                            griffin_lim_iters=args.griffin_lim_iters, logger=log)
         return 0

@@ -13,6 +13,7 @@ of a traceback::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import logging
 import math
@@ -291,14 +292,40 @@ def _named_pairs(items: Named | None) -> list:
     return list(items.items()) if hasattr(items, "items") else list(items)
 
 
+class _LogFileHandler(logging.FileHandler):
+    """The ``--log-file`` handler: a record that cannot be written (a full disk, an I/O error) is said once on
+    stderr, naming the file, and the file is left alone from then on (the log goes on on stderr), instead of
+    logging's traceback for every record."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if self.failed:
+            return
+        self.failed = True
+        err = sys.exc_info()[1]
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        with contextlib.suppress(Exception):
+            self.close()
+        print(f"WARNING: cannot write --log-file {self.baseFilename}: {reason}; the log goes on on stderr only",
+              file=sys.stderr)
+
+
 def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = False, *,
-                  inputs: Named | None = None, input_dirs: Named | None = None, outputs: Named | None = None) -> None:
+                  inputs: Named | None = None, input_dirs: Named | None = None, outputs: Named | None = None,
+                  output_dirs: Named | None = None, output_data_dirs: Named | None = None) -> None:
     """Log ``time level name: message`` to stderr and, if given, append to ``log_file``.
 
     ``log_file`` is an output like any other (:func:`speechkit.utils.outputs.check_output_files`, checked
     before it is opened): never one of ``inputs`` or ``outputs``, a file the tables of ``input_dirs`` read,
     nor a table of an input dir or of any data dir (``--log-file data/train/text`` appended log lines to
-    the transcripts).
+    the transcripts), nor inside an output dir written whole nor a table of an output data dir. A log
+    file that cannot be written later (a full disk) is said once on stderr, naming it, and left: the log
+    goes on on stderr (a traceback per record before).
 
     Args:
         log_file: the ``--log-file`` (``None``: stderr only).
@@ -306,6 +333,8 @@ def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = Fal
         inputs, input_dirs: what the tool reads, as :func:`~speechkit.utils.outputs.check_output_files`
             takes them.
         outputs: the tool's other output files (``{"--json": ...}``): the log may be none of them.
+        output_dirs: the output dirs the tool writes whole (``{"OUT_DIR": ...}``): the log may not lie inside.
+        output_data_dirs: the data dirs the tool writes tables into: the log may not be one of those tables.
 
     Raises:
         OutputOverlapError: ``log_file`` would append to what the tool reads or writes (names both).
@@ -313,10 +342,11 @@ def setup_logging(log_file: str | os.PathLike | None = None, verbose: bool = Fal
     """
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
-        check_output_files([*_named_pairs(outputs), ("--log-file", log_file)], inputs=inputs, input_dirs=input_dirs)
+        check_output_files([*_named_pairs(outputs), ("--log-file", log_file)], inputs=inputs, input_dirs=input_dirs,
+                           output_dirs=output_dirs, output_data_dirs=output_data_dirs)
         ensure_writable_dir(os.path.dirname(os.path.abspath(log_file)))
         try:
-            handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+            handlers.append(_LogFileHandler(log_file, encoding="utf-8"))
         except OSError as e:
             raise WriteError(e.errno or 0, e.strerror or str(e), str(log_file)) from None
     logging.basicConfig(

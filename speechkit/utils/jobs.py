@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from pathlib import Path
 
+from speechkit.utils.fileio import ensure_writable_dir, naming_write_errors
+
 
 def run_local_jobs(jobs: Sequence[int], argv_of: Callable[[int], list[str]], log_of: Callable[[int], Path],
                    max_jobs: int, num_threads: int = 1, desc: str | None = None) -> list[tuple[int, Path]]:
@@ -42,19 +44,27 @@ def run_local_jobs(jobs: Sequence[int], argv_of: Callable[[int], list[str]], log
             while pending and len(running) < max_jobs:
                 job = pending.pop(0)
                 log = Path(log_of(job))
-                log.parent.mkdir(parents=True, exist_ok=True)
-                fh = open(log, "w", encoding="utf-8")
                 argv = argv_of(job)
-                fh.write(f"# {' '.join(argv)}\n# Started at {time.ctime()}\n#\n")
-                fh.flush()
+                with naming_write_errors(log):  # a full disk: "cannot write LOG: ...", not a bare errno
+                    ensure_writable_dir(log.parent)
+                    fh = open(log, "w", encoding="utf-8")
+                    try:
+                        fh.write(f"# {' '.join(argv)}\n# Started at {time.ctime()}\n#\n")
+                        fh.flush()
+                    except OSError:
+                        fh.close()
+                        raise
                 running[job] = (subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env), fh, log)
             time.sleep(0.05)
             for job, (proc, fh, log) in list(running.items()):
                 rc = proc.poll()
                 if rc is None:
                     continue
-                fh.write(f"# Ended (code {rc}) at {time.ctime()}\n")
-                fh.close()
+                with naming_write_errors(log):
+                    try:
+                        fh.write(f"# Ended (code {rc}) at {time.ctime()}\n")
+                    finally:
+                        fh.close()
                 del running[job]
                 bar.update(1)
                 if rc != 0:

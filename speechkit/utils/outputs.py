@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Union
 
-from speechkit.utils.fileio import WriteError, ensure_writable_dir
+from speechkit.utils.fileio import WRITE_ERRNOS, WriteError, ensure_writable_dir
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,8 @@ def files_read_by_tables(d: PathLike) -> list[tuple[str, Path]]:
     return [(label, f) for f, label in out.items()]
 
 
-def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dirs: Named | None = None) -> None:
+def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dirs: Named | None = None,
+                       output_dirs: Named | None = None, output_data_dirs: Named | None = None) -> None:
     """Refuse, before any work, output files that would overwrite what the tool reads or each other.
 
     The one rule for every file a tool writes or appends to (``--json``, ``--per-utt``, ``--log-file``, an
@@ -185,6 +186,10 @@ def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dir
       ``*.scp``, ``*.ark`` or ``*.yaml``) there, whether or not it exists yet;
     - such a file of *any* data or feature dir (a directory holding ``utt2spk``, ``wav.scp`` or
       ``feats.scp``), read by the tool or not: only the data-dir tools write a data dir's tables;
+    - inside one of ``output_dirs`` (written whole and swapped in by :func:`replace_dir`: a file there
+      would be moved into the backup with the previous output, or deleted with it), nor such a table
+      inside one of ``output_data_dirs`` (the data dirs the tool writes, existing yet or not: ``--log-file
+      OUT/train/text`` had the log replaced by the transcripts);
     - an existing directory.
 
     Paths are compared after resolving symlinks and ``..``.
@@ -198,6 +203,9 @@ def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dir
             feature dir); an output may be a new file there (``data/test/abx.json``). A path that is a
             file (an scp given instead of its dir) stands for the directory holding it, whose
             ``feats.yaml``/``frame_shift`` the tools read.
+        output_dirs: ``{label: path}`` of the directories the tool writes whole (:func:`replace_dir`).
+        output_data_dirs: ``{label: path}`` of the data dirs the tool writes tables into; an output may be
+            another file there (``data/train/log/prep.log``, Kaldi's habit).
 
     Raises:
         OutputOverlapError: an output that is an input, one of an input dir's files, a file an input
@@ -232,6 +240,15 @@ def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dir
         if _table_name(real) and is_data_dir(real.parent):
             raise OutputOverlapError(f"{option} {p} would replace {real.name} of the data dir {real.parent}: only the "
                                      "data-dir tools write a data dir's tables; choose another file name or folder")
+        for label, d in _named(output_dirs):
+            if _within(real, _real(d)):
+                raise OutputOverlapError(f"{option} {p} lies inside {label} {d}, which is written whole (the previous "
+                                         "one moved to its backup or deleted, with whatever lies in it): choose a file "
+                                         "outside it")
+        for label, d in _named(output_data_dirs):
+            if _table_name(real) and _within(real, _real(d)):
+                raise OutputOverlapError(f"{option} {p} would be replaced by the {real.name} written into {label} {d}: "
+                                         "choose another file name or folder")
         if p.is_dir():
             raise WriteError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))
         seen.append((option, real))
@@ -430,7 +447,11 @@ def replace_dir(out: PathLike, *, backup: bool = True, owner: str | None = None)
 
 def _named_outside(e: OSError, tmp: Path, out: Path) -> OSError:
     """``e`` naming the file it names under the temporary dir ``tmp`` by where it was to be, under ``out``
-    (``cannot write OUT/wav/a.wav``, not ``.OUT.tmp-123-x/wav/a.wav``); ``e`` itself if it names nothing there."""
+    (``cannot write OUT/wav/a.wav``, not ``.OUT.tmp-123-x/wav/a.wav``); an error that names no file but says
+    the bytes could not be stored (:data:`~speechkit.utils.fileio.WRITE_ERRNOS`: a full disk, raised by
+    ``write()``/``close()``) names ``out`` (``cannot write OUT: No space left on device``); else ``e`` itself."""
+    if e.filename is None and e.filename2 is None and e.errno in WRITE_ERRNOS:
+        return WriteError(e.errno, e.strerror or os.strerror(e.errno), str(out))
     def moved(name):
         if not isinstance(name, str):
             return name

@@ -30,3 +30,21 @@ def test_last_output_line_names_the_error(tmp_path):
 def test_max_jobs_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="max_jobs"):
         run_local_jobs([1], lambda j: ["true"], lambda j: tmp_path / "x.log", max_jobs=0)
+
+
+def test_a_job_log_that_cannot_be_written_names_it(tmp_path):
+    """Issue 38 case 18: compute-feats with LOG_DIR on a full disk said 'error: No space left on device' (the
+    flush of the job's log names no file). /dev/full: every write fails with ENOSPC."""
+    import os
+    import sys
+
+    import pytest
+
+    from speechkit.utils.fileio import WriteError
+    from speechkit.utils.jobs import run_local_jobs
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    with pytest.raises(WriteError) as e:
+        run_local_jobs([1], lambda j: [sys.executable, "-c", "pass"], lambda j: "/dev/full", max_jobs=1)
+    assert str(e.value) == "cannot write /dev/full: No space left on device"

@@ -285,3 +285,20 @@ def test_a_failed_write_or_swap_names_the_output_and_leaves_no_temporary(tmp_pat
         with replace_dir(out) as d:
             (d / "a").write_text("2")
     assert [p.name for p in tmp_path.iterdir()] == ["out"] and _tree(out) == {"a": "1"}
+
+
+def test_a_full_disk_inside_replace_dir_names_the_output(tmp_path):
+    """Issue 38 case 18: vocode on a full disk said 'speechkit-vocode: error: No space left on device' (write()
+    and close() name no file; here the marker file written into the temporary dir). The error names OUT and
+    no temporary is left."""
+    import errno
+
+    out = tmp_path / "voc"
+    with pytest.raises(WriteError) as e:
+        with replace_dir(out, backup=False, owner="speechkit-x"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert str(e.value) == f"cannot write {out}: No space left on device"
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(KeyError):  # other errors pass unchanged
+        with replace_dir(out):
+            raise KeyError("x")
