@@ -10,7 +10,9 @@ an LSTM prediction network fed the previous non-blank output, and a joint networ
     one softmax over the *union* of all languages' units; no language information (section 3).
 ``onehot``
     as vanilla, with the language one-hot appended to every encoder input frame (section 3; where
-    the paper feeds the one-hot vector it does not say beyond "onehot embedding at input").
+    the paper feeds the one-hot vector it does not say beyond "onehot embedding at input"); its hot
+    entry is ``config.onehot_scale`` (see :class:`RNNTConfig`: at 1 the language is one input among
+    640 normalised ones and is learnt too slowly to be used in a short run).
 ``multisoftmax``
     shared encoder and prediction LSTM; a language-specific embedding, joint network and softmax
     over that language's units (section 4, Figure 1).
@@ -267,7 +269,8 @@ class RNNT(nn.Module):
                 an utterance chunk by chunk with the returned state gives the same output as one
                 call on the whole utterance (tested).  For a padded batch the returned state is
                 the one after the padded end, so stream one utterance (or equal lengths) at a time.
-            lang: language (name/id or ``(B,)``), required by the ``onehot`` variant only.
+            lang: language (name/id or ``(B,)``), required by the ``onehot`` variant only (its
+                one-hot, hot entry ``config.onehot_scale``, is appended to every frame).
 
         Returns:
             ``(enc (B, T, encoder_dim), lengths (B,), state)``.
@@ -280,7 +283,7 @@ class RNNT(nn.Module):
             if lang is None:
                 raise ValueError("the onehot variant needs the language of the input (lang=...)")
             ids = self._lang_ids(lang, B)
-            onehot = F.one_hot(ids, len(self.languages)).to(feats.dtype)
+            onehot = F.one_hot(ids, len(self.languages)).to(feats.dtype) * self.config.onehot_scale
             x = torch.cat([feats, onehot[:, None, :].expand(B, T, -1)], dim=-1)
         enc, state = self.encoder(x, state)
         return self.dropout(enc), lengths, state
@@ -459,8 +462,8 @@ def to_monolingual(model: RNNT, lang: str | int) -> RNNT:
     * vanilla / onehot (the paper fine-tunes the one-hot model per language): -> ``multisoftmax``
       with one language.  The union softmax is cut to ``lang``'s units (the rows of
       ``union_maps[lang]`` of the embedding and of the joint's output layer), and for onehot the
-      constant one-hot input of ``lang`` is folded into the first encoder layer's bias (its
-      weight columns dropped).  The joint *logits* of ``lang``'s units are unchanged (tested);
+      constant one-hot input of ``lang`` (``onehot_scale`` times its weight column) is folded into
+      the first encoder layer's bias (its weight columns dropped).  The joint *logits* of ``lang``'s units are unchanged (tested);
       their log-softmax is renormalised over ``lang``'s units only, so the other languages'
       units can no longer be emitted.
     * an auxiliary CTC head (``ctc_weight > 0``) keeps ``lang``'s (the union head cut to
@@ -484,7 +487,7 @@ def to_monolingual(model: RNNT, lang: str | int) -> RNNT:
                 if c.variant == "onehot" and k == "encoder.weight_ih_l0":
                     v = v[:, : c.input_dim]
                 elif c.variant == "onehot" and k == "encoder.bias_ih_l0":
-                    v = v + src["encoder.weight_ih_l0"][:, c.input_dim + i]
+                    v = v + c.onehot_scale * src["encoder.weight_ih_l0"][:, c.input_dim + i]
                 keep[k] = v
             elif k.startswith("pred_rnn."):
                 keep[k] = v

@@ -156,6 +156,27 @@ def test_onehot_encoder_depends_on_language(tiny):
         m.encode(x)
 
 
+def test_onehot_scale_is_the_hot_entry(tiny):
+    """``onehot_scale`` s: the encoder sees s at the language's input (same weights: the same
+    output as a scale-1 model whose one-hot columns are multiplied by s); 1 is the default."""
+    assert tiny("onehot").config.onehot_scale == 1.0
+    m1, ms = tiny("onehot").eval(), tiny("onehot", onehot_scale=25.3).eval()
+    ms.load_state_dict(m1.state_dict())
+    x = torch.randn(2, 5, 12)
+    a, _, _ = ms.encode(x, lang=["hi", "gu"])
+    with torch.no_grad():
+        m1.encoder.weight_ih_l0[:, 12:] *= 25.3
+    b, _, _ = m1.encode(x, lang=["hi", "gu"])
+    torch.testing.assert_close(a, b)
+    with torch.no_grad():
+        m1.encoder.weight_ih_l0[:, 12:] /= 25.3
+    c, _, _ = m1.encode(x, lang=["hi", "gu"])
+    assert not torch.allclose(a, c)
+    for bad in (0, -1.0, float("inf"), True, "5"):
+        with pytest.raises(ConfigError, match="onehot_scale"):
+            tiny("onehot", onehot_scale=bad)
+
+
 @pytest.mark.parametrize("variant", ["multisoftmax", "multisoftmax_lsp", "multisoftmax_lid"])
 def test_to_monolingual(variant, tiny):
     m = tiny(variant).eval()

@@ -92,11 +92,12 @@ def test_multisoftmax_lsp_lid(tiny):
     assert mono.config.variant == "multisoftmax_lsp" and not mono.has_lid
 
 
-@pytest.mark.parametrize("variant", ["onehot", "vanilla"])
-def test_to_monolingual_shared_softmax(variant, tiny):
+@pytest.mark.parametrize("variant,config", [("onehot", {}), ("onehot", {"onehot_scale": 25.3}), ("vanilla", {})])
+def test_to_monolingual_shared_softmax(variant, config, tiny):
     """The one-language model's joint logits equal the union model's at the language's units,
-    so its RNN-T loss equals the loss of the union logits restricted to those units."""
-    m = tiny(variant).eval()
+    so its RNN-T loss equals the loss of the union logits restricted to those units (for one-hot
+    at any ``onehot_scale``: the fold into the bias carries the scale)."""
+    m = tiny(variant, **config).eval()
     mono = to_monolingual(m, "ta").eval()
     assert mono.config.variant == "multisoftmax" and mono.languages == ["ta"]
     assert mono.config.input_dim == 12 and mono.encoder.weight_ih_l0.shape[1] == 12
