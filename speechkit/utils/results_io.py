@@ -11,8 +11,9 @@ this module, before anything is written:
   is not a results run folder this collect made. A collected folder carries a marker
   (:data:`speechkit.utils.outputs.OWNER_FILE` naming the collect), so a later collect replaces only a
   folder it made; a folder written before the marker existed is recognised by the files only a
-  collect writes there (its *signature*, e.g. ``test_set.json``). A folder holding nothing, or only a
-  hand-written ``NOTES.md``, may be collected into.
+  collect writes there (its *signature*, e.g. ``test_set.json``) and by holding nothing a collect does
+  not write (:data:`COLLECTED_SUFFIXES`). A folder holding nothing, or only a hand-written ``NOTES.md``,
+  may be collected into.
 - :func:`check_page`: a page never replaces a file the render (or the report) reads: not the results
   root nor anything below one of its run folders, not a file or below a folder it reads, not another
   of the command's outputs.
@@ -75,12 +76,26 @@ def _has_signature(d: Path, signature: Iterable[str]) -> bool:
     return False
 
 
+#: What the recipes' collects write into a run folder (suffixes, and names without one): a folder without a
+#: marker is taken for one collected before markers existed only if it holds nothing else.
+COLLECTED_SUFFIXES = (".json", ".jsonl", ".md", ".png", ".yaml", ".flac")
+COLLECTED_NAMES = ("wallclock",)
+
+
+def _not_collected(d: Path) -> list[Path]:
+    """Files below ``d`` (its backups left out) that no collect writes (:data:`COLLECTED_SUFFIXES`), sorted."""
+    return sorted(p for p in d.rglob("*") if p.is_file() and BACKUP_DIR not in p.relative_to(d).parts
+                  and p.suffix not in COLLECTED_SUFFIXES and p.name not in COLLECTED_NAMES)
+
+
 def _is_run(d: Path, owner: str, signature: Iterable[str]) -> bool:
-    """``d`` is a results run folder of ``owner``: its marker, or (made before markers) its signature."""
+    """``d`` is a results run folder of ``owner``: its marker, or (made before markers) its signature and
+    nothing a collect does not write (a user's folder holding a ``setup.json`` beside a thesis was deleted
+    whole by vctk's collect)."""
     m = _marker(d)
     if m is not None:
         return m == owner
-    return _has_signature(d, signature)
+    return _has_signature(d, signature) and not _not_collected(d)
 
 
 def check_collect_dir(out: str | os.PathLike, *, owner: str, signature: Iterable[str], reads: Named | None = None,
@@ -127,7 +142,9 @@ def check_collect_dir(out: str | os.PathLike, *, owner: str, signature: Iterable
             f"{option} {out_p} holds the results run folder(s) {', '.join(runs[:3])}: a collect writes one run's "
             f"folder and never replaces another run; choose {out_p}/NAME")
     who = _marker(out_p)
+    foreign = _not_collected(out_p) if who is None and _has_signature(out_p, signature) else []
     made = f"it was made by {who}" if who else \
+        f"it holds {foreign[0].relative_to(out_p)}, which no collect writes" if foreign else \
         f"it holds no {OWNER_FILE} of a collect and none of {', '.join(signature)}"
     raise OutputOverlapError(
         f"{option} {out_p} exists and is not a results run folder this collect made ({made}): a collect "

@@ -129,3 +129,28 @@ def test_run_names_are_one_folder_name(name):
     with pytest.raises(ValueError, match="--run"):
         check_run_name(name)
     assert check_run_name("mini_en-hi.2") == "mini_en-hi.2"
+
+
+def test_a_users_folder_holding_a_signature_file_is_not_taken_for_an_old_run(tmp_path):
+    """A folder without a marker was taken for a run folder collected before markers existed as soon as it held
+    the signature file (vctk's setup.json, indic's run.json: common names), and replaced whole: vctk --collect mine,
+    mine holding setup.json and thesis.tex, deleted the thesis (exit 0). It must also hold nothing a collect does
+    not write; an old run folder (JSON, Markdown, figures) is still collected into."""
+    sig = ("setup.json",)
+    mine = tmp_path / "mine"
+    (mine / "ch1").mkdir(parents=True)
+    (mine / "setup.json").write_text('{"mine": 1}')
+    (mine / "ch1" / "thesis.tex").write_text("a thesis\n")
+    with pytest.raises(OutputOverlapError, match=r"mine exists and is not a results run folder this collect made "
+                                                 r"\(it holds ch1/thesis.tex, which no collect writes\)"):
+        with collect_dir(mine, owner=OWNER, signature=sig) as tmp:
+            (tmp / "setup.json").write_text("{}")
+    assert _files(mine) == ["ch1/thesis.tex", "setup.json"]
+    old = tmp_path / "results" / "mini"  # an old run folder: replaced and marked
+    (old / "sa" / "figures").mkdir(parents=True)
+    (old / "setup.json").write_text("{}")
+    (old / "runs.jsonl").write_text("{}\n")
+    (old / "sa" / "figures" / "ra.png").write_bytes(b"\x89PNG")
+    with collect_dir(old, owner=OWNER, signature=sig) as tmp:
+        (tmp / "setup.json").write_text('{"new": 1}')
+    assert _files(old) == [OWNER_FILE, "setup.json"]
