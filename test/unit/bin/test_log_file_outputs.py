@@ -26,6 +26,23 @@ def data(tmp_path):
     return d
 
 
+def _resolver(data, tmp_path):
+    """``path(a)``: an argv entry with its leading ``DATA``, ``OUT`` or ``T`` replaced by the data dir, the
+    output ``<tmp>/out`` or the tmp dir; anything else as it is."""
+    def path(a):
+        for k, v in (("DATA", data), ("OUT", tmp_path / "out"), ("T", tmp_path)):
+            if a == k or a.startswith(k + "/"):
+                return str(v) + a[len(k):]
+        return a
+
+    return path
+
+
+def _contents(tmp_path):
+    """Every file under ``tmp_path`` with its bytes (the test's before/after snapshot)."""
+    return {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+
+
 CASES = [  # module, argv (DATA, OUT, T = the tmp dir), the log files it refuses
     ("embed_speakers", ["DATA", "OUT"], ["DATA/text", "DATA/wav.scp", "T/a.wav"]),
     ("g2p", ["DATA", "OUT"], ["DATA/text", "T/arks/raw.ark"]),
@@ -42,19 +59,13 @@ CASES = [  # module, argv (DATA, OUT, T = the tmp dir), the log files it refuses
 @pytest.mark.parametrize("module, argv, logs", CASES, ids=[c[0] for c in CASES])
 def test_a_log_file_onto_what_is_read_is_refused(module, argv, logs, data, tmp_path, capsys):
     main = importlib.import_module(f"speechkit.bin.{module}").main
-
-    def path(a):
-        for k, v in (("DATA", data), ("OUT", tmp_path / "out"), ("T", tmp_path)):
-            if a == k or a.startswith(k + "/"):
-                return str(v) + a[len(k):]
-        return a
-
-    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    path = _resolver(data, tmp_path)
+    before = _contents(tmp_path)
     for log in logs:
         assert main([path(a) for a in argv] + ["--log-file", path(log)]) == 1, log
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert f"error: --log-file {path(log)} " in err, err
-    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before
+    assert _contents(tmp_path) == before
     assert not (tmp_path / "out").exists()
 
 
@@ -74,18 +85,12 @@ INSIDE_OUT = [  # module, argv, a log file inside what the tool writes
 @pytest.mark.parametrize("module, argv, log", INSIDE_OUT, ids=[c[0] for c in INSIDE_OUT])
 def test_a_log_file_inside_what_the_tool_writes_is_refused(module, argv, log, data, tmp_path, capsys):
     main = importlib.import_module(f"speechkit.bin.{module}").main
-
-    def path(a):
-        for k, v in (("DATA", data), ("OUT", tmp_path / "out"), ("T", tmp_path)):
-            if a == k or a.startswith(k + "/"):
-                return str(v) + a[len(k):]
-        return a
-
-    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    path = _resolver(data, tmp_path)
+    before = _contents(tmp_path)
     assert main([path(a) for a in argv] + ["--log-file", path(log)]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"error: --log-file {path(log)} " in err and ("written whole" in err or "would be replaced by" in err), err
-    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before
+    assert _contents(tmp_path) == before
     assert not (tmp_path / "out").exists()
 
 
