@@ -14,20 +14,27 @@ def _snapshot(*dirs):
     return {p: p.read_bytes() for d in dirs for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def feats(tmp_path):
-    """Two feature dirs (feats.scp + ark, feats.yaml, frame_shift) of two utterances."""
+def _two_feature_dirs(tmp_path, matrix, feats_yaml, frame_shift):
+    """``[<tmp>/ref, <tmp>/hyp]``, each a feature dir of utterances u1 and u2: feats.scp + raw.1.ark holding
+    ``matrix()`` (called once per utterance, ref's first), feats.yaml and frame_shift with the given text."""
     dirs = []
     for name in ("ref", "hyp"):
         d = tmp_path / name
         d.mkdir()
         with kaldiio.WriteHelper(f"ark,scp:{d / 'raw.1.ark'},{d / 'feats.scp'}") as w:
             for utt in ("u1", "u2"):
-                w(utt, np.ones((5, 3), dtype=np.float32))
-        (d / "feats.yaml").write_text("type: world\nsample_rate: 16000\n")
-        (d / "frame_shift").write_text("0.01\n")
+                w(utt, matrix())
+        (d / "feats.yaml").write_text(feats_yaml)
+        (d / "frame_shift").write_text(frame_shift)
         dirs.append(d)
     return dirs
+
+
+@pytest.fixture
+def feats(tmp_path):
+    """Two feature dirs (feats.scp + ark, feats.yaml, frame_shift) of two utterances."""
+    return _two_feature_dirs(tmp_path, lambda: np.ones((5, 3), dtype=np.float32),
+                             "type: world\nsample_rate: 16000\n", "0.01\n")
 
 
 def test_score_wer_outputs_onto_its_inputs_are_refused(tmp_path, capsys):
@@ -98,18 +105,11 @@ def _world_dirs(tmp_path):
     """REF and HYP as score-mcd reads them: 9-column WORLD features (mcep_dim 6, lf0, vuv, bap), feats.yaml,
     frame_shift."""
     rng = np.random.default_rng(0)
-    dirs = []
-    for name in ("ref", "hyp"):
-        d = tmp_path / name
-        d.mkdir()
-        with kaldiio.WriteHelper(f"ark,scp:{d / 'raw.1.ark'},{d / 'feats.scp'}") as w:
-            for utt in ("u1", "u2"):
-                w(utt, np.column_stack([rng.normal(size=(20, 6)), np.log(rng.uniform(90, 250, 20)),
-                                        rng.uniform(size=20) > 0.3, rng.normal(size=20)]).astype(np.float32))
-        (d / "feats.yaml").write_text("type: world\nsample_rate: 16000\nmcep_dim: 6\nframe_period: 5.0\n")
-        (d / "frame_shift").write_text("0.005\n")
-        dirs.append(d)
-    return dirs
+    return _two_feature_dirs(
+        tmp_path,
+        lambda: np.column_stack([rng.normal(size=(20, 6)), np.log(rng.uniform(90, 250, 20)),
+                                 rng.uniform(size=20) > 0.3, rng.normal(size=20)]).astype(np.float32),
+        "type: world\nsample_rate: 16000\nmcep_dim: 6\nframe_period: 5.0\n", "0.005\n")
 
 
 def test_log_files_never_append_to_an_input(tmp_path, capsys):
