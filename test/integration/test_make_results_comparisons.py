@@ -8,19 +8,10 @@ import json
 import math
 from pathlib import Path
 
-import pytest
+from test_make_results_outputs import _cli, recipe_fixture
 
-from test_make_results_outputs import _cli, _load
-
-
-@pytest.fixture(scope="module")
-def indic():
-    return _load("indic_multilingual")
-
-
-@pytest.fixture(scope="module")
-def tcstar():
-    return _load("tcstar_salad")
+indic = recipe_fixture("indic_multilingual")
+tcstar = recipe_fixture("tcstar_salad")
 
 
 def _indic_results(root: Path, mono_wer: list, ms_wer: list) -> Path:

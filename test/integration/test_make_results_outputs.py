@@ -31,24 +31,16 @@ def _load(recipe: str):
     return mod
 
 
-@pytest.fixture(scope="module")
-def zs():
-    return _load("zerospeech2019")
+def recipe_fixture(recipe: str):
+    """A module-scoped fixture (named after the attribute it is assigned to) giving ``recipe``'s
+    local/make_results.py module, loaded once per test module by :func:`_load`."""
+    return pytest.fixture(scope="module")(lambda: _load(recipe))
 
 
-@pytest.fixture(scope="module")
-def vctk():
-    return _load("vctk_continual")
-
-
-@pytest.fixture(scope="module")
-def indic():
-    return _load("indic_multilingual")
-
-
-@pytest.fixture(scope="module")
-def tcstar():
-    return _load("tcstar_salad")
+zs = recipe_fixture("zerospeech2019")
+vctk = recipe_fixture("vctk_continual")
+indic = recipe_fixture("indic_multilingual")
+tcstar = recipe_fixture("tcstar_salad")
 
 
 def _cli(mod, argv, capsys) -> tuple[int, str]:
