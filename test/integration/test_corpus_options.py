@@ -4,30 +4,21 @@ the registry), and indic_multilingual's data/.setup now records --speed_perturb,
 --test_sets, so a later --stage uses them and a contradicting one is an error naming both values.
 
 Each recipe runs in a temporary folder of links to its files; indic's data preparer and speechkit-train are
-stubs (as in test_indic_recipe_setup.py)."""
+stubs (test_indic_recipe_setup.stub_recipe and run)."""
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from speechkit.data.corpora import CORPORA
+from test_indic_recipe_setup import run, stub_recipe
 
 pytestmark = pytest.mark.integration
 
 EGS = Path(__file__).resolve().parents[2] / "egs"
 RECIPES = ("zerospeech2019", "tcstar_salad", "vctk_continual", "indic_multilingual")
-
-STUB_TRAIN = """#!/usr/bin/env bash
-exp=; prev=
-for a in "$@"; do [ "$prev" = --exp-dir ] && exp=$a; prev=$a; done
-mkdir -p "$exp/checkpoints"
-echo "$*" > "$exp/args"
-touch "$exp/checkpoints/best.pt"
-"""
 
 # two languages, two utterances per set
 STUB_PREP = """#!/usr/bin/env bash
@@ -43,24 +34,9 @@ done
 
 
 def make_work(tmp_path: Path, name: str) -> Path:
-    work = tmp_path / name
-    work.mkdir()
-    for f in ("run.sh", "path.sh", "cmd.sh", "utils", "conf", "local"):
-        (work / f).symlink_to(EGS / name / f)
-    stubs = tmp_path / "stubs"
-    stubs.mkdir(exist_ok=True)
-    (stubs / "speechkit-train").write_text(STUB_TRAIN)
-    (stubs / "speechkit-train").chmod(0o755)
-    (work / "fake_prep.sh").write_text(STUB_PREP)
-    (work / "fake_prep.sh").chmod(0o755)
+    work = stub_recipe(EGS / name, tmp_path / name, STUB_PREP)
     (tmp_path / "db").mkdir(exist_ok=True)
     return work
-
-
-def run(work: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{work.parent / 'stubs'}:{Path(sys.executable).parent}:{os.environ['PATH']}",
-               OMP_NUM_THREADS="1")
-    return subprocess.run(["./run.sh", *args], cwd=work, env=env, capture_output=True, text=True, timeout=120)
 
 
 def setup_of(work: Path) -> dict[str, str]:

@@ -42,25 +42,33 @@ done
 """
 
 
-@pytest.fixture
-def work(tmp_path):
-    w = tmp_path / "recipe"
-    w.mkdir()
+def stub_recipe(recipe: Path, work: Path, prep: str) -> Path:
+    """``work`` (created): links to ``recipe``'s run.sh, path.sh, cmd.sh, utils, conf and local, plus
+    ``fake_prep.sh`` holding ``prep``; and ``work.parent/stubs/speechkit-train`` (:data:`STUB_TRAIN`, which
+    :func:`run` puts first on PATH). Several recipes may share one parent (and so one stubs folder)."""
+    work.mkdir()
     for name in ("run.sh", "path.sh", "cmd.sh", "utils", "conf", "local"):
-        (w / name).symlink_to(RECIPE / name)
-    stubs = tmp_path / "stubs"
-    stubs.mkdir()
+        (work / name).symlink_to(recipe / name)
+    stubs = work.parent / "stubs"
+    stubs.mkdir(exist_ok=True)
     (stubs / "speechkit-train").write_text(STUB_TRAIN)
     (stubs / "speechkit-train").chmod(0o755)
-    (w / "fake_prep.sh").write_text(STUB_PREP)
-    (w / "fake_prep.sh").chmod(0o755)
+    (work / "fake_prep.sh").write_text(prep)
+    (work / "fake_prep.sh").chmod(0o755)
+    return work
+
+
+@pytest.fixture
+def work(tmp_path):
+    w = stub_recipe(RECIPE, tmp_path / "recipe", STUB_PREP)
     db = tmp_path / "db"
     db.mkdir()
     (db / "langs").write_text("hi\nmr\n")
     return w
 
 
-def run(work, *args):
+def run(work: Path, *args: str) -> subprocess.CompletedProcess:
+    """``./run.sh ARGS`` in ``work`` with the stubs of :func:`stub_recipe` first on PATH (120 s at most)."""
     env = dict(os.environ, PATH=f"{work.parent / 'stubs'}:{Path(sys.executable).parent}:{os.environ['PATH']}",
                OMP_NUM_THREADS="1")
     return subprocess.run(["./run.sh", *args], cwd=work, env=env, capture_output=True, text=True, timeout=120)
