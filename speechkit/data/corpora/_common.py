@@ -216,6 +216,21 @@ def check_sample_rate(sample_rate: int | None) -> None:
         raise ValueError(f"--sample-rate must be a positive integer (Hz), got {sample_rate}")
 
 
+def check_parts(parts: Iterable[str] | None, known: Iterable[str]) -> list[str]:
+    """The corpus parts to prepare: ``parts`` as a list, or every name of ``known`` (in its order) when
+    ``parts`` is None or empty.
+
+    Raises:
+        ValueError: a part not in ``known``, naming ``--parts``, the part and the known names.
+    """
+    known = list(known)
+    wanted = list(parts or known)
+    bad = [p for p in wanted if p not in known]
+    if bad:
+        raise ValueError(f"--parts: '{bad[0]}' is not one of {', '.join(known)}")
+    return wanted
+
+
 # ---------------------------------------------------------------------------------------- side files
 def _alignment_lines(path: str | os.PathLike, rows: Iterable[tuple[str, float, float, str]]) -> dict[str, list[str]]:
     """``rows`` as :attr:`DataDir.phone_alignments` (utt -> ``"<start> <end> <phone>"`` lines, 4 decimals, by start),
@@ -331,6 +346,6 @@ def finish(d: DataDir, out_dir: str | os.PathLike, *, spk2gender: dict[str, str]
 
 __all__ = [
     "PHONE_ALIGNMENTS", "SPK2GENDER", "SkipLog", "read_metadata_lines", "AUDIO_REASONS", "normalize_text", "probe_or_skip",
-    "wav_entry", "sox_reads", "check_sample_rate", "write_phone_alignments", "read_phone_alignments",
+    "wav_entry", "sox_reads", "check_sample_rate", "check_parts", "write_phone_alignments", "read_phone_alignments",
     "write_side_file", "finish",
 ]

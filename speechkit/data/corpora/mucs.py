@@ -39,6 +39,7 @@ from pathlib import Path
 from speechkit.data.corpora._common import (
     AUDIO_REASONS,
     SkipLog,
+    check_parts,
     check_sample_rate,
     finish,
     normalize_text,
@@ -258,10 +259,7 @@ def prepare_mucs_corpus(corpus_dir: str | os.PathLike, out_dir: str | os.PathLik
     """
     check_sample_rate(sample_rate)
     root = Path(corpus_dir)
-    wanted_parts = list(parts or SPLITS)
-    bad = [p for p in wanted_parts if p not in SPLITS]
-    if bad:
-        raise ValueError(f"--parts: '{bad[0]}' is not one of {', '.join(SPLITS)}")
+    wanted_parts = check_parts(parts, SPLITS)
     found = _language_folders(root)
     wanted = languages or sorted(found)
     missing = [lang for lang in wanted if lang not in found]

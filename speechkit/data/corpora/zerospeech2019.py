@@ -31,7 +31,9 @@ import os
 import shutil
 from pathlib import Path
 
-from speechkit.data.corpora._common import AUDIO_REASONS, SkipLog, check_sample_rate, finish, probe_or_skip, wav_entry
+from speechkit.data.corpora._common import (
+    AUDIO_REASONS, SkipLog, check_parts, check_sample_rate, finish, probe_or_skip, wav_entry,
+)
 from speechkit.data.datadir import DataDir, subset
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
 
@@ -198,10 +200,7 @@ def prepare_zerospeech2019_corpus(corpus_dir: str | os.PathLike, out_dir: str | 
     """
     check_sample_rate(sample_rate)
     db = Path(corpus_dir)
-    wanted = list(parts or PARTS)
-    bad = [p for p in wanted if p not in PARTS]
-    if bad:
-        raise ValueError(f"--parts: '{bad[0]}' is not one of {', '.join(PARTS)}")
+    wanted = check_parts(parts, PARTS)
     d = DataDir(wav_scp={}, utt2spk={}, utt2dur={})
     origin: dict[str, str] = {}
     for part in wanted:

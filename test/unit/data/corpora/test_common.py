@@ -9,7 +9,7 @@ import pytest
 import soundfile as sf
 
 from speechkit.data.corpora._common import (
-    SkipLog, normalize_text, probe_or_skip, read_metadata_lines, read_phone_alignments, wav_entry,
+    SkipLog, check_parts, normalize_text, probe_or_skip, read_metadata_lines, read_phone_alignments, wav_entry,
     write_phone_alignments,
 )
 from speechkit.utils.fileio import DataError
@@ -94,3 +94,13 @@ def test_phone_alignments_round_trip_sorted(tmp_path):
     f.write_text("u1 0.0 x sil\n")
     with pytest.raises(DataError, match="phone_alignments:1"):
         read_phone_alignments(f)
+
+
+def test_check_parts_defaults_to_all_and_names_an_unknown_part():
+    """mucs and zerospeech2019's --parts rule: none given is every known part in order (a dict's keys)."""
+    known = {"unit": ("train", "unit"), "voice": ("train", "voice"), "test": ("test",)}
+    assert check_parts(None, known) == ["unit", "voice", "test"]
+    assert check_parts([], ("train", "dev")) == ["train", "dev"]
+    assert check_parts(("test", "unit"), known) == ["test", "unit"]
+    with pytest.raises(ValueError, match="^--parts: 'dev' is not one of unit, voice, test$"):
+        check_parts(["unit", "dev"], known)
