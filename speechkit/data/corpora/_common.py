@@ -210,6 +210,22 @@ def wav_entry(path: str | os.PathLike, native_sr: int, sample_rate: int | None =
     return f"sox -R {shlex.quote(path)} -t wav -r {int(sample_rate)} -b 16 -c 1 - |"
 
 
+def add_probed(d: DataDir, utt: str, path: str | os.PathLike, text: str, speaker: str, skips: SkipLog,
+               sample_rate: int | None, *, key: str | None = None) -> bool:
+    """Add utterance ``utt`` of audio file ``path`` to ``d`` (``wav_scp`` by :func:`wav_entry` at
+    ``sample_rate``, ``text``, ``utt2spk`` = ``speaker``, ``utt2dur`` in seconds) if :func:`probe_or_skip` can
+    read it (``key``, default ``utt``, names it in the skip report); False, with ``d`` unchanged, if it cannot."""
+    probed = probe_or_skip(path, utt if key is None else key, skips)
+    if probed is None:
+        return False
+    n, sr = probed
+    d.wav_scp[utt] = wav_entry(path, sr, sample_rate)
+    d.text[utt] = text
+    d.utt2spk[utt] = speaker
+    d.utt2dur[utt] = n / sr
+    return True
+
+
 def check_sample_rate(sample_rate: int | None) -> None:
     """Raise ``ValueError`` unless ``sample_rate`` is ``None`` or a positive integer (Hz)."""
     if sample_rate is not None and (int(sample_rate) != sample_rate or sample_rate <= 0):
@@ -345,7 +361,7 @@ def finish(d: DataDir, out_dir: str | os.PathLike, *, spk2gender: dict[str, str]
 
 
 __all__ = [
-    "PHONE_ALIGNMENTS", "SPK2GENDER", "SkipLog", "read_metadata_lines", "AUDIO_REASONS", "normalize_text", "probe_or_skip",
+    "PHONE_ALIGNMENTS", "SPK2GENDER", "SkipLog", "add_probed", "read_metadata_lines", "AUDIO_REASONS", "normalize_text", "probe_or_skip",
     "wav_entry", "sox_reads", "check_sample_rate", "check_parts", "write_phone_alignments", "read_phone_alignments",
     "write_side_file", "finish",
 ]

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from speechkit.data.corpora._common import (
-    AUDIO_REASONS, SkipLog, check_sample_rate, finish, normalize_text, probe_or_skip, read_metadata_lines, wav_entry,
+    AUDIO_REASONS, SkipLog, add_probed, check_sample_rate, finish, normalize_text, read_metadata_lines,
 )
 from speechkit.data.datadir import DataDir
 from speechkit.utils.fileio import DataError
@@ -146,15 +146,8 @@ def prepare_commonvoice(corpus_dir: str | os.PathLike, out_dir: str | os.PathLik
         if utt in d.utt2spk:
             skips.skip("duplicate", f"{where}: clip '{clip}' listed again")
             continue
-        wav = folder / "clips" / clip
-        probed = probe_or_skip(wav, utt, skips)
-        if probed is None:
+        if not add_probed(d, utt, folder / "clips" / clip, text, spk, skips, sample_rate):
             continue
-        n, sr = probed
-        d.wav_scp[utt] = wav_entry(wav, sr, sample_rate)
-        d.text[utt] = text
-        d.utt2spk[utt] = spk
-        d.utt2dur[utt] = n / sr
         if row["locale"].strip():
             d.utt2lang[utt] = _language(row["locale"].strip())
         g = _gender(row.get("gender", ""))

@@ -39,13 +39,12 @@ from pathlib import Path
 from speechkit.data.corpora._common import (
     AUDIO_REASONS,
     SkipLog,
+    add_probed,
     check_parts,
     check_sample_rate,
     finish,
     normalize_text,
-    probe_or_skip,
     read_metadata_lines,
-    wav_entry,
 )
 from speechkit.data.datadir import DataDir, c_sorted, subset
 from speechkit.utils.fileio import DataError
@@ -110,16 +109,9 @@ def prepare_split(split_dir: Path, lang: str, *, sample_rate: int | None = 16000
         if utt in d.utt2spk:
             skips.skip("malformed", f"{trans}:{lineno}: duplicate utterance '{mucs_id}'")
             continue
-        wav = split_dir / "audio" / f"{mucs_id}.wav"
-        probed = probe_or_skip(wav, mucs_id, skips)
-        if probed is None:
+        if not add_probed(d, utt, split_dir / "audio" / f"{mucs_id}.wav", text, spk, skips, sample_rate, key=mucs_id):
             continue
-        n, sr = probed
-        d.wav_scp[utt] = wav_entry(wav, sr, sample_rate)
-        d.text[utt] = text
-        d.utt2spk[utt] = spk
         d.utt2lang[utt] = lang
-        d.utt2dur[utt] = n / sr
     skips.summary(len(lines), ("malformed", "no-text") + AUDIO_REASONS)
     if len(d) == 0:
         raise DataError(f"{split_dir}: no usable utterance (see the skip report above)")

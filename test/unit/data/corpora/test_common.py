@@ -9,9 +9,10 @@ import pytest
 import soundfile as sf
 
 from speechkit.data.corpora._common import (
-    SkipLog, check_parts, normalize_text, probe_or_skip, read_metadata_lines, read_phone_alignments, wav_entry,
+    SkipLog, add_probed, check_parts, normalize_text, probe_or_skip, read_metadata_lines, read_phone_alignments, wav_entry,
     write_phone_alignments,
 )
+from speechkit.data.datadir import DataDir
 from speechkit.utils.fileio import DataError
 
 
@@ -104,3 +105,16 @@ def test_check_parts_defaults_to_all_and_names_an_unknown_part():
     assert check_parts(("test", "unit"), known) == ["test", "unit"]
     with pytest.raises(ValueError, match="^--parts: 'dev' is not one of unit, voice, test$"):
         check_parts(["unit", "dev"], known)
+
+
+def test_add_probed_adds_a_readable_file_and_skips_a_missing_one(tmp_path, caplog):
+    good = tmp_path / "good.wav"
+    sf.write(good, np.zeros(800, dtype=np.float32), 8000)
+    d, skips = DataDir(wav_scp={}, text={}, utt2spk={}, utt2dur={}), SkipLog()
+    assert add_probed(d, "s_u1", good, "a b", "s", skips, None)
+    assert (d.wav_scp, d.text, d.utt2spk, d.utt2dur) == ({"s_u1": str(good)}, {"s_u1": "a b"}, {"s_u1": "s"},
+                                                         {"s_u1": 0.1})
+    assert not add_probed(d, "s_u2", tmp_path / "gone.wav", "c", "s", skips, None, key="u2")
+    assert list(d.wav_scp) == list(d.text) == list(d.utt2spk) == list(d.utt2dur) == ["s_u1"]
+    assert dict(skips.counts) == {"missing": 1}
+    assert f"'u2': {tmp_path / 'gone.wav'}: no such file" in caplog.text
