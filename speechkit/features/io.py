@@ -21,6 +21,7 @@ import yaml
 from speechkit.data.datadir import GLOBAL_CMVN
 from speechkit.features.cmvn import apply_cmvn
 from speechkit.utils.fileio import DataError, atomic_write, naming_write_errors, read_lines, read_table
+from speechkit.utils.outputs import scp_entry_file  # re-exported: the one parser of an scp value (recognize, tests)
 
 logger = logging.getLogger(__name__)
 
@@ -88,14 +89,6 @@ def scp_files(scp: str | os.PathLike) -> list[Path]:
         if not value.rstrip().endswith("|"):
             out.setdefault(Path(scp_entry_file(value)), None)
     return list(out)
-
-
-def scp_entry_file(value: str) -> str:
-    """The file one scp value reads: ``PATH:OFFSET[slice]``, ``PATH:OFFSET`` or ``PATH`` -> ``PATH``."""
-    import re
-
-    m = re.fullmatch(r"(.*?)(?::\d+)?(?:\[[^\]]*\])?", value.strip())
-    return m.group(1) if m else value
 
 
 def feature_dir_inputs(feature_dir: str | os.PathLike) -> list[tuple[str, Path]]:

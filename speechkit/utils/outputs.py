@@ -129,6 +129,12 @@ DATA_DIR_MARKERS = ("utt2spk", "wav.scp", "feats.scp")
 _SCP_ENTRY = re.compile(r"(.*?)(?::\d+)?(?:\[[^\]]*\])?")
 
 
+def scp_entry_file(value: str) -> str:
+    """The file one scp value reads: ``PATH:OFFSET[slice]``, ``PATH:OFFSET`` or ``PATH`` -> ``PATH``."""
+    m = _SCP_ENTRY.fullmatch(value.strip())
+    return m.group(1) if m else value
+
+
 def _table_name(p: Path) -> bool:
     return p.name in DATA_DIR_FILES or p.suffix in _DIR_FILE_SUFFIXES
 
@@ -164,8 +170,7 @@ def files_read_by_tables(d: PathLike) -> list[tuple[str, Path]]:
                 files = [Path(w) for w in value[:-1].split() if "/" in w or "." in w]
                 files = [f for f in files if f.is_file()]
             else:
-                m = _SCP_ENTRY.fullmatch(value)
-                files = [Path(m.group(1) if m else value)]
+                files = [Path(scp_entry_file(value))]
             for f in files:
                 out.setdefault(f, f"a file {scp} reads")
     return [(label, f) for f, label in out.items()]
