@@ -20,7 +20,7 @@ After episode ``l`` of a ``speechkit-train-continual`` run (``EXP``), for ``l = 
    FG (eq. 2, its maximum taken over the episodes since the speaker was seen: see
    :func:`~speechkit.scoring.speaker_verification.forgetting`) per episode.
 
-Files (``EVAL = EXP/eval``)::
+Files (``EVAL = EXP/eval``, or the ``eval_dir`` given: e.g. ``EXP/eval_dev`` for the dev utterances)::
 
     EVAL/episode_<tt>.json     verifier classes and held-out accuracy, a_{l,i} per seen speaker,
                                each synthesized utterance's prediction, and ``inputs``: a content
@@ -266,7 +266,8 @@ class _Synthesizer(Synthesizer):
 
 
 def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, gt_train: str | os.PathLike,
-                       gt_test: str | os.PathLike, cfg: EvalConfig | None = None) -> dict:
+                       gt_test: str | os.PathLike, cfg: EvalConfig | None = None,
+                       eval_dir: str | os.PathLike | None = None) -> dict:
     """Evaluate every finished episode of ``exp_dir`` (see the module docstring); resumable.
 
     Args:
@@ -277,6 +278,8 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
         gt_test: embed dir of held-out vocoded ground truth (the verifier's accuracy; the ground-truth
             points of the embedding map).
         cfg: options.
+        eval_dir: where the results go (default ``exp_dir/eval``); scoring other sentences (the dev
+            utterances) into another dir keeps the test results as they are.
 
     Returns:
         The content of ``EVAL/scores.json``: ``order`` (evaluated episodes' speakers),
@@ -306,7 +309,7 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
     if not cfg.min_speech >= 0:
         raise ValueError(f"min_speech must be >= 0, got {cfg.min_speech}")
     exp, test_dir = Path(exp_dir), Path(test_dir)
-    out = exp / "eval"
+    out = Path(eval_dir) if eval_dir is not None else exp / "eval"
     order, done = _episodes(exp)
     extra = [s for s in cfg.extra_speakers if s not in order]
     train_gt, test_gt = GroundTruth(gt_train), GroundTruth(gt_test)
