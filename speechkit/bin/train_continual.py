@@ -2,14 +2,17 @@
 
   speechkit-train-continual [--config CONF.yaml] --exp-dir EXP [--print-config] [--KEY VALUE ...]
 
-  e.g. speechkit-train-continual --exp-dir exp/continual/er_seed1 --strategy er --buffer-size 5 --seed 1 \\
+  e.g. speechkit-train-continual --exp-dir exp/continual/er_order1 --strategy er --buffer-size 5 --order 1 --seed 1 \\
          --init-dir exp/pretrain/salad --train-dir data/continual/train --valid-dir data/continual/valid \\
          --speaker-embeddings data/continual/emb/spk_embeddings.scp --trainer.max_epochs 30
 
 Adapts the model of --init-dir (speechkit-train salad | musa_rnn | tacotron2 trained with
-data.speaker_embeddings) to the continual speakers of --train-dir, one per episode, in an order
-drawn from --seed, with --strategy jt | jt_cumulative | sa | ewc | er | er_kd | er_br (joint
-training as the paper defines it, cumulative joint fine-tuning (this toolkit's own variant),
+data.speaker_embeddings) to the continual speakers of --train-dir, one per episode, in the order
+of row --order K of their Williams design (rows 1..n, n speakers: distinct permutations, no two
+beginning with the same speaker, balanced for the speaker that comes before; odd n: rows n+1..2n
+reverse them; a K beyond the design is an error) or, with --order 0 (the default), a permutation
+drawn from --seed (--seed also seeds the replay selection and shuffling), with --strategy
+jt | jt_cumulative | sa | ewc | er | er_kd | er_br (joint training as the paper defines it, cumulative joint fine-tuning (this toolkit's own variant),
 sequential adaptation, EWC with --ewc-lambda, experience replay with --buffer-size N_B, ER with
 knowledge distillation (ER-KD: the model's own outputs as buffer targets), ER with buffer
 replication (ER-BR: buffer items replicated --replicate K times); all but jt_cumulative are
@@ -22,7 +25,7 @@ previous episode's weights, early-stopped on the new speaker (what jt meant in r
 has no "version": they resume as jt_cumulative). Train/valid dirs hold labels.scp, feats.scp,
 utt2spk (+ feats.yaml) of all continual speakers.
 
-Writes EXP/plan.json, EXP/episode_<tt>_<spk>/ (a speechkit-train experiment dir: use it as
+Writes EXP/plan.json (the order and, in extra.order_design, how it was made), EXP/episode_<tt>_<spk>/ (a speechkit-train experiment dir: use it as
 --model-dir of speechkit-tts-synthesize, with --speaker SPK for any speaker in its `speakers`
 file; plus episode.json = what was trained), EXP/episodes.jsonl (one JSON line per episode).
 Re-running the command resumes: finished episodes are skipped, an interrupted one continues from
@@ -40,7 +43,7 @@ override, '-' and '_' alike, values parsed as YAML; see them all with --print-co
 strategy's own option given on the command line for another strategy is an error naming it
 (--buffer-size: er | er_kd | er_br; --replicate: er_br; --ewc-lambda, --ewc-mode: ewc); a --config
 file may hold them for every strategy (one file for all runs). Out-of-range values (a negative
---buffer-size or --seed, --replicate < 1, --ewc-lambda < 0 or not finite) are errors naming the
+--buffer-size, --order or --seed, --replicate < 1, --ewc-lambda < 0 or not finite) are errors naming the
 key; so are er* without --buffer-size >= 1 and ewc without --ewc-lambda > 0.
 """
 from __future__ import annotations
@@ -73,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the resolved config as commented YAML and exit")
     p.add_argument("--log-file", "--log_file", dest="log_file", default=None, help="also append the log here")
     p.add_argument("--verbose", action="store_true", help="debug logging")
-    p.epilog = ("config overrides: --strategy jt|jt_cumulative|sa|ewc|er|er_kd|er_br --seed N --buffer-size N_B "
+    p.epilog = ("config overrides: --strategy jt|jt_cumulative|sa|ewc|er|er_kd|er_br --order K --seed N "
+                "--buffer-size N_B "
                 "--replicate K "
                 "--ewc-lambda L --init-dir EXP --train-dir D --valid-dir D --speaker-embeddings SCP "
                 "--speakers [a,b] --pretrain-dir D --trainer.<key> VALUE (see --print-config)")

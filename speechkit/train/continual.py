@@ -1,7 +1,8 @@
 """Continual-learning strategies for speaker adaptation, model-agnostic (any ``torch.nn.Module`` and loss).
 
 Hemati & Borth (Interspeech 2021), "Continual Speaker Adaptation for Text-to-Speech Synthesis", section 3 and
-Algorithm 1: after pre-training, one new speaker per *episode*, in a seeded random order. The
+Algorithm 1: after pre-training, one new speaker per *episode*, in a seeded random order (the paper's
+three random orders, sec. 4) or in a row of a Williams design (:func:`design_order`). The
 strategies (the paper's names, sections 3.1-3.2.4, except ``jt_cumulative``):
 
 ``jt``      joint training (JT, sec. 3.1, eq. 3, the upper bound): the paper trains once, from
@@ -29,7 +30,9 @@ optimiser at each episode, synthesis and scoring. What it gives:
 * :class:`EWC` -- diagonal Fisher (eq. 5), accumulation over episodes, the penalty and its state;
 * :class:`ReplayBuffer` -- per-speaker selection, ER-KD targets through a callback, state;
 * :func:`mix_with_buffer` -- new data + (replicated) buffer, deterministically shuffled;
-* :class:`EpisodePlan` -- speaker order from a seed, per-episode training set of each strategy,
+* :func:`williams_design`, :func:`design_order` -- speaker orders that are distinct permutations,
+  no two beginning with the same speaker (a Latin square), balanced for carry-over;
+* :class:`EpisodePlan` -- speaker order from a seed or a design row, per-episode training set of each strategy,
   and the resume check (a resumed run must use the saved order, strategy and training settings).
 
 All randomness derives from explicit seeds (NumPy ``default_rng``), never from global state, so a
@@ -56,7 +59,8 @@ from speechkit.utils.fileio import DataError, atomic_write
 logger = logging.getLogger(__name__)
 
 __all__ = ["STRATEGIES", "STRATEGY_OPTIONS", "check_strategy_options", "fisher_diagonal", "EWC", "ReplayBuffer",
-           "mix_with_buffer", "EpisodePlan", "PlanMismatchError", "PLAN_VERSION", "settings_fingerprint"]
+           "mix_with_buffer", "EpisodePlan", "PlanMismatchError", "PLAN_VERSION", "settings_fingerprint",
+           "williams_design", "design_order"]
 
 #: Strategy names (Hemati & Borth 2021, sections 3.1-3.2.4: JT, SA, EWC, ER, ER-KD, ER-BR;
 #: ``jt_cumulative`` is this toolkit's own variant, not the paper's).
@@ -408,6 +412,71 @@ def mix_with_buffer(new_items: Sequence[Any], buffer_items: Sequence[Any], *, se
     return [out[i] for i in perm]
 
 
+# ============================================================================================ orders
+def williams_design(n: int) -> list[list[int]]:
+    """The rows of a Williams design over ``n`` treatments (here: speakers), balanced for position
+    and for the treatment that comes right before ("first-order carry-over").
+
+    Williams, E. J. (1949), "Experimental designs balanced for the estimation of residual effects of
+    treatments", Australian Journal of Scientific Research, Series A 2(2), 149-168. The first row is
+    ``0, 1, n-1, 2, n-2, 3, ...``; row ``i`` (0-based) adds ``i`` to every entry of it modulo ``n``.
+    Those ``n`` rows form a Latin square: every treatment once in every row and once in every
+    column, so the ``n`` rows begin with ``n`` different treatments. For even ``n`` every ordered
+    pair ``(a, b)``, ``a != b``, stands side by side (``a`` right before ``b``) in exactly one row. For
+    odd ``n`` no square of ``n`` rows does that; Williams adds the ``n`` rows reversed (rows
+    ``n+1 .. 2n``), after which every ordered pair stands side by side in exactly two rows; those
+    mirror rows begin with the treatments rows ``1..n`` end with, so they repeat first treatments.
+
+    Args:
+        n: the number of treatments (>= 1).
+
+    Returns:
+        ``n`` rows (even ``n``, and ``n = 1``) or ``2n`` rows (odd ``n >= 3``), each a permutation
+        of ``range(n)``.
+
+    Raises:
+        ValueError: ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"a Williams design needs at least 1 treatment, got {n}")
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + i) % n for x in first] for i in range(n)]
+    if n % 2 and n > 1:
+        rows += [r[::-1] for r in rows]
+    return rows
+
+
+def design_order(speakers: Iterable[str], row: int) -> list[str]:
+    """Row ``row`` (1-based) of :func:`williams_design` over the distinct ``speakers`` in C (byte)
+    order: the speaker order of a continual run. Rows ``1..n`` (``n`` speakers) are distinct
+    permutations no two of which begin with the same speaker; with an odd ``n``, rows ``n+1..2n``
+    are rows ``1..n`` reversed (Williams's completion: they begin with speakers rows ``1..n``
+    already began with).
+
+    Example: speakers ``sp05 sp06 sp07 sp08``: row 1 ``sp05 sp06 sp08 sp07``, row 2
+    ``sp06 sp07 sp05 sp08``, row 3 ``sp07 sp08 sp06 sp05``, row 4 ``sp08 sp05 sp07 sp06``.
+
+    Raises:
+        ValueError: no speakers, or ``row`` outside ``1..len(williams_design(n))`` (the message
+            gives the range).
+    """
+    spk = sorted(set(speakers), key=lambda s: s.encode("utf-8"))
+    if not spk:
+        raise ValueError("no continual speakers to order")
+    rows = williams_design(len(spk))
+    if not 1 <= row <= len(rows):
+        more = (f"; rows {len(spk) + 1}-{len(rows)} reverse rows 1-{len(spk)}" if len(rows) > len(spk) else "")
+        raise ValueError(f"row {row} is out of range: the Williams design over {len(spk)} speakers has rows "
+                         f"1-{len(rows)}{more}")
+    return [spk[i] for i in rows[row - 1]]
+
+
 # ============================================================================================ plan
 def _plain_settings(d: Mapping[str, Any]) -> dict:
     """``d`` as plain JSON data (what plan.json holds: tuples -> lists, other objects -> str)."""
@@ -482,11 +551,23 @@ class EpisodePlan:
             self.training_sha256 = settings_fingerprint(self.training)
 
     @classmethod
-    def create(cls, speakers: Iterable[str], strategy: str, seed: int, **kwargs) -> "EpisodePlan":
-        """A plan whose order is a permutation of the (C-sorted) ``speakers`` drawn from ``seed``."""
+    def create(cls, speakers: Iterable[str], strategy: str, seed: int, *, row: int = 0,
+               **kwargs) -> "EpisodePlan":
+        """A plan over the (C-sorted) ``speakers``: ``row`` 0, a permutation drawn from ``seed``;
+        ``row`` K >= 1, row K of their Williams design (:func:`design_order`), ``seed`` then
+        seeding only the replay selection and shuffling.
+
+        Raises:
+            ValueError: ``row`` < 0 or beyond the design (:func:`design_order`), or invalid settings.
+        """
         spk = sorted(set(speakers), key=lambda s: s.encode("utf-8"))
-        perm = np.random.default_rng(int(seed)).permutation(len(spk))
-        return cls(strategy=strategy, order=[spk[i] for i in perm], seed=int(seed), **kwargs)
+        if row < 0:
+            raise ValueError(f"row must be >= 0 (0: an order drawn from the seed), got {row}")
+        if row:
+            order = design_order(spk, row)
+        else:
+            order = [spk[i] for i in np.random.default_rng(int(seed)).permutation(len(spk))]
+        return cls(strategy=strategy, order=order, seed=int(seed), **kwargs)
 
     # ------------------------------------------------------------------ views
     @property

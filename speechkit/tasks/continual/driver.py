@@ -3,7 +3,8 @@
 Hemati & Borth (2021), "Continual Speaker Adaptation for Text-to-Speech Synthesis", Algorithm 1:
 a model pre-trained on some speakers (``theta_init``: an experiment dir of ``speechkit-train salad``,
 ``musa_rnn`` or ``tacotron2`` trained with ``data.speaker_embeddings``) is adapted to the continual speakers one per episode, in
-an order drawn from ``seed`` (:class:`~speechkit.train.continual.EpisodePlan`), with one of the
+row ``order`` of their Williams design (:func:`~speechkit.train.continual.design_order`; ``order`` 0:
+a permutation drawn from ``seed``; :class:`~speechkit.train.continual.EpisodePlan`), with one of the
 strategies of :mod:`speechkit.train.continual` (``jt jt_cumulative sa ewc er er_kd er_br``). Episode ``t``:
 
 1. starts from the best weights of episode ``t-1`` (``theta_init`` for ``t = 1``); ``jt`` (the
@@ -47,7 +48,8 @@ freshly adapted model may not stop or may lose the alignment.
 
 Files (``EXP = exp_dir``)::
 
-    EXP/plan.json                    the EpisodePlan (strategy, order, seed, N_B, K, lambda) and the
+    EXP/plan.json                    the EpisodePlan (strategy, order, seed, N_B, K, lambda; ``extra``:
+                                     ``order_design``, how the order was made) and the
                                      training settings (:func:`training_settings`: trainer, model, data
                                      options) with their SHA-256; a resumed run asking for other ones
                                      is an error naming the keys and both values
@@ -102,13 +104,13 @@ from speechkit.tasks.tacotron2 import Tacotron2Task
 from speechkit.train.checkpoint import (
     DATA_FINGERPRINT, latest_checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint,
 )
-from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer
+from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer, design_order, williams_design
 from speechkit.train.trainer import Trainer, TrainerConfig, check_data_fingerprint
 from speechkit.utils.config import ConfigError, FieldError, from_dict, to_dict
 from speechkit.utils.fileio import DataError, atomic_write
 
 __all__ = ["ContinualConfig", "run_continual", "episode_dir_name", "EpisodeData", "episode_task",
-           "Tacotron2EpisodeTask", "teacher_forced_mels", "training_settings"]
+           "Tacotron2EpisodeTask", "teacher_forced_mels", "training_settings", "order_design"]
 
 log = logging.getLogger(__name__)
 
@@ -137,15 +139,19 @@ class ContinualConfig:
         valid_dir: the same for validation (each speaker needs at least one utterance).
         speaker_embeddings: spk_embeddings.scp with a vector for every continual speaker (''= the
             one theta_init was trained with).
-        speakers: the continual speakers ([] = every speaker of train_dir/utt2spk); their order is
-            drawn from seed.
+        speakers: the continual speakers ([] = every speaker of train_dir/utt2spk); their order: see
+            order.
         pretrain_dir: optional dir with theta_init's training data (as train_dir):
             EWC's Fisher at episode 1; without it episode 1 of ewc trains without a penalty.
         strategy: jt | jt_cumulative | sa | ewc | er | er_kd | er_br (Hemati & Borth 2021, sec. 3;
             jt: the paper's joint training from theta_init, at every episode; jt_cumulative: this
             toolkit's own variant, all seen speakers fine-tuned from the previous episode and
             early-stopped on the new speaker).
-        seed: speaker order, replay selection and shuffling.
+        order: the speaker order: K >= 1, row K of the Williams design over the C-sorted continual
+            speakers (speechkit.train.continual.design_order: rows 1..n are distinct permutations, no
+            two beginning with the same speaker; odd n: rows n+1..2n reverse them); 0, a
+            permutation drawn from seed (what every run did before this key existed).
+        seed: replay selection and shuffling; the speaker order too when order is 0.
         buffer_size: N_B, utterances per past speaker in the replay buffer (er, er_kd, er_br).
         replicate: K, copies of each buffer item (er_br; 1 otherwise).
         ewc_lambda: EWC's lambda (ewc: finite, > 0).
@@ -163,6 +169,7 @@ class ContinualConfig:
     speakers: list[str] = field(default_factory=list)
     pretrain_dir: str = ""
     strategy: Literal["jt", "jt_cumulative", "sa", "ewc", "er", "er_kd", "er_br"] = "sa"
+    order: int = 0
     seed: int = 0
     buffer_size: int = 0
     replicate: int = 1
@@ -181,6 +188,23 @@ class ContinualConfig:
             raise FieldError("ewc_lambda", f"must be a finite number >= 0, got {self.ewc_lambda}")
         if self.seed < 0:
             raise FieldError("seed", f"must be >= 0, got {self.seed}")
+        if self.order < 0:
+            raise FieldError("order", f"must be >= 0 (0: drawn from seed; K: row K of the Williams design), "
+                                      f"got {self.order}")
+
+
+def order_design(speakers: list[str], row: int, seed: int) -> dict[str, Any]:
+    """How a run's speaker order was made, as plan.json's ``extra.order_design`` records it.
+
+    Returns:
+        ``{"design": "williams", "row": K, "rows": R, "speakers": the C-sorted speakers}`` for
+        ``row`` K >= 1 (``R``: the design's number of rows, :func:`williams_design`), else
+        ``{"design": "seed", "seed": seed, "speakers": ...}`` (a permutation drawn from ``seed``).
+    """
+    spk = _c_sorted(set(speakers))
+    if row:
+        return {"design": "williams", "row": int(row), "rows": len(williams_design(len(spk))), "speakers": spk}
+    return {"design": "seed", "seed": int(seed), "speakers": spk}
 
 
 def episode_dir_name(t: int, speaker: str) -> str:
@@ -573,14 +597,23 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
                                           num_streams=cfg.num_streams or init_cfg.data.num_streams,
                                           window=cfg.window or init_cfg.data.window)
 
+    if cfg.order:
+        try:
+            design_order(speakers, cfg.order)
+        except ValueError as e:
+            raise FieldError("order", str(e)) from None
     exp.mkdir(parents=True, exist_ok=True)
-    requested = EpisodePlan.create(speakers, cfg.strategy, cfg.seed,
+    requested = EpisodePlan.create(speakers, cfg.strategy, cfg.seed, row=cfg.order,
                                    buffer_size=cfg.buffer_size if cfg.strategy in ("er", "er_kd", "er_br") else 0,
                                    replicate=cfg.replicate, ewc_lambda=cfg.ewc_lambda if cfg.strategy == "ewc" else 0.0,
-                                   extra={"init_dir": str(init_dir), "pretrain_speakers": pretrain_speakers},
+                                   extra={"init_dir": str(init_dir), "pretrain_speakers": pretrain_speakers,
+                                          "order_design": order_design(speakers, cfg.order, cfg.seed)},
                                    training=training_settings(cfg, ep_cfg))
     plan = EpisodePlan.resume_or_save(requested, exp / "plan.json")
-    log.info("continual run %s: strategy %s, order %s", exp, plan.strategy, " ".join(plan.order))
+    design = plan.extra.get("order_design") or {}
+    how = (f"row {design['row']} of the Williams design" if design.get("design") == "williams"
+           else f"drawn from seed {plan.seed}")
+    log.info("continual run %s: strategy %s, order %s (%s)", exp, plan.strategy, " ".join(plan.order), how)
 
     records: list[dict] = []
     prev_ckpt, prev_dir = init_ckpt, None
