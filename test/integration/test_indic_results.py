@@ -103,7 +103,8 @@ def test_tables(tmp_path, make_results):
     # LID-free row; the variant's rows tau descending
     t7 = text[text.index("#### Table 7"):]
     gap, posterior = t7.split("The recipe's own variant (not in the paper)")
-    assert "The paper's rule (section 6.3, eq. 1)" in gap and "chosen on the test set, not on dev" in gap
+    assert "The paper's rule (section 6.3, eq. 1)" in gap and "Analysis: sweep on test, not used to choose" in gap
+    assert "Operating point chosen on dev: not recorded" in gap   # no switch_off.json in this run
     assert "| 10 | 5 | 1.400 | 65.00 |" in gap and "| inf | inf | 2.000 | 64.00 |" in gap
     assert posterior.index("| inf | inf |") < posterior.index("| 1000 ms | 0.5 | 1.900 | 66.00") \
         < posterior.index("| 30 ms | 0.2 | 1.100 | 67.00")

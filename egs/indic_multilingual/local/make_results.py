@@ -10,7 +10,8 @@ Usage (in egs/indic_multilingual):
 
 Stage 6 of run.sh does both. --collect copies, for every system under EXP, the scoring JSONs written by
 speechkit-score-wer / speechkit-score-lid (decode_<set>*/scoring/{wer,cer,lid}.json), decode_stats.json
-(T_avg, RTF), model_info.json, blank_penalty.json and a summary of the training records
+(T_avg, RTF), model_info.json, the choices made on dev (blank_penalty.json, checkpoint_avg.json,
+switch_off.json, switch_off_posterior.json) and a summary of the training records
 (train_summary.json: steps, epochs, best epoch, wall-clock time), plus the hours and utterances of every
 set (data.json), per-utterance error counts of every decode (utt_counts.json, for the paired
 bootstrap) and the run records (runs.jsonl: command lines, environment, config hashes), into
@@ -33,12 +34,15 @@ are left out. Tables follow the paper's numbering (Joshi et al., Interspeech 202
   paired     the paper's comparisons (Tables 2-4) with a paired bootstrap over utterances
              (Bisani & Ney 2004, speechkit.scoring.significance): difference, 95 % interval, P(better)
   Table 6    parameters: the paper's counts, speechkit's `paper` preset, this run's systems
-  Table 7    early switch-off: the paper's rule (section 6.3, eq. 1: tau in encoder frames, s_th a
-             cumulative log-posterior gap in nats) and the recipe's own posterior variant (tau in ms,
-             s_th on the running average LID posterior; not in the paper) against T_avg (eq. 2), WER,
-             CER and LID accuracy
+  Table 7    early switch-off: the operating point of each rule chosen on dev (its dev figures) and
+             the test set decoded once at it ("not recorded" for runs made before the choice on
+             dev); then, as an analysis not used to choose, the sweeps on the test set: the paper's
+             rule (section 6.3, eq. 1: tau in encoder frames, s_th a cumulative log-posterior gap in
+             nats) and the recipe's own posterior variant (tau in ms, s_th on the running average LID
+             posterior; not in the paper) against T_avg (eq. 2), WER, CER and LID accuracy
   systems    parameters (total, used to decode one language), training steps/epochs, wall-clock
-             training time, decoding RTF
+             training time, the checkpoint and blank penalty decoded (chosen on dev when several were
+             given), decoding RTF
 
 WERR/CERR are relative reductions of the pooled average WER/CER against the monolingual models'
 (Table 2 of the paper); '-' where the monolingual systems were not decoded.
@@ -62,7 +66,8 @@ from speechkit.utils.provenance import markdown_header, read_runs
 from speechkit.utils.results_io import check_page, check_run_name, collect_dir
 
 #: Files of an experiment that results/<run>/ keeps (relative to a system dir, or to a decode dir).
-SYSTEM_FILES = ("model_info.json", "blank_penalty.json")
+SYSTEM_FILES = ("model_info.json", "blank_penalty.json", "checkpoint_avg.json", "switch_off.json",
+                "switch_off_posterior.json")
 DECODE_FILES = ("decode_stats.json", "scoring/wer.json", "scoring/cer.json", "scoring/lid.json")
 #: how --collect marks the run folders it writes (speechkit.utils.results_io), and the file only it writes there
 COLLECT_OWNER = "egs/indic_multilingual/local/make_results.py --collect"
@@ -168,7 +173,11 @@ PAIRS = [("mono/decode_{t}_oracle", "multisoftmax/decode_{t}_oracle", "multi-sof
          ("multisoftmax_lid/decode_{t}_oracle", "multisoftmax_lid/decode_{t}_lidfree",
           "+ LID: LID-free vs oracle language", "4"),
          ("multisoftmax/decode_{t}_oracle", "multisoftmax_lid/decode_{t}_oracle",
-          "+ LID (oracle language) vs multi-softmax", "4")]
+          "+ LID (oracle language) vs multi-softmax", "4"),
+         ("multisoftmax_lid/decode_{t}_lidfree", "multisoftmax_lid/decode_{t}_lidfree_switchoff",
+          "+ LID, LID-free: early switch-off (paper's rule, chosen on dev) vs none", "7"),
+         ("multisoftmax_lid/decode_{t}_lidfree", "multisoftmax_lid/decode_{t}_lidfree_switchoff_posterior",
+          "+ LID, LID-free: early switch-off (posterior variant, chosen on dev) vs none", "7")]
 BOOTSTRAP_RESAMPLES = 1000
 
 
@@ -219,10 +228,67 @@ def paired_table(counts: dict, t: str) -> list[str]:
             "| P(B better) | verdict (CER) |", "|---|---|---:|---:|---:|---:|---:|---|"] + rows + [""]
 
 
+#: The operating point of each switch-off rule chosen on dev (run.sh stage 4, local/pick_switch_off.py):
+#: (rule, its record in the system dir, the suffix of its test decode dir, what the row calls it, tau's unit)
+CHOSEN_SWITCH_OFF = [("gap", "switch_off.json", "switchoff", "the paper's rule (eq. 1)", ""),
+                     ("posterior", "switch_off_posterior.json", "switchoff_posterior",
+                      "the recipe's posterior variant", " ms")]
+
+
+def _setting(x) -> str:
+    """A recorded tau / s_th as the page writes it: ``inf`` for JSON's "inf", ``-`` when not recorded."""
+    return "-" if x is None else ("inf" if x == "inf" else f"{x:g}" if isinstance(x, (int, float)) else str(x))
+
+
+def chosen_switch_off_rows(sysdir: Path, t: str) -> tuple[list[str], list[dict]]:
+    """Rows of the operating points chosen on dev, each with its dev figures (from the record,
+    ``<sys>/switch_off.json`` / ``switch_off_posterior.json``) and this test set's figures (from
+    ``decode_<t>_lidfree_switchoff[_posterior]``, decoded once at that point), and the records found.
+    A rule with neither a record nor a test decode has no row; a test decode without a record shows
+    "not recorded", a record without the test decode '-', a test decode at another setting than the
+    record says so."""
+    rows, records = [], []
+    for rule, record, suffix, name, unit in CHOSEN_SWITCH_OFF:
+        rec = load(sysdir / record)
+        r = Decode(sysdir / f"decode_{t}_lidfree_{suffix}")
+        if rec is None and not r.ok:
+            continue
+        test = [fmt((r.stats or {}).get("t_avg"), 3), fmt(r.avg("wer")), fmt(r.avg("cer")), fmt(r.lid_acc())]
+        if rec is None:
+            rows.append(f"| {name} | not recorded | | | | | " + " | ".join(test) + " |")
+            continue
+        records.append(rec)
+        dev, base = rec.get("dev") or {}, rec.get("no_switch_off") or {}
+        if rec.get("switch_off"):
+            tau, s_th = _setting(rec.get("tau")) + unit, _setting(rec.get("s_th"))
+        else:
+            tau, s_th = "none within the margin: no switch-off", ""
+        if r.ok and r.stats is not None and not _decoded_at(r.stats, rule, rec):
+            test[0] += (f" (decoded at tau {r.stats.get('switch_off_tau')}, s_th {r.stats.get('switch_off_threshold')}: "
+                        "not this choice; re-run stage 4)")
+        rows.append(f"| {name} | {tau} | {s_th} | {fmt(dev.get('t_avg'), 3)} | {fmt(dev.get('wer'))} | "
+                    f"{fmt(base.get('wer'))} | " + " | ".join(test) + " |")
+    return rows, records
+
+
+def _decoded_at(stats: dict, rule: str, rec: dict) -> bool:
+    """Whether a test decode's decode_stats.json holds the setting ``rec`` chose (the posterior
+    variant's tau is ms in the record, frames in the decode: its threshold and rule are compared)."""
+    got_s = stats.get("switch_off_threshold")
+    if not rec.get("switch_off"):
+        return got_s in ("inf", None)
+    if rule == "gap":
+        return stats.get("switch_off_rule", "gap") == "gap" and got_s == rec.get("s_th") \
+            and stats.get("switch_off_tau") == rec.get("tau")
+    return stats.get("switch_off_rule") == "posterior" and got_s == rec.get("s_th")
+
+
 def switch_off_tables(exp: Path, t: str, num_langs: int) -> list[str]:
-    """Table 7: the switch-off sweeps by the paper's rule (eq. 1) and by the recipe's own posterior
-    variant, each with the plain LID-free row (tau = s_th = inf) first. Decode dirs:
-    ``decode_<t>_lidfree_tau<frames>_s<nats>`` (the paper's rule) and
+    """Table 7: first the operating points chosen on dev (:func:`chosen_switch_off_rows`) with this
+    test set decoded once at each, then, labelled as an analysis not used to choose, the sweeps on
+    this test set by the paper's rule (eq. 1) and by the recipe's own posterior variant, each with the
+    plain LID-free row (tau = s_th = inf) first. Decode dirs: ``decode_<t>_lidfree_switchoff[_posterior]``
+    (the chosen points), ``decode_<t>_lidfree_tau<frames>_s<nats>`` (the paper's rule) and
     ``decode_<t>_lidfree_paper_tau<ms>ms_p<posterior>`` (the recipe's variant; the older name)."""
     sysdir = exp / "multisoftmax_lid"
     plain = Decode(sysdir / f"decode_{t}_lidfree")
@@ -236,13 +302,36 @@ def switch_off_tables(exp: Path, t: str, num_langs: int) -> list[str]:
         elif m := POSTERIOR_SWITCH_OFF.search(d.name):
             # as Table 7 orders tau: from inf down to 10
             posterior.append(((-int(m.group(1)), -float(m.group(2))), m.group(1), m.group(2), r))
-    if not gap and not posterior:
+    chosen, records = chosen_switch_off_rows(sysdir, t)
+    if not gap and not posterior and not chosen:
         return []
     out = ["#### Table 7: early switch-off (LID-free decoding)", "",
            f"T_avg (eq. 2): decoders active per encoder frame, averaged over utterances ({num_langs} = every "
-           "language decoded throughout, 1 = one decoder). The first row of each grid is LID-free decoding "
-           "without switch-off (tau = s_th = inf). The sweeps run on this test set: an operating point read "
-           "off them is chosen on the test set, not on dev.", ""]
+           "language decoded throughout, 1 = one decoder).", ""]
+    if records:
+        margins = sorted({f"{r['margin_wer_points']:g}" for r in records if isinstance(r.get("margin_wer_points"),
+                                                                                      (int, float))})
+        utts = sorted({str(r["utterances"]) for r in records if "utterances" in r})
+        out += ["**Operating points chosen on dev** (run.sh stage 4, `local/pick_switch_off.py`): per rule, the "
+                "setting of its grid with the lowest dev T_avg whose dev WER is at most "
+                f"{' / '.join(margins) or '-'} points above LID-free decoding without switch-off "
+                "(`--switch_off_margin`; the paper's singled-out tau 30 / s_th 0.5 costs 1.30 points in its "
+                f"Table 7), on {' / '.join(utts) or '-'} dev utterances; this test set is decoded once at it. "
+                "Records: `multisoftmax_lid/switch_off.json`, `switch_off_posterior.json`.", "",
+                "| rule | tau (chosen on dev) | s_th | dev T_avg | dev WER | dev WER, no switch-off | test T_avg "
+                "| test WER | test CER | test LID acc % |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        out += chosen + [""]
+    else:
+        out += ["**Operating point chosen on dev: not recorded** (this run predates the choice on dev, "
+                "`local/pick_switch_off.py`; run.sh stage 4 now makes it).", ""]
+        if chosen:
+            out += ["| rule | tau (chosen on dev) | s_th | dev T_avg | dev WER | dev WER, no switch-off | test T_avg "
+                    "| test WER | test CER | test LID acc % |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            out += chosen + [""]
+    if gap or posterior:
+        out += ["**Analysis: sweep on test, not used to choose.** The grids below are decoded on this test set "
+                "(run.sh --switch_off_test_sweep); no operating point is read off them. The first row of each "
+                "grid is LID-free decoding without switch-off (tau = s_th = inf).", ""]
 
     def line(tau: str, s: str, r: Decode) -> str:
         return (f"| {tau} | {s} | {fmt(r.stats.get('t_avg'), 3)} | {fmt(r.avg('wer'))} | {fmt(r.avg('cer'))} | "
@@ -420,6 +509,21 @@ def collect(exp: Path, data: Path, lang: Path | None, test_sets: list[str], out:
                         shutil.copyfile(d / f, dest / d.name / f)
 
 
+def checkpoint_cell(sysdir: Path, stats: dict | None) -> str:
+    """The Systems table's checkpoint: from ``checkpoint_avg.json`` (run.sh --avg: the file decoded,
+    with the dev CER of each candidate when several were given, "given" when one was); without that
+    record (runs before it), the file the test decode's ``decode_stats.json`` names, "not recorded"
+    as a choice; '-' when neither exists."""
+    rec = load(sysdir / "checkpoint_avg.json")
+    if rec is None:
+        ckpt = (stats or {}).get("checkpoint")
+        return "-" if not ckpt else f"{Path(str(ckpt)).name} (choice not recorded)"
+    name = rec.get("checkpoint") or "-"
+    if isinstance(rec.get("dev_cer"), dict) and rec["dev_cer"]:
+        return f"{name} (" + ", ".join(f"{k}: {v:.2f}" for k, v in rec["dev_cer"].items()) + ")"
+    return f"{name} (given)"
+
+
 def render_run(run_dir: Path, page_dir: Path | None = None) -> list[str]:
     """The Markdown of one results run (``results/<run>``): provenance, data, Tables 2-7, systems, Table 6."""
     exp = run_dir
@@ -549,7 +653,8 @@ def render_run(run_dir: Path, page_dir: Path | None = None) -> list[str]:
         # systems
         out += ["#### Systems", "",
                 "| system | parameters | decode params (per language) | steps | epochs (best) | train time | "
-                "blank penalty (dev CER % per candidate) | test RTF (1 core) |", "|---|---:|---:|---:|---:|---:|---|---:|"]
+                "checkpoint (dev CER % per --avg) | blank penalty (dev CER % per candidate) | test RTF (1 core) |",
+                "|---|---:|---:|---:|---:|---:|---|---|---:|"]
         for sysdir in sorted(p for p in exp.iterdir() if (p / "train_summary.json").is_file()):
             ti = train_info(sysdir)
             cands = sorted(sysdir.glob(f"decode_{t}*/decode_stats.json"))
@@ -564,7 +669,7 @@ def render_run(run_dir: Path, page_dir: Path | None = None) -> list[str]:
                 " (given)")
             out.append(f"| {sysdir.name} | {fmt(ti['params'] / 1e6 if 'params' in ti else None)} M | {dps} | "
                        f"{ti.get('steps', '-')} | {ti.get('epochs', '-')} ({ti.get('best_epoch', '-')}) | "
-                       f"{_duration(secs)} | {bps} | "
+                       f"{_duration(secs)} | {checkpoint_cell(sysdir, st)} | {bps} | "
                        f"{fmt(st.get('rtf') if st else None, 4)} |")
         out.append("")
     out += table6(exp)
