@@ -21,10 +21,12 @@
 #                (--speed_perturb true: of train_sp, train with its 0.9/1.1 speed copies)
 #   2  units     per-language graphemes (+ B- word-begin prefix) and their union (speechkit-make-units)
 #   3  train     the systems of --variants, --train_jobs at a time (speechkit-train rnnt)
-#   4  decode    each system's blank penalty (chosen on dev when --blank_penalties has several);
-#                oracle-language decoding of every test set; LID-free decoding for the LID systems and
-#                the early switch-off sweeps for multisoftmax_lid on the first test set
-#                (--switch_off_grid; no operating point is chosen on dev) (speechkit-asr-decode)
+#   4  decode    each system's blank penalty and checkpoint (chosen on dev when --blank_penalties or
+#                --avg has several values); oracle-language decoding of every test set; LID-free
+#                decoding for the LID systems; multisoftmax_lid's early switch-off operating point chosen
+#                on dev (--switch_off_grid, --switch_off_margin) and decoded once on every test set; the
+#                switch-off sweeps on the first test set as an analysis, not used to choose
+#                (--switch_off_test_sweep) (speechkit-asr-decode)
 #   5  score     WER and CER per language and averaged, WERR vs the monolingual models, LID accuracy
 #   6  results   the run's score files copied to results/<setup>/ (tracked) and RESULTS.md rendered from
 #                results/ (local/make_results.py; its section printed)
@@ -70,9 +72,12 @@ restart=false          # true: stage 3 moves each system's existing exp dir (a r
                        # (speechkit-train --resume false); nothing is deleted
 finetune_opts="--trainer.max_epochs 5 --trainer.lr 5e-4 --trainer.scheduler none --trainer.warmup_steps 0"
                        # fine-tuning overrides (after --train_config and --train_opts)
-avg=0                  # N > 0: decode the mean of each system's last N epoch checkpoints
-                       # (speechkit-average-checkpoints -> checkpoints/avg<N>.pt; stage 3 then keeps
-                       # them: trainer.keep_last N); 0 = best.pt (the results in README.md)
+avg=0                  # checkpoint decoded: 0 = best.pt (lowest dev loss; the results in README.md); N >= 2 =
+                       # the mean of each system's last N epoch checkpoints (speechkit-average-checkpoints ->
+                       # checkpoints/avg<N>.pt; stage 3 then keeps them: trainer.keep_last = the largest N).
+                       # Several values ("0 5"): each system's is the one of lowest dev CER, each decoded on
+                       # dev at every --blank_penalties value (decode_dev_avg<N>_bp<P>); the choice in
+                       # <system>/checkpoint_avg.json, beside blank_penalty.json (local/pick_blank_penalty.py)
 search=beam            # beam (modified beam search, one symbol per frame) | greedy
 beam=8                 # --search beam: beam width
 length_norm=false      # --search beam: final hypothesis by log P / (1 + symbols) (icefall's default);
@@ -90,6 +95,15 @@ posterior_switch_off_taus="inf 1000 100 30 10"  # the recipe's posterior variant
                                      # header read literally; the paper's text counts tau in frames), inf = no switch-off
 posterior_switch_off_thresholds="inf 0.5 0.2"  # its s_th on the running average LID posterior (inf = no
                                      # switch-off); a pair with an inf is the plain LID-free row
+switch_off_margin=1.3  # the operating point of each switch-off rule is chosen on dev: the lowest dev T_avg
+                       # (eq. 2) among the settings of its grid whose dev WER is at most this many points
+                       # above LID-free decoding without switch-off (1.3: what the paper's singled-out
+                       # setting costs in Table 7, tau 30 / s_th 0.5: WER 21.84 -> 23.14); no setting within
+                       # it: no switch-off. <system>/switch_off.json (the paper's rule) and
+                       # switch_off_posterior.json (the variant) record it (local/pick_switch_off.py); the
+                       # test sets are decoded once at it (decode_<set>_lidfree_switchoff[_posterior])
+switch_off_test_sweep=true  # true: also decode the grids on the first test set (RESULTS.md Table 7, an
+                       # analysis: sweep on test, not used to choose); false: the dev sweep only
 paper_switch_off_taus=               # older name of --posterior_switch_off_taus (kept: it set the posterior variant)
 paper_switch_off_thresholds=         # older name of --posterior_switch_off_thresholds
 test_sets=             # data sets decoded and scored; default: mini "test test_unseen_voice", else "test"
@@ -170,7 +184,16 @@ case "$speed_perturb" in
   false) train_set=train ;;
   *) die "--speed_perturb must be true or false, got '$speed_perturb'" ;;
 esac
-[[ "$avg" =~ ^[0-9]+$ ]] && [ "$avg" != 1 ] || die "--avg must be 0 (best.pt) or a number of checkpoints >= 2, got '$avg'"
+read -ra avgs <<< "$avg"
+[ "${#avgs[@]}" -gt 0 ] || die "--avg: empty (give 0, a number of checkpoints >= 2, or several to choose on dev)"
+avg_max=0
+for n in "${avgs[@]}"; do
+  [[ "$n" =~ ^(0|[1-9][0-9]*)$ ]] && [ "$n" != 1 ] || die "--avg: each value must be 0 (best.pt) or a number of checkpoints >= 2, got '$n'"
+  [ "$(printf '%s\n' "${avgs[@]}" | grep -cx "$n")" -eq 1 ] || die "--avg: '$n' given twice"
+  [ "$n" -le "$avg_max" ] || avg_max=$n
+done
+[[ "$switch_off_margin" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--switch_off_margin: '$switch_off_margin' is not a number of WER points >= 0"
+case "$switch_off_test_sweep" in true|false) ;; *) die "--switch_off_test_sweep must be true or false, got '$switch_off_test_sweep'" ;; esac
 case "$unit" in
   bpe) lang=$data/lang_bpe${bpe_vocab_size}; unit_opts="--vocab-size $bpe_vocab_size" ;;
   char|char_wb) lang=$data/lang_$unit; unit_opts="" ;;
@@ -193,6 +216,7 @@ case "$switch_off_grid" in
 esac
 if [ -n "$paper_switch_off_taus" ]; then posterior_switch_off_taus=$paper_switch_off_taus; fi
 if [ -n "$paper_switch_off_thresholds" ]; then posterior_switch_off_thresholds=$paper_switch_off_thresholds; fi
+case "$switch_off_grid" in both) switch_off_rules="gap posterior" ;; none) switch_off_rules= ;; *) switch_off_rules=$switch_off_grid ;; esac
 has_variant() { [[ " $variants " == *" $1 "* ]]; }
 log() { echo "$(date '+%F %T') ($(basename "$0"):${BASH_LINENO[0]}) $*"; }   # the line, not recipe_common's [stage N]
 languages() { echo "$langs"; }   # set after stage 2 (below)
@@ -307,7 +331,7 @@ train_one() {
   esac
   extra=$train_opts
   if [[ "$sys" == ft_* ]]; then extra="$train_opts $finetune_opts"; fi
-  if [ "$avg" -gt 0 ]; then extra="--trainer.keep_last $avg $extra"; fi   # the epochs stage 4 averages
+  if [ "$avg_max" -gt 0 ]; then extra="--trainer.keep_last $avg_max $extra"; fi   # the epochs stage 4 averages
   if [ "$restart" = true ]; then
     resume=false
     if [ -d "$exp/$sys" ]; then
@@ -363,73 +387,147 @@ decode() {
     --chunk-frames "$chunk_frames" $decode_ckpt $bp_opt $decode_opts "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
 }
 
-# The blank penalty of system $1 -> $exp/$1/blank_penalty: the one value of --blank_penalties, or the
-# value of lowest CER on dev among them (each decoded into $exp/$1/decode_dev_bp<P>; the dev CERs in
-# $exp/$1/blank_penalty.json). Sets $bp_opt for the decodes that follow.
-choose_blank_penalty() {
-  local sys=$1 p mode=--oracle-lid dirs=()
+# The checkpoint option of --avg value $1: none for 0 (best.pt), else the mean of the last $1 epochs.
+ckpt_opt() { [ "$1" -eq 0 ] || echo "--checkpoint avg$1.pt"; }
+
+# The checkpoint and blank penalty of system $1: the one value of --avg and of --blank_penalties, or
+# the pair of lowest CER on dev among them (each decoded into $exp/$1/decode_dev_bp<P>, with several
+# --avg values decode_dev_avg<N>_bp<P>); local/pick_blank_penalty.py records the choice in
+# $exp/$1/blank_penalty(.json) and checkpoint_avg(.json). Sets $decode_ckpt and $bp_opt for the
+# decodes that follow.
+choose_decode_setting() {
+  local sys=$1 p n mode=--oracle-lid dirs=() bps
   [ "$sys" = vanilla ] && mode=
   bp_opt=
   read -ra bps <<< "$blank_penalties"
-  if [ "${#bps[@]}" -eq 1 ]; then
-    local/pick_blank_penalty.py --given "${bps[0]}" "$exp/$sys"
-  else
+  for n in "${avgs[@]}"; do   # an error naming the directory when fewer than N epochs were kept
+    [ "$n" -eq 0 ] || speechkit-average-checkpoints --last "$n" "$exp/$sys"
+  done
+  if [ "${#avgs[@]}" -eq 1 ] && [ "${#bps[@]}" -eq 1 ]; then
+    local/pick_blank_penalty.py --given "${bps[0]}" --given-avg "${avgs[0]}" "$exp/$sys"
+  elif [ "${#avgs[@]}" -eq 1 ]; then
+    decode_ckpt=$(ckpt_opt "${avgs[0]}")
     for p in "${bps[@]}"; do
       # shellcheck disable=SC2086
       decode "$exp/$sys" dev "$exp/$sys/decode_dev_bp$p" $mode --blank-penalty "$p"
       dirs+=("$p=$exp/$sys/decode_dev_bp$p")
     done
+    local/pick_blank_penalty.py --ref "$data/dev/text" --given-avg "${avgs[0]}" "$exp/$sys" "${dirs[@]}"
+  else
+    for n in "${avgs[@]}"; do
+      decode_ckpt=$(ckpt_opt "$n")
+      for p in "${bps[@]}"; do
+        # shellcheck disable=SC2086
+        decode "$exp/$sys" dev "$exp/$sys/decode_dev_avg${n}_bp$p" $mode --blank-penalty "$p"
+        dirs+=("$n:$p=$exp/$sys/decode_dev_avg${n}_bp$p")
+      done
+    done
     local/pick_blank_penalty.py --ref "$data/dev/text" "$exp/$sys" "${dirs[@]}"
   fi
+  decode_ckpt=$(ckpt_opt "$(cat "$exp/$sys/checkpoint_avg")")
   bp_opt="--blank-penalty $(cat "$exp/$sys/blank_penalty")"
+}
+
+# sweep SYSTEM SET RULE: SET decoded LID-free at every setting of RULE's grid (section 6.3, eq. 1;
+# Table 7), the TAU,S=DIR list in $sweep_dirs. gap (the paper's rule): --switch_off_taus (encoder
+# frames) x --switch_off_thresholds (nats below the best running language's cumulative LID
+# log-posterior s_l(t)), dirs decode_<set>_lidfree_tau<frames>_s<nats>. posterior (the recipe's own
+# variant, not in the paper): --posterior_switch_off_taus (ms -> encoder frames, t > tau_ms / (stride x
+# 10 ms)) x --posterior_switch_off_thresholds (on the running average LID posterior), pairs with an inf
+# skipped (the plain LID-free decode), dirs decode_<set>_lidfree_paper_tau<ms>ms_p<posterior> (the
+# older name the tracked results use).
+sweep() {
+  local sys=$1 set=$2 rule=$3 tau tau_ms s d
+  sweep_dirs=()
+  if [ "$rule" = gap ]; then
+    for tau in $switch_off_taus; do
+      for s in $switch_off_thresholds; do
+        d=$exp/$sys/decode_${set}_lidfree_tau${tau}_s${s}
+        decode "$exp/$sys" "$set" "$d" --lid-free --switch-off-tau "$tau" --switch-off-threshold "$s"
+        sweep_dirs+=("$tau,$s=$d")
+      done
+    done
+  else
+    for tau_ms in $posterior_switch_off_taus; do
+      for s in $posterior_switch_off_thresholds; do
+        if [ "$tau_ms" = inf ] || [ "$s" = inf ]; then continue; fi
+        d=$exp/$sys/decode_${set}_lidfree_paper_tau${tau_ms}ms_p${s}
+        decode "$exp/$sys" "$set" "$d" --lid-free --switch-off-rule posterior \
+          --switch-off-tau "$(posterior_frames "$sys" "$tau_ms")" --switch-off-threshold "$s"
+        sweep_dirs+=("$tau_ms,$s=$d")
+      done
+    done
+  fi
+}
+
+# posterior_frames SYSTEM TAU_MS: the posterior variant's tau in encoder frames (10 ms feature frames,
+# conf/logmel.yaml, stacked by the system's data.stack_stride)
+posterior_frames() {
+  local stride
+  stride=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["data"]["stack_stride"])' \
+    "$exp/$1/config.yaml")
+  echo $(($2 / (stride * 10)))
+}
+
+# The early switch-off operating point of system $1 for each rule of --switch_off_grid, chosen on dev:
+# the dev set decoded LID-free without switch-off (decode_dev_lidfree) and at every setting of the
+# rule's grid (sweep), local/pick_switch_off.py picks the setting of lowest dev T_avg whose dev WER is
+# at most --switch_off_margin points above no switch-off -> $exp/$1/switch_off(.json) (the paper's
+# rule), switch_off_posterior(.json) (the variant).
+choose_switch_off() {
+  local sys=$1 rule
+  decode "$exp/$sys" dev "$exp/$sys/decode_dev_lidfree" --lid-free
+  for rule in $switch_off_rules; do
+    sweep "$sys" dev "$rule"
+    local/pick_switch_off.py --ref "$data/dev/text" --rule "$rule" --margin "$switch_off_margin" \
+      "$exp/$sys" "$exp/$sys/decode_dev_lidfree" "${sweep_dirs[@]}"
+  done
+}
+
+# decode_chosen_switch_off SYSTEM SET: SET decoded once at each rule's operating point chosen on dev
+# (choose_switch_off) into decode_<set>_lidfree_switchoff (the paper's rule) and
+# decode_<set>_lidfree_switchoff_posterior; where no setting was within the margin ("none"), LID-free
+# decoding that never switches off (--switch-off-threshold inf, the paper's rule).
+decode_chosen_switch_off() {
+  local sys=$1 set=$2 rule rec tau s dir
+  for rule in $switch_off_rules; do
+    rec=$exp/$sys/switch_off dir=$exp/$sys/decode_${set}_lidfree_switchoff
+    if [ "$rule" = posterior ]; then rec=${rec}_posterior dir=${dir}_posterior; fi
+    read -r tau s < "$rec" || die "$rec: empty (local/pick_switch_off.py writes it)"
+    if [ "$tau" = none ]; then
+      decode "$exp/$sys" "$set" "$dir" --lid-free --switch-off-tau 0 --switch-off-threshold inf
+    elif [ "$rule" = gap ]; then
+      decode "$exp/$sys" "$set" "$dir" --lid-free --switch-off-tau "$tau" --switch-off-threshold "$s"
+    else
+      decode "$exp/$sys" "$set" "$dir" --lid-free --switch-off-rule posterior \
+        --switch-off-tau "$(posterior_frames "$sys" "$tau")" --switch-off-threshold "$s"
+    fi
+  done
 }
 
 # ------------------------------------------------------------------------------------- stage 4
 bp_opt=
+decode_ckpt=
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
-  log "stage 4: decoding ($search search, chunks of $chunk_frames frames; blank penalty: $blank_penalties, chosen on dev if several)"
+  log "stage 4: decoding ($search search, chunks of $chunk_frames frames; blank penalty: $blank_penalties, checkpoint: --avg $avg, chosen on dev if several)"
   for sys in $(systems); do
     [ -f "$exp/$sys/checkpoints/best.pt" ] || die "$exp/$sys is not trained (stage 3)"
     decode_ckpt=
-    if [ "$avg" -gt 0 ]; then   # an error naming the directory when fewer than N epochs were kept
-      speechkit-average-checkpoints --last "$avg" "$exp/$sys"
-      decode_ckpt="--checkpoint avg$avg.pt"
-    fi
-    choose_blank_penalty "$sys"
-    log "$sys: $bp_opt"
+    choose_decode_setting "$sys"
+    log "$sys: ${decode_ckpt:-best.pt} $bp_opt"
+    # multisoftmax_lid: the switch-off operating points chosen on dev (Table 7), before any test decode
+    if [ "$sys" = multisoftmax_lid ] && [ -n "$switch_off_rules" ]; then choose_switch_off "$sys"; fi
     for t in $test_sets; do
       case "$sys" in
         vanilla) decode "$exp/$sys" "$t" "$exp/$sys/decode_$t" ;;
         multisoftmax_lid|multisoftmax_lsp_lid)
           decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_oracle" --oracle-lid
           decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree" --lid-free
-          # the switch-off sweeps: multisoftmax_lid on the first test set only (Table 7)
-          [ "$sys" = multisoftmax_lid ] && [ "$t" = "${test_sets%% *}" ] || continue
-          # the paper's rule (section 6.3, eq. 1): tau in encoder frames, s_th a gap of cumulative LID
-          # log-posteriors (nats); decode dirs decode_<set>_lidfree_tau<frames>_s<nats>
-          if [ "$switch_off_grid" = gap ] || [ "$switch_off_grid" = both ]; then
-            for tau in $switch_off_taus; do
-              for s in $switch_off_thresholds; do
-                decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree_tau${tau}_s${s}" --lid-free \
-                  --switch-off-tau "$tau" --switch-off-threshold "$s"
-              done
-            done
-          fi
-          # the recipe's own posterior variant (not in the paper): tau in ms -> encoder frames
-          # (t > tau_ms / (stride x 10 ms)); decode dirs keep their older name
-          # decode_<set>_lidfree_paper_tau<ms>ms_p<posterior> (the tracked results use it)
-          # s_th on the running average LID posterior; tau or s_th = inf is the plain LID-free decode
-          if [ "$switch_off_grid" = posterior ] || [ "$switch_off_grid" = both ]; then
-            stride=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["data"]["stack_stride"])' \
-              "$exp/$sys/config.yaml")
-            for tau_ms in $posterior_switch_off_taus; do
-              for s in $posterior_switch_off_thresholds; do
-                if [ "$tau_ms" = inf ] || [ "$s" = inf ]; then continue; fi
-                tau=$((tau_ms / (stride * 10)))   # 10 ms feature frames (conf/logmel.yaml)
-                decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_lidfree_paper_tau${tau_ms}ms_p${s}" --lid-free \
-                  --switch-off-rule posterior --switch-off-tau "$tau" --switch-off-threshold "$s"
-              done
-            done
+          [ "$sys" = multisoftmax_lid ] || continue
+          decode_chosen_switch_off "$sys" "$t"   # every test set, once, at the dev-chosen points
+          # the analysis sweeps (not used to choose): the first test set only
+          if [ "$switch_off_test_sweep" = true ] && [ "$t" = "${test_sets%% *}" ]; then
+            for rule in $switch_off_rules; do sweep "$sys" "$t" "$rule"; done
           fi ;;
         *) decode "$exp/$sys" "$t" "$exp/$sys/decode_${t}_oracle" --oracle-lid ;;
       esac

@@ -64,6 +64,7 @@ def test_every_stage_writes_its_outputs(recipe_run):
                                                            "multisoftmax_lid", "multisoftmax_lsp_lid")]
     lidfree = sorted((exp / "multisoftmax_lid").glob("decode_test_lidfree*"))
     assert [d.name for d in lidfree] == ["decode_test_lidfree", "decode_test_lidfree_paper_tau100ms_p0.5",
+                                         "decode_test_lidfree_switchoff", "decode_test_lidfree_switchoff_posterior",
                                          "decode_test_lidfree_tau0_s3", "decode_test_lidfree_tau4_s3"]
     for d in decodes + lidfree:
         hyp = [line.split()[0] for line in (d / "text").read_text().splitlines()]
@@ -87,8 +88,27 @@ def test_every_stage_writes_its_outputs(recipe_run):
               exp / "multisoftmax/decode_test_unseen_voice_oracle", exp / "multisoftmax_lid/decode_test_unseen_voice_lidfree"]:
         assert list(table_of(d / "text")) == list(unseen), d
         assert (d / "scoring/cer.txt").read_text().splitlines()[2] == f"Scored {len(unseen)} sentences, 0 not present in hyp."
-    for s in systems:  # one blank penalty, given (mini: --blank_penalties 0), recorded per system
+    for s in systems:  # one blank penalty and one checkpoint, given (mini: --blank_penalties 0, --avg 0)
         assert json.loads((exp / s / "blank_penalty.json").read_text()) == {"blank_penalty": 0.0, "chosen_on": None}
+        assert json.loads((exp / s / "checkpoint_avg.json").read_text()) == {"avg": 0, "chosen_on": None,
+                                                                             "checkpoint": "best.pt"}
+    # the switch-off operating points chosen on dev (both grids decoded on dev), then each test set
+    # decoded once at them
+    lid = exp / "multisoftmax_lid"
+    assert sorted(d.name for d in lid.glob("decode_dev_*")) == [
+        "decode_dev_lidfree", "decode_dev_lidfree_paper_tau100ms_p0.5", "decode_dev_lidfree_tau0_s3",
+        "decode_dev_lidfree_tau4_s3"]
+    for name, rule in (("switch_off", "gap"), ("switch_off_posterior", "posterior")):
+        rec = json.loads((lid / f"{name}.json").read_text())
+        assert rec["rule"] == rule and rec["chosen_on"] == "data/mini/dev/text" and rec["margin_wer_points"] == 1.3
+        assert rec["utterances"] == len(table("dev", "text")) and len(rec["candidates"]) == (2 if rule == "gap" else 1)
+        line = (lid / name).read_text().split()
+        assert line == ["none"] or (rec["switch_off"] and len(line) == 2), line
+        for t in ("test", "test_unseen_voice"):
+            d = lid / f"decode_{t}_lidfree_{name.replace('switch_off', 'switchoff')}"
+            st = json.loads((d / "decode_stats.json").read_text())
+            assert st["switch_off_threshold"] == ("inf" if line == ["none"] else float(line[1])), (d, st)
+            assert (d / "scoring/wer.json").is_file()
     ft = json.loads((exp / "ft_hi/model_info.json").read_text())
     assert ft["languages"] == ["hi"] and ft["variant"] == "multisoftmax"
 
@@ -107,6 +127,7 @@ def test_results_table_printed_and_written(recipe_run):
     assert (work / "results/mini/runs.jsonl").read_text().count("\n") >= 1
     assert "| vanilla (union softmax) |" in results and "| multi-softmax + LID, LID-free |" in results
     table7 = results.split("#### Table 7")[1].split("\n#### ")[0]
+    assert "**Operating points chosen on dev**" in table7 and "**Analysis: sweep on test, not used to choose.**" in table7
     gap, posterior = table7.split("The recipe's own variant (not in the paper)")   # the paper's rule first
     assert len([ln for ln in gap.splitlines() if re.match(r"^\| (inf|\d+) \|", ln)]) == 3
     assert len([ln for ln in posterior.splitlines() if re.match(r"^\| (inf|\d+ ms) \|", ln)]) == 2
