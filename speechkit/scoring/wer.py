@@ -1,21 +1,5 @@
-"""Word and character error rates, counted exactly as Kaldi's ``compute-wer``.
-
-Edit distance
-    Levenshtein distance with unit costs between the reference and hypothesis token sequences.
-    Several minimum-cost alignments can exist and they can split the same number of errors
-    differently into substitutions, insertions and deletions (ref ``a b``, hyp ``b c``: two
-    substitutions, or one deletion + one insertion). This module reproduces the choice of
-    Kaldi's ``LevenshteinEditDistance`` (``src/util/edit-distance-inl.h``, used by
-    ``compute-wer``): in the dynamic programme over (hypothesis position, reference position) a
-    cell takes the diagonal step (correct/substitution) only when it is *strictly* cheaper than
-    both alternatives, otherwise the deletion when strictly cheaper than the insertion, otherwise
-    the insertion. Ties therefore favour insertion/deletion pairs over substitutions, as sclite's
-    weighted alignment (ins = del = 3, sub = 4) also does. The per-utterance alignment written by
-    :func:`align` is the path those counts come from (Kaldi's own ``LevenshteinAlignment``, used
-    only for its detailed statistics, breaks ties the other way round and can disagree with its
-    own totals). jiwer/rapidfuzz break ties towards substitutions: the total error count and
-    hence the WER always agree with them, the sub/ins/del split only where the minimum-cost split
-    is unique (see the tests).
+"""Word and character error rates, counted exactly as Kaldi's ``compute-wer``: totals, per-language
+breakdown, the report and its files.
 
 Report lines (``compute-wer``, byte for byte)::
 
@@ -23,184 +7,68 @@ Report lines (``compute-wer``, byte for byte)::
     %SER 50.00 [ 5 / 10 ]
     Scored 10 sentences, 0 not present in hyp.
 
-The percentages are computed as Kaldi does (double division stored in a 32-bit float, printed
-``%.2f``), so even the rounding of the last digit matches.
-
 Missing hypotheses (``mode``, Kaldi's ``--mode``): ``present`` (default, as Kaldi's
 ``steps/score_kaldi.sh``) scores only references that have a hypothesis; ``all`` scores a
 missing one as empty (all deletions); ``strict`` makes it an error. Both non-strict modes count
 the missing ones in ``not present in hyp`` and append ``[PARTIAL]``.
 
-Files (:func:`read_transcript_file`): Kaldi ``text`` (``<uttid> words ...``) or sclite ``trn``
-(``words ... (uttid)``, what :func:`write_trn` writes), told apart by :func:`transcript_format`.
-
-Tokens: words are split on ASCII whitespace, as Kaldi does (:func:`tokenize`); characters (``unit="char"``) are code
-points with all whitespace removed, as Kaldi's CER recipes score them (Mandarin, e.g. aishell;
-ESPnet instead keeps a ``<space>`` token, so its CERs are not comparable). No other
-normalisation (case, Unicode form) is applied: references and hypotheses are compared as written.
+How: :func:`score` tokenizes each reference/hypothesis pair and counts its edits
+(:mod:`speechkit.scoring.edit_distance`: Kaldi's tie-breaking, tokens, 32-bit percentages) into
+:class:`WerResult` totals, overall and per language; :func:`score_files` is ``speechkit-score-wer``:
+it reads the two files (:mod:`speechkit.scoring.transcripts`: Kaldi text or sclite trn), checks
+them, scores, compares with a baseline run (:mod:`speechkit.scoring.werr`) and writes the JSON,
+the trn files and the per-utterance alignments (:func:`write_per_utt`). Every public name of those
+three modules is also importable from here.
 """
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import re
-import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping
 
-import numpy as np
+from speechkit.scoring.edit_distance import (
+    ASCII_SPACE,
+    EPS,
+    EditCounts,
+    align,
+    counts_of,
+    edit_counts,
+    kaldi_percent,
+    nfc,
+    tokenize,
+)
+from speechkit.scoring.transcripts import (
+    FORMATS,
+    read_transcript_file,
+    read_transcripts,
+    read_trn,
+    resolve_formats,
+    split_mismatch,
+    transcript_format,
+    unknown_hyp_ids,
+    write_trn,
+)
+from speechkit.scoring.werr import WerrCheck, check_werr, load_baseline, reference_fingerprint, werr
+from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_table
+from speechkit.utils.outputs import check_output_files
 
-from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_lines, read_table
+__all__ = [
+    "MODES", "WerResult", "Scored", "score", "write_per_utt", "score_files",
+    # speechkit.scoring.edit_distance
+    "ASCII_SPACE", "EPS", "EditCounts", "align", "counts_of", "edit_counts", "kaldi_percent", "nfc", "tokenize",
+    # speechkit.scoring.transcripts
+    "FORMATS", "read_transcript_file", "read_transcripts", "read_trn", "resolve_formats", "split_mismatch",
+    "transcript_format", "unknown_hyp_ids", "write_trn",
+    # speechkit.scoring.werr
+    "WerrCheck", "check_werr", "load_baseline", "reference_fingerprint", "werr",
+]
 
 log = logging.getLogger(__name__)
 
 MODES = ("present", "all", "strict")
-EPS = "***"  # the empty side of an insertion/deletion in per-utterance alignments (Kaldi/sclite)
-
-# choices in the dynamic programme
-_DIAG, _DEL, _INS = 0, 1, 2
-
-
-@dataclass(frozen=True)
-class EditCounts:
-    """Edit operations of one alignment (or a sum of them).
-
-    Attributes:
-        ref_len: reference tokens (words or characters).
-        ins / dels / subs: insertions, deletions, substitutions.
-    """
-
-    ref_len: int
-    ins: int
-    dels: int
-    subs: int
-
-    @property
-    def errors(self) -> int:
-        """ins + dels + subs (the Levenshtein distance for one utterance)."""
-        return self.ins + self.dels + self.subs
-
-    @property
-    def correct(self) -> int:
-        """Reference tokens aligned to an identical hypothesis token."""
-        return self.ref_len - self.dels - self.subs
-
-    def __add__(self, other: "EditCounts") -> "EditCounts":
-        return EditCounts(self.ref_len + other.ref_len, self.ins + other.ins, self.dels + other.dels,
-                          self.subs + other.subs)
-
-
-def _dp(ref: Sequence, hyp: Sequence) -> list[bytearray]:
-    """Kaldi's choice in every cell; ``choice[h][r]`` for h = 0..len(hyp), r = 0..len(ref)."""
-    R = len(ref)
-    prev = list(range(R + 1))  # cost of hyp[:0] against ref[:r]: r deletions
-    choice = [bytearray([_DEL]) * (R + 1)]
-    for h in range(1, len(hyp) + 1):
-        tok = hyp[h - 1]
-        cur = [0] * (R + 1)
-        ch = bytearray(R + 1)
-        cur[0] = prev[0] + 1
-        ch[0] = _INS
-        for r in range(1, R + 1):
-            ins = prev[r] + 1
-            dele = cur[r - 1] + 1
-            diag = prev[r - 1] + (tok != ref[r - 1])
-            if diag < ins and diag < dele:
-                cur[r] = diag
-                ch[r] = _DIAG
-            elif dele < ins:
-                cur[r] = dele
-                ch[r] = _DEL
-            else:
-                cur[r] = ins
-                ch[r] = _INS
-        prev = cur
-        choice.append(ch)
-    return choice
-
-
-def align(ref: Sequence[str], hyp: Sequence[str]) -> list[tuple[str | None, str | None]]:
-    """Kaldi-tie-broken minimum-edit alignment as ``(ref_token, hyp_token)`` pairs.
-
-    ``None`` on the reference side is an insertion, on the hypothesis side a deletion; equal
-    tokens are correct, different ones a substitution. Its counts equal :func:`edit_counts`.
-    O(len(ref) * len(hyp)) time and memory.
-    """
-    choice = _dp(ref, hyp)
-    out: list[tuple[str | None, str | None]] = []
-    h, r = len(hyp), len(ref)
-    while h or r:
-        c = choice[h][r] if h else _DEL
-        if c == _DIAG:
-            out.append((ref[r - 1], hyp[h - 1]))
-            h, r = h - 1, r - 1
-        elif c == _DEL:
-            out.append((ref[r - 1], None))
-            r -= 1
-        else:
-            out.append((None, hyp[h - 1]))
-            h -= 1
-    out.reverse()
-    return out
-
-
-def counts_of(alignment: Iterable[tuple[str | None, str | None]]) -> EditCounts:
-    """Count the operations of an alignment from :func:`align`."""
-    n = ins = dels = subs = 0
-    for a, b in alignment:
-        if a is None:
-            ins += 1
-            continue
-        n += 1
-        if b is None:
-            dels += 1
-        elif a != b:
-            subs += 1
-    return EditCounts(n, ins, dels, subs)
-
-
-def edit_counts(ref: Sequence[str], hyp: Sequence[str]) -> EditCounts:
-    """Insertions, deletions and substitutions of ``hyp`` against ``ref`` as Kaldi counts them."""
-    if not hyp or not ref:
-        return EditCounts(len(ref), len(hyp), len(ref), 0)
-    return counts_of(align(ref, hyp))
-
-
-def kaldi_percent(num: int, den: int) -> float:
-    """``100 * num / den`` rounded to a 32-bit float as compute-wer does (inf/nan for den = 0)."""
-    if den == 0:
-        return math.inf if num else math.nan
-    return float(np.float32(100.0 * num / den))
-
-
-#: What separates tokens: ASCII whitespace only, as Kaldi's compute-wer splits (a no-break space
-#: U+00A0 or an ideographic space U+3000 is part of a token, not a separator).
-ASCII_SPACE = " \t\n\r\f\v"
-_ASCII_SPACE_RUN = re.compile(f"[{re.escape(ASCII_SPACE)}]+")
-
-
-def tokenize(text: str, unit: str = "word") -> list[str]:
-    """Words (split on ASCII whitespace, as Kaldi does) or characters (code points, ASCII whitespace
-    removed) of ``text``.
-
-    Raises:
-        ValueError: ``unit`` is neither ``word`` nor ``char``.
-    """
-    if unit == "word":
-        return [w for w in _ASCII_SPACE_RUN.split(text) if w]
-    if unit == "char":
-        return [c for c in text if c not in ASCII_SPACE]
-    raise ValueError(f"unit must be 'word' or 'char', got {unit!r}")
-
-
-def nfc(table: Mapping[str, str]) -> dict[str, str]:
-    """Unicode NFC form of every transcript (``utt -> text``), so that a precomposed letter and its
-    decomposed spelling (e.g. Devanagari nukta letters U+0958-U+095F, which NFC decomposes) are the
-    same token."""
-    return {u: unicodedata.normalize("NFC", t) for u, t in table.items()}
 
 
 @dataclass
@@ -344,324 +212,6 @@ def score(refs: Mapping[str, str], hyps: Mapping[str, str], *, unit: str = "word
     return Scored(total, utts, absent, per_lang)
 
 
-def reference_fingerprint(refs: Mapping[str, str]) -> str:
-    """``sha256:<hex>`` of a reference set as scored: its utterance ids (C order) with their word
-    tokens, so two runs are comparable only if scored on the same utterances with the same text
-    (spacing aside). Pass the references as scored (after :func:`nfc` if that was applied)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for utt in sorted(refs, key=lambda u: u.encode("utf-8")):
-        h.update((utt + "\t" + " ".join(tokenize(refs[utt], "word")) + "\n").encode("utf-8"))
-    return "sha256:" + h.hexdigest()
-
-
-@dataclass
-class WerrCheck:
-    """Whether a WERR compares like with like (:func:`check_werr`).
-
-    Attributes:
-        hyp_count: ``(n, N)``: this run's references with a hypothesis, of its references.
-        baseline_count: the same for the baseline (``None`` when its JSON does not tell).
-        checked: the baseline records the fingerprint of its reference set (and it matched).
-    """
-
-    hyp_count: tuple[int, int]
-    baseline_count: tuple[int, int] | None
-    checked: bool
-
-    @property
-    def flags(self) -> list[str]:
-        """What the WERR line must carry: ``PARTIAL n/N`` (this run), ``baseline PARTIAL n/N``,
-        ``UNCHECKED ...`` (an older baseline JSON); empty for a WERR between two complete runs on
-        one reference set."""
-        out = []
-        n, total = self.hyp_count
-        if n < total:
-            out.append(f"PARTIAL {n}/{total}")
-        if self.baseline_count is not None and self.baseline_count[0] < self.baseline_count[1]:
-            out.append(f"baseline PARTIAL {self.baseline_count[0]}/{self.baseline_count[1]}")
-        if not self.checked:
-            out.append("UNCHECKED: the baseline JSON records no reference fingerprint (an older speechkit-score-wer); "
-                       "that both runs were scored on the same references cannot be checked")
-        return out
-
-    def suffix(self) -> str:
-        """The flags as ``' [PARTIAL 2/4] [UNCHECKED: ...]'`` (empty when there are none)."""
-        return "".join(f" [{f}]" for f in self.flags)
-
-
-def check_werr(baseline: Mapping, baseline_path: str | os.PathLike, refs: Mapping[str, str], num_absent: int,
-               ref_path: str | os.PathLike) -> WerrCheck:
-    """Check that a WERR of this run against ``baseline`` (a ``speechkit-score-wer --json``) compares
-    runs scored on the same reference set, and say how complete both are.
-
-    Args:
-        baseline: the baseline JSON (:func:`load_baseline`).
-        baseline_path, ref_path: for messages.
-        refs: this run's references as scored.
-        num_absent: this run's references without a hypothesis.
-
-    Raises:
-        DataError: the baseline was scored on another reference set (other utterance ids or other
-            reference text; names both files and the utterance counts).
-    """
-    fp = reference_fingerprint(refs)
-    base_fp = baseline.get("ref_fingerprint")
-    n_refs = len(refs)
-
-    def count(key: str) -> int | None:
-        v = baseline.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-    base_total = count("ref_utterances")
-    if base_total is None and count("num_sent") is not None and count("num_absent") is not None:
-        # older JSON: in 'all' mode the absent references are among the scored sentences
-        base_total = count("num_sent") + (0 if baseline.get("mode") == "all" else count("num_absent"))
-    if base_fp is not None and base_fp != fp:
-        sizes = f"{base_total} and {n_refs} utterances" if base_total is not None and base_total != n_refs else \
-            f"{n_refs} utterances each, other ids or other text"
-        raise DataError(f"{baseline_path}: scored on another reference set than {ref_path} ({sizes}): a WERR "
-                        "would compare different test sets; score both runs on one reference")
-    base_count = (base_total - count("num_absent"), base_total) \
-        if base_total is not None and count("num_absent") is not None else None
-    return WerrCheck(hyp_count=(n_refs - num_absent, n_refs), baseline_count=base_count, checked=base_fp is not None)
-
-
-def werr(baseline: float | None, new: float | None) -> float | None:
-    """Relative WER reduction in percent: ``100 * (baseline - new) / baseline`` (positive = better).
-
-    None when either is undefined or the baseline is 0.
-    """
-    if baseline is None or new is None or baseline == 0:
-        return None
-    return 100.0 * (baseline - new) / baseline
-
-
-# ---------------------------------------------------------------------------------- files
-def read_transcripts(path: str | os.PathLike, what: str = "transcript") -> dict[str, str]:
-    """Read a Kaldi ``text`` file; a line with only the id is an empty transcript.
-
-    Raises:
-        FileNotFoundError: no such file.
-        DataError: the file has no line at all (names it and ``what``), an empty line or a
-            duplicate id (names file and line).
-    """
-    table = read_table(path, allow_empty_value=True)
-    if not table:
-        raise DataError(f"{path}: empty {what} file (no utterances)")
-    return table
-
-
-#: The transcript file formats :func:`read_transcript_file` takes (``auto``: :func:`transcript_format`).
-FORMATS = ("auto", "kaldi", "trn")
-
-# an sclite trn line: the words, then the utterance id in parentheses (sclite's "(spk_utt)")
-_TRN_LINE = re.compile(r"^(?P<text>.*?)[ \t]*\((?P<id>[^()\s]+)\)[ \t\r]*$")
-
-
-def read_trn(path: str | os.PathLike, what: str = "transcript") -> dict[str, str]:
-    """Read an sclite ``trn`` file (``tok tok ... (uttid)`` per line, as :func:`write_trn` writes it;
-    ``(uttid)`` alone is an empty transcript) into ``{uttid: "tok tok ..."}``, in file order.
-
-    Raises:
-        FileNotFoundError: no such file.
-        DataError: no line at all, an empty line, a line not ending in ``(uttid)``, a duplicate id
-            (names file and line).
-    """
-    table: dict[str, str] = {}
-    first_line: dict[str, int] = {}
-    for lineno, line in enumerate(read_lines(path), 1):
-        if not line.strip():
-            raise DataError(f"{path}:{lineno}: empty line")
-        m = _TRN_LINE.match(line)
-        if m is None:
-            raise DataError(f"{path}:{lineno}: not an sclite trn line 'words ... (utt-id)': {line.strip()[:60]!r}")
-        utt = m.group("id")
-        if utt in table:
-            raise DataError(f"{path}:{lineno}: duplicate utterance id '({utt})' (first on line {first_line[utt]})")
-        table[utt] = m.group("text").strip()
-        first_line[utt] = lineno
-    if not table:
-        raise DataError(f"{path}: empty {what} file (no utterances)")
-    return table
-
-
-def transcript_format(path: str | os.PathLike) -> tuple[str, str]:
-    """Which format ``path`` is in, ``kaldi`` (``<uttid> words ...``) or ``trn`` (sclite ``words ... (uttid)``),
-    and why.
-
-    ``trn`` when every line ends in a parenthesised word (``she had your dark suit (fcjf0_sa1)``) and
-    either no two of those are alike or the name ends in ``.trn`` (any case; then a repeated id is
-    :func:`read_trn`'s error); else ``kaldi`` (a Kaldi text named ``*.trn`` included, said in the reason).
-    A Kaldi text read as trn would need every transcript to end in a distinct parenthesised word
-    (``--format kaldi`` reads it as written). Read as Kaldi text, a trn file keyed each line by its first
-    word (TIMIT's ``she`` repeated: "duplicate key 'she'"), or worse, scored first words as ids.
-
-    A file not named ``*.trn`` whose lines also start with distinct ids that are not parenthesised
-    (``u1 the cat sat (laughter)``, ``u2 on the mat (noise)``) reads as either: ``either`` (Kaldi text
-    when read alone; :func:`score_files` reads it as the format whose ids are those of the other file).
-
-    Returns:
-        ``(format, reason)``, e.g. ``("trn", "every line ends in a distinct '(utt-id)'")``; the format is
-        ``kaldi``, ``trn`` or ``either``.
-
-    Raises:
-        FileNotFoundError; DataError: not UTF-8.
-    """
-    named = Path(path).suffix.lower() == ".trn"
-    lines = [ln for ln in read_lines(path) if ln.strip()]
-    matches = [_TRN_LINE.match(ln) for ln in lines]
-    if lines and all(matches):
-        ids = [m.group("id") for m in matches]
-        if len(set(ids)) == len(ids):
-            if not named and _kaldi_ids_plausible(lines):
-                return "either", ("every line ends in a distinct '(word)' and starts with a distinct id: Kaldi text "
-                                  "or sclite trn")
-            return "trn", "every line ends in a distinct '(utt-id)'"
-        if named:
-            return "trn", "its name ends in .trn and every line ends in '(utt-id)'"
-    return "kaldi", ("its name ends in .trn but not every line ends in '(utt-id)'" if named else "a Kaldi text")
-
-
-def _kaldi_ids_plausible(lines: Sequence[str]) -> bool:
-    """The first fields of ``lines`` could be a Kaldi text's ids: distinct, none parenthesised (a trn's
-    empty transcript ``(utt)`` alone on its line would be one)."""
-    firsts = [ln.split(None, 1)[0] for ln in lines]
-    return len(set(firsts)) == len(firsts) and not any(f.startswith("(") for f in firsts)
-
-
-def _ids_as(path: str | os.PathLike, fmt: str) -> set[str]:
-    """The utterance ids of ``path`` read as ``fmt`` (``kaldi``: first fields; ``trn``: the parenthesised
-    last ones); lines that do not parse so are left out (the reader names them later)."""
-    out: set[str] = set()
-    for ln in read_lines(path):
-        if not ln.strip():
-            continue
-        if fmt == "trn":
-            m = _TRN_LINE.match(ln)
-            if m is not None:
-                out.add(m.group("id"))
-        else:
-            out.add(ln.split(None, 1)[0])
-    return out
-
-
-def resolve_formats(ref: str | os.PathLike, hyp: str | os.PathLike,
-                    logger: logging.Logger = log) -> tuple[str, str]:
-    """The formats to read REF and HYP in (``auto``): each file's :func:`transcript_format`; a file that
-    reads as ``either`` is read in the format under which its ids are most those of the other file (a
-    Kaldi text whose lines all end in a distinct parenthesised word was read as trn: its ids were those
-    words and the real ids were scored as words, exit 0). When both formats fit as well, Kaldi text,
-    with a warning saying ``--format`` decides.
-
-    Returns:
-        ``(ref format, hyp format)``, each ``kaldi`` or ``trn``.
-    """
-    fr, fh = transcript_format(ref)[0], transcript_format(hyp)[0]
-    if "either" not in (fr, fh):
-        return fr, fh
-    cands = [(a, b) for a in (("kaldi", "trn") if fr == "either" else (fr,))
-             for b in (("kaldi", "trn") if fh == "either" else (fh,))]
-    ids = {(path, f): _ids_as(path, f) for path, fs in ((ref, {a for a, _ in cands}), (hyp, {b for _, b in cands}))
-           for f in fs}
-    overlap = {c: len(ids[(ref, c[0])] & ids[(hyp, c[1])]) for c in cands}
-    best = max(overlap.values())
-    tied = [c for c in cands if overlap[c] == best]  # in order: Kaldi text first
-    chosen = tied[0]
-    either = [(path, f) for path, was, f in ((ref, fr, chosen[0]), (hyp, fh, chosen[1])) if was == "either"]
-    if len(tied) > 1 and best > 0:
-        logger.warning("%s read as Kaldi text ('utt-id words ...'), though every line also ends in a distinct "
-                       "'(word)' as sclite trn lines do and both readings pair REF's and HYP's ids alike: say "
-                       "--format trn if they are sclite trn", " and ".join(str(p) for p, _ in either))
-    else:
-        for path, f in either:
-            logger.info("reading %s as %s: its lines read as either, and so its ids are those of the other file", path,
-                        "sclite trn ('words ... (utt-id)')" if f == "trn" else "Kaldi text ('utt-id words ...')")
-    return chosen
-
-
-def read_transcript_file(path: str | os.PathLike, what: str = "transcript", fmt: str = "auto",
-                         logger: logging.Logger = log) -> dict[str, str]:
-    """Read a Kaldi ``text`` file or an sclite ``trn`` file (``fmt``: ``auto`` = :func:`transcript_format`,
-    said at INFO level when it is ``trn``; ``kaldi``; ``trn``).
-
-    Raises:
-        ValueError: an unknown ``fmt``; the errors of :func:`read_transcripts` / :func:`read_trn`.
-    """
-    if fmt not in FORMATS:
-        raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if fmt == "auto":
-        fmt, why = transcript_format(path)
-        if fmt == "either":  # alone: Kaldi text (score_files decides by the other file's ids)
-            fmt, why = "kaldi", why + " (--format trn reads it as sclite trn)"
-        if fmt == "trn" or why != "a Kaldi text":
-            logger.info("reading %s %s as %s: %s", what, path,
-                        "sclite trn ('words ... (utt-id)')" if fmt == "trn" else "Kaldi text ('utt-id words ...')", why)
-    return read_trn(path, what) if fmt == "trn" else read_transcripts(path, what)
-
-
-#: Characters that separate words in files written by other tools but not for Kaldi, which splits on
-#: ASCII whitespace only: the commas / semicolons / bars of CSV-like files, and the non-ASCII spaces.
-_SEPARATOR_LIKE = ",;|"
-
-
-def _separator_name(c: str) -> str:
-    return repr(c) if c in _SEPARATOR_LIKE else f"U+{ord(c):04X} ({unicodedata.name(c, 'space').lower()})"
-
-
-def split_mismatch(refs: Mapping[str, str], hyps: Mapping[str, str], unit: str = "word", *,
-                   max_ids: int = 5) -> str | None:
-    """Why the hypotheses look split into words otherwise than the references, or None.
-
-    Two signs, tried in this order:
-
-    * a separator-like character (``,``, ``;``, ``|`` or a non-ASCII space such as U+00A0) in
-      hypotheses while no reference holds it: Kaldi's split on ASCII whitespace makes ``a,b,c`` one
-      word (a file separated by commas scored 100 % with exit 0);
-    * with ``unit="word"``: at least 2 hypotheses, and at least half of those whose reference has 3 words
-      or more, are a single word.
-
-    Args:
-        refs, hyps: ``utt -> transcript`` (the scored hypotheses: ids in ``refs``).
-        unit: ``word`` or ``char`` (in ``char`` the separators count as characters).
-        max_ids: how many utterance ids the message names.
-
-    Returns:
-        One line naming the character or the counts and the first ``max_ids`` utterance ids.
-    """
-    ref_chars = set().union(*(set(t) for t in refs.values())) if refs else set()
-    for c in sorted({c for t in hyps.values() for c in t
-                     if (c in _SEPARATOR_LIKE or (c.isspace() and c not in ASCII_SPACE)) and c not in ref_chars}):
-        ids = [u for u, t in hyps.items() if c in t]
-        shown = ", ".join(ids[:max_ids]) + (", ..." if len(ids) > max_ids else "")
-        effect = ("words are split on ASCII whitespace only, so it joins words into one"
-                  if unit == "word" else "it is scored as a character")
-        return (f"{len(ids)} of {len(hyps)} hypotheses hold {_separator_name(c)}, which no reference holds "
-                f"(e.g. {shown}): {effect}; are the hypotheses separated by it?")
-    if unit == "word":
-        long_refs = [u for u in hyps if len(tokenize(refs.get(u, ""))) >= 3]
-        single = [u for u in long_refs if len(tokenize(hyps[u])) == 1]
-        if len(single) >= 2 and 2 * len(single) >= len(long_refs):
-            shown = ", ".join(single[:max_ids]) + (", ..." if len(single) > max_ids else "")
-            return (f"{len(single)} of the {len(long_refs)} hypotheses whose reference has 3 words or more are one "
-                    f"word (e.g. {shown}): are the hypotheses split into words by ASCII whitespace as the "
-                    "references are?")
-    return None
-
-
-def unknown_hyp_ids(hyps: Mapping[str, str], refs: Mapping[str, str]) -> list[str]:
-    """The hypothesis ids that are not in the reference, in file order (compute-wer ignores them)."""
-    return [utt for utt in hyps if utt not in refs]
-
-
-def write_trn(path: str | os.PathLike, items: Iterable[tuple[str, Sequence[str]]]) -> None:
-    """Write sclite ``trn`` lines ``tok tok ... (uttid)`` atomically."""
-    with atomic_write(path) as f:
-        for utt, toks in items:
-            f.write(" ".join([*toks, f"({utt})"]) + "\n")
-
-
 def write_per_utt(path: str | os.PathLike, scored: Scored) -> None:
     """Kaldi ``per_utt``-style details: ``ref``/``hyp``/``op`` (C S I D) lines and ``#csid`` counts.
 
@@ -676,22 +226,6 @@ def write_per_utt(path: str | os.PathLike, scored: Scored) -> None:
             ops = ["I" if a is None else "D" if b is None else "C" if a == b else "S" for a, b in ali]
             f.write(f"{utt} op " + " ".join(ops) + "\n")
             f.write(f"{utt} #csid {c.correct} {c.subs} {c.ins} {c.dels}\n")
-
-
-def load_baseline(path: str | os.PathLike) -> dict:
-    """Read a JSON written by ``speechkit-score-wer --json``; needs ``wer`` (number).
-
-    Raises:
-        FileNotFoundError, DataError (not JSON, or ``wer`` missing / not a number).
-    """
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("wer"), (int, float)):
-        raise DataError(f"{path}: no numeric 'wer' key (expected a speechkit-score-wer --json file)")
-    return data
 
 
 # ---------------------------------------------------------------------------------- the scoring of two files
@@ -733,8 +267,6 @@ def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = F
         OutputOverlapError: ``json_path`` or a trn file would overwrite REF, HYP, ``utt2lang``,
             ``baseline_json`` or each other (checked before anything is read).
     """
-    from speechkit.utils.outputs import check_output_files
-
     unit = "char" if cer else "word"
     side_dir = Path(trn_dir) if trn_dir else Path(json_path).parent if json_path else None
     sfx = ".char" if cer else ""
