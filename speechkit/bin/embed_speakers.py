@@ -5,7 +5,7 @@
 Every utterance of DATA_DIR (wav.scp, optional segments; any sample rate, resampled to 16 kHz)
 is level-normalised, VAD-trimmed and embedded (see speechkit.models.speaker_encoder). Writes, each
 file atomically (Kaldi ark/scp through kaldiio, float32 *vectors* of 256 dims, as Kaldi's
-xvector.scp / spk_xvector.scp; kaldiio.load_scp gives 1-D arrays):
+xvector.scp / spk_xvector.scp; kaldiio reads them back as 1-D arrays):
 
   OUT_DIR/embeddings.{ark,scp}      utterance -> unit-norm utterance embedding
   OUT_DIR/spk_embeddings.{ark,scp}  speaker -> mean of its utterance embeddings, re-normalised to

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from speechkit.features.io import ScpReader
 from speechkit.utils.fileio import DataError, id_file
 from speechkit.utils.jobs import map_jobs
 
@@ -130,15 +131,10 @@ def griffin_lim_vocode(utt: str, log_mel, conf: dict, wav_dir: str, title: str, 
 def _vocode_part(feats_scp: str, utts: list[str], conf: dict, wav_dir: str, spectrograms: list[str],
                  n_iter: int = 60) -> list[tuple[str, str, float, bool]]:
     """Vocode ``utts`` of ``feats_scp`` (one job of :func:`vocode_feature_dir`)."""
-    import kaldiio
-
-    loader = kaldiio.load_scp(feats_scp)
+    feats_of = ScpReader(feats_scp, what="features")
     out = []
     for utt in utts:
-        try:
-            feats = np.asarray(loader[utt], dtype=np.float64)
-        except Exception as e:  # kaldiio raises several types for a bad ark
-            raise DataError(f"{feats_scp}: '{utt}': cannot read its features: {e}") from None
+        feats = np.asarray(feats_of.read(utt), dtype=np.float64)  # as stored: the vocoder checks the shape
         if is_logmel(conf):
             out.append(griffin_lim_vocode(utt, feats, conf, wav_dir, f"{utt}: Griffin-Lim copy synthesis",
                                           plot=utt in spectrograms, n_iter=n_iter))

@@ -10,7 +10,8 @@ module                            what
 :mod:`~.extract`                  data-dir extraction in parts (``speechkit-compute-feats``)
 :mod:`~.cmvn`                     Kaldi CMVN stats (the math) and ``apply_cmvn``
 :mod:`~.cmvn_stats`               ``compute_cmvn_stats`` of a data dir (``speechkit-compute-cmvn-stats``)
-:mod:`~.io`                       ``FeatureReader`` (feats.scp + CMVN on load), atomic ark/scp writer
+:mod:`~.io`                       ``ScpReader`` (one scp of matrices: the one reader and its guard),
+                                  ``FeatureReader`` (a data dir: feats.scp + CMVN on load), atomic ark/scp writer
 :mod:`~.stack`                    frame stacking / subsampling for low-frame-rate models
 ================================  ===========================================================
 
@@ -25,7 +26,7 @@ _EXPORTS = {
     "build_frontend": "frontends", "frontend_from_file": "frontends", "load_frontend_conf": "frontends",
     "Frontend": "frontends", "FRONTENDS": "frontends",
     "world_synthesize": "world", "world_streams": "world",
-    "FeatureReader": "io", "ark_scp_writer": "io",
+    "FeatureReader": "io", "ScpReader": "io", "ark_scp_writer": "io",
     "accumulate_stats": "cmvn", "apply_cmvn": "cmvn", "compute_cmvn_stats": "cmvn_stats",
 }
 

@@ -2,9 +2,14 @@
 
 * :func:`ark_scp_writer` -- write an ark + scp pair atomically: both go to ``*.tmp`` names and
   are renamed into place only when every matrix is written, and the scp then names the final ark.
-* :class:`FeatureReader` -- random access to a data dir's ``feats.scp``, with CMVN applied on
-  load as Kaldi's ``apply-cmvn`` does (global stats from ``cmvn_global.ark``, per-speaker stats
-  from ``cmvn.scp``).
+* :class:`ScpReader` -- random access to the matrices (or vectors) of one Kaldi scp table
+  (``feats.scp``, ``labels.scp``, an scp file given directly): the one place an scp of matrices is
+  opened, with the one guard (an entry that is absent, unreadable, of the wrong shape or not finite
+  is a :class:`~speechkit.utils.fileio.DataError` naming the file and the key).
+* :class:`FeatureReader` -- a data dir's features (its ``feats.scp`` through :class:`ScpReader`)
+  by utterance, with CMVN applied on load as Kaldi's ``apply-cmvn`` does (global stats from
+  ``cmvn_global.ark``, per-speaker stats from ``cmvn.scp``), and the dir's layout (``frame_shift``,
+  ``feats.yaml``, ``utt2num_frames``, the dimension).
 * :func:`load_global_cmvn_stats` -- a data dir's (or a file's) global CMVN stats.
 """
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Iterator, Literal
 
+import kaldiio
 import numpy as np
 import yaml
 
@@ -25,7 +31,8 @@ from speechkit.utils.outputs import scp_entry_file  # re-exported: the one parse
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ark_scp_writer", "scp_files", "FeatureReader", "load_cmvn_stats", "load_global_cmvn_stats", "GLOBAL_CMVN"]
+__all__ = ["ark_scp_writer", "scp_files", "ScpReader", "FeatureReader", "load_cmvn_stats", "load_global_cmvn_stats",
+           "GLOBAL_CMVN"]
 
 
 @contextlib.contextmanager
@@ -45,8 +52,6 @@ def ark_scp_writer(ark: str | os.PathLike, scp: str | os.PathLike, compression_m
             the directory it is written in is moved into place
             (:func:`speechkit.utils.outputs.replace_dir`).
     """
-    import kaldiio
-
     ark, scp = Path(ark), Path(scp)
     named = Path(scp_ark) if scp_ark is not None else ark
     tmp_ark, tmp_scp = Path(f"{ark}.tmp"), Path(f"{scp}.tmp")
@@ -98,27 +103,138 @@ def feature_dir_inputs(feature_dir: str | os.PathLike) -> list[tuple[str, Path]]
     return [(f"a feature file of {scp}", f) for f in scp_files(scp)] if scp.is_file() else []
 
 
+class ScpReader:
+    """The matrices (or vectors) of one Kaldi scp table, read on access, with the one guard.
+
+    The table is parsed by :func:`speechkit.utils.fileio.read_table` (a leading byte-order mark is
+    dropped with a warning; an empty line, a key without a value or a duplicate key is an error
+    naming the file and line) and each entry is read by ``kaldiio.load_mat`` from its value
+    (``ark:offset``, ``ark:offset[slice]``, a plain matrix file or a command ending in ``|``), as
+    ``kaldiio.load_scp``'s lazy loader does per key. Every reader of an scp of matrices from this
+    layer up goes through it: :class:`FeatureReader` (a data dir), :func:`load_cmvn_stats`, the
+    scoring readers (:class:`speechkit.scoring.feature_dir.FeatureDir`, ``speechkit-score-mcd``),
+    vocoding, synthesis, the acoustic tasks and the continual evaluation (below it, ``speechkit.data``
+    reads speaker vectors and checks CMVN stats with ``kaldiio.load_mat`` itself).
+
+    Args:
+        scp: the scp file.
+        what: what an entry holds, for the message about an absent key (``"features"`` gives
+            ``feats.scp: no features for 'u1'``).
+        missing: what to tell when ``scp`` does not exist (e.g. ``"no features (run
+            speechkit-compute-feats)"``); default ``"no such file"``.
+
+    Attributes:
+        path: the scp file (as given).
+        table: ``key -> value`` in file order (:func:`~speechkit.utils.fileio.read_table`).
+        utts: the keys, C-sorted (``keys()``, iteration and ``len`` follow them).
+
+    ``read(key)`` gives the stored array as kaldiio returns it; ``matrix(key, ...)`` a checked
+    ``(frames, dim)`` matrix; ``load(key)`` the float64 non-empty matrix the scorers take
+    (``utts`` / ``load`` / ``source`` are the interface they share with
+    :class:`speechkit.scoring.feature_dir.FeatureDir`).
+
+    Raises:
+        FileNotFoundError: no ``scp`` (``"{scp}: {missing}"``).
+        DataError: a malformed line (names the file and line), or invalid UTF-8.
+    """
+
+    def __init__(self, scp: str | os.PathLike, *, what: str = "entry", missing: str = "no such file"):
+        self.path = Path(scp)
+        self.what = what
+        if not self.path.is_file():
+            raise FileNotFoundError(f"{self.path}: {missing}")
+        self.table: dict[str, str] = read_table(self.path)
+        self.utts: list[str] = sorted(self.table, key=lambda k: k.encode("utf-8"))
+
+    def keys(self) -> list[str]:
+        """The keys in C-sorted order."""
+        return list(self.utts)
+
+    def __len__(self) -> int:
+        return len(self.utts)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.utts)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.table
+
+    def source(self, key: str) -> str:
+        """``SCP[key]``: where ``key`` is read from, for messages."""
+        return f"{self.path}[{key}]"
+
+    def read(self, key: str) -> np.ndarray:
+        """The stored array of ``key``, as kaldiio reads it (float32 or float64, 1-D or 2-D; read-only
+        when not compressed: copy it to write into it).
+
+        Raises:
+            DataError: ``key`` is not in the table (``SCP: no <what> for 'key'``), or its entry cannot
+                be read (missing ark, bad offset, truncated file: ``SCP: 'key': cannot read VALUE: ...``).
+        """
+        if key not in self.table:
+            raise DataError(f"{self.path}: no {self.what} for '{key}'")
+        loc = self.table[key]
+        try:
+            return np.asarray(kaldiio.load_mat(loc))
+        except Exception as e:  # kaldiio raises several types for a missing ark, a bad offset, a truncated file
+            raise DataError(f"{self.path}: '{key}': cannot read {loc}: {e}") from None
+
+    def matrix(self, key: str, dtype: np.dtype | type | None = None, *, copy: bool = False,
+               vector_as_column: bool = False, non_empty: bool = False, dim: int | None = None, dim_of: str = "",
+               finite: bool = False) -> np.ndarray:
+        """The ``(frames, dim)`` matrix of ``key``, checked in this order.
+
+        Args:
+            dtype: convert to it (None: as stored; float32 -> float64 is exact).
+            copy: always a fresh, writable array (else the stored one where ``dtype`` needs no conversion).
+            vector_as_column: a 1-D entry is one column ``(frames, 1)`` (else an error).
+            non_empty: zero frames is an error.
+            dim: the number of columns required, named in the message as ``dim_of`` (e.g. a config key).
+            finite: NaN or Inf is an error (names the first frame holding one).
+
+        Raises:
+            DataError: as :meth:`read`; ``SCP: 'key': expected a [non-empty ](frames, dim) matrix, got
+                shape S``; ``SCP: 'key': C columns, expected D (dim_of)``; ``SCP: 'key': NaN or Inf in
+                frame N``.
+        """
+        m = np.array(self.read(key), dtype=dtype) if copy else np.asarray(self.read(key), dtype=dtype)
+        if vector_as_column and m.ndim == 1:
+            m = m[:, None]
+        if m.ndim != 2 or (non_empty and m.shape[0] == 0):
+            shape = "a non-empty (frames, dim) matrix" if non_empty else "a (frames, dim) matrix"
+            raise DataError(f"{self.path}: '{key}': expected {shape}, got shape {m.shape}")
+        if dim is not None and m.shape[1] != dim:
+            named = f" ({dim_of})" if dim_of else ""
+            raise DataError(f"{self.path}: '{key}': {m.shape[1]} columns, expected {dim}{named}")
+        if finite:
+            bad = ~np.isfinite(m)
+            if bad.any():
+                raise DataError(f"{self.path}: '{key}': NaN or Inf in frame {int(np.argwhere(bad)[0, 0])}")
+        return m
+
+    def load(self, key: str) -> np.ndarray:
+        """The float64 ``(frames, dim)`` matrix of ``key``, at least one frame (a 1-D entry is an error;
+        NaN/Inf are left to the caller, which names them per utterance)."""
+        return self.matrix(key, np.float64, non_empty=True)
+
+    def __repr__(self) -> str:
+        return f"ScpReader({str(self.path)!r}, entries={len(self)})"
+
+
 def load_cmvn_stats(cmvn_scp: str | os.PathLike) -> dict[str, np.ndarray]:
-    """``cmvn.scp`` -> {speaker or 'global': (2, D+1) float64 stats}.
+    """``cmvn.scp`` -> {speaker or 'global': (2, D+1) float64 stats}, in file order.
 
     Raises:
         FileNotFoundError: no cmvn.scp.
-        DataError: an entry that cannot be read or is not a 2 x (D+1) matrix (names the key).
+        DataError: a malformed line (names the line); an entry that cannot be read or is not a
+            2 x (D+1) matrix (names the key).
     """
-    import kaldiio
-
-    cmvn_scp = Path(cmvn_scp)
-    if not cmvn_scp.is_file():
-        raise FileNotFoundError(f"{cmvn_scp}: no CMVN stats (run speechkit-compute-cmvn-stats)")
-    table = read_table(cmvn_scp)
+    stats = ScpReader(cmvn_scp, what="stats", missing="no CMVN stats (run speechkit-compute-cmvn-stats)")
     out = {}
-    for key, loc in table.items():
-        try:
-            m = np.asarray(kaldiio.load_mat(loc), dtype=np.float64)
-        except Exception as e:  # kaldiio raises several types for bad/missing arks
-            raise DataError(f"{cmvn_scp}: '{key}': cannot read stats at {loc}: {e}") from None
+    for key in stats.table:
+        m = np.asarray(stats.read(key), dtype=np.float64)
         if m.ndim != 2 or m.shape[0] != 2 or m.shape[1] < 2:
-            raise DataError(f"{cmvn_scp}: '{key}': CMVN stats must be a 2 x (dim+1) matrix, got shape {m.shape}")
+            raise DataError(f"{stats.path}: '{key}': CMVN stats must be a 2 x (dim+1) matrix, got shape {m.shape}")
         out[key] = m
     return out
 
@@ -140,8 +256,6 @@ def load_global_cmvn_stats(path: str | os.PathLike) -> np.ndarray:
         FileNotFoundError: no such file, or a data dir with neither file.
         DataError: unreadable or malformed stats (names the file and key).
     """
-    import kaldiio
-
     path = Path(path)
     if path.is_dir():
         if (path / GLOBAL_CMVN).is_file():
@@ -182,28 +296,26 @@ class FeatureReader:
     ``reader[utt]`` -> float32 ``(frames, dim)``; ``keys()`` C-sorted utterance ids;
     ``num_frames(utt)``; ``dim``; ``frame_shift`` (seconds, or None); ``conf`` (``feats.yaml``).
 
+    ``scp``: the :class:`ScpReader` of ``feats.scp`` (the stored matrices at their own precision).
+
     Raises:
         FileNotFoundError: no ``feats.scp`` (or no CMVN stats file when cmvn is not ``"none"``).
-        DataError: (on access) an utterance without features, an unreadable ark, a speaker
-            without stats, stats whose dimension differs from the features; names the utterance.
+        DataError: a malformed ``feats.scp`` line (names the line); (on access) an utterance without
+            features, an unreadable ark, an entry that is not a matrix, a speaker without stats, stats
+            whose dimension differs from the features; names the file and the utterance.
     """
 
     def __init__(self, data_dir: str | os.PathLike, cmvn: Literal["none", "global", "speaker"] = "none",
                  norm_vars: bool = True):
-        import kaldiio
-
         self.data_dir = Path(data_dir)
         self.cmvn = cmvn
         self.norm_vars = norm_vars
         if cmvn not in ("none", "global", "speaker"):
             raise ValueError(f"cmvn must be 'none', 'global' or 'speaker', got {cmvn!r}")
-        scp = self.data_dir / "feats.scp"
-        if not scp.is_file():
-            raise FileNotFoundError(f"{scp}: no features (run speechkit-compute-feats or utils/make_feats.sh)")
-        self._scp_path = scp
-        self._table = read_table(scp)
-        self._loader = kaldiio.load_scp(str(scp))
-        self._keys = sorted(self._table, key=lambda k: k.encode("utf-8"))
+        self.scp = ScpReader(self.data_dir / "feats.scp", what="features",
+                             missing="no features (run speechkit-compute-feats or utils/make_feats.sh)")
+        self._scp_path = self.scp.path
+        self._keys = self.scp.utts
         n2f = self.data_dir / "utt2num_frames"
         self._num_frames = {k: int(v) for k, v in read_table(n2f).items()} if n2f.is_file() else {}
         fs = self.data_dir / "frame_shift"
@@ -238,24 +350,15 @@ class FeatureReader:
         return iter(self._keys)
 
     def __contains__(self, utt: object) -> bool:
-        return utt in self._table
+        return utt in self.scp
 
     def items(self) -> Iterator[tuple[str, np.ndarray]]:
         for k in self._keys:
             yield k, self[k]
 
     def raw(self, utt: str) -> np.ndarray:
-        """The stored matrix of ``utt`` (no CMVN), float32 ``(frames, dim)``."""
-        if utt not in self._table:
-            raise DataError(f"{self._scp_path}: no features for utterance '{utt}'")
-        try:
-            m = self._loader[utt]
-        except Exception as e:  # missing ark, bad offset, truncated file
-            raise DataError(f"{self._scp_path}: '{utt}': cannot read {self._table[utt]}: {e}") from None
-        m = np.asarray(m)
-        if m.ndim != 2:
-            raise DataError(f"{self._scp_path}: '{utt}': expected a matrix, got shape {m.shape}")
-        return m.astype(np.float32, copy=False)
+        """The stored matrix of ``utt`` (no CMVN), float32 ``(frames, dim)`` (:meth:`ScpReader.matrix`'s errors)."""
+        return self.scp.matrix(utt).astype(np.float32, copy=False)
 
     def __getitem__(self, utt: str) -> np.ndarray:
         feats = self.raw(utt)

@@ -2,7 +2,8 @@
 
 A feature directory holds either
 
-* ``feats.scp`` (Kaldi ark/scp, read with :mod:`kaldiio`): one matrix per utterance, or
+* ``feats.scp`` (Kaldi ark/scp, read with :class:`speechkit.features.io.ScpReader`): one matrix per
+  utterance (a vector is one column), or
 * one text file per utterance, ``<utt>.txt``, one frame per line, numbers separated by spaces
   (the ZeroSpeech 2019 submission format), or
 * one NumPy file per utterance, ``<utt>.npy``, a ``(frames, dim)`` array (as fastabx and the
@@ -43,6 +44,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from speechkit.features.io import ScpReader
 from speechkit.utils.fileio import DataError, read_lines
 
 logger = logging.getLogger(__name__)
@@ -142,7 +144,7 @@ class FeatureDir:
     Raises:
         FileNotFoundError: ``path`` is not a directory.
         DataError: the directory holds neither ``feats.scp`` nor any ``*.txt`` / ``*.npy`` file, or
-            both ``*.txt`` and ``*.npy`` files.
+            both ``*.txt`` and ``*.npy`` files; a malformed ``feats.scp`` line (names the line).
         ValueError: ``timestamps`` is not one of :data:`TIMESTAMPS`.
     """
 
@@ -158,16 +160,11 @@ class FeatureDir:
         self.time_step: float | None = None
         self._time_scale = 1.0  # file units -> seconds
         scp = self.path / "feats.scp"
-        self._scp: dict | None = None
+        self._scp: ScpReader | None = None
         if scp.is_file():
-            import kaldiio
-
             self.kind = "scp"
-            try:
-                self._scp = kaldiio.load_scp(str(scp))
-            except Exception as e:  # kaldiio raises bare ValueError/IndexError on bad lines
-                raise DataError(f"{scp}: cannot parse ({e})") from None
-            keys = list(self._scp.keys())
+            self._scp = ScpReader(scp, what="features")
+            keys = self._scp.utts
         else:
             found = {sfx: [p.name[: -len(sfx)] for p in self.path.iterdir() if p.name.endswith(sfx) and p.is_file()]
                      for sfx in (".txt", ".npy")}
@@ -200,15 +197,8 @@ class FeatureDir:
             return read_text_features(self.path / f"{utt}.txt")
         if self.kind == "npy":
             return read_npy_features(self.path / f"{utt}.npy")
-        try:
-            mat = np.asarray(self._scp[utt], dtype=np.float64)
-        except Exception as e:
-            raise DataError(f"{self.source(utt)}: cannot read matrix ({e})") from None
-        if mat.ndim == 1:
-            mat = mat[:, None]
-        if mat.ndim != 2 or mat.shape[0] == 0:
-            raise DataError(f"{self.source(utt)}: expected a non-empty (frames, dim) matrix, got shape {mat.shape}")
-        bad = ~np.isfinite(mat)
+        mat = self._scp.matrix(utt, np.float64, vector_as_column=True, non_empty=True)
+        bad = ~np.isfinite(mat)  # named as the .txt / .npy loaders name it: SOURCE: NaN or Inf in frame N
         if bad.any():
             row = int(np.argwhere(bad)[0, 0])
             raise DataError(f"{self.source(utt)}: NaN or Inf in frame {row}")

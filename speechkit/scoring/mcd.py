@@ -77,6 +77,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from speechkit.features.io import ScpReader
 from speechkit.features.world import WorldLayout
 from speechkit.utils.fileio import DataError
 
@@ -523,8 +524,8 @@ def score_world(ref: Mapping[str, np.ndarray], hyp: Mapping[str, np.ndarray],
     """Score every utterance of ``ref`` against ``hyp`` (MCD, F0 RMSE, V/UV; see the module doc).
 
     Args:
-        ref, hyp: ``utt -> (T, dim)`` WORLD matrices; any mapping, including lazy ones such as
-            ``kaldiio.load_scp(...)`` (each matrix is read once, one utterance at a time).
+        ref, hyp: ``utt -> (T, dim)`` WORLD matrices; any mapping, including lazy ones that read a
+            matrix on access (each matrix is read once, one utterance at a time).
         conf: the layout shared by both (:meth:`WorldLayout.from_conf`); None = 40 mcep, 16 kHz.
         alignments: ``utt -> [(start_s, end_s, phone), ...]``; when given, frames inside
             ``silence_phones`` are left out (see :func:`silence_keep_mask`).
@@ -589,32 +590,6 @@ def score_world(ref: Mapping[str, np.ndarray], hyp: Mapping[str, np.ndarray],
 
 # ----------------------------------------------------------------------------- feature dirs (speechkit-score-mcd)
 
-class _ScpFile:
-    """An scp file given directly: the :class:`FeatureDir` interface used here (utts, load, source)."""
-
-    def __init__(self, path: Path):
-        import kaldiio
-
-        self.path = path
-        try:
-            self._scp = kaldiio.load_scp(str(path))
-        except Exception as e:  # kaldiio raises bare ValueError/IndexError on bad lines
-            raise DataError(f"{path}: cannot parse ({e})") from None
-        self.utts = sorted(self._scp.keys(), key=lambda k: k.encode("utf-8"))
-
-    def source(self, utt: str) -> str:
-        return f"{self.path}[{utt}]"
-
-    def load(self, utt: str) -> np.ndarray:
-        try:
-            mat = np.asarray(self._scp[utt], dtype=np.float64)
-        except Exception as e:
-            raise DataError(f"{self.source(utt)}: cannot read matrix ({e})") from None
-        if mat.ndim != 2 or mat.shape[0] == 0:
-            raise DataError(f"{self.source(utt)}: expected a non-empty (frames, dim) matrix, got shape {mat.shape}")
-        return mat  # NaN/Inf are reported by score_utterance, naming the utterance
-
-
 class _Lazy(dict):
     """``utt -> matrix`` read on access (keys known up front), so one utterance is in memory at a time."""
 
@@ -631,11 +606,12 @@ class _Lazy(dict):
 def open_features(path: str | os.PathLike) -> tuple[object, Path]:
     """A reader for a feature dir (with feats.scp) or an scp file, and the dir holding its metadata.
 
-    The reader has ``utts`` (C-sorted ids), ``load(utt)`` (a float64 ``(frames, dim)`` matrix) and
-    ``source(utt)``.
+    The reader (:class:`~speechkit.scoring.feature_dir.FeatureDir` for a dir,
+    :class:`~speechkit.features.io.ScpReader` for an scp file) has ``utts`` (C-sorted ids),
+    ``load(utt)`` (a float64 ``(frames, dim)`` matrix) and ``source(utt)``.
 
     Raises:
-        DataError: a dir without ``feats.scp``; an scp file that cannot be parsed.
+        DataError: a dir without ``feats.scp``; an scp file that cannot be parsed (names the line).
         FileNotFoundError: ``path`` is neither a dir nor a file.
     """
     from speechkit.scoring.feature_dir import FeatureDir
@@ -646,7 +622,7 @@ def open_features(path: str | os.PathLike) -> tuple[object, Path]:
             raise DataError(f"{p}: no feats.scp (expected a WORLD feature dir or an scp file)")
         return FeatureDir(p), p
     if p.is_file():
-        return _ScpFile(p), p.parent
+        return ScpReader(p, what="features"), p.parent
     raise FileNotFoundError(f"no such feature dir or scp file: {p}")
 
 

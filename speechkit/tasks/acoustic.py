@@ -70,6 +70,7 @@ from torch.utils.data import Dataset
 from speechkit.data.expdir import copy_feats_yaml
 from speechkit.data.fingerprint import DataInput
 from speechkit.data.speakers import read_speaker_dim, read_speaker_vectors, utterance_speakers, write_speakers
+from speechkit.features.io import ScpReader
 from speechkit.features.world import feature_streams, stream_layout
 from speechkit.models.musa_rnn import MusaRnn, MusaRnnConfig, detach_state
 from speechkit.models.salad import OutputNormalizer, Salad, SaladConfig, count_parameters, format_parameters
@@ -78,7 +79,7 @@ from speechkit.train.task import Task
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import FieldError
-from speechkit.utils.fileio import DataError, atomic_write, read_table
+from speechkit.utils.fileio import DataError, atomic_write
 
 __all__ = ["AcousticDataConfig", "SaladTaskConfig", "MusaRnnTaskConfig", "AcousticTask", "SaladTask", "MusaRnnTask",
            "StreamWindows", "UtteranceSet", "load_pairs", "read_label_dim", "AcousticScores", "PAPER_PARAMETERS",
@@ -188,12 +189,6 @@ class MusaRnnTaskConfig:
 # data
 
 
-def _scp_loader(scp: Path):
-    import kaldiio
-
-    return kaldiio.load_scp(str(scp))
-
-
 def read_label_dim(data_dir: str | os.PathLike, strict: bool = True) -> int | None:
     """The label dimension ``D``: columns of the first matrix of ``data_dir/labels.scp``.
 
@@ -206,19 +201,10 @@ def read_label_dim(data_dir: str | os.PathLike, strict: bool = True) -> int | No
     """
     scp = Path(data_dir) / "labels.scp"
     try:
-        if not scp.is_file():
-            raise FileNotFoundError(f"{scp}: no label vectors (run speechkit-make-labels)")
-        table = read_table(scp)
-        if not table:
+        labels = ScpReader(scp, what="label vectors", missing="no label vectors (run speechkit-make-labels)")
+        if not labels.table:
             raise DataError(f"{scp}: empty")
-        utt = next(iter(table))
-        try:
-            m = np.asarray(_scp_loader(scp)[utt])
-        except Exception as e:  # kaldiio raises several types for a bad ark
-            raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
-        if m.ndim != 2:
-            raise DataError(f"{scp}: '{utt}': expected a (frames, dim) matrix, got shape {m.shape}")
-        return int(m.shape[1])
+        return int(labels.matrix(next(iter(labels.table))).shape[1])  # the first line's
     except (FileNotFoundError, DataError):
         if strict:
             raise
@@ -282,7 +268,8 @@ def load_pairs(data_dir: str | os.PathLike, input_dim: int | None = None, output
     for scp, how in ((lab_scp, "speechkit-make-labels"), (feat_scp, "utils/make_feats.sh --config conf/world.yaml")):
         if not scp.is_file():
             raise FileNotFoundError(f"{scp}: not found (run {how})")
-    lab_table, feat_table = read_table(lab_scp), read_table(feat_scp)
+    labels_of, feats_of = ScpReader(lab_scp, what="label vectors"), ScpReader(feat_scp, what="features")
+    lab_table, feat_table = labels_of.table, feats_of.table
     utts = sorted((u for u in lab_table if u in feat_table), key=lambda u: u.encode("utf-8"))
     for what, only in (("labels but no features", [u for u in lab_table if u not in feat_table]),
                        ("features but no labels", [u for u in feat_table if u not in lab_table])):
@@ -291,25 +278,12 @@ def load_pairs(data_dir: str | os.PathLike, input_dim: int | None = None, output
                         ", ".join(only[:5]), " ..." if len(only) > 5 else "")
     if not utts:
         raise DataError(f"{lab_scp} and {feat_scp} have no utterance in common")
-    lab_loader, feat_loader = _scp_loader(lab_scp), _scp_loader(feat_scp)
-
-    def read(loader, table, scp: Path, utt: str, dim: int | None, key: str) -> np.ndarray:
-        try:
-            m = np.array(loader[utt], dtype=np.float32)
-        except Exception as e:  # kaldiio raises several types for a bad ark
-            raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
-        if m.ndim != 2 or m.shape[0] == 0:
-            raise DataError(f"{scp}: '{utt}': expected a non-empty (frames, dim) matrix, got shape {m.shape}")
-        if dim is not None and m.shape[1] != dim:
-            raise DataError(f"{scp}: '{utt}': {m.shape[1]} columns, expected {dim} ({key})")
-        if not np.isfinite(m).all():
-            raise DataError(f"{scp}: '{utt}': NaN or infinite values")
-        return m
-
     labels, feats = [], []
     for utt in utts:
-        x = read(lab_loader, lab_table, lab_scp, utt, input_dim, "model.input_dim")
-        y = read(feat_loader, feat_table, feat_scp, utt, output_dim, "model.output_dim")
+        x = labels_of.matrix(utt, np.float32, copy=True, non_empty=True, dim=input_dim, dim_of="model.input_dim",
+                             finite=True)
+        y = feats_of.matrix(utt, np.float32, copy=True, non_empty=True, dim=output_dim, dim_of="model.output_dim",
+                            finite=True)
         if x.shape[0] != y.shape[0]:
             raise DataError(f"{data_dir}: utterance '{utt}': {x.shape[0]} label frames in labels.scp but "
                             f"{y.shape[0]} feature frames in feats.scp (labels must have the WORLD frame count "

@@ -361,11 +361,9 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
     """
     import time
 
-    import kaldiio
-
     from speechkit.decode.audio_out import warn_unplotted
-    from speechkit.features.io import ark_scp_writer, scp_files
-    from speechkit.utils.fileio import atomic_write, read_table, write_table
+    from speechkit.features.io import ScpReader, ark_scp_writer, scp_files
+    from speechkit.utils.fileio import atomic_write, write_table
     from speechkit.utils.jobs import map_jobs
     from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -388,13 +386,10 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
     frame_shift = float(conf.get("frame_period", 5.0)) / 1000.0 if conf else 0.005
 
     scp = data_dir / "labels.scp"
-    if not scp.is_file():
-        raise FileNotFoundError(f"{scp}: no label vectors (run speechkit-make-labels)")
-    table = read_table(scp)
-    utts = sorted(table, key=lambda u: u.encode("utf-8"))
+    labels = ScpReader(scp, what="label vectors", missing="no label vectors (run speechkit-make-labels)")
+    utts = labels.keys()
     if not utts:
         raise DataError(f"{scp}: empty")
-    loader = kaldiio.load_scp(str(scp))
     if not synth.conditioned and (speaker or speaker_embeddings):
         raise ValueError(f"{model_dir}: the model is not speaker-conditioned (trained without "
                          f"data.speaker_embeddings); drop --speaker / --speaker-embeddings")
@@ -412,10 +407,7 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
     with replace_dir(out_dir) as tmp:
         with ark_scp_writer(tmp / "feats.ark", tmp / "feats.scp", scp_ark=final / "feats.ark") as write:
             for i, utt in enumerate(utts):
-                try:
-                    x = np.array(loader[utt], dtype=np.float32)
-                except Exception as e:  # kaldiio raises several types for a bad ark
-                    raise DataError(f"{scp}: '{utt}': cannot read {table[utt]}: {e}") from None
+                x = np.array(labels.read(utt), dtype=np.float32)
                 if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dim:
                     minus = " minus the speaker vector" if spk_vectors is not None else ""
                     raise DataError(f"{scp}: '{utt}': expected a (frames, {dim}) label matrix (the model's input_dim"

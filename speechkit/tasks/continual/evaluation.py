@@ -293,10 +293,9 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
             model was never trained on (named).
         ValueError: ``num_utts`` < 1, ``wavs_per_speaker`` or ``min_speech`` < 0.
     """
-    import kaldiio
-
     from speechkit.data.fingerprint import DataInput, content_digest, fingerprint_input
     from speechkit.decode.audio_out import write_synthesized
+    from speechkit.features.io import ScpReader
     from speechkit.models.speaker_encoder import SpeakerEncoder
     from speechkit.scoring.continual_plots import plot_confusion_matrix, plot_embeddings_2d
     from speechkit.scoring.speaker_verification import SpeakerVerifier, accuracy_matrix, continual_scores
@@ -324,10 +323,10 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
             return phones[u]
     else:
         test_utts = _test_utterances(test_dir, [s for _, s, _ in done], cfg.num_utts)
-        labels = kaldiio.load_scp(str(test_dir / "labels.scp"))
+        labels = ScpReader(test_dir / "labels.scp", what="label vectors")
 
         def synth_input(u: str):
-            return np.asarray(labels[u], dtype=np.float32)
+            return np.asarray(labels.read(u), dtype=np.float32)
     encoder = None
     per_episode, verifier_acc, skipped_total = [], [], 0
     digests = {name: content_digest(fingerprint_input(DataInput(str(d), tables))) for name, d, tables in (

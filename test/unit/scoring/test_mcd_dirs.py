@@ -55,6 +55,27 @@ def test_open_features_dir_scp_and_missing(dirs, tmp_path):
     assert frame_shift_of(ref_dir) == 0.005 and frame_shift_of(tmp_path / "empty") is None
 
 
+def test_both_readers_parse_feats_scp_as_every_table_reader_does(dirs, tmp_path):
+    """A dir (FeatureDir) and an scp file (ScpReader) read feats.scp through the one reader: a byte-order mark
+    is dropped, a duplicate key is an error naming its line (kaldiio.load_scp kept the last one silently)."""
+    ref_dir, _, ref, _ = dirs
+    lines = (ref_dir / "feats.scp").read_text().splitlines()
+    (ref_dir / "feats.scp").write_bytes(b"\xef\xbb\xbf" + (ref_dir / "feats.scp").read_bytes())
+    for target in (ref_dir, ref_dir / "feats.scp"):
+        reader, _ = open_features(target)
+        assert reader.utts == ["u0", "u1"] and np.array_equal(reader.load("u0"), ref["u0"].astype(np.float64))
+    (ref_dir / "feats.scp").write_text("\n".join(lines + lines[:1]) + "\n")
+    for target in (ref_dir, ref_dir / "feats.scp"):
+        with pytest.raises(DataError, match=r"feats.scp:3: duplicate key 'u0' \(first on line 1\)"):
+            open_features(target)
+    (ref_dir / "feats.scp").write_text("\n".join(lines) + "\n")
+    (ref_dir / "feats.ark").unlink()
+    for target in (ref_dir, ref_dir / "feats.scp"):
+        reader, _ = open_features(target)
+        with pytest.raises(DataError, match=r"feats.scp: 'u1': cannot read .*feats.ark:\d+"):
+            reader.load("u1")
+
+
 def test_score_world_dirs_is_score_world(dirs, tmp_path):
     ref_dir, hyp_dir, ref, hyp = dirs
     res, lay, src = score_world_dirs(ref_dir, hyp_dir)
