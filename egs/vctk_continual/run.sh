@@ -17,6 +17,7 @@
 #   ./run.sh --corpus vctk --db_root /data/VCTK-Corpus-0.92 [--ljspeech_root /data/LJSpeech-1.1]
 #   ./run.sh --corpus commonvoice --db_root /data/cv/de   # any registered corpus (speechkit-prepare-corpus --help)
 #   ./run.sh --stage 7 --strategies "er"      # later stages reuse what stage 0 prepared
+#   ./run.sh --stage 7 --stop_stage 8 --ewc_lambda_grid "1e2 1e4 1e6 1e8 1e10"   # EWC's lambda chosen on dev
 #   python local/make_results.py --render RESULTS.md --results results   # the page, from results/ only
 #
 # Stages (each safe to re-run: finished work is kept, training and scoring resume):
@@ -36,11 +37,15 @@
 #                the verifier's held-out accuracy: exp/embed/verifier.txt (tacotron2: verifier_gl.txt)
 #   6  pretrain  theta_init: --tts_model on the pre-training split (exp/<tts_model>/pretrain)
 #   7  continual each run (strategy, speaker order): speechkit-train-continual, then
-#                speechkit-score-continual after every episode: exp/<tts_model>/continual/<run>/order<seed>/{episode_*,eval}
+#                speechkit-score-continual after every episode: exp/<tts_model>/continual/<run>/order<K>/{episode_*,eval};
+#                order K = row K of the Williams design over the C-sorted continual speakers (plan.json: the order).
+#                With --ewc_lambda_grid: the runs ewc_l<lambda> instead, scored on the dev utterances
+#                (<run>/order<K>/eval_dev), and the lambda chosen on dev: exp/<tts_model>/continual/ewc_grid.json
 #   8  results   the score files of this setup copied into <results_dir>/<results_name>/ (tracked:
 #                results/mini/, results/msc/), then RESULTS.md rendered from <results_dir> only (RA/FG
 #                per strategy and episode, mean and spread over orders; ER buffer sizes, the paper's
-#                Table 3; paired comparisons) with its figures in <results_dir>/<name>/figures/
+#                Table 3; paired comparisons; the EWC lambda grid on dev, if run) with its figures in
+#                <results_dir>/<name>/figures/
 set -euo pipefail
 
 # ------------------------------------------------------------------------------------- options
@@ -76,7 +81,14 @@ buffer_size=5        # N_B of er / er_kd in the strategy comparison
 br_buffer_size=1     # er_br: N_B ...
 br_replicate=10      # ... and K (the paper's ER-BR setting: buffer 1, K = 10)
 ewc_lambda=          # EWC's lambda (default: conf/continual.yaml's; another value names the run ewc_l<lambda>)
-orders="1 2 3"       # speaker-order seeds: one run per order, mean and spread over them
+ewc_lambda_grid=     # EWC's lambda chosen on dev, e.g. "1e2 1e4 1e6 1e8 1e10": stage 7 then trains ewc_l<lambda> for
+                     # every lambda and order instead of --strategies, scores every episode on the dev utterances of
+                     # the speakers seen so far (<run>/order<K>/eval_dev; no test evaluation) and writes the choice
+                     # (highest mean final dev RA; local/ewc_grid.py) to exp/<tts_model>/continual/ewc_grid.json,
+                     # which stage 8 copies into the results; conf/continual.yaml's ewc_lambda is left as it is
+orders="1 2 3"       # speaker orders: K = row K of the Williams design over the C-sorted continual speakers (rows
+                     # 1..n for n speakers: distinct permutations, no two beginning with the same speaker; odd n:
+                     # rows n+1..2n reverse them); one run per order in <run>/order<K>, K also its training seed
 continual_epochs=    # at most this many epochs per episode (default: conf/continual.yaml's 10; mini: 6)
 train_jobs=2         # continual runs trained at once
 continual_args=      # extra speechkit-train-continual overrides, e.g. "--trainer.max_epochs 10"
@@ -90,7 +102,8 @@ results_name=        # default: the corpus (mini, msc, vctk), <corpus>_<tts_mode
 
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|vctk|NAME] [--corpus_opts '...']
        [--strategies '...']
-       [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--continual_args '...'] [--nj N]
+       [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--ewc_lambda_grid '1e2 1e4 1e6 1e8 1e10']
+       [--continual_args '...'] [--nj N]
        [--results_dir DIR] [--results_name NAME] ...
 (see the header of $0 for every option)"
 setup_keys="corpus db_root ljspeech_root num_continual continual_speakers mini_speakers mini_sentences seed num_test num_dev world_config align_args corpus_opts"
@@ -147,9 +160,26 @@ if [ "$corpus" = mini ]; then
   [ "$er_buffer_sizes" = auto ] && er_buffer_sizes=""
 fi
 [ "$er_buffer_sizes" = auto ] && er_buffer_sizes="1 2 5 10"
+# speaker orders: distinct positive row numbers (stage 7 checks them against the design's rows)
+for order in $orders; do
+  [[ "$order" =~ ^[1-9][0-9]*$ ]] || die "--orders: '$order' is not a row number (1, 2, ...) of the speaker-order design"
+done
+[ -n "$orders" ] || die "--orders: no order"
+dup=$(printf '%s\n' $orders | sort | uniq -d | tr '\n' ' ')
+[ -z "$dup" ] || die "--orders: ${dup% } twice"
 # run names: jt, jt_cumulative, sa, ewc (ewc_l<lambda>), er_b<N_B>, er_kd_b<N_B>, er_br_b<N_B>_k<K>; the ER
-# buffer sweep adds er_b<N>
+# buffer sweep adds er_b<N>; --ewc_lambda_grid: only ewc_l<lambda>, scored on dev
 runs=""
+eval_split=test
+if [ -n "$ewc_lambda_grid" ]; then
+  [ -z "$ewc_lambda" ] || die "--ewc_lambda $ewc_lambda and --ewc_lambda_grid: give one (the grid chooses lambda on dev)"
+  for l in $ewc_lambda_grid; do
+    [[ "$l" =~ ^[0-9]+([.][0-9]*)?([eE][+-]?[0-9]+)?$ ]] || die "--ewc_lambda_grid: '$l' is not a number (e.g. 1e4)"
+    [[ "$l" =~ ^0*([.]0*)?([eE].*)?$ ]] && die "--ewc_lambda_grid: '$l' must be > 0"
+    runs="$runs ewc_l$l"
+  done
+  strategies="" er_buffer_sizes="" eval_split=dev
+fi
 for s in $strategies; do
   case "$s" in
     jt|jt_cumulative|sa) runs="$runs $s" ;;
@@ -346,36 +376,63 @@ run_opts() {  # the speechkit-train-continual options of a run name
     er_b*) echo "--strategy er --buffer-size ${1#er_b}" ;;
   esac
 }
-continual_one() {  # RUN ORDER: train every episode, then score each with the verifier
-  local run=$1 order=$2 e=$mexp/continual/$1/order$2
+continual_one() {  # RUN ORDER SPLIT: train every episode, then score each with the verifier on the utterances of
+                   # SPLIT: test (<run>/order<K>/eval) or dev (<run>/order<K>/eval_dev: the EWC grid; no test eval)
+  local run=$1 order=$2 split=$3 e=$mexp/continual/$1/order$2
+  local score_log=$e/log/score.log score_opts=()
+  if [ "$split" = dev ]; then
+    score_log=$e/log/score_dev.log
+    score_opts=(--eval-dir "$e/eval_dev" --num-utts "$num_dev" --no-plots)
+  fi
+  # the speaker order: row $order of the Williams design over the continual speakers; $order also seeds replay
   # shellcheck disable=SC2046,SC2086
   $train_cmd --num-threads "$num_threads" "$e/log/train.log" \
-    speechkit-train-continual --config conf/continual.yaml --exp-dir "$e" $(run_opts "$run") --seed "$order" \
+    speechkit-train-continual --config conf/continual.yaml --exp-dir "$e" $(run_opts "$run") \
+      --order "$order" --seed "$order" \
       --init-dir "$mexp/pretrain" --train-dir "$in_dump/continual/train" \
       --valid-dir "$in_dump/continual/dev" --speaker-embeddings "$spk_scp" \
       --pretrain-dir "$in_dump/pretrain/train" --trainer.num_threads "$num_threads" \
       ${continual_epochs:+--trainer.max_epochs "$continual_epochs"} $continual_args &&
-  $train_cmd "$e/log/score.log" \
-    speechkit-score-continual --test-dir "$in_dump/continual/test" --gt-train "$expdir/embed/train_$vocoder" \
-      --gt-test "$expdir/embed/test_$vocoder" ${extra_opt[@]+"${extra_opt[@]}"} "$e" &&
-  log 7 "$run order $order: $(grep -h 'final RA' "$e/log/score.log" | tail -n 1 | sed 's/^.*: final/final/')"
+  $train_cmd "$score_log" \
+    speechkit-score-continual --test-dir "$in_dump/continual/$split" --gt-train "$expdir/embed/train_$vocoder" \
+      --gt-test "$expdir/embed/test_$vocoder" ${extra_opt[@]+"${extra_opt[@]}"} \
+      ${score_opts[@]+"${score_opts[@]}"} "$e" &&
+  log 7 "$run order $order ($split): $(grep -h 'final RA' "$score_log" | tail -n 1 | sed 's/^.*: final/final/')"
 }
 if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
   [ -f "$mexp/pretrain/checkpoints/best.pt" ] || die "$mexp/pretrain: no trained model: run stage 6"
   [ -f "$datadir/verifier_extra_speakers" ] || die "$datadir/verifier_extra_speakers: missing: run stage 5"
   extra_opt=()   # none (--verifier_pretrain 0): the verifier's classes are the continual speakers seen so far
   [ -s "$datadir/verifier_extra_speakers" ] && extra_opt=(--extra-speakers "$datadir/verifier_extra_speakers")
-  log 7 "continual runs of $tts_model:$runs; speaker orders: $orders; $train_jobs at a time (logs: $mexp/continual/<run>/order<seed>/log/)"
+  # the orders: rows of the Williams design over the n continual speakers (n rows; odd n: 2n, the last n reversed)
+  n_cont=$(wc -l < "$datadir/continual_speakers")
+  design_rows=$n_cont
+  [ $((n_cont % 2)) -eq 1 ] && [ "$n_cont" -gt 1 ] && design_rows=$((2 * n_cont))
+  for order in $orders; do
+    [ "$order" -le "$design_rows" ] ||
+      die "--orders: $order is not a row of the Williams design over the $n_cont continual speakers (rows 1-$design_rows)"
+  done
+  # shellcheck disable=SC2086
+  n_orders=$(echo $orders | wc -w)
+  [ "$n_orders" -le "$n_cont" ] ||
+    log 7 "note: $n_orders orders of $n_cont speakers: some orders begin with the same speaker (rows beyond $n_cont)"
+  log 7 "continual runs of $tts_model:$runs; speaker orders (design rows): $orders; scored on $eval_split; $train_jobs at a time (logs: $mexp/continual/<run>/order<K>/log/)"
   running=0 failed=0
   for run in $runs; do
     for order in $orders; do
       if [ "$running" -ge "$train_jobs" ]; then wait -n || failed=$((failed + 1)); running=$((running - 1)); fi
-      continual_one "$run" "$order" &
+      continual_one "$run" "$order" "$eval_split" &
       running=$((running + 1))
     done
   done
   while [ "$running" -gt 0 ]; do wait -n || failed=$((failed + 1)); running=$((running - 1)); done
-  [ "$failed" -eq 0 ] || die "$failed continual run(s) failed: see $mexp/continual/<run>/order<seed>/log/{train,score}.log"
+  [ "$failed" -eq 0 ] || die "$failed continual run(s) failed: see $mexp/continual/<run>/order<K>/log/{train,score}.log"
+  if [ -n "$ewc_lambda_grid" ]; then
+    # the choice reads only <run>/order<K>/eval_dev/scores.json (the dev utterances), never the test eval/
+    log 7 "EWC's lambda chosen on dev over $n_orders orders: $mexp/continual/ewc_grid.json"
+    python local/ewc_grid.py --continual-dir "$mexp/continual" --lambdas "$ewc_lambda_grid" --orders "$orders" \
+      --out "$mexp/continual/ewc_grid.json"
+  fi
 fi
 
 # ------------------------------------------------------------------------------------ stage 8

@@ -12,22 +12,23 @@ of row --order K of their Williams design (rows 1..n, n speakers: distinct permu
 beginning with the same speaker, balanced for the speaker that comes before; odd n: rows n+1..2n
 reverse them; a K beyond the design is an error) or, with --order 0 (the default), a permutation
 drawn from --seed (--seed also seeds the replay selection and shuffling), with --strategy
-jt | jt_cumulative | sa | ewc | er | er_kd | er_br (joint training as the paper defines it, cumulative joint fine-tuning (this toolkit's own variant),
-sequential adaptation, EWC with --ewc-lambda, experience replay with --buffer-size N_B, ER with
-knowledge distillation (ER-KD: the model's own outputs as buffer targets), ER with buffer
-replication (ER-BR: buffer items replicated --replicate K times); all but jt_cumulative are
-Hemati & Borth's, sections 3.1-3.2.4). Each episode trains a fresh
-optimiser from the previous episode's best weights, with early stopping on the new speaker's
-validation utterances of --valid-dir; jt instead trains every episode from theta_init on all the
-continual speakers seen so far, early-stopped on all their validation utterances (the paper's
+jt | jt_cumulative | sa | ewc | er | er_kd | er_br (joint training as the paper defines it,
+cumulative joint fine-tuning (this toolkit's own variant), sequential adaptation, EWC with
+--ewc-lambda, experience replay with --buffer-size N_B, ER with knowledge distillation (ER-KD: the
+model's own outputs as buffer targets), ER with buffer replication (ER-BR: buffer items replicated
+--replicate K times); all but jt_cumulative are Hemati & Borth's, sections 3.1-3.2.4). Each
+episode trains a fresh optimiser from the previous episode's best weights, with early stopping on
+the new speaker's validation utterances of --valid-dir; jt instead trains every episode from
+theta_init on all the continual speakers seen so far, early-stopped on all their validation utterances (the paper's
 joint training, one model per episode boundary); jt_cumulative trains on all seen speakers from the
 previous episode's weights, early-stopped on the new speaker (what jt meant in runs whose plan.json
 has no "version": they resume as jt_cumulative). Train/valid dirs hold labels.scp, feats.scp,
 utt2spk (+ feats.yaml) of all continual speakers.
 
-Writes EXP/plan.json (the order and, in extra.order_design, how it was made), EXP/episode_<tt>_<spk>/ (a speechkit-train experiment dir: use it as
---model-dir of speechkit-tts-synthesize, with --speaker SPK for any speaker in its `speakers`
-file; plus episode.json = what was trained), EXP/episodes.jsonl (one JSON line per episode).
+Writes EXP/plan.json (the order and, in extra.order_design, how it was made),
+EXP/episode_<tt>_<spk>/ (a speechkit-train experiment dir: use it as --model-dir of
+speechkit-tts-synthesize, with --speaker SPK for any speaker in its `speakers` file; plus
+episode.json = what was trained), EXP/episodes.jsonl (one JSON line per episode).
 Re-running the command resumes: finished episodes are skipped, an interrupted one continues from
 its latest checkpoint. A resumed run with another speaker order, strategy or setting is an error
 naming both: plan.json records every training setting (the trainer, model and data options, e.g.

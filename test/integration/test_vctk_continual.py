@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 RECIPE = Path(__file__).resolve().parents[2] / "egs" / "vctk_continual"
 RUNS = ["jt", "sa", "er_b1", "er_br_b1_k10"]
-RUN_OPTS = ["--strategies", "jt sa er er_br", "--buffer_size", "1", "--er_buffer_sizes", "1", "--orders", "1 3",
+RUN_OPTS = ["--strategies", "jt sa er er_br", "--buffer_size", "1", "--er_buffer_sizes", "1", "--orders", "1 2",
             "--continual_args", "--trainer.max_epochs 1"]
 
 
@@ -91,11 +91,14 @@ def test_every_run_and_order_is_trained_and_scored(recipe):
     cont = (tmp / "data" / "continual_speakers").read_text().split()
     for run in RUNS:
         orders = []
-        for o in ("1", "3"):
+        for o in ("1", "2"):
             e = tmp / "exp" / "musa_rnn" / "continual" / run / f"order{o}"
             plan = json.loads((e / "plan.json").read_text())
             orders.append(plan["order"])
             assert sorted(plan["order"]) == cont
+            # order K: row K of the Williams design over the 2 continual speakers; K also the training seed
+            assert plan["extra"]["order_design"] == {"design": "williams", "row": int(o), "rows": 2, "speakers": cont}
+            assert plan["seed"] == int(o)
             s = json.loads((e / "eval" / "scores.json").read_text())
             assert s["complete"] and s["order"] == plan["order"]
             assert all(0 <= x <= 1 for x in s["retained_accuracy"]) and s["forgetting"][0] is None
@@ -117,7 +120,7 @@ def test_every_run_and_order_is_trained_and_scored(recipe):
                 assert ep["utterances"]["buffer"] == 1
             else:
                 assert ep["utterances"]["buffer"] == 0
-        assert orders[0] != orders[1], "seeds 1 and 3 give both orders of 2 speakers"
+        assert orders == [cont, cont[::-1]], "rows 1 and 2 of the design: both orders of 2 speakers"
 
 
 def test_results_collected_and_rendered(recipe):
@@ -127,8 +130,8 @@ def test_results_collected_and_rendered(recipe):
     res = tmp / "results" / "mini"
     assert sorted(p.name for p in res.iterdir() if p.is_dir()) == sorted(RUNS + ["audio", "figures"])
     for run in RUNS:
-        for o in ("1", "3"):
-            for f in ("scores.json", "last_episode.json", "train.json"):
+        for o in ("1", "2"):
+            for f in ("scores.json", "last_episode.json", "train.json", "plan.json"):
                 assert (res / run / f"order{o}" / f).is_file(), (run, o, f)
     train = json.loads((res / "jt" / "order1" / "train.json").read_text())
     assert [e["initial_weights"] for e in train] == ["theta_init", "theta_init"]
@@ -165,6 +168,34 @@ def test_rerun_redoes_nothing(recipe):
     assert len(stamps) == 3
     run_recipe(tmp, "--stage", "7", "--stop_stage", "7", *RUN_OPTS)
     assert {f: f.stat().st_mtime_ns for f in stamps} == stamps
+
+
+def test_ewc_lambda_grid_is_chosen_on_dev(recipe):
+    """--ewc_lambda_grid (issue 36): ewc_l<lambda> trained in every order, each episode scored on the dev sentences
+    only (<run>/order<K>/eval_dev; no test eval/), the choice in exp/musa_rnn/continual/ewc_grid.json, copied by
+    stage 8 into results/mini/ and rendered; the strategy runs are left as they were."""
+    tmp, _ = recipe
+    sa = tmp / "exp" / "musa_rnn" / "continual" / "sa" / "order1" / "eval" / "scores.json"
+    stamp = sa.stat().st_mtime_ns
+    run_recipe(tmp, "--stage", "7", "--ewc_lambda_grid", "1e2 1e6", "--orders", "1 2",
+               "--continual_args", "--trainer.max_epochs 1")
+    cont = tmp / "exp" / "musa_rnn" / "continual"
+    dev = set(read_table(tmp / "dump" / "continual" / "dev" / "utt2spk"))
+    for run in ("ewc_l1e2", "ewc_l1e6"):
+        for o in ("1", "2"):
+            e = cont / run / f"order{o}"
+            assert not (e / "eval").exists()
+            s = json.loads((e / "eval_dev" / "scores.json").read_text())
+            assert s["complete"] and s["num_utts"] == 2
+            ep = json.loads((e / "eval_dev" / "episode_02.json").read_text())
+            assert {u["utt"] for u in ep["utterances"]} <= dev  # the dev sentences, not the test ones
+            assert json.loads((e / "plan.json").read_text())["ewc_lambda"] == float(run[5:])
+    grid = json.loads((cont / "ewc_grid.json").read_text())
+    assert grid["lambdas"] == [100.0, 1e6] and grid["orders"] == ["1", "2"]
+    assert grid["chosen"]["lambda"] in (100.0, 1e6)
+    assert json.loads((tmp / "results" / "mini" / "ewc_grid.json").read_text()) == grid
+    assert "### EWC's λ chosen on dev" in (tmp / "RESULTS.md").read_text()
+    assert not (tmp / "results" / "mini" / "ewc_l1e2").exists() and sa.stat().st_mtime_ns == stamp
 
 
 # a seconds-long Tacotron 2; a stop threshold it cannot reach in 2 epochs, so that its syntheses are

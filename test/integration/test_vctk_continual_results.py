@@ -47,6 +47,12 @@ def _run(exp: Path, run: str, seed: int, final_ra: float, order: list[str]) -> N
             {"initial_weights": "theta_init", "training_speakers": order[:t], "valid_speakers": order[:t],
              "utterances": {"new": 4, "own": 4 * t, "buffer": 0, "total": 4 * t}, "epochs": 2, "steps": 3 * t,
              "best_epoch": 2}))
+    strategy = run.split("_b")[0] if run.startswith("er") else run
+    (d / "plan.json").write_text(json.dumps(
+        {"strategy": strategy, "order": order, "seed": seed, "buffer_size": 0, "replicate": 1,
+         "ewc_lambda": 100.0 if run == "ewc" else 0.0, "training": {"trainer.lr": 0.001},
+         "extra": {"order_design": {"design": "williams", "row": seed, "rows": 2, "speakers": sorted(order)}},
+         "version": 3}))
 
 
 FINAL = {"jt": (0.8, 0.9), "sa": (0.2, 0.3), "ewc": (0.2, 0.3), "er_b5": (0.5, 0.6), "er_b1": (0.3, 0.5),
@@ -126,14 +132,36 @@ def test_collect_then_render_from_results_alone(mr, tree):
     assert "./run.sh --orders '1 2'" in page and "### Environment" in page
     rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in page.splitlines() if ln.startswith("| ")}
     assert "| 2 | 85.0 ± 7.1 | 15.0 ± 7.1 | 80.0 / 90.0 | 50.0 ± 0.0 |" in rows[mr.label("jt")]
-    assert "| JT − SA | +60.0 / +60.0 | +60.0 [+60.0, +60.0] | holds (2 orders) |" in page
-    assert "| EWC − SA | +0.0 / +0.0 | +0.0 [+0.0, +0.0] | does not hold (2 orders) |" in page
-    assert ("| ER-BR (N_B = 1, K = 10) − ER (N_B = 1) | +10.0 / -5.0 | +2.5 [-92.8, +97.8] | "
+    # every interval says on how many orders it rests (issue 36)
+    assert "| JT − SA | +60.0 / +60.0 | +60.0 [+60.0, +60.0] (n = 2) | holds (2 orders) |" in page
+    assert "| EWC − SA | +0.0 / +0.0 | +0.0 [+0.0, +0.0] (n = 2) | does not hold (2 orders) |" in page
+    assert ("| ER-BR (N_B = 1, K = 10) − ER (N_B = 1) | +10.0 / -5.0 | +2.5 [-92.8, +97.8] (n = 2) | "
             "within noise (2 orders) |") in page
+    assert "[50.0, 50.0] (95 % t-interval over n = 2 orders) of its last-episode syntheses" in page
+    # the orders of a run: the exp plan.json's (row K of the Williams design), copied into the results
+    plan = json.loads((res / "sa" / "order2" / "plan.json").read_text())
+    assert plan["order"] == SPK[::-1] and plan["order_design"]["design"] == "williams"
+    assert plan["order_design"]["row"] == 2 and "training" not in plan
+    assert "  - order 1: s3 s4 (row 1 of the Williams design over the 2 C-sorted speakers)" in page
+    assert "  - order 2: s4 s3 (row 2 of the Williams design over the 2 C-sorted speakers)" in page
+    assert "no two orders begin with the same speaker" in page and "distinct rows of a Williams design" in page
     assert "a larger buffer retains more (N_B = 5 vs 1)" in page and "ER-KD above ER" not in page
     assert "JT above the best continual-learning run (ER (N_B = 5))" in page
     for png in ("ra_fg_curves", "er_buffer_sizes", "sa_order1_confusion_matrix", "jt_order1_confusion_matrix"):
         assert (res / "figures" / f"{png}.png").stat().st_size > 1000, png
+
+
+def test_orders_taken_in_other_sequences_are_not_paired(mr, tree):
+    """Order 2 of EWC re-run in another sequence than SA's order 2 (a design row beside a seed's order): its
+    difference to SA is no pair, so EWC - SA rests on order 1 alone and says so; the page lists both sequences."""
+    d = tree / "exp" / "musa_rnn" / "continual" / "ewc" / "order2"
+    shutil.rmtree(d)
+    _run(tree / "exp", "ewc", 2, 0.3, SPK)  # s3 s4 where SA's order 2 is s4 s3
+    _collect(mr, tree)
+    page = _render(mr, tree)
+    assert "| EWC − SA | +0.0 | +0.0 (n = 1) | within noise (one order) |" in page
+    assert "  - order 2 (runs: EWC): s3 s4 (row 2 of the Williams design" in page
+    assert "  - order 2 (runs: JT, SA," in page
 
 
 def test_collect_replaces_the_setup_and_keeps_the_others(mr, tree):

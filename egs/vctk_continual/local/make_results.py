@@ -19,13 +19,20 @@ the small machine-readable files the tables are made from into results/NAME/ (re
                                      utterance's verified speaker: Figure 4, the collapse share)
     <run>/order<o>/train.json        per episode: initial weights, training and validation speakers,
                                      utterances, epochs, updates, wall-clock training seconds
+    <run>/order<o>/plan.json         the run's plan (exp plan.json without its training settings): strategy,
+                                     the speaker order used, how it was made (order_design: row K of the
+                                     Williams design, or drawn from the seed), seed, N_B, K, lambda
+    ewc_grid.json                    EWC's lambda chosen on dev (local/ewc_grid.py, run.sh --ewc_lambda_grid),
+                                     when EXPDIR/<tts-model>/continual/ewc_grid.json exists
 
 --render reads only RESULTS/*/ (so RESULTS.md can be regenerated from a clean clone) and writes
 RESULTS.md: per setup, the provenance header (speechkit.utils.provenance.markdown_header), the
 strategy comparison (final RA/FG, mean +/- standard deviation over speaker orders), RA/FG after
 every episode, ER buffer sizes (the paper's Table 3), paired comparisons over the orders with 95 %
-t-intervals and a verdict, and figures in RESULTS/NAME/figures/ (Figure 3 curves, ER buffer sizes,
-last-episode confusion matrices).
+t-intervals (each with the number n of orders it rests on) and a verdict, the EWC lambda grid on dev, and
+figures in RESULTS/NAME/figures/ (Figure 3 curves, ER buffer sizes, last-episode confusion matrices). Results
+collected before plan.json was copied (no order design recorded) render with their orders as drawn from the
+seed, which every run did then.
 
 Verdicts of a paired comparison A - B (the claim: A above B): with two or more orders, ``holds``
 when the 95 % t-interval of the mean difference lies above 0, ``does not hold`` when it lies at
@@ -180,11 +187,27 @@ def collect(out: Path, datadir: Path, expdir: Path, tts_model: str, corpus: str,
                               "steps": rec.get("steps"), "best_epoch": rec.get("best_epoch"),
                               "train_seconds": round(float(info.get("train_seconds", 0.0)), 1)})
             _write_json(dst / "train.json", train)
+            if (src / "plan.json").is_file():
+                _write_json(dst / "plan.json", plan_summary(_json(src / "plan.json")))
+        grid = cont / "ewc_grid.json"
+        if grid.is_file():
+            _write_json(tmp / "ewc_grid.json", _json(grid))
         copy_audio(tmp, datadir, cont, found, "gl" if tts_model == "tacotron2" else "world")
         if (out / "NOTES.md").is_file():  # written by hand: kept
             shutil.copyfile(out / "NOTES.md", tmp / "NOTES.md")
     print(f"collected {len(found)} scored run(s) x order(s) of {cont} into {out}/", file=sys.stderr)
     return 0
+
+
+def plan_summary(plan: dict) -> dict:
+    """What results/<name>/<run>/order<o>/plan.json keeps of an exp plan.json: strategy, the speaker order used
+    and how it was made (``order_design``; a plan written before it was recorded: ``{"design": "seed", "seed":
+    seed}``, the only way orders were made then), seed, N_B, K, lambda."""
+    extra = plan.get("extra") or {}
+    design = extra.get("order_design") or {"design": "seed", "seed": plan.get("seed")}
+    return {"strategy": plan.get("strategy"), "order": plan.get("order"), "order_design": design,
+            "seed": plan.get("seed"), "buffer_size": plan.get("buffer_size"), "replicate": plan.get("replicate"),
+            "ewc_lambda": plan.get("ewc_lambda")}
 
 
 def copy_audio(out: Path, datadir: Path, cont: Path, found: list, vocoder: str) -> None:
@@ -265,12 +288,50 @@ class Setup:
         for s in sorted(d.glob("*/order*/scores.json")):
             run, order = s.parents[1].name, s.parent.name[len("order"):]
             rec = {"scores": _json(s)}
-            for f in ("last_episode", "train"):
+            for f in ("last_episode", "train", "plan"):
                 p = s.parent / f"{f}.json"
                 rec[f] = _json(p) if p.is_file() else None
             self.runs.setdefault(run, {})[order] = rec
         self.runs = {r: dict(sorted(self.runs[r].items(), key=lambda kv: int(kv[0])))
                      for r in sorted(self.runs, key=run_key)}
+        self.grid = _json(d / "ewc_grid.json") if (d / "ewc_grid.json").is_file() else None
+
+    def orders(self) -> dict[str, list[tuple[list[str], dict, list[str]]]]:
+        """Per order K: every distinct (speaker order, how it was made, runs) among the runs; one entry when
+        every run of order K used the same speakers in the same order. The design is ``{"design": "seed"}``
+        when the results hold no plan.json (collected before it was copied: every order was drawn from its
+        seed then)."""
+        out: dict[str, list[tuple[list[str], dict, list[str]]]] = {}
+        for r, recs in self.runs.items():
+            for o, rec in recs.items():
+                spk = list(rec["scores"]["order"])
+                plan = rec.get("plan") or {}
+                design = plan.get("order_design") or {"design": "seed", "seed": int(o), "assumed": True}
+                if plan and plan.get("order") and list(plan["order"]) != spk:
+                    spk = list(plan["order"])
+                for entry in out.setdefault(o, []):
+                    if entry[0] == spk and entry[1].get("design") == design.get("design"):
+                        entry[2].append(r)
+                        break
+                else:
+                    out[o].append((spk, design, [r]))
+        return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+
+    def ewc_lambdas(self, run: str) -> list[float]:
+        """The lambdas the orders of an EWC run trained with (their plan.json; [] when not recorded)."""
+        return sorted({float(rec["plan"]["ewc_lambda"]) for rec in self.runs.get(run, {}).values()
+                       if rec.get("plan") and rec["plan"].get("ewc_lambda")})
+
+    def ewc_note(self) -> str:
+        """How the ``ewc`` run's lambda relates to the dev grid (``""`` without a grid)."""
+        if not self.grid or "ewc" not in self.runs:
+            return ""
+        chosen = float(self.grid["chosen"]["lambda"])
+        lams = self.ewc_lambdas("ewc")
+        if lams == [chosen]:
+            return f"λ = {chosen:g}, chosen on dev"
+        used = " / ".join(f"{x:g}" for x in lams) if lams else "not recorded"
+        return f"λ = {used}, not the dev grid's choice {chosen:g}"
 
     def final(self, run: str, key: str = "final_ra") -> dict[str, float]:
         return {o: rec["scores"][key] for o, rec in self.runs.get(run, {}).items()
@@ -289,8 +350,12 @@ class Setup:
         return out
 
     def paired(self, a: str, b: str, key: str = "final_ra") -> list[float]:
+        """Per order both runs have, with the same speakers in the same sequence: A - B (an order K that the
+        two runs took in different sequences, e.g. one drawn from a seed and one a design row, is no pair)."""
         fa, fb = self.final(a, key), self.final(b, key)
-        return [fa[o] - fb[o] for o in fa if o in fb]
+        ra, rb = self.runs.get(a, {}), self.runs.get(b, {})
+        return [fa[o] - fb[o] for o in fa
+                if o in fb and ra[o]["scores"]["order"] == rb[o]["scores"]["order"]]
 
 
 def comparison_rows(S: Setup) -> list[tuple[str, str, str, list[float]]]:
@@ -311,8 +376,12 @@ def comparison_rows(S: Setup) -> list[tuple[str, str, str, list[float]]]:
         add("paper", f"JT above the best continual-learning run ({short(best)}), sec. 3.1", "jt", best)
     add("paper", "ER above SA (sec. 4.1, 5)", er, "sa")
     add("paper", "ER above EWC (sec. 4.1, 5)", er, "ewc")
-    add("paper", "EWC above SA (sec. 4.1: 'only a little bit better than SA in some cases'; +0.0 in every "
-        "order means EWC was inert at its λ: untested)", "ewc", "sa")
+    if S.ewc_note():
+        add("paper", f"EWC above SA (sec. 4.1: 'only a little bit better than SA in some cases'); EWC at "
+            f"{S.ewc_note()} (section 'EWC's λ chosen on dev')", "ewc", "sa")
+    else:
+        add("paper", "EWC above SA (sec. 4.1: 'only a little bit better than SA in some cases'; +0.0 in every "
+            "order means EWC was inert at its λ: untested; no λ grid on dev in these results)", "ewc", "sa")
     for r in S.runs:
         if r.startswith("ewc_l"):
             add("recipe", f"{short(r)} above SA", r, "sa")
@@ -333,6 +402,86 @@ def comparison_rows(S: Setup) -> list[tuple[str, str, str, list[float]]]:
     return rows
 
 
+def ewc_label(S: Setup) -> str:
+    """The ``ewc`` run's name in the tables: its lambda (plan.json) and whether the dev grid chose it."""
+    if S.ewc_note():
+        return f"EWC ({S.ewc_note()})"
+    lams = S.ewc_lambdas("ewc")
+    return f"EWC (the config's λ = {' / '.join(f'{x:g}' for x in lams)})" if lams else label("ewc")
+
+
+def _first_speakers_shared(S: Setup) -> list[tuple[str, list[str]]]:
+    """(first speaker, orders) for every first speaker that more than one order begins with."""
+    first: dict[str, list[str]] = {}
+    for o, entries in S.orders().items():
+        for spk, _, _ in entries[:1]:
+            first.setdefault(spk[0], []).append(o)
+    return [(s, os_) for s, os_ in first.items() if len(os_) > 1]
+
+
+def order_lines(S: Setup) -> list[str]:
+    """The setup's speaker orders: each order's speakers and how they were made (a Williams design row, or
+    drawn from the seed), and whether two orders begin with the same speaker."""
+    orders = S.orders()
+    if not orders:
+        return []
+    L = [f"- speaker orders ({len(orders)}):"]
+    for o, entries in orders.items():
+        for spk, design, runs in entries:
+            if design.get("design") == "williams":
+                how = f"row {design.get('row')} of the Williams design over the {len(spk)} C-sorted speakers"
+            elif design.get("assumed"):
+                how = f"drawn from seed {design.get('seed')}: collected before the order design was recorded"
+            else:
+                how = f"drawn from seed {design.get('seed')}"
+            which = "" if len(entries) == 1 else f" (runs: {', '.join(short(r) for r in runs)})"
+            L.append(f"  - order {o}{which}: {' '.join(spk)} ({how})")
+    shared = _first_speakers_shared(S)
+    if shared:
+        L.append("  - " + "; ".join(f"orders {' and '.join(os_)} begin with the same speaker ({s})"
+                                    for s, os_ in shared))
+    elif len(orders) > 1:
+        L.append("  - no two orders begin with the same speaker")
+    return L
+
+
+def independence_note(S: Setup) -> str:
+    """What the orders are as samples, for the comparisons' preamble."""
+    designs = {e[1].get("design") for entries in S.orders().values() for e in entries}
+    shared = _first_speakers_shared(S)
+    if designs == {"williams"} and not shared:
+        return ("The orders are distinct rows of a Williams design (rows of a Latin square: no two begin with the "
+                "same speaker); they still permute the same continual speakers, so they are not independent samples "
+                "and the intervals may be too narrow.")
+    return ("The orders permute the same continual speakers"
+            + (" and some begin with the same speaker" if shared else "")
+            + ", so they are not independent samples and the intervals may be too narrow.")
+
+
+def grid_lines(S: Setup) -> list[str]:
+    """The section of the EWC lambda grid chosen on dev (results/<name>/ewc_grid.json, local/ewc_grid.py)."""
+    g = S.grid
+    orders = [str(o) for o in g.get("orders", [])]
+    chosen = float(g["chosen"]["lambda"])
+    nutts = sorted({v.get("num_utts") for e in g["grid"] for v in e["orders"].values() if v.get("num_utts")})
+    L = ["### EWC's λ chosen on dev\n",
+         f"Every λ of the grid trained in each of the n = {len(orders)} orders (runs `ewc_l<λ>`), every episode "
+         f"scored by the verifier on syntheses of the dev sentences ({' / '.join(map(str, nutts)) or '?'} per "
+         "speaker) of the speakers seen so far (`eval_dev/`). "
+         f"Criterion: {g.get('criterion', '?')}; ties: {g.get('tie_rule', '?')}. Chosen: **λ = {chosen:g}**"
+         + (f"; the EWC run of the tables trains at {S.ewc_note()}." if S.ewc_note() else ".") + "\n",
+         f"| λ | final dev RA per order ({' / '.join(orders)}) | mean final dev RA (n = {len(orders)}) | "
+         "mean final dev FG | |",
+         "|---:|---|---:|---:|---|"]
+    for e in g["grid"]:
+        per = " / ".join(pct(e["orders"][o]["final_ra"]) if o in e["orders"] else "-" for o in orders)
+        mark = "**chosen**" if float(e["lambda"]) == chosen else ""
+        L.append(f"| {float(e['lambda']):g} | {per} | {pct(e['mean_final_ra'])} | {pct(e.get('mean_final_fg'))} | "
+                 f"{mark} |")
+    L.append("")
+    return L
+
+
 def render_setup(S: Setup, rel: str) -> list[str]:
     """The RESULTS.md section of one setup; its figures go to S.dir/figures, linked as ``rel``."""
     from speechkit.scoring.continual_plots import plot_confusion_matrix, plot_ra_fg_curves
@@ -343,7 +492,7 @@ def render_setup(S: Setup, rel: str) -> list[str]:
     L.append(f"## `{S.name}`: corpus {info.get('corpus', '?')}, base TTS {info.get('tts_model', '?')}\n")
     L.append(re.sub(r"(?m)^## ", "### ", markdown_header(read_runs(S.dir / "runs.jsonl"))))
     L.append("### Setup\n")
-    L.append(f"- continual speakers ({len(cont)}, one per episode, in an order drawn from the order's seed): "
+    L.append(f"- continual speakers ({len(cont)}, one per episode, in each order's sequence below): "
              f"{' '.join(cont)}; pre-training speakers: {info.get('pretrain_speakers', '?')}")
     L.append(f"- the verifier's classes: the continual speakers seen so far + {len(extra)} pre-training "
              f"speakers{' (' + ' '.join(extra) + ')' if extra else ''}")
@@ -356,8 +505,8 @@ def render_setup(S: Setup, rel: str) -> list[str]:
         L.append(f"- θ_init: {ti['epochs']} epochs ({ti.get('steps')} updates, "
                  f"{(ti.get('train_seconds') or 0) / 60:.1f} min) on {ti.get('speakers', '?')} speakers; best "
                  f"validation epoch {ti.get('best_epoch')}: {mets}")
-    L.append(f"- speaker orders (seeds): {' '.join(orders)}; RA, FG and shares in %; ± is the standard deviation "
-             f"over orders\n")
+    L += order_lines(S)
+    L.append("- RA, FG and shares in %; ± is the standard deviation over the orders\n")
 
     # ---- strategies
     L.append("### Strategies: final RA and FG (Figure 3's last episode)\n")
@@ -367,11 +516,12 @@ def render_setup(S: Setup, rel: str) -> list[str]:
     L.append("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for r, recs in S.runs.items():
         ra = S.final(r)
+        name = ewc_label(S) if r == "ewc" else label(r)
         ver = [x for rec in recs.values() for x in rec["scores"]["verifier_accuracy"] if x is not None]
         tr = [e for rec in recs.values() for e in (rec["train"] or [])]
         note = "" if all(rec["scores"].get("complete") for rec in recs.values()) else " (unfinished)"
         minutes = sum(e.get("train_seconds") or 0 for e in tr) / 60
-        L.append(f"| {label(r)}{note} | {len(recs)} | {mean_sd(ra.values())} | "
+        L.append(f"| {name}{note} | {len(recs)} | {mean_sd(ra.values())} | "
                  f"{mean_sd(S.final(r, 'final_fg').values())} | {' / '.join(pct(x) for x in ra.values())} | "
                  f"{mean_sd(S.last_share(r).values())} | {pct(float(np.mean(ver))) if ver else '-'} | {len(tr)} | "
                  f"{sum(e.get('steps') or 0 for e in tr)} | {minutes:.1f} min |")
@@ -422,21 +572,25 @@ def render_setup(S: Setup, rel: str) -> list[str]:
                           title=f"{S.name}: ER buffer sizes and ER-BR", dpi=70)
         L.append(f"![ER buffer sizes]({rel}/er_buffer_sizes.png)\n")
 
+    # ---- EWC's lambda on dev
+    if S.grid:
+        L += grid_lines(S)
+
     # ---- comparisons
     rows = comparison_rows(S)
     if rows:
         L.append("### Paired comparisons of final RA over the speaker orders\n")
-        L.append("Difference in points per order (same order, same speakers), its mean and 95 % t-interval; "
+        L.append("Difference in points per order (same order, same speakers), its mean and 95 % t-interval over the "
+                 "n orders it rests on (t with n − 1 degrees of freedom); "
                  f"verdict on 'A above B' (with one order: within noise up to {100 * NOISE_ONE_ORDER:.0f} points). "
-                 "*paper*: a claim of the paper; *recipe*: this recipe's own observation. The orders of a setup "
-                 "permute the same continual speakers (and can share their first ones), so they are not "
-                 "independent samples and the intervals may be too narrow.\n")
-        L.append("| comparison | of | A − B | per order | mean [95 % interval] | verdict |")
+                 "*paper*: a claim of the paper; *recipe*: this recipe's own observation. "
+                 + independence_note(S) + "\n")
+        L.append("| comparison | of | A − B | per order | mean [95 % interval] (n orders) | verdict |")
         L.append("|---|---|---|---|---|---|")
         for what, kind, ab, d in rows:
             ci = interval(d)
-            mean = (f"{100 * ci[0]:+.1f} [{100 * ci[1]:+.1f}, {100 * ci[2]:+.1f}]" if ci else
-                    (f"{100 * d[0]:+.1f}" if d else "-"))
+            mean = (f"{100 * ci[0]:+.1f} [{100 * ci[1]:+.1f}, {100 * ci[2]:+.1f}] (n = {len(d)})" if ci else
+                    (f"{100 * d[0]:+.1f} (n = 1)" if d else "-"))
             L.append(f"| {what} | {kind} | {ab} | {' / '.join(f'{100 * x:+.1f}' for x in d)} | {mean} | "
                      f"{verdict(d)} |")
         L.append("")
@@ -445,9 +599,11 @@ def render_setup(S: Setup, rel: str) -> list[str]:
             ncls = len(extra) + len(cont)
             ci = interval(list(share.values()))
             rng = f" [{pct(max(ci[1], 0.0))}, {pct(min(ci[2], 1.0))}]" if ci else ""
-            L.append(f"SA's collapse toward the last speaker: {mean_sd(share.values())} %{rng} of its last-episode "
-                     f"syntheses of earlier speakers verified as the last speaker (chance: 1 of {ncls} classes, "
-                     f"{pct(1 / ncls)} %).\n")
+            over = (f" (95 % t-interval over n = {len(share)} orders)" if ci else
+                    f" (n = {len(share)} order)" if share else "")
+            L.append(f"SA's collapse toward the last speaker: {mean_sd(share.values())} %{rng}{over} of its "
+                     f"last-episode syntheses of earlier speakers verified as the last speaker (chance: 1 of {ncls} "
+                     f"classes, {pct(1 / ncls)} %).\n")
 
     # ---- Figure 4
     first = orders[0] if orders else None
