@@ -927,6 +927,31 @@ def test_abx_regression_pinned_score():
     assert within.error == pytest.approx(50.100859788359784, abs=1e-9)
 
 
+# exact scores of synthetic(2024, kind="onehot", dim=6, n_spk=4, n_utt=2, dur=0.5) under hamming, computed by the
+# single-module abx.py before its split into a package of stages (commit 783c050): (error, n_triplets, n_cells,
+# n_dtw_pairs). Hamming distances are multiples of 1/dim and every later sum and mean runs in a fixed order, so the
+# bits are the same on every backend and every x86 CPU: a change of the arithmetic or of its order shows here.
+HAMMING_PINNED = {
+    ("across", "zr2019"): (48.624228102148024, 11939, 144, 2118),
+    ("across", "zr2021"): (48.64650819474063, 11939, 144, 2118),
+    ("within", "zr2019"): (50.18385652872259, 3854, 46, 693),
+    ("within", "zr2021"): (50.13580345332578, 3854, 46, 693),
+}
+
+
+@pytest.mark.parametrize("key", sorted(HAMMING_PINNED))
+def test_abx_pinned_scores_are_exact(key):
+    from speechkit.scoring import _abx_ckernels
+
+    mode, convention = key
+    feats, items = synthetic(2024, kind="onehot", dim=6, n_spk=4, n_utt=2, dur=0.5)
+    backends = ["torch"] + (["c"] if _abx_ckernels.available() else []) + (["numba"] if importlib.util.find_spec("numba")
+                                                                       else [])
+    for backend in backends:
+        res = abx_error(feats, items, mode=mode, distance="hamming", convention=convention, backend=backend)
+        assert (res.error, res.n_triplets, res.n_cells, res.n_dtw_pairs) == HAMMING_PINNED[key], backend
+
+
 def test_abx_by_hand_across_and_within():
     # one context; speakers s1, s2; phones a, b. a-tokens point along e1, b-tokens along e2.
     f = {"s1_u": np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0]]),
