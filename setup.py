@@ -56,7 +56,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["speechkit", "speechkit.*"]),
     include_package_data=True,
-    package_data={"speechkit": ["py.typed", "scoring/_abx_ckernels.c"]},  # ABX C kernels, built by tools/install.sh
+    package_data={"speechkit": ["py.typed", "scoring/abx/kernels_c.c"]},  # ABX C kernels, built by tools/install.sh
     install_requires=[
         "torch>=2.1",
         "numpy",

@@ -79,11 +79,11 @@ def main() -> None:
         from speechkit.scoring.abx import abx_error
         from speechkit.scoring.abx_items import Item, read_item_file
 
-        from speechkit.scoring import _abx_ckernels
+        from speechkit.scoring.abx import kernels_c
 
-        if not _abx_ckernels.available():
+        if not kernels_c.available():
             try:  # numba's import, outside the timing as fastabx's (torchdtw, polars) is; loading kernels stays in it
-                import speechkit.scoring._abx_kernels  # noqa: F401
+                import speechkit.scoring.abx.kernels_numba  # noqa: F401
             except ImportError:
                 pass
         t0, c0 = time.perf_counter(), time.process_time()

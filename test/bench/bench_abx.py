@@ -225,10 +225,10 @@ def describe_machine(peers: str | None) -> None:
     print(f"machine: {cpu}, {os.cpu_count()} CPUs; speechkit: Python {platform.python_version()}, torch "
           f"{torch.__version__}" + (f", CUDA {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""))
     sys.path.insert(0, str(REPO))
-    from speechkit.scoring import _abx_ckernels
+    from speechkit.scoring.abx import kernels_c
 
-    print("speechkit's CPU kernels: " + ("C (libspeechkit_abx.so)" if _abx_ckernels.available()
-                                         else f"numba's ({_abx_ckernels.why_not()})"))
+    print("speechkit's CPU kernels: " + ("C (libspeechkit_abx.so)" if kernels_c.available()
+                                         else f"numba's ({kernels_c.why_not()})"))
     if peers:
         out = subprocess.run([peers, "-c", "import importlib.metadata as m, platform, torch; print(platform."
                               "python_version(), torch.__version__, m.version('fastabx'))"], capture_output=True,

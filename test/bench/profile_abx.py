@@ -1,6 +1,6 @@
 """Profile: where speechkit's ``abx_error`` spends its time, phase by phase, on bench_abx.py's synthetic task.
 
-Wraps the phases of :func:`speechkit.scoring.abx.abx_error` (item selection, cell enumeration, needed pairs,
+Wraps the stages of :func:`speechkit.scoring.abx.abx_error` (item selection, cell enumeration, needed pairs,
 batch planning, frame distances, DTW, triplet counting, averaging) with timers (synchronizing CUDA around each)
 and prints one line per repeat: total seconds and ``{phase: [seconds, calls]}``. The first repeat of a process
 also pays one-time costs (numba kernel loading, Triton compilation, CUDA context). Not a test; run by hand:
@@ -26,11 +26,24 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_abx import synth_data  # noqa: E402
 
-import speechkit.scoring.abx as A  # noqa: E402
+from speechkit.scoring.abx import abx_error  # noqa: E402
+from speechkit.scoring.abx import (  # noqa: E402
+    averaging,
+    batches,
+    cells,
+    counting,
+    dispatch,
+    distances,
+    frames,
+    pairs,
+    tiles,
+)
 from speechkit.scoring.abx_items import Item  # noqa: E402
 
-PHASES = ("select_frames", "_enumerate_cells", "_needed_pairs", "_load_kernels", "_make_tiles", "_tile_tasks",
-          "_plan_groups", "_pair_distances", "_torch_batches", "_count_triplets", "_average")
+# each stage function, in the module whose name the pipeline looks it up in at each call
+PHASES = ((frames, "select_frames"), (cells, "enumerate_cells"), (pairs, "needed_pairs"), (dispatch, "load_kernels"),
+          (tiles, "make_tiles"), (tiles, "tile_tasks"), (batches, "plan_groups"), (tiles, "pair_distances"),
+          (batches, "torch_batches"), (counting, "count_triplets"), (averaging, "average"))
 
 
 def main(argv=None) -> int:
@@ -77,11 +90,11 @@ def main(argv=None) -> int:
             return out
         return wrapper
 
-    for name in PHASES:
-        setattr(A, name, timed(name, getattr(A, name)))
-    device_dtw = A._device_dtw
-    A._device_dtw = lambda backend, dev: timed("dtw_fn", device_dtw(backend, dev))
-    for cls in set(A._FRAME_DISTANCES.values()):
+    for module, name in PHASES:
+        setattr(module, name, timed(name, getattr(module, name)))
+    device_dtw = dispatch.device_dtw
+    dispatch.device_dtw = lambda backend, dev: timed("dtw_fn", device_dtw(backend, dev))
+    for cls in set(distances.FRAME_DISTANCES.values()):
         cls.batch = timed("frame_dist", cls.batch)
         cls.block = timed("frame_tile", cls.block)
     threads = args.threads or torch.get_num_threads()
@@ -94,7 +107,7 @@ def main(argv=None) -> int:
             prof = torch.profiler.profile(activities=acts)
             prof.__enter__()
         t0 = time.perf_counter()
-        res = A.abx_error(feats, items, mode=args.mode, distance="cosine", frame_shift=0.01, device=args.device,
+        res = abx_error(feats, items, mode=args.mode, distance="cosine", frame_shift=0.01, device=args.device,
                           convention="zr2021", num_threads=threads, empty_items="drop", backend=args.backend)
         total = time.perf_counter() - t0
         if prof is not None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-import speechkit.scoring.abx as abx_module
+from speechkit.scoring.abx import batches, cells, counting, dispatch, kernels_c, pairs, tiles
 from speechkit.bin import make_abx_items as make_items_cli
 from speechkit.bin import score_abx as score_abx_cli
 from speechkit.scoring.abx import (
@@ -176,12 +176,12 @@ def test_abx_matches_per_triplet_bruteforce(mode, distance, kind):
 
 @pytest.mark.parametrize("mode", ["across", "within"])
 def test_needed_pairs_of_large_contexts_by_speaker_block(mode, monkeypatch):
-    """Within speakers, a context of _DEVICE_PAIRS_MIN_TOKENS tokens or more finds its needed pairs one speaker
+    """Within speakers, a context of DEVICE_PAIRS_MIN_TOKENS tokens or more finds its needed pairs one speaker
     block at a time: forced here on a small task, the same triplets and the same bits as the whole-context
     masks, and the brute force's score."""
     feats, items = synthetic(7, n_utt=2, dur=0.3)
     dense = abx_error(feats, items, mode=mode)
-    monkeypatch.setattr(abx_module, "_DEVICE_PAIRS_MIN_TOKENS", 1)
+    monkeypatch.setattr(dispatch, "DEVICE_PAIRS_MIN_TOKENS", 1)
     blocked = abx_error(feats, items, mode=mode)
     assert (blocked.n_dtw_pairs, blocked.n_triplets, blocked.error) == (dense.n_dtw_pairs, dense.n_triplets,
                                                                         dense.error)
@@ -197,15 +197,15 @@ def test_needed_pairs_from_integer_codes_are_the_labels_pairs(mode, n):
     are renumbered), for a small context (numpy) and a large one (torch masks; within: one speaker at a time)."""
     rng = np.random.default_rng(n)
     ph, sp = rng.integers(0, 6, n), rng.integers(0, 4, n)
-    ref = abx_module._needed_pairs([f"p{k}" for k in ph], [f"s{k}" for k in sp], mode)
+    ref = pairs.needed_pairs([f"p{k}" for k in ph], [f"s{k}" for k in sp], mode)
     assert len(ref[0]) > 0
     for ph_codes, sp_codes in [(ph, sp), (ph * 7 + 3, sp * 2 + 1), (ph * 1000 + 5, sp + 300)]:
-        got = abx_module._needed_pairs(ph_codes, sp_codes, mode)
+        got = pairs.needed_pairs(ph_codes, sp_codes, mode)
         assert got[0].tolist() == ref[0].tolist() and got[1].tolist() == ref[1].tolist()
 
 
 def test_token_groups_number_contexts_and_speakers_by_first_appearance():
-    """_token_groups (the tiles' (context, speaker) grouping) against a loop over the contexts and their tokens in
+    """pairs.token_groups (the tiles' (context, speaker) grouping) against a loop over the contexts and their tokens in
     order, numbering contexts and speakers as they first appear; speaker codes sparse and out of that order."""
     rng = np.random.default_rng(4)
     n = 500
@@ -218,32 +218,32 @@ def test_token_groups_number_contexts_and_speakers_by_first_appearance():
     for c, mem in enumerate(members.values()):
         for k in mem:
             expect[k] = (c << 32) | seen.setdefault(int(spk_code[k]), len(seen))
-    assert abx_module._token_groups(spk_code, members).tolist() == expect.tolist()
+    assert pairs.token_groups(spk_code, members).tolist() == expect.tolist()
 
 
 @pytest.mark.parametrize("mode", ["across", "within"])
 def test_small_torch_operations_run_on_one_thread(mode, monkeypatch):
-    """abx_error builds needed-pair masks on one torch thread unless they are large (_THREADED_MASK_ELEMENTS):
+    """abx_error builds needed-pair masks on one torch thread unless they are large (THREADED_MASK_ELEMENTS):
     on a loaded machine each parallel region of a small operation waited for a descheduled pool thread
     (5 ms per context instead of 0.16 ms: a 567-triplet task took 2.7 s instead of 0.2 s on 2 cores with a busy
     one). The caller's setting is restored, the bits unchanged."""
     feats, items = synthetic(7, n_utt=2, dur=0.3)
     seen = []
-    real = abx_module._needed_pairs
+    real = pairs.needed_pairs
 
     def spy(*a, **k):
         seen.append(torch.get_num_threads())
         return real(*a, **k)
 
-    monkeypatch.setattr(abx_module, "_needed_pairs", spy)
+    monkeypatch.setattr(pairs, "needed_pairs", spy)
     before = torch.get_num_threads()
     torch.set_num_threads(2)  # the caller's pool (the test session runs with one thread)
     try:
         small = abx_error(feats, items, mode=mode)
         assert set(seen) == {1} and torch.get_num_threads() == 2
         seen.clear()
-        monkeypatch.setattr(abx_module, "_THREADED_MASK_ELEMENTS", 1)  # every mask counts as large
-        monkeypatch.setattr(abx_module, "_DEVICE_PAIRS_MIN_TOKENS", 1)  # within: the per-speaker blocks too
+        monkeypatch.setattr(dispatch, "THREADED_MASK_ELEMENTS", 1)  # every mask counts as large
+        monkeypatch.setattr(dispatch, "DEVICE_PAIRS_MIN_TOKENS", 1)  # within: the per-speaker blocks too
         large = abx_error(feats, items, mode=mode)
         assert set(seen) == {2} and torch.get_num_threads() == 2
     finally:
@@ -259,8 +259,6 @@ def test_abx_matches_bruteforce_without_normalisation():
 
 
 def test_batch_plan_covers_every_pair_within_bounds():
-    from speechkit.scoring.abx import _plan_batches
-
     rng = np.random.default_rng(0)
     for _ in range(100):
         n = int(rng.integers(1, 3000))
@@ -269,9 +267,9 @@ def test_batch_plan_covers_every_pair_within_bounds():
         o = np.lexsort((nc, nr))[::-1]
         nr, nc = nr[o], nc[o]
         cap = int(rng.integers(100, 200000))
-        batches = _plan_batches(nr, nc, cap)
-        assert batches[0][0] == 0 and batches[-1][1] == n
-        for (s, e, bn, bm), nxt in zip(batches, batches[1:] + [(n,)]):
+        plan = batches.plan_batches(nr, nc, cap)
+        assert plan[0][0] == 0 and plan[-1][1] == n
+        for (s, e, bn, bm), nxt in zip(plan, plan[1:] + [(n,)]):
             assert e == nxt[0] and e > s
             assert nr[s:e].max() <= bn and nc[s:e].max() <= bm
             assert e - s == 1 or (e - s) * bn * (bn + bm) <= cap
@@ -292,9 +290,9 @@ def test_abx_on_cuda_matches_cpu(distance, convention, monkeypatch):
     """Every distance, both conventions, both CUDA DTWs (Triton where it imports, torch): CUDA scored hamming
     53.78 % where the CPU scored 53.39 % (same triplets). ``auto`` scores a task this small on the CPU (CUDA's start
     costs more), so the size limits are lowered here to keep ``auto`` on the GPU."""
-    monkeypatch.setattr(abx_module, "_NUMBA_MIN_PAIRS", 0)
-    monkeypatch.setattr(abx_module, "_NUMBA_MIN_TRIPLETS", 0)
-    monkeypatch.setattr(abx_module, "_CUDA_MIN_CPU_SECONDS", 0.0)
+    monkeypatch.setattr(dispatch, "NUMBA_MIN_PAIRS", 0)
+    monkeypatch.setattr(dispatch, "NUMBA_MIN_TRIPLETS", 0)
+    monkeypatch.setattr(dispatch, "CUDA_MIN_CPU_SECONDS", 0.0)
     feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
     if distance == "hamming":
         feats = {u: (m > 0).astype(float) for u, m in feats.items()}
@@ -310,7 +308,7 @@ def test_abx_on_cuda_matches_cpu(distance, convention, monkeypatch):
 
 
 def test_small_task_on_cuda_is_scored_on_the_cpu(monkeypatch):
-    """``backend="auto"`` scores a small task (fewer than _NUMBA_MIN_PAIRS DTW pairs and _NUMBA_MIN_TRIPLETS
+    """``backend="auto"`` scores a small task (fewer than NUMBA_MIN_PAIRS DTW pairs and NUMBA_MIN_TRIPLETS
     triplets) on the CPU whatever the device: the CPU's bits, and no CUDA DTW called. Its contexts are too small
     for their needed pairs to be found on the device: it runs on a machine without CUDA as well."""
     feats, items = synthetic(2024, dim=6, n_spk=4, n_utt=2, dur=0.5)
@@ -318,17 +316,17 @@ def test_small_task_on_cuda_is_scored_on_the_cpu(monkeypatch):
 
     def no_device_dtw(backend, dev):
         assert dev.type == "cpu", dev
-        return abx_module.batched_dtw
+        return batched_dtw
 
-    monkeypatch.setattr(abx_module, "_device_dtw", no_device_dtw)
+    monkeypatch.setattr(dispatch, "device_dtw", no_device_dtw)
     gpu = abx_error(feats, items, device="cuda")
     assert (gpu.error, gpu.n_triplets) == (cpu.error, cpu.n_triplets)
-    # past the size limits, a task whose CPU work is estimated under _CUDA_MIN_CPU_SECONDS goes to the CPU too
-    monkeypatch.setattr(abx_module, "_NUMBA_MIN_PAIRS", 0)
-    monkeypatch.setattr(abx_module, "_NUMBA_MIN_TRIPLETS", 0)
+    # past the size limits, a task whose CPU work is estimated under CUDA_MIN_CPU_SECONDS goes to the CPU too
+    monkeypatch.setattr(dispatch, "NUMBA_MIN_PAIRS", 0)
+    monkeypatch.setattr(dispatch, "NUMBA_MIN_TRIPLETS", 0)
     estimates = []
-    cpu_seconds = abx_module._cpu_seconds
-    monkeypatch.setattr(abx_module, "_cpu_seconds", lambda *a: estimates.append(cpu_seconds(*a)) or estimates[-1])
+    cpu_seconds = dispatch.cpu_seconds
+    monkeypatch.setattr(dispatch, "cpu_seconds", lambda *a: estimates.append(cpu_seconds(*a)) or estimates[-1])
     gpu = abx_error(feats, items, device="cuda")
     assert (gpu.error, gpu.n_triplets) == (cpu.error, cpu.n_triplets)
     assert 0 < estimates[0] < 0.01
@@ -337,14 +335,14 @@ def test_small_task_on_cuda_is_scored_on_the_cpu(monkeypatch):
 def test_cpu_seconds_by_hand():
     # 1000 pairs of 10-frame tokens on average: 100 000 frame pairs x 10 ns = 1 ms; 1 M triplets x 11 ns = 11 ms;
     # a tenth on one thread, the rest on two: 12 ms x (0.1 + 0.45) = 6.6 ms; on one thread all of it
-    assert abx_module._cpu_seconds(1000, np.array([5, 15, 10]), 1_000_000, 2) == pytest.approx(6.6e-3)
-    assert abx_module._cpu_seconds(1000, np.array([5, 15, 10]), 1_000_000, 1) == pytest.approx(12e-3)
+    assert dispatch.cpu_seconds(1000, np.array([5, 15, 10]), 1_000_000, 2) == pytest.approx(6.6e-3)
+    assert dispatch.cpu_seconds(1000, np.array([5, 15, 10]), 1_000_000, 1) == pytest.approx(12e-3)
 
 
 @pytest.mark.parametrize("mode", ["across", "within"])
 def test_pairs_bound_holds_and_is_exact_by_hand(mode):
-    """_pairs_bound (the early CUDA-or-CPU decision's pairs) is never below the pairs _needed_pairs finds, and by
-    hand: speakers of 3 and 2 tokens, within 3 + 1 pairs, across 3 x 2."""
+    """cells.pairs_bound (the early CUDA-or-CPU decision's pairs) is never below the pairs pairs.needed_pairs finds,
+    and by hand: speakers of 3 and 2 tokens, within 3 + 1 pairs, across 3 x 2."""
     rng = np.random.default_rng(5)
     for _ in range(20):
         phones = [str(p) for p in rng.integers(0, 4, size=40)]
@@ -352,18 +350,18 @@ def test_pairs_bound_holds_and_is_exact_by_hand(mode):
         groups: dict = {}
         for k, (p, s) in enumerate(zip(phones, speakers)):
             groups.setdefault(p, {}).setdefault(s, []).append(k)
-        u, v = abx_module._needed_pairs(phones, speakers, mode, torch.device("cpu"))
-        assert abx_module._pairs_bound(abx_module._speaker_counts(groups), mode) >= len(u) > 0
+        u, v = pairs.needed_pairs(phones, speakers, mode, torch.device("cpu"))
+        assert cells.pairs_bound(cells.speaker_counts(groups), mode) >= len(u) > 0
     hand = {"a": {"s1": [0, 1], "s2": [2]}, "b": {"s1": [3], "s2": [4]}}
-    assert abx_module._pairs_bound(abx_module._speaker_counts(hand), mode) == (4 if mode == "within" else 6)
+    assert cells.pairs_bound(cells.speaker_counts(hand), mode) == (4 if mode == "within" else 6)
 
 
 def test_task_routed_to_the_cpu_never_touches_cuda(monkeypatch):
     """A task that ``auto`` scores on the CPU is sent there before any CUDA tensor is made (CUDA's start costs
-    ~0.3 s), here a context of _DEVICE_PAIRS_MIN_TOKENS tokens or more, whose needed pairs would otherwise be
+    ~0.3 s), here a context of DEVICE_PAIRS_MIN_TOKENS tokens or more, whose needed pairs would otherwise be
     found on the device: without a GPU (as in CI) the old order failed creating that mask on CUDA. The same
     score as on the CPU."""
-    monkeypatch.setattr(abx_module, "_DEVICE_PAIRS_MIN_TOKENS", 16)
+    monkeypatch.setattr(dispatch, "DEVICE_PAIRS_MIN_TOKENS", 16)
     feats, items = synthetic(11, n_spk=3, n_utt=2, dur=0.3)
     items = [Item(i.file, i.onset, i.offset, i.phone, (), i.speaker, i.line) for i in items]
     assert len(items) >= 2 * 16
@@ -374,7 +372,7 @@ def test_task_routed_to_the_cpu_never_touches_cuda(monkeypatch):
         made_on.append(torch.device(k.get("device") or "cpu").type)
         return real_zeros(*a, **k)
 
-    monkeypatch.setattr(abx_module.torch, "zeros", zeros)
+    monkeypatch.setattr(torch, "zeros", zeros)
     for mode in MODES:
         cpu = abx_error(feats, items, mode=mode)
         gpu = abx_error(feats, items, mode=mode, device="cuda")
@@ -384,7 +382,7 @@ def test_task_routed_to_the_cpu_never_touches_cuda(monkeypatch):
 
 def test_speaker_blocks_by_hand():
     """Tokens of speakers b, a, b, c, b: b's three first (3 x 3 at 0), a's one (1 x 1 at 9), c's one (at 10)."""
-    local, offset, width, by_speaker, size = abx_module._speaker_blocks(["b", "a", "b", "c", "b"])
+    local, offset, width, by_speaker, size = pairs.speaker_blocks(["b", "a", "b", "c", "b"])
     assert local.tolist() == [0, 0, 1, 0, 2]
     assert offset.tolist() == [0, 9, 0, 10, 0] and width.tolist() == [3, 1, 3, 1, 3]
     assert by_speaker == {"b": (0, 3), "a": (9, 1), "c": (10, 1)} and size == 11
@@ -405,7 +403,7 @@ def test_within_speakers_stores_one_matrix_per_speaker(backend, monkeypatch):
             sizes.append(size[0])  # dflat
         return real_full(size, value, **k)
 
-    monkeypatch.setattr(abx_module.torch, "full", full)
+    monkeypatch.setattr(torch, "full", full)
     res = abx_error(feats, items, mode="within", backend=backend, num_threads=2)
     per_speaker = collections.Counter(i.speaker for i in items)  # every token selects a frame here
     assert sizes == [sum(n * n for n in per_speaker.values())] and sizes[0] < len(items) ** 2 / 2
@@ -427,7 +425,7 @@ def test_triton_dtw_kernel_matches_torch():
     """The Triton kernel (the CUDA DTW) against batched_dtw, bit for bit, ties included. Runs on a GPU, or on the
     CPU under TRITON_INTERPRET=1 (slow: a few pairs)."""
     dev = _triton_device()
-    from speechkit.scoring._abx_triton import dtw_batch
+    from speechkit.scoring.abx.kernels_triton import dtw_batch
 
     rng = np.random.default_rng(6)
     mats = [rng.integers(0, 3, size=(int(rng.integers(1, 7)), int(rng.integers(1, 7)))).astype(float) if k % 2
@@ -466,7 +464,7 @@ def test_triton_kernel_compiles_for_a_cuda_target(block):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from speechkit.scoring._abx_triton import _dtw_kernel
+    from speechkit.scoring.abx.kernels_triton import _dtw_kernel
 
     signature = dict.fromkeys(["dist_ptr", "cost_ptr", "total_ptr"], "*fp64")
     signature.update(dict.fromkeys(["n_rows_ptr", "n_cols_ptr", "lrc_ptr", "lcr_ptr"], "*i64"), lens_ptr="*i32",
@@ -507,42 +505,40 @@ needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reas
 
 @pytest.fixture(params=["numba", "c"])
 def kernels(request):
-    """Each set of compiled CPU kernels: numba's (_abx_kernels) and C's (_abx_ckernels, built by tools/install.sh)."""
+    """Each set of compiled CPU kernels: numba's (kernels_numba) and C's (kernels_c's loaded library, built by
+    tools/install.sh)."""
     if request.param == "numba":
         if importlib.util.find_spec("numba") is None:
             pytest.skip("needs numba")
-        from speechkit.scoring import _abx_kernels as K
+        from speechkit.scoring.abx import kernels_numba as K
     else:
-        from speechkit.scoring import _abx_ckernels as K
-
-        if not K.available():
-            pytest.skip(f"needs the C kernels: {K.why_not()}")
+        K = kernels_c.load()
+        if K is None:
+            pytest.skip(f"needs the C kernels: {kernels_c.why_not()}")
     return K
 
 
 def test_small_task_takes_c_kernels_on_one_thread_else_torch_until_numba_is_loaded(monkeypatch):
-    """Under ``auto`` a small task (fewer than _NUMBA_MIN_PAIRS DTW pairs) runs on one thread: with C's kernels
+    """Under ``auto`` a small task (fewer than NUMBA_MIN_PAIRS DTW pairs) runs on one thread: with C's kernels
     where they are built (they load in a millisecond), else on the torch path until numba's have been loaded once
     (their start costs more than the task). The same score either way."""
-    from speechkit.scoring import _abx_ckernels
-
     feats, items = synthetic(17, n_spk=3, n_utt=2)
     seen = []
-    real = abx_module._pair_distances
+    real = tiles.pair_distances
 
     def spy(*a, **k):
         seen.append((a[9], a[10], a[13]))  # use_numba, n_threads, kernels
         return real(*a, **k)
 
-    monkeypatch.setattr(abx_module, "_pair_distances", spy)
+    monkeypatch.setattr(tiles, "pair_distances", spy)
     ref = abx_error(feats, items, backend="torch").error
     seen.clear()
-    if _abx_ckernels.available():
+    if kernels_c.available():
         assert abx_error(feats, items, num_threads=2).error == ref
-        assert seen == [(True, 1, _abx_ckernels)]
+        assert seen == [(True, 1, kernels_c.load())]
         seen.clear()
-    monkeypatch.setattr(_abx_ckernels, "available", lambda: False)
-    monkeypatch.setattr(abx_module, "_KERNELS_USED", False)
+    monkeypatch.setattr(kernels_c, "available", lambda: False)
+    monkeypatch.setattr(dispatch, "numba_kernels_loaded", lambda: False)
     assert abx_error(feats, items, num_threads=2).error == ref
     assert seen == [(False, 1, None)]
 
@@ -603,15 +599,15 @@ def test_make_tiles_by_hand():
     # groups 0 (frames 3 + 4), 1 (5 + 5 + 5 + 2: larger than a tile of 8), 2 (2), 3 (3)
     groups = np.array([0, 0, 1, 1, 1, 1, 2, 3])
     lengths = np.array([3, 4, 5, 5, 5, 2, 2, 3])
-    tile_of, tile_start = abx_module._make_tiles(groups, lengths, groups, tile_frames=8)
+    tile_of, tile_start = tiles.make_tiles(groups, lengths, groups, tile_frames=8)
     # group 0 fits (7 frames); group 1 is split where its tokens start: at 0, 5 -> chunk 0; 10 -> 1; 15 -> 1;
     # groups 2 and 3 share the next tile (2 + 3 <= 8)
     assert tile_of.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
     assert tile_start.tolist() == [0, 7, 17, 24, 29]
     # no group holds a quarter of a tile: no tile pair can be dense, no tiles
-    assert abx_module._make_tiles(groups, lengths, groups, tile_frames=200) is None
+    assert tiles.make_tiles(groups, lengths, groups, tile_frames=200) is None
     # a token longer than two tiles: its chunk numbers 0-2, the next token's chunk 3 -> tiles 0 and 1
-    tile_of, tile_start = abx_module._make_tiles(np.zeros(3, dtype=np.int64), np.array([20, 3, 3]),
+    tile_of, tile_start = tiles.make_tiles(np.zeros(3, dtype=np.int64), np.array([20, 3, 3]),
                                                  np.zeros(3, dtype=np.int64), tile_frames=8)
     assert tile_of.tolist() == [0, 1, 1] and tile_start.tolist() == [0, 20, 26]
 
@@ -621,13 +617,13 @@ def test_make_tiles_by_hand():
                                                            (600, 250_000, 30_000, 3), (5000, 60_000, None, 1),
                                                            (5000, 60_000, 999, 1), (5000, 60_000, 999, 3)])
 def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs, chunk, threads, monkeypatch):
-    """_tile_tasks against a per-pair reckoning: a pair is dense iff its tile pair's frame pairs fill a quarter of
+    """tiles.tile_tasks against a per-pair reckoning: a pair is dense iff its tile pair's frame pairs fill a quarter of
     it; each task holds exactly the dense pairs of its tile pair, in increasing order; the others are the sparse
     ones, in increasing order. Sizes cover the look-up table, more than 2^16 dense tile pairs (a stable sort of
     int64 ranks) and more than 1024 tiles (keys sorted per chunk); chunks of a few pairs, cut anywhere, taken by
     one thread or three (in any order: the same result)."""
     if chunk is not None:
-        monkeypatch.setattr(abx_module, "_TILE_CHUNK", chunk)
+        monkeypatch.setattr(dispatch, "TILE_CHUNK", chunk)
     rng = np.random.default_rng(n_tiles)
     many = n_tiles == 600  # one one-frame token per tile: every tile pair with a pair is dense
     per_tile = np.ones(n_tiles, dtype=np.int64) if many else rng.integers(1, 4, n_tiles)  # tokens per tile
@@ -635,13 +631,13 @@ def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs, chunk, threads
     lengths = np.ones(len(tile_of), dtype=np.int64) if many else rng.integers(1, 4, len(tile_of))
     tile_start = np.concatenate([[0], np.cumsum(np.bincount(tile_of, weights=lengths).astype(np.int64))])
     rows, cols = rng.integers(0, len(tile_of), (2, n_pairs))
-    tasks, dense, sparse = abx_module._tile_tasks(rows, cols, lengths, tile_of, tile_start, n_threads=threads)
+    tasks, dense, sparse = tiles.tile_tasks(rows, cols, lengths, tile_of, tile_start, n_threads=threads)
     lo, hi = np.minimum(tile_of[rows], tile_of[cols]), np.maximum(tile_of[rows], tile_of[cols])
     filled = {}
     for a, b, c in zip(lo.tolist(), hi.tolist(), (lengths[rows] * lengths[cols]).tolist()):
         filled[a, b] = filled.get((a, b), 0) + c
     size = np.diff(tile_start)
-    expect = {k: [] for k, v in filled.items() if v >= abx_module._TILE_MIN_DENSITY * size[k[0]] * size[k[1]]}
+    expect = {k: [] for k, v in filled.items() if v >= dispatch.TILE_MIN_DENSITY * size[k[0]] * size[k[1]]}
     for k, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
         if (a, b) in expect:
             expect[a, b].append(k)
@@ -660,20 +656,20 @@ def test_tile_tasks_group_every_dense_pair_once(n_tiles, n_pairs, chunk, threads
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_tile_tasks_with_a_chunk_of_sparse_pairs_only(threads, monkeypatch):
-    """A chunk of _tile_tasks' second pass may hold no dense pair (it raised IndexError): by hand, tiles 0 and 1 of
-    10 frames; pair 0 (two 1-frame tokens of tile 1) fills 1 of its 100 frame pairs, pairs 1 and 2 (two 5-frame
+    """A chunk of tiles.tile_tasks' second pass may hold no dense pair (it raised IndexError): by hand, tiles 0 and 1
+    of 10 frames; pair 0 (two 1-frame tokens of tile 1) fills 1 of its 100 frame pairs, pairs 1 and 2 (two 5-frame
     tokens of tile 0, twice) 50 of 100; one pair per chunk."""
-    monkeypatch.setattr(abx_module, "_TILE_CHUNK", 1)
+    monkeypatch.setattr(dispatch, "TILE_CHUNK", 1)
     lengths, tile_of, tile_start = np.array([5, 5, 1, 1, 8]), np.array([0, 0, 1, 1, 1]), np.array([0, 10, 20])
-    tasks, dense, sparse = abx_module._tile_tasks(np.array([2, 0, 0]), np.array([3, 1, 1]), lengths, tile_of,
+    tasks, dense, sparse = tiles.tile_tasks(np.array([2, 0, 0]), np.array([3, 1, 1]), lengths, tile_of,
                                                   tile_start, n_threads=threads)
     assert tasks == [("tile", 0, 0, 0, 2)] and dense.tolist() == [1, 2] and sparse.tolist() == [0]
 
 
 def test_count_helpers_by_hand():
-    assert abx_module._ceil_log2(np.array([1, 2, 3, 4, 5, 8, 9, 1024, 1025])).tolist() == [0, 1, 2, 2, 3, 3, 4, 10, 11]
-    assert abx_module._ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
-    mat, ok = abx_module._padded_rows(np.array([7, 8, 9, 4, 5]), np.array([0, 3, 3, 5]), np.array([2, 0, 1]))
+    assert counting._ceil_log2(np.array([1, 2, 3, 4, 5, 8, 9, 1024, 1025])).tolist() == [0, 1, 2, 2, 3, 3, 4, 10, 11]
+    assert counting._ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
+    mat, ok = counting._padded_rows(np.array([7, 8, 9, 4, 5]), np.array([0, 3, 3, 5]), np.array([2, 0, 1]))
     assert mat.tolist() == [[4, 5, 0], [7, 8, 9], [0, 0, 0]]
     assert ok.tolist() == [[True, True, False], [True, True, True], [False, False, False]]
 
@@ -685,7 +681,7 @@ def test_count_cells_torch_matches_a_loop_over_triplets(within, step, monkeypatc
     and B tokens (buckets of several sizes, padded), 1-3 cells of X tokens each, integer distances (many ties),
     NaN entries of the table that no triplet reads; comparisons a few at a time (``step``: chunks of one X
     token, of a few) or all at once. Within speakers the triplets whose X is A are left out."""
-    monkeypatch.setattr(abx_module, "_COUNT_ELEMENTS", step)
+    monkeypatch.setattr(dispatch, "COUNT_ELEMENTS", step)
     rng = np.random.default_rng(3)
     g_off, g_w, tables = [], [], []
     a_l, b_l, x_l, x_cells = [], [], [], []
@@ -721,7 +717,7 @@ def test_count_cells_torch_matches_a_loop_over_triplets(within, step, monkeypatc
                     wins[c] += m[a, x] < m[b, x]
                     ties[c] += m[a, x] == m[b, x]
     ptr = [np.concatenate([[0], np.cumsum([len(v) for v in lists])]).astype(np.int64) for lists in (a_l, b_l, x_l)]
-    got = abx_module._count_cells_torch(torch.from_numpy(dflat), np.array(g_off), np.array(g_w), ptr[0],
+    got = counting.count_cells_torch(torch.from_numpy(dflat), np.array(g_off), np.array(g_w), ptr[0],
                                         np.concatenate(a_l), ptr[1], np.concatenate(b_l), ptr[2],
                                         np.concatenate(x_l), np.concatenate(x_cells), within, n_cells)
     assert got[0].tolist() == wins.tolist() and got[1].tolist() == ties.tolist()
@@ -737,10 +733,10 @@ def test_tiles_give_the_batched_scores(distance, kind, tile_frames, monkeypatch)
     tokens (1-7 frames) longer than a tile, or than two."""
     feats, items = synthetic(13, kind=kind, n_spk=3, n_utt=2, dur=0.6)
     used = []
-    tile_tasks = abx_module._tile_tasks
-    monkeypatch.setattr(abx_module, "_TILE_FRAMES", tile_frames)
-    monkeypatch.setattr(abx_module, "_TILE_MIN_DENSITY", 0.5)  # some tile pairs below it: their pairs are batched
-    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a, **k: used.append(tile_tasks(*a, **k)) or used[-1])
+    tile_tasks = tiles.tile_tasks
+    monkeypatch.setattr(dispatch, "TILE_FRAMES", tile_frames)
+    monkeypatch.setattr(dispatch, "TILE_MIN_DENSITY", 0.5)  # some tile pairs below it: their pairs are batched
+    monkeypatch.setattr(tiles, "tile_tasks", lambda *a, **k: used.append(tile_tasks(*a, **k)) or used[-1])
     mixed = []
     for mode in MODES:
         for convention in CONVENTIONS:
@@ -760,10 +756,10 @@ def test_tiles_give_the_batched_scores(distance, kind, tile_frames, monkeypatch)
 def test_hamming_past_its_symbol_table_takes_no_tiles(monkeypatch):
     """Hamming with more distinct frames than its symbol table holds has no tile form: every pair is batched."""
     feats, items = synthetic(13, kind="onehot", n_spk=3, n_utt=2, dur=0.6)
-    monkeypatch.setattr(abx_module, "_TILE_FRAMES", 24)
+    monkeypatch.setattr(dispatch, "TILE_FRAMES", 24)
     ref = abx_error(feats, items, distance="hamming", backend="numba", num_threads=2)
-    monkeypatch.setattr(abx_module, "_HAMMING_TABLE_MAX", 2)  # 4 distinct one-hot frames
-    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a, **k: pytest.fail("tiles without a symbol table"))
+    monkeypatch.setattr(dispatch, "HAMMING_TABLE_MAX", 2)  # 4 distinct one-hot frames
+    monkeypatch.setattr(tiles, "tile_tasks", lambda *a, **k: pytest.fail("tiles without a symbol table"))
     res = abx_error(feats, items, distance="hamming", backend="numba", num_threads=2)
     assert res.error == pytest.approx(ref.error, abs=1e-9) and res.n_triplets == ref.n_triplets
 
@@ -782,9 +778,9 @@ def test_ties_survive_tiles(monkeypatch):
         items.append(Item("s1_u", 0.4 + k * 0.05, 0.4 + k * 0.05 + 0.04, "b", ("c",), "s1"))
         items.append(Item("s2_u", k * 0.05, k * 0.05 + 0.04, "a", ("c",), "s2"))
     used = []
-    tile_tasks = abx_module._tile_tasks
-    monkeypatch.setattr(abx_module, "_TILE_FRAMES", 12)
-    monkeypatch.setattr(abx_module, "_tile_tasks", lambda *a, **k: used.append(tile_tasks(*a, **k)) or used[-1])
+    tile_tasks = tiles.tile_tasks
+    monkeypatch.setattr(dispatch, "TILE_FRAMES", 12)
+    monkeypatch.setattr(tiles, "tile_tasks", lambda *a, **k: used.append(tile_tasks(*a, **k)) or used[-1])
     for convention in CONVENTIONS:
         tiled = abx_error(feats, items, mode="across", backend="numba", num_threads=2, convention=convention)
         assert used[-1][1] is not None and len(used[-1][1]) == tiled.n_dtw_pairs
@@ -796,9 +792,9 @@ def test_ties_survive_tiles(monkeypatch):
 
 @needs_numba
 def test_kernel_warm_up_compiles_what_abx_error_calls():
-    """_abx_kernels.warm_up (run in the background by abx_error) loads the kernels for the argument types of the
+    """kernels_numba.warm_up (run in the background by abx_error) loads the kernels for the argument types of the
     real calls: scoring after it adds no specialization (a mismatch would compile a second one at first use)."""
-    from speechkit.scoring import _abx_kernels as K
+    from speechkit.scoring.abx import kernels_numba as K
 
     K.warm_up()
     before = (list(K.dtw_strided.signatures), list(K.count_cells.signatures))
@@ -941,11 +937,9 @@ HAMMING_PINNED = {
 
 @pytest.mark.parametrize("key", sorted(HAMMING_PINNED))
 def test_abx_pinned_scores_are_exact(key):
-    from speechkit.scoring import _abx_ckernels
-
     mode, convention = key
     feats, items = synthetic(2024, kind="onehot", dim=6, n_spk=4, n_utt=2, dur=0.5)
-    backends = ["torch"] + (["c"] if _abx_ckernels.available() else []) + (["numba"] if importlib.util.find_spec("numba")
+    backends = ["torch"] + (["c"] if kernels_c.available() else []) + (["numba"] if importlib.util.find_spec("numba")
                                                                        else [])
     for backend in backends:
         res = abx_error(feats, items, mode=mode, distance="hamming", convention=convention, backend=backend)
@@ -1434,7 +1428,7 @@ def test_cli_device_errors_are_one_line_naming_the_option(tmp_path, capsys):
 
 @pytest.mark.parametrize("mode", ["across", "within"])
 def test_needed_pairs_of_small_contexts_in_numpy_are_torchs(mode, monkeypatch):
-    """A context under _DEVICE_PAIRS_MIN_TOKENS tokens finds its pairs in numpy (_needed_pairs_small): the pairs
+    """A context under DEVICE_PAIRS_MIN_TOKENS tokens finds its pairs in numpy (pairs._needed_pairs_small): the pairs
     the torch masks find, in the same order, on random contexts (1-60 tokens, 1-4 speakers, 1-5 phones), the masks
     built whole or (across) a few rows at a time."""
     rng = np.random.default_rng(8)
@@ -1442,15 +1436,15 @@ def test_needed_pairs_of_small_contexts_in_numpy_are_torchs(mode, monkeypatch):
         n = int(rng.integers(1, 61))
         phones = [f"p{k}" for k in rng.integers(0, int(rng.integers(1, 6)), size=n)]
         speakers = [f"s{k}" for k in rng.integers(0, int(rng.integers(1, 5)), size=n)]
-        small = abx_module._needed_pairs(phones, speakers, mode)
+        small = pairs.needed_pairs(phones, speakers, mode)
         with monkeypatch.context() as m:
-            m.setattr(abx_module, "_SMALL_PAIRS_IN_NUMPY", False)  # the torch masks of the whole context
-            masks = abx_module._needed_pairs(phones, speakers, mode)
+            m.setattr(dispatch, "SMALL_PAIRS_IN_NUMPY", False)  # the torch masks of the whole context
+            masks = pairs.needed_pairs(phones, speakers, mode)
             with monkeypatch.context() as m2:  # across: the masks a few rows at a time
-                m2.setattr(abx_module, "_PAIR_MASK_ELEMENTS", int(rng.integers(1, 3 * n + 1)))
-                rows = abx_module._needed_pairs(phones, speakers, mode)
-            m.setattr(abx_module, "_DEVICE_PAIRS_MIN_TOKENS", 1)  # within: one speaker's block at a time
-            blocks = abx_module._needed_pairs(phones, speakers, mode)
+                m2.setattr(dispatch, "PAIR_MASK_ELEMENTS", int(rng.integers(1, 3 * n + 1)))
+                rows = pairs.needed_pairs(phones, speakers, mode)
+            m.setattr(dispatch, "DEVICE_PAIRS_MIN_TOKENS", 1)  # within: one speaker's block at a time
+            blocks = pairs.needed_pairs(phones, speakers, mode)
         assert small[0].dtype == torch.int64 and len(small[0]) == len(small[1])
         assert small[0].tolist() == masks[0].tolist() and small[1].tolist() == masks[1].tolist()
         assert small[0].tolist() == rows[0].tolist() and small[1].tolist() == rows[1].tolist()

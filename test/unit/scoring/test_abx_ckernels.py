@@ -1,17 +1,17 @@
-"""ABX's C kernels (speechkit.scoring._abx_ckernels): numba's bits, the library's build and its refusal of a stale
+"""ABX's C kernels (speechkit.scoring.abx.kernels_c): numba's bits, the library's build and its refusal of a stale
 build, and the ``c`` backend. The DTW kernel's tests against torch and the brute force are in test_abx.py (run for
 both kernel sets)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 
 import numpy as np
 import pytest
 
-import speechkit.scoring._abx_ckernels as C
-import speechkit.scoring.abx as abx_module
-from speechkit.scoring.abx import abx_error
+from speechkit.scoring.abx import abx_error, build_kernels, dispatch
+from speechkit.scoring.abx import kernels_c as C
 
 from test_abx import MODES, synthetic  # test/unit/scoring is on sys.path (rootdir imports), as in test_abx_report
 
@@ -60,7 +60,7 @@ def _count_inputs(rng, n_groups=40, within=False):
 @pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="needs numba")
 @pytest.mark.parametrize("within", [False, True])
 def test_count_cells_matches_numba(within):
-    from speechkit.scoring import _abx_kernels as N
+    from speechkit.scoring.abx import kernels_numba as N
 
     rng = np.random.default_rng(3)
     for _ in range(20):
@@ -108,25 +108,26 @@ def test_c_and_numba_backends_give_the_same_bits(distance, kind):
 def test_auto_prefers_the_c_kernels(monkeypatch):
     """Under auto a task past the small-task limits runs the C kernels, and never imports numba's."""
     seen = []
-    real = abx_module._load_kernels
-    monkeypatch.setattr(abx_module, "_load_kernels", lambda backend: seen.append(real(backend)) or seen[-1])
-    monkeypatch.setattr(abx_module, "_NUMBA_MIN_PAIRS", 0)
-    monkeypatch.setattr(abx_module, "_NUMBA_MIN_TRIPLETS", 0)
+    real = dispatch.load_kernels
+    monkeypatch.setattr(dispatch, "load_kernels", lambda backend: seen.append(real(backend)) or seen[-1])
+    monkeypatch.setattr(dispatch, "NUMBA_MIN_PAIRS", 0)
+    monkeypatch.setattr(dispatch, "NUMBA_MIN_TRIPLETS", 0)
     feats, items = synthetic(9, n_spk=3, n_utt=2, dur=0.5)
     abx_error(feats, items)
-    assert seen == [C]
+    assert seen == [C.load()] and isinstance(seen[0], C.CKernels)
 
 
-def test_backend_c_without_the_library_says_why(monkeypatch):
-    monkeypatch.setattr(C, "_STATE", {"lib": None, "why": "libspeechkit_abx.so is not built (python -m ...)"})
+def test_backend_c_without_the_library_says_why(monkeypatch, tmp_path):
+    monkeypatch.setattr(C, "LIBRARY", tmp_path / "libspeechkit_abx.so")  # not built there
     feats, items = synthetic(9, n_spk=3, n_utt=2, dur=0.3)
-    with pytest.raises(ValueError, match="backend 'c': libspeechkit_abx.so is not built"):
+    assert C.load() is None and "build_kernels --build" in C.why_not()
+    with pytest.raises(ValueError, match="backend 'c': .*libspeechkit_abx.so is not built"):
         abx_error(feats, items, backend="c")
     with pytest.raises(ValueError, match="backend 'c' runs on the CPU"):
         abx_error(feats, items, backend="c", device="cuda")
     if importlib.util.find_spec("numba") is not None:  # auto falls back to numba's kernels: the same score
-        monkeypatch.setattr(abx_module, "_NUMBA_MIN_PAIRS", 0)
-        monkeypatch.setattr(abx_module, "_NUMBA_MIN_TRIPLETS", 0)
+        monkeypatch.setattr(dispatch, "NUMBA_MIN_PAIRS", 0)
+        monkeypatch.setattr(dispatch, "NUMBA_MIN_TRIPLETS", 0)
         assert abx_error(feats, items).error == abx_error(feats, items, backend="numba").error
 
 
@@ -139,6 +140,19 @@ def test_build_writes_a_library_that_reports_its_source(tmp_path):
     lib.sk_source_hash.restype = ctypes.c_char_p
     assert lib.sk_source_hash().decode() == C.source_hash()
     assert [p.name for p in tmp_path.iterdir()] == ["lib.so"]  # no temporary file left
+
+
+@needs_cc
+def test_a_library_built_after_a_failed_load_is_loaded(tmp_path, monkeypatch):
+    """load() is a cache keyed by the library file and the source's sha256, with no module state to reset: a
+    library missing at one call and put in place before the next (by another process: tools/install.sh) is loaded
+    then. The module dict of the old _abx_ckernels kept the first answer for the life of the process."""
+    (tmp_path / "elsewhere").mkdir()
+    built = C.build(out=tmp_path / "elsewhere" / "lib.so")  # what the other process will put in place
+    monkeypatch.setattr(C, "LIBRARY", tmp_path / "libspeechkit_abx.so")
+    assert C.load() is None and "is not built" in C.why_not()
+    os.replace(built, C.LIBRARY)
+    assert isinstance(C.load(), C.CKernels) and C.why_not() == "" and C.load() is C.load()
 
 
 def test_failed_build_leaves_the_library_as_it_was(tmp_path):
@@ -157,13 +171,12 @@ def test_failed_build_leaves_the_library_as_it_was(tmp_path):
 def test_a_library_built_from_another_source_is_not_loaded(monkeypatch):
     """The library records the sha256 of the source it was built from: after an edit of the C file it is refused
     (and auto falls back to numba's kernels) until rebuilt."""
-    monkeypatch.setattr(C, "_STATE", {})
     monkeypatch.setattr(C, "source_hash", lambda: "0" * 64)
     assert C.load() is None and "another version" in C.why_not()
-    assert C.main([]) == 1
+    assert build_kernels.main([]) == 1
 
 
 @needs_c
 def test_cli_reports_a_usable_library(capsys):
-    assert C.main([]) == 0
+    assert build_kernels.main([]) == 0
     assert "usable" in capsys.readouterr().out

@@ -1,6 +1,6 @@
 """A Triton DTW kernel for :mod:`speechkit.scoring.abx` on CUDA: one program per token pair walks its anti-diagonals.
 
-:func:`dtw_batch` computes what :func:`speechkit.scoring.abx.batched_dtw` computes -- the DTW cost and both
+:func:`dtw_batch` computes what :func:`speechkit.scoring.abx.dtw.batched_dtw` computes -- the DTW cost and both
 ABXpy path lengths of a padded batch of frame-distance matrices -- in one kernel launch per batch instead of
 about fifteen torch operations per anti-diagonal. Program ``b`` owns pair ``b``; its lanes are the rows ``i``
 of the current anti-diagonal ``k`` (cell ``(i, k - i)``). The last two diagonals (cost and the two path lengths)
@@ -19,7 +19,7 @@ it).
 
 Same additions in the same order and the same tie-breaks as the torch and numba paths, float64: the same bits.
 Correctness is tested on the CPU with Triton's interpreter (``TRITON_INTERPRET=1``, test_abx.py) against
-:func:`~speechkit.scoring.abx.batched_dtw`; on a GPU by the CUDA tests (docs/gpu_checks.md).
+:func:`~speechkit.scoring.abx.dtw.batched_dtw`; on a GPU by the CUDA tests (docs/gpu_checks.md).
 """
 from __future__ import annotations
 
@@ -104,14 +104,14 @@ def _dtw_kernel(dist_ptr, n_rows_ptr, n_cols_ptr, cost_ptr, lens_ptr, total_ptr,
 
 def dtw_batch(dist: torch.Tensor, n_rows: torch.Tensor, n_cols: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`speechkit.scoring.abx.batched_dtw` in one Triton launch (CUDA; the CPU under ``TRITON_INTERPRET=1``).
+    """:func:`speechkit.scoring.abx.dtw.batched_dtw` in one Triton launch (CUDA; the CPU under ``TRITON_INTERPRET=1``).
 
     Args:
         dist: ``(B, N, M)`` float64 frame distances (padding ignored).
         n_rows, n_cols: ``(B,)`` int rows/columns used per pair, each ``>= 1``, on ``dist``'s device.
 
     Returns:
-        ``(cost, len_rc, len_cr)``: ``(B,)`` float64, int64, int64, as :func:`~speechkit.scoring.abx.batched_dtw`.
+        ``(cost, len_rc, len_cr)``: ``(B,)`` float64, int64, int64, as :func:`~speechkit.scoring.abx.dtw.batched_dtw`.
 
     Raises:
         ValueError: ``dist`` is not a 3-d float64 tensor.

@@ -1,17 +1,17 @@
-"""Compiled CPU kernels of :mod:`speechkit.scoring.abx` (numba; the thread pool that runs them: ``_abx_threads``).
+"""Compiled CPU kernels of :mod:`speechkit.scoring.abx` (numba; the thread pool that runs them: ``kernel_threads``).
 
 Two kernels, both ``nogil`` so that several Python threads run them at once:
 
 * :func:`dtw_strided` -- DTW cost and the two path lengths (both ABXpy tie-breaks) of a block of token pairs,
   each reading its frame distances in place from one array (a padded batch, or a tile shared by many pairs).
-  Float64, the recursion and the tie-breaks of :func:`speechkit.scoring.abx.batched_dtw` exactly (same
+  Float64, the recursion and the tie-breaks of :func:`speechkit.scoring.abx.dtw.batched_dtw` exactly (same
   additions in the same order: from the same frame distances, the same bits).
 * :func:`count_cells` -- wins and ties of every (A, B, X) triplet of a range of cell groups, from the
   per-context token-distance matrices: for each X, the ``d(B, X)`` are sorted once and each ``d(A, X)``
   is placed among them by binary search, ``O((nA + nB) log nB)`` per X instead of ``nA * nB``.
 
 Work is cut into many small tasks taken by ``n`` threads from one queue
-(:func:`speechkit.scoring._abx_threads.run_tasks`). :mod:`speechkit.scoring._abx_ckernels` holds the same two
+(:func:`speechkit.scoring.abx.kernel_threads.run_tasks`). :mod:`speechkit.scoring.abx.kernels_c` holds the same two
 kernels in C (the same bits), which ``auto`` prefers where they were built: they load in a millisecond, where
 numba's start costs 0.3-0.45 s in a fresh process.
 
@@ -26,7 +26,7 @@ import threading
 import numba
 import numpy as np
 
-from speechkit.scoring._abx_threads import padded_dtw, run_tasks  # noqa: F401 - run_tasks: the pool both sets use
+from speechkit.scoring.abx.kernel_threads import padded_dtw, run_tasks  # noqa: F401 - run_tasks: the pool both sets use
 
 
 def _jit(fn):
@@ -42,7 +42,7 @@ def dtw_strided(flat, base, row_stride, col_stride, n_rows, n_cols, total, len_r
     """DTW of ``B`` token pairs whose frame distances lie in one float64 array ``flat``: pair ``b``'s entry
     ``[i, j]`` (row frame ``i`` < ``n_rows[b]``, column frame ``j`` < ``n_cols[b]``) at
     ``flat[base[b] + i * row_stride[b] + j * col_stride[b]]`` (all (B,) int64). A padded ``(B, N, M)`` batch is
-    ``base = b * N * M``, strides ``M`` and ``1``; a pair inside a tile of frame distances (``abx._tile_tasks``)
+    ``base = b * N * M``, strides ``M`` and ``1``; a pair inside a tile of frame distances (``tiles.tile_tasks``)
     reads it in place, transposed where its rows are the tile's columns.
 
     Writes ``total`` (B,) float64, the minimal path cost, and the number of frame pairs on the minimal path

@@ -1,7 +1,7 @@
 /* The two CPU kernels of speechkit.scoring.abx in C: the same computations, in the same order, as the numba
- * kernels of _abx_kernels.py (dtw_strided, count_cells), so the same bits. Loaded with ctypes (plain C ABI, no
+ * kernels of kernels_numba.py (dtw_strided, count_cells), so the same bits. Loaded with ctypes (plain C ABI, no
  * Python API): a ctypes call releases the GIL, so several Python threads run them at once, as the numba kernels
- * (nogil). Built by tools/install.sh (python -m speechkit.scoring._abx_ckernels --build); see that module.
+ * (nogil). Built by tools/install.sh (python -m speechkit.scoring.abx.build_kernels --build); see kernels_c.py.
  * Compile without -ffast-math and with -ffp-contract=off: no reassociation, no fused multiply-add. */
 #include <math.h>
 #include <stdint.h>
@@ -18,7 +18,7 @@ const char *sk_source_hash(void) { return SK_SOURCE_HASH; }
 /* DTW of bsz token pairs whose frame distances lie in one float64 array: pair b's entry [i, j] at
  * flat[base[b] + i * row_stride[b] + j * col_stride[b]]. Writes total[b] (the minimal path cost) and the path
  * lengths under the two tie-breaks (len_rc: diagonal, then column-1; len_cr: diagonal, then row-1). See
- * _abx_kernels.dtw_strided, whose recursion this is, line for line. Returns 0, or -1 when out of memory. */
+ * kernels_numba.dtw_strided, whose recursion this is, line for line. Returns 0, or -1 when out of memory. */
 int sk_dtw_strided(const double *flat, const int64_t *base, const int64_t *row_stride, const int64_t *col_stride,
                    const int64_t *n_rows, const int64_t *n_cols, int64_t bsz, double *total, int64_t *len_rc,
                    int64_t *len_cr) {
@@ -140,7 +140,7 @@ static inline int64_t search(const double *v, int64_t n, double x, int right) {
     return lo;
 }
 
-/* Wins and ties of the triplets of cell groups g0 .. g1-1: _abx_kernels.count_cells, the same loops. Returns 0, or
+/* Wins and ties of the triplets of cell groups g0 .. g1-1: kernels_numba.count_cells, the same loops. Returns 0, or
  * -1 when out of memory. */
 int sk_count_cells(int64_t g0, int64_t g1, const double *dflat, const int64_t *ctx_off, const int64_t *ctx_w,
                    const int64_t *a_ptr, const int64_t *a_pool, const int64_t *b_ptr, const int64_t *b_pool,

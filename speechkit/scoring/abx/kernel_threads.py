@@ -4,14 +4,18 @@ tasks taken by ``n`` threads from one queue; a thread on a busy core simply take
 numba's ``nogil``, ctypes' calls) and the padded-batch form of their DTW (:func:`padded_dtw`)."""
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
+
+@functools.lru_cache(maxsize=None)
+def _pool(n: int) -> ThreadPoolExecutor:
+    """The process's pool of ``n`` threads (made on first use, then reused)."""
+    return ThreadPoolExecutor(max_workers=n, thread_name_prefix="speechkit-abx")
 
 
 def run_tasks(fn: Callable[[object], None], tasks: Sequence | Iterable, n_threads: int) -> None:
@@ -23,10 +27,7 @@ def run_tasks(fn: Callable[[object], None], tasks: Sequence | Iterable, n_thread
             fn(t)
         return
     n = min(n_threads, len(tasks))
-    with _POOLS_LOCK:
-        pool = _POOLS.get(n)
-        if pool is None:
-            pool = _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="speechkit-abx")
+    pool = _pool(n)
     it = iter(tasks)
     lock = threading.Lock()
     failed: list[BaseException] = []
