@@ -60,10 +60,10 @@ if [ "$installed_from" != "$(cd "$root" && pwd -P)" ] \
   "${pip[@]}" install -c "$constraints" -e "$root[test]"
   touch "$venv/.speechkit-installed"
 fi
-# ABX's C kernels (speechkit/scoring/libspeechkit_abx.so, rebuilt when their source changed): without a C
+# ABX's C kernels (speechkit/scoring/abx/libspeechkit_abx.so, rebuilt when their source changed): without a C
 # compiler ABX uses the numba kernels instead (the same scores; numba's start costs ~0.4 s per process)
-if ! "$venv/bin/python" -m speechkit.scoring._abx_ckernels >/dev/null 2>&1; then
-  "$venv/bin/python" -m speechkit.scoring._abx_ckernels --build \
+if ! "$venv/bin/python" -m speechkit.scoring.abx.build_kernels >/dev/null 2>&1; then
+  "$venv/bin/python" -m speechkit.scoring.abx.build_kernels --build \
     || echo "install.sh: warning: ABX's C kernels did not build (above); ABX uses numba's" >&2
 fi
 

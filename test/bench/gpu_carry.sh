@@ -52,8 +52,8 @@ tar -C "$tmp/rt" -cJf "$tmp/polars_runtime.tar.xz" .
 PYTHONPATH=$repo "$py" "$repo/test/bench/bench_abx.py" --tasks timit-any-across --prepare-only --workdir "$tmp/abx_data"
 tar -C "$tmp/abx_data" -cJf "$tmp/abx_data.tar.xz" .
 touch "$tmp/.gpu_carry"
-if "$py" -m speechkit.scoring._abx_ckernels --build >/dev/null; then
-  cp "$repo/speechkit/scoring/libspeechkit_abx.so" "$tmp/"
+if "$py" -m speechkit.scoring.abx.build_kernels --build >/dev/null; then
+  cp "$repo/speechkit/scoring/abx/libspeechkit_abx.so" "$tmp/"
 else
   echo "gpu_carry.sh: the ABX C library does not build here: not carried (the GPU machine builds its own or uses numba)" >&2
 fi

@@ -36,12 +36,12 @@ fi
 "$py" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available()
   else 'no CUDA device')" | tee "$out/device.txt"
 # ABX's C kernels (what tools/install.sh builds); without a compiler ABX runs numba's kernels
-if ! "$py" -m speechkit.scoring._abx_ckernels --build > "$out/abx_ckernels.txt" 2>&1; then
+if ! "$py" -m speechkit.scoring.abx.build_kernels --build > "$out/abx_ckernels.txt" 2>&1; then
   if [ -n "${CARRY:-}" ] && [ -f "$CARRY/libspeechkit_abx.so" ]; then  # loaded only if built from this source
-    cp "$CARRY/libspeechkit_abx.so" speechkit/scoring/ && echo "ABX C kernels: the carried library" >> "$out/abx_ckernels.txt"
+    cp "$CARRY/libspeechkit_abx.so" speechkit/scoring/abx/ && echo "ABX C kernels: the carried library" >> "$out/abx_ckernels.txt"
   fi
 fi
-"$py" -c "from speechkit.scoring import _abx_ckernels as c; print('ABX CPU kernels:', 'C' if c.available() else
+"$py" -c "from speechkit.scoring.abx import kernels_c as c; print('ABX CPU kernels:', 'C' if c.available() else
   'numba (' + c.why_not() + ')')" | tee -a "$out/abx_ckernels.txt"
 cuda_tests=(-m pytest -q -m cuda -p no:cacheprovider test/unit/scoring/test_abx.py test/unit/nn/test_rnnt_loss.py
             test/unit/train/test_checkpoint.py)
