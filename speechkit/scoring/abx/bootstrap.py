@@ -19,7 +19,7 @@ import numpy as np
 from speechkit.scoring.abx.averaging import AbxResult
 from speechkit.scoring.significance import NotComparable
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": the name its log lines have always had
 
 
 @dataclass

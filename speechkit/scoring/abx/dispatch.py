@@ -48,7 +48,7 @@ import torch
 from speechkit.scoring.abx import kernels_c
 from speechkit.scoring.abx.dtw import batched_dtw
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": the name its log lines have always had
 
 BACKENDS = ("auto", "c", "numba", "torch", "triton")
 
