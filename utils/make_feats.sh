@@ -10,11 +10,13 @@
 #                     --config here is the YAML handed to speechkit-compute-feats, not a shell file.
 #   --cmd CMD         job runner with Kaldi's run.pl convention (default: utils/run.pl; utils/slurm.pl ...)
 #   --nj N            number of parallel jobs / parts (default: 4; capped at the number of utterances)
+#   --num-threads T   torch threads of each job (default: 1; the recipes give cores / nj: run.sh's
+#                     --num_threads); also handed to CMD (Slurm: --cpus-per-task T)
 #   --compress BOOL   Kaldi-compressed matrices, lossy (default: false)
 #   --write-utt2dur BOOL  ignored (accepted for Kaldi compatibility)
 # <log-dir> defaults to <data-dir>/log, <feat-dir> to <data-dir>/data.
 #
-# Runs `$cmd JOB=1:$nj <log-dir>/compute_feats.JOB.log speechkit-compute-feats --nj $nj --job JOB ...`,
+# Runs `$cmd --num-threads T JOB=1:$nj <log-dir>/compute_feats.JOB.log speechkit-compute-feats --nj $nj --job JOB ...`,
 # then `speechkit-compute-feats --merge-only ...` (writes feats.scp, utt2num_frames, frame_shift,
 # feats.yaml), then utils/validate_data_dir.sh --no-text. Parts that are already complete and
 # current are not recomputed, so the script is safe to re-run. The outputs are the same bytes
@@ -24,9 +26,10 @@ set -euo pipefail
 utils=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cmd=$utils/run.pl
 nj=4
+num_threads=1
 compress=false
 write_utt2dur=false
-help_message="Usage: $0 [--cmd CMD] [--nj N] [--compress BOOL] --config <frontend.yaml> <data-dir> [<log-dir> [<feat-dir>]]"
+help_message="Usage: $0 [--cmd CMD] [--nj N] [--num-threads T] [--compress BOOL] --config <frontend.yaml> <data-dir> [<log-dir> [<feat-dir>]]"
 
 echo "$0 $*"
 
@@ -52,6 +55,7 @@ if [ $# -lt 1 ] || [ $# -gt 3 ]; then
 fi
 [ -n "$feat_config" ] || { echo "$0: --config <frontend.yaml> is required" >&2; exit 1; }
 [ -f "$feat_config" ] || { echo "$0: --config $feat_config: no such file" >&2; exit 1; }
+[[ "$num_threads" =~ ^[1-9][0-9]{0,5}$ ]] || { echo "$0: --num-threads $num_threads: not a whole number >= 1" >&2; exit 1; }
 
 data=$1
 logdir=${2:-$data/log}
@@ -74,9 +78,9 @@ if [ "$nj" -gt "$num_utts" ] && [ "$num_utts" -gt 0 ]; then
 fi
 
 # shellcheck disable=SC2086  # $cmd may carry its own options, e.g. "utils/slurm.pl --mem 4G"
-if ! $cmd JOB=1:"$nj" "$logdir/compute_feats.JOB.log" \
+if ! $cmd --num-threads "$num_threads" JOB=1:"$nj" "$logdir/compute_feats.JOB.log" \
     speechkit-compute-feats --config "$feat_config" --nj "$nj" --job JOB --compress "$compress" \
-    "$data" "$logdir" "$featdir"; then
+    --num-threads "$num_threads" "$data" "$logdir" "$featdir"; then
   echo "$0: feature extraction failed for some jobs; see $logdir/compute_feats.*.log" >&2
   exit 1
 fi

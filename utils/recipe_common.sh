@@ -27,6 +27,19 @@
 #                       its own way) or a registered one (the recipe's local/prepare_corpus.sh makes its
 #                       sets from the one data dir); otherwise an error listing both.
 #   own_corpus OWN...   true if $corpus is one of OWN (the recipe's own way), false for a registered corpus.
+#
+# Threads (Kaldi's --nj / --num-threads habit; docs/scale_out.md, "Threads"). A run.sh with a
+# num_threads option (default auto) spreads the cores over what each stage runs at once:
+#   check_num_threads   --num_threads is auto or a whole number >= 1, and SPEECHKIT_CORES (path.sh: the
+#                       user's OMP_NUM_THREADS, else nproc) a whole number >= 1; otherwise an error naming
+#                       it. Sets $cores and starts $threads_plan.
+#   threads VAR WHAT JOBS  VAR = the threads of each of JOBS jobs that run at once: --num_threads N as
+#                       given, or (auto) max(1, cores / JOBS); a single job gets every core. Appends
+#                       "WHAT=VAR" (one job) or "WHAT=VARxJOBS" to $threads_plan, which show_threads
+#                       prints and record_run records (runs.jsonl: threads.SPEECHKIT_THREADS).
+#   show_threads        prints "YYYY-MM-DD HH:MM:SS threads (num_threads auto, N cores): WHAT=... ..."
+#   with_threads N CMD...  runs CMD with OMP_NUM_THREADS = MKL_NUM_THREADS = N: the threads of a command
+#                       without a thread option (torch's default), its worker processes included.
 
 die() { echo "$0: $*" >&2; exit 1; }
 
@@ -97,5 +110,41 @@ record_run() {
   local file=$1
   shift
   [ $# -gt 0 ] || set -- conf
-  speechkit-record-run --out "$file" --cmdline "${cmdline_args:-$0}" --configs "$@"
+  if [ -n "${threads_plan:-}" ]; then  # the threads of every stage, beside OMP_NUM_THREADS & co.
+    SPEECHKIT_THREADS="num_threads=$num_threads cores=$cores $threads_plan" \
+      speechkit-record-run --out "$file" --cmdline "${cmdline_args:-$0}" --configs "$@"
+  else
+    speechkit-record-run --out "$file" --cmdline "${cmdline_args:-$0}" --configs "$@"
+  fi
+}
+
+check_num_threads() {
+  cores=${SPEECHKIT_CORES:-1}
+  [[ "$cores" =~ ^[1-9][0-9]{0,5}$ ]] ||
+    die "SPEECHKIT_CORES=$cores (path.sh: the OMP_NUM_THREADS you exported, else nproc): not a whole number >= 1"
+  [[ "$num_threads" = auto || "$num_threads" =~ ^[1-9][0-9]{0,5}$ ]] ||
+    die "--num_threads $num_threads: auto (the cores spread over the jobs that run at once) or a whole number >= 1"
+  threads_plan=
+}
+
+threads() {
+  local var=$1 what=$2 jobs=$3 n
+  [[ "$jobs" =~ ^[1-9][0-9]{0,5}$ ]] || die "$what: $jobs jobs at once: not a whole number >= 1 (--nj, --nproc, --train_jobs)"
+  if [ "$num_threads" = auto ]; then
+    n=$((cores / jobs))
+    [ "$n" -ge 1 ] || n=1
+  else
+    n=$num_threads
+  fi
+  printf -v "$var" '%d' "$n"
+  threads_plan="${threads_plan:+$threads_plan }$what=$n"
+  [ "$jobs" -eq 1 ] || threads_plan="${threads_plan}x$jobs"
+}
+
+show_threads() { echo "$(date '+%F %T') threads (num_threads $num_threads, $cores cores): $threads_plan"; }
+
+with_threads() {
+  local n=$1
+  shift
+  OMP_NUM_THREADS=$n MKL_NUM_THREADS=$n "$@"
 }

@@ -31,13 +31,18 @@
 #                into results/<corpus>/, then RESULTS.md rendered from results/ alone
 #
 # Every invocation is appended to exp/runs_<corpus>.jsonl (command line, environment, config hashes).
+# Threads (--num_threads auto): the cores spread over what a stage runs at once: the --nj feature,
+# alignment and synthesis jobs cores / nj each, the --train_jobs trainings cores / train_jobs each (one
+# training: every core), scoring every core; stage 7 times one thread by design. The log's "threads"
+# line and runs.jsonl say what each stage got.
 set -euo pipefail
 
 # ------------------------------------------------------------------------------------- options
 stage=0
 stop_stage=100
 nj=2                 # parallel jobs (features, G2P, alignment, synthesis)
-num_threads=1        # torch threads of each training
+num_threads=auto     # threads of each job: auto = the cores (path.sh) / the jobs a stage runs at once
+                     # (one training: every core); N = N each (1: the setting for a machine busy with other work)
 ngpu=                # training GPUs (speechkit-train --ngpu); empty = trainer.device
 nproc=1              # training processes on the CPU (DDP with gloo)
 corpus=              # mini | msc | ljspeech | a registered corpus (local/prepare_corpus.sh); default: mini without
@@ -56,7 +61,8 @@ models=              # conf/train_<model>.yaml each; default: the paper's four (
                      # musa_rnn_big salad_big), the two small ones for mini (the big ones cost ~10x more)
 max_epochs=          # trainer.max_epochs (empty: the config's 300 with early stopping, patience 20; mini: 40)
 salad_args=          # extra speechkit-train overrides for the SALAD models only (mini: the CPU schedule below)
-train_jobs=2         # trainings run at once (each with --num_threads threads)
+train_jobs=2         # trainings run at once (each with cores / train_jobs threads; --train_jobs 1: one at a
+                     # time, every core each)
 train_args=          # extra speechkit-train overrides for every model, e.g. "--trainer.patience 10"
 num_wavs=4           # stage 6: test utterances synthesized to wav (+ spectrogram PNG) per model
 latency_max_seconds=35   # stage 7: longest generated utterance (s)
@@ -70,7 +76,7 @@ expdir=exp           # aligners, front ends, models, syntheses, scores, RESULTS.
 
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|ljspeech|NAME] [--models \"...\"]
        [--corpus_opts '...'] [--num_speakers N]
-       [--max_epochs N] [--train_args '...'] [--nj N] [--num_threads N] [--ngpu N] [--nproc N] ...
+       [--max_epochs N] [--train_args '...'] [--nj N] [--num_threads auto|N] [--train_jobs N] [--ngpu N] [--nproc N] ...
 (see the header of $0 for every option)"
 setup_keys="corpus db_root num_crowd mini_sentences lang seed corpus_opts num_speakers"
 . ./path.sh
@@ -102,8 +108,20 @@ else
   mkdir -p "$db_root" "$datadir"
   db_root=$(cd "$db_root" && pwd)
 fi
+# the threads of each stage's jobs (utils/recipe_common.sh's threads: --num_threads N, or auto: the cores
+# over the jobs that run at once), recorded with the run below
+[[ "$train_jobs" =~ ^[1-9][0-9]*$ ]] || die "--train_jobs must be a whole number >= 1, got '$train_jobs'"
+check_num_threads
+train_procs=$nproc
+[ "${ngpu:-0}" = 0 ] || train_procs=$ngpu
+threads feat_threads features "$nj"                           # stage 1: --nj make_feats jobs
+threads align_threads alignment "$nj"                         # stage 3: --nj worker processes
+threads train_threads training "$((train_jobs * train_procs))"  # stage 5: --train_jobs trainings x --nproc
+threads synth_threads synthesis "$nj"                         # stage 6: --nj worker processes
+threads score_threads scoring 1                               # stage 6: one process
 # every command that produced results is on record, one file per corpus (the setups share $expdir)
 record_run "$expdir/runs_$corpus.jsonl"
+show_threads
 
 # ------------------------------------------------------------------------------------ stage 0
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
@@ -138,7 +156,7 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   log 1 "WORLD features (conf/world.yaml) of $sets"
   for spk in $spks; do
     for x in $sets; do
-      utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/world.yaml \
+      utils/make_feats.sh --nj "$nj" --num-threads "$feat_threads" --cmd "$train_cmd" --config conf/world.yaml \
         "$datadir/$spk/$x" "$expdir/$spk/make_world/$x" "$datadir/$spk/world"
     done
   done
@@ -158,13 +176,14 @@ fi
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   log 3 "forced alignment: aligner trained on each speaker's train set"
   for spk in $spks; do
-    speechkit-align --nj "$nj" "$datadir/$spk/train_phn" "$expdir/$spk/aligner"
+    with_threads "$align_threads" speechkit-align --nj "$nj" "$datadir/$spk/train_phn" "$expdir/$spk/aligner"
     for x in $sets; do
       if [ "$x" = train ]; then
         mkdir -p "$expdir/$spk/align/train"
         cp "$expdir/$spk/aligner/phone_alignments" "$expdir/$spk/align/train/phone_alignments"
       else
-        speechkit-align --nj "$nj" --model-dir "$expdir/$spk/aligner" "$datadir/$spk/${x}_phn" "$expdir/$spk/align/$x"
+        with_threads "$align_threads" speechkit-align --nj "$nj" --model-dir "$expdir/$spk/aligner" \
+          "$datadir/$spk/${x}_phn" "$expdir/$spk/align/$x"
       fi
     done
   done
@@ -217,19 +236,19 @@ train_one() {
   task=${m%_small}; task=${task%_big}
   [ -n "$max_epochs" ] && opts="$opts --trainer.max_epochs $max_epochs"
   [ "$task" = salad ] && opts="$opts $salad_args"
-  local train_run="$train_cmd --num-threads $((nproc * num_threads))"
+  local train_run="$train_cmd --num-threads $((train_procs * train_threads))"
   [ "${ngpu:-0}" -gt 0 ] && train_run="$cuda_cmd --gpu $ngpu"
   # shellcheck disable=SC2086  # $train_run / $opts / $train_args hold several words
   $train_run "$expdir/$spk/$m/log/train.log" \
     speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" "$task" --config "conf/train_$m.yaml" \
       --exp-dir "$expdir/$spk/$m" --data.train_dir "$dumpdir/$spk/train" --data.valid_dir "$dumpdir/$spk/dev" \
-      --trainer.num_threads "$num_threads" $opts $train_args
+      --trainer.num_threads "$train_threads" $opts $train_args
 }
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   for m in $models; do
     [ -f "conf/train_$m.yaml" ] || die "--models: conf/train_$m.yaml: no such file"
   done
-  log 5 "training ${models// /, } for each speaker, $train_jobs at a time${max_epochs:+, at most $max_epochs epochs}${salad_args:+, SALAD: $salad_args}"
+  log 5 "training ${models// /, } for each speaker, $train_jobs at a time, $train_threads thread(s) each${max_epochs:+, at most $max_epochs epochs}${salad_args:+, SALAD: $salad_args}"
   running=0 failed=0
   for spk in $spks; do
     for m in $models; do
@@ -249,14 +268,14 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
     for m in $models; do
       e=$expdir/$spk/$m
       log 6 "synthesizing and scoring the test set of $spk with $m"
-      speechkit-tts-synthesize --nj "$nj" --num-wavs "$num_wavs" --model-dir "$e" "$dumpdir/$spk/test" "$e/synth/test"
+      with_threads "$synth_threads" speechkit-tts-synthesize --nj "$nj" --num-wavs "$num_wavs" --model-dir "$e" "$dumpdir/$spk/test" "$e/synth/test"
       mkdir -p "$e/scores"
-      speechkit-score-mcd --mask-silence "$dumpdir/$spk/test/phone_alignments" --json "$e/scores/test.json" \
-        "$dumpdir/$spk/test" "$e/synth/test" > "$e/scores/test.txt"
+      with_threads "$score_threads" speechkit-score-mcd --mask-silence "$dumpdir/$spk/test/phone_alignments" \
+        --json "$e/scores/test.json" "$dumpdir/$spk/test" "$e/synth/test" > "$e/scores/test.txt"
       # the SALAD authors' convention (c0 included, F0 over every frame, silence zeroed), beside the paper's
-      speechkit-score-mcd --convention authors --mask-silence "$dumpdir/$spk/test/phone_alignments" \
+      with_threads "$score_threads" speechkit-score-mcd --convention authors --mask-silence "$dumpdir/$spk/test/phone_alignments" \
         --json "$e/scores/test_authors.json" "$dumpdir/$spk/test" "$e/synth/test" > "$e/scores/test_authors.txt"
-      speechkit-score-mcd --json "$e/scores/test_with_silence.json" \
+      with_threads "$score_threads" speechkit-score-mcd --json "$e/scores/test_with_silence.json" \
         "$dumpdir/$spk/test" "$e/synth/test" > "$e/scores/test_with_silence.txt"
       log 6 "$spk $m: $(tail -n 1 "$e/scores/test.txt")"
     done

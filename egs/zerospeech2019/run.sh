@@ -39,6 +39,9 @@
 # Training (stages 2, 4) runs through $cuda_cmd (with --ngpu > 0) or $train_cmd, unit extraction (stage 3)
 # through $train_cmd (cmd.sh: local or Slurm), each with its log under exp/: vqvae/log/train.log,
 # units/log/extract_<set>.log, inverter/log/train.log.
+# Threads (--num_threads auto): the cores spread over what a stage runs at once: each training (one at a
+# time) every core (over its --nproc processes), the --nj feature and extraction jobs cores / nj each,
+# resynthesis and scoring every core; the log's "threads" line and runs.jsonl say what each stage got.
 #
 # Every stage can be re-run: features are recomputed only when their inputs change, training resumes
 # from (or stops at) its latest checkpoint, units and wavs are rewritten atomically.
@@ -51,7 +54,8 @@ set -euo pipefail
 stage=0
 stop_stage=100
 nj=2                 # parallel jobs (features, unit extraction)
-num_threads=1        # torch threads of each training (trainer.num_threads; 1 is fastest on a busy machine)
+num_threads=auto     # threads of each job: auto = the cores (path.sh) / the jobs a stage runs at once
+                     # (a training: every core); N = N each (1: the setting for a machine busy with other work)
 ngpu=                # training GPUs (speechkit-train --ngpu): 0 = CPU, N = N processes (DDP); empty = trainer.device
 nproc=1              # training processes on the CPU (speechkit-train --nproc; DDP with gloo)
 corpus=mini          # mini | local | zerospeech2019 | a registered corpus (speechkit-prepare-corpus --help)
@@ -89,7 +93,7 @@ results_dir=results  # stage 6: the tracked results, <results_dir>/<results_name
 results_name=        # default: the corpus (mini, local, zerospeech2019) for its default configuration, else <corpus>_<tag>
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--corpus mini|local|zerospeech2019|NAME] [--db_root DIR]
        [--corpus_opts '...'] [--num_test_speakers N] [--seed S]
-       [--nj N] [--num_threads N] [--ngpu N] [--nproc N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
+       [--nj N] [--num_threads auto|N] [--ngpu N] [--nproc N] [--train_config YAML] [--inverter_config YAML] [--tag NAME] [--feats_type mfcc|logmel]
        [--vqvae_args '--key value ...'] [--inverter_args '...'] [--voice SPK] [--num_resynth N] [--aux_units true|false] [--aux_phases N|all]
        [--unit_format codebook|onehot] [--speed_perturb true|false] [--kmeans_k K] [--results_dir DIR] [--results_name NAME]
        [--datadir DIR] [--dumpdir DIR] [--expdir DIR] [--mini_speakers N] [--mini_sentences N]
@@ -162,10 +166,21 @@ if [ -z "$results_name" ]; then
   [ "$tag" = "$(default_tag "$corpus_default")" ] || results_name=${corpus}_$tag
 fi
 case "$results_name" in */*|.|..) die "--results_name $results_name: a name, not a path" ;; esac
+# the threads of each stage's jobs (utils/recipe_common.sh's threads: --num_threads N, or auto: the cores
+# over the jobs that run at once), recorded with the run below
+check_num_threads
+train_procs=$nproc
+[ "${ngpu:-0}" = 0 ] || train_procs=$ngpu
+threads feat_threads features "$nj"            # stage 1: --nj make_feats jobs
+threads train_threads training "$train_procs"  # stages 2, 4: one training at a time, --nproc (--ngpu) processes
+threads extract_threads units "$nj"            # stage 3: --nj worker processes
+threads resynth_threads resynthesis 1          # stage 5: one process
+threads score_threads scoring 1                # stage 6: one process at a time (ABX, bitrate, k-means, comparisons)
 # every invocation on record (command line as typed, environment, config hashes): stage 6 copies it
 # into $results_dir/$results_name/runs.jsonl, the header of RESULTS.md
 record_run "$expdir/$tag/runs.jsonl" "$train_config" "$inverter_config" "conf/$feats_type.yaml" conf/mfcc.yaml \
   conf/spectrogram.yaml
+show_threads
 train_set=train
 [ "$speed_perturb" = false ] || train_set=train_sp
 feat_conf=conf/$feats_type.yaml
@@ -229,7 +244,8 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   make_dump() {
     local type=$1 x=$2 dir=$dumpdir/$1/$2
     utils/copy_data_dir.sh "$datadir/$x" "$dir"
-    utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config "conf/$type.yaml" "$dir" "$dir/log" "$dir/data"
+    utils/make_feats.sh --nj "$nj" --num-threads "$feat_threads" --cmd "$train_cmd" --config "conf/$type.yaml" \
+      "$dir" "$dir/log" "$dir/data"
     speechkit-compute-cmvn-stats --per-speaker "$dir" "$dir/data"
   }
   [ -f "$datadir/$train_set/utt2spk" ] || die "no $datadir/$train_set (run stage 0 with --speed_perturb $speed_perturb)"
@@ -239,7 +255,7 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
 fi
 
 if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
-  log 2 "training the VQ-VAE ($train_config) in $vqvae_dir (log: $vqvae_dir/log/train.log)"
+  log 2 "training the VQ-VAE ($train_config, $train_threads thread(s) per process) in $vqvae_dir (log: $vqvae_dir/log/train.log)"
   train_dump=$dumpdir/$feats_type/$train_set
   num_spk=$(wc -l < "$train_dump/spk2utt")
   # the input dimension follows the features (39 for MFCC+deltas, n_mels for log-mel)
@@ -247,14 +263,14 @@ if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
 for _, m in kaldiio.load_scp_sequential(sys.argv[1]): print(m.shape[1]); break' "$train_dump/feats.scp")
   # shellcheck disable=SC2086  # $vqvae_args holds several words
   vq_opts=(--config "$train_config" --data.train_dir "$train_dump" --data.valid_dir "$dumpdir/$feats_type/dev"
-           --model.num_speakers "$num_spk" --model.input_dim "$input_dim" --trainer.num_threads "$num_threads" $vqvae_args)
+           --model.num_speakers "$num_spk" --model.input_dim "$input_dim" --trainer.num_threads "$train_threads" $vqvae_args)
   mkdir -p "$vqvae_dir/log"
   # a small unit set: keep the warm-up inside the planned updates (see local/plan_warmup.py)
   # shellcheck disable=SC2046
   vq_opts+=($(speechkit-train vqvae "${vq_opts[@]}" --print-config > "$vqvae_dir/log/.config.$$" && \
               python local/plan_warmup.py --what "stage 2" "$vqvae_dir/log/.config.$$" "$(wc -l < "$train_dump/utt2spk")"))
   rm -f "$vqvae_dir/log/.config.$$"
-  train_job=$train_cmd
+  train_job="$train_cmd --num-threads $((train_procs * train_threads))"
   [ "${ngpu:-0}" = 0 ] || train_job="$cuda_cmd --gpu $ngpu"
   # shellcheck disable=SC2086
   time_it "$vqvae_dir/wallclock" $train_job "$vqvae_dir/log/train.log" \
@@ -270,13 +286,14 @@ vqvae_checkpoint() {
 }
 
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
-  log 3 "extracting units ($unit_format) with $vqvae_dir (logs: $units_dir/log/)"
+  log 3 "extracting units ($unit_format) with $vqvae_dir, $nj job(s) of $extract_threads thread(s) (logs: $units_dir/log/)"
   mkdir -p "$units_dir/log"
   # extract SET OUT [OPTIONS]: one $train_cmd job with --nj worker processes
   extract() {
     local x=$1 out=$2
     shift 2
-    $train_cmd --num-threads "$nj" "$units_dir/log/extract_$(basename "$out").log" \
+    with_threads "$extract_threads" $train_cmd --num-threads "$((nj * extract_threads))" \
+      "$units_dir/log/extract_$(basename "$out").log" \
       speechkit-extract-units --model-dir "$vqvae_dir" --nj "$nj" "$@" "$dumpdir/$feats_type/$x" "$out" \
       || { echo "$0: stage 3 failed, see $units_dir/log/extract_$(basename "$out").log" >&2; exit 1; }
   }
@@ -318,11 +335,11 @@ print(u["codebook_size"], u["codebook_dim"], round(ratio))
 PYEOF
 )
   read -r K De ratio <<< "$info"
-  train_job=$train_cmd
+  train_job="$train_cmd --num-threads $((train_procs * train_threads))"
   [ "${ngpu:-0}" = 0 ] || train_job="$cuda_cmd --gpu $ngpu"
   for v in $(voice_list); do
     inv=$(inverter_of "$v")
-    log 4 "training the inverter of voice $v ($inverter_config) in $inv (log: $inv/log/train.log)"
+    log 4 "training the inverter of voice $v ($inverter_config, $train_threads thread(s) per process) in $inv (log: $inv/log/train.log)"
     if [ -d "$inv" ] && [ "$(cat "$inv/vqvae_checkpoint.sha256" 2>/dev/null)" != "$vq_hash" ]; then
       log 4 "the VQ-VAE checkpoint changed since $inv was trained (or it has no record): retraining it"
       rm -rf "$inv.stale"
@@ -340,7 +357,7 @@ PYEOF
     # shellcheck disable=SC2086
     inv_opts=(--config "$inverter_config" --data.codes "$codes" --data.feats_dir "$dumpdir/spectrogram/voice"
               --data.vqvae_dir "$vqvae_dir" --model.codebook_size "$K" --model.input_dim "$De" --model.upsample_ratio "$ratio"
-              --trainer.num_threads "$num_threads" $inverter_args)
+              --trainer.num_threads "$train_threads" $inverter_args)
     # a small target voice: keep the warm-up inside the planned updates (see local/plan_warmup.py)
     # shellcheck disable=SC2046
     inv_opts+=($(speechkit-train inverter "${inv_opts[@]}" --print-config > "$inv/log/.config.$$" && \
@@ -384,7 +401,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
     fi
     log 5 "resynthesizing $(awk -v v="$v" '$2 == v' "$jobs_file" | wc -l) test utterances in the voice of $v -> $out"
     awk -v v="$v" '$2 == v {print $1}' "$jobs_file" > "$expdir/$tag/resynth/utts.$v"
-    speechkit-resynthesize --inverter-dir "$inv" --codes "$units_dir/test/codes" --out-dir "$out" \
+    with_threads "$resynth_threads" speechkit-resynthesize --inverter-dir "$inv" --codes "$units_dir/test/codes" --out-dir "$out" \
       --reference-dir "$dumpdir/spectrogram/test" --speaker "$v" --utt-list "$expdir/$tag/resynth/utts.$v"
   done
   if [ -f "$datadir/test/synthesis_list" ]; then
@@ -404,8 +421,8 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
 fi
 
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
-  log 6 "scoring ABX and bitrate"
-  score() { local/score.sh --bootstrap "$abx_bootstrap" "$datadir" "$1" "$2"; }
+  log 6 "scoring ABX and bitrate ($score_threads thread(s))"
+  score() { with_threads "$score_threads" local/score.sh --bootstrap "$abx_bootstrap" "$datadir" "$1" "$2"; }
   score "$units_dir/test" "$score_dir"
   if [ "$aux_units" = true ]; then
     score "$units_dir/test_aux" "$expdir/$tag/scores_aux"
@@ -419,7 +436,7 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   base=$expdir/baseline_${feats_type}_cmvn
   if [ ! -f "$base/scores/bitrate.json" ] || [ "$dumpdir/$feats_type/test/feats.scp" -nt "$base/scores/bitrate.json" ]; then
     log 6 "baseline: $feats_type + per-speaker CMVN (the VQ-VAE's input)"
-    python local/apply_cmvn.py "$dumpdir/$feats_type/test" "$base/feats"
+    with_threads "$score_threads" python local/apply_cmvn.py "$dumpdir/$feats_type/test" "$base/feats"
     score "$base/feats" "$base/scores"
   fi
   if [ "$kmeans_k" -gt 0 ]; then
@@ -427,7 +444,7 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
     ref=$expdir/kmeans_${feats_type}_k${kmeans_k}_s${stride}
     if [ ! -f "$ref/scores/bitrate.json" ] || [ "$dumpdir/$feats_type/test/feats.scp" -nt "$ref/scores/bitrate.json" ]; then
       log 6 "reference: k-means units of the $feats_type input (K=$kmeans_k, stride $stride)"
-      python local/kmeans_units.py --k "$kmeans_k" --stride "$stride" "$dumpdir/$feats_type/train" \
+      with_threads "$score_threads" python local/kmeans_units.py --k "$kmeans_k" --stride "$stride" "$dumpdir/$feats_type/train" \
         "$dumpdir/$feats_type/test" "$ref/units/test"
       score "$ref/units/test" "$ref/scores"
     fi
@@ -442,7 +459,7 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
       comparisons=("$tag=baseline_mfcc")
       [ "$aux_units" = false ] || comparisons+=("$tag (z)=baseline_${feats_type}_cmvn")
       log 6 "paired comparisons: ${comparisons[*]}"
-      python local/compare_abx.py --expdir "$expdir" --bootstrap "$abx_bootstrap" \
+      with_threads "$score_threads" python local/compare_abx.py --expdir "$expdir" --bootstrap "$abx_bootstrap" \
         --out "$expdir/$tag/comparisons.md" "${comparisons[@]}" > "$expdir/$tag/comparisons.log" 2>&1 \
         || die "stage 6: local/compare_abx.py failed, see $expdir/$tag/comparisons.log"
     else

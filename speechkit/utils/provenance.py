@@ -12,8 +12,12 @@ A record (one line of ``runs.jsonl``)::
     {"date": "2026-11-26T16:20:03Z", "cmdline": "./run.sh --stage 3", "cwd": "egs/indic_multilingual",
      "git_commit": "eef4fc0...", "git_dirty": false, "python": "3.11.7", "torch": "2.13.0+cpu",
      "platform": "Linux-...", "cpu": "AMD EPYC ...", "cpu_count": 2, "gpu": null,
-     "threads": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+     "threads": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                 "SPEECHKIT_THREADS": "num_threads=auto cores=2 features=1x2 training=1x2 decoding=1x2"},
      "configs": {"conf/train_mini.yaml": "3f2a..."}}
+
+``SPEECHKIT_THREADS`` is what a recipe resolved for its stages (``utils/recipe_common.sh``'s ``threads``:
+``WHAT=N`` for one job of N threads, ``WHAT=NxJ`` for J jobs at once of N threads each).
 """
 from __future__ import annotations
 
@@ -33,8 +37,10 @@ from speechkit.utils.outputs import OutputOverlapError, check_output_files
 
 logger = logging.getLogger(__name__)
 
-#: Environment variables that set thread counts (recorded as they were).
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+#: Environment variables that set thread counts (recorded as they were); SPEECHKIT_THREADS: the threads a
+#: recipe's stages were given (utils/recipe_common.sh's record_run).
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+               "SPEECHKIT_THREADS")
 
 
 def repo_root() -> Path:
