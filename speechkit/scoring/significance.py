@@ -14,7 +14,9 @@ writes (``<utt> #csid <correct> <subs> <ins> <dels>`` lines): errors = S + I + D
 tokens = C + S + D.
 
 The same resampling of a pooled ratio of per-utterance sums (an MCD: dB summed over frames, over
-frames) is :func:`paired_ratio_bootstrap`.
+frames) is :func:`paired_ratio_bootstrap`. When the units are few and each is a whole run (a
+continual-learning run over one speaker order), :func:`paired_t_interval` gives Student's t interval
+of the mean paired difference instead.
 
 What the statistics cannot support they refuse with :class:`NotComparable` (a ``ValueError``) and
 a message that says why, for a results page to print instead of the comparison: fewer than
@@ -28,12 +30,13 @@ import math
 import numbers
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
 __all__ = ["read_per_utt_counts", "PairedBootstrap", "paired_bootstrap", "PairedRatioBootstrap",
-           "paired_ratio_bootstrap", "NotComparable", "MIN_PAIRED_UTTS"]
+           "paired_ratio_bootstrap", "PairedTInterval", "paired_t_interval", "t_quantile",
+           "NotComparable", "MIN_PAIRED_UTTS"]
 
 #: The fewest paired utterances a bootstrap gives a verdict on: with one, every resample is the
 #: original sample and the interval has zero width.
@@ -291,3 +294,69 @@ def paired_ratio_bootstrap(a: Mapping[str, tuple[float, int]], b: Mapping[str, t
     return PairedRatioBootstrap(ratio_a=float(ratio_a), ratio_b=float(ratio_b), delta=float(ratio_b - ratio_a),
                                 interval=(float(lo), float(hi)), level=level, n_resamples=n_resamples,
                                 num_utts=len(utts))
+
+
+@dataclass(frozen=True)
+class PairedTInterval:
+    """Result of :func:`paired_t_interval`, in the unit of the differences.
+
+    Attributes:
+        mean: the mean paired difference.
+        interval: Student's t interval of the mean, ``None`` with a single difference (no spread to
+            estimate).
+        level: its coverage (e.g. 0.95).
+        num_pairs: the differences it rests on.
+    """
+    mean: float
+    interval: tuple[float, float] | None
+    level: float
+    num_pairs: int
+
+
+def t_quantile(df: int, level: float = 0.95) -> float:
+    """The two-sided ``level`` quantile of Student's t with ``df`` degrees of freedom, rounded to 3
+    decimals as printed tables give it (``t_quantile(1) == 12.706``, ``t_quantile(10) == 2.228``).
+
+    Raises:
+        ValueError: ``df < 1`` or ``level`` outside (0, 1).
+    """
+    from scipy.stats import t  # heavy (about 0.3 s to import): only when an interval is asked for
+
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    return round(float(t.ppf(1.0 - (1.0 - level) / 2.0, df)), 3)
+
+
+def paired_t_interval(differences: Sequence[float], level: float = 0.95) -> PairedTInterval:
+    """Mean of paired differences (system minus reference, one per unit: a speaker order) and its
+    Student's t interval: ``mean +/- t_{n-1} * sd / sqrt(n)``, ``sd`` with ``n - 1`` in the
+    denominator, ``t_{n-1}`` from :func:`t_quantile` (the textbook interval of a mean; the units are
+    taken as independent, which the caller must judge).
+
+    Args:
+        differences: the paired differences, finite numbers (at least one).
+        level: coverage, in (0, 1).
+
+    Returns:
+        a :class:`PairedTInterval` (``interval`` None for a single difference).
+
+    Raises:
+        NotComparable: no difference, or one that is not a finite number.
+        ValueError: ``level`` outside (0, 1).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    given = list(differences)
+    if not given:
+        raise NotComparable("no paired difference")
+    for i, x in enumerate(given):
+        if not isinstance(x, numbers.Real) or isinstance(x, bool) or not math.isfinite(x):
+            raise NotComparable(f"difference {i + 1} of {len(given)} is {x!r}, not a finite number")
+    a = np.asarray(given, dtype=float)
+    mean = float(a.mean())
+    if len(a) < 2:
+        return PairedTInterval(mean=mean, interval=None, level=level, num_pairs=1)
+    half = t_quantile(len(a) - 1, level) * a.std(ddof=1) / math.sqrt(len(a))
+    return PairedTInterval(mean=mean, interval=(mean - half, mean + half), level=level, num_pairs=len(a))
