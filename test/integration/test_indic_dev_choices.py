@@ -21,7 +21,11 @@ def module(name: str):
     spec = importlib.util.spec_from_file_location(f"indic_{name}", LOCAL / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod   # a dataclass resolves its module's annotations through sys.modules
-    spec.loader.exec_module(mod)
+    sys.path.insert(0, str(LOCAL))  # as `python local/NAME.py`: make_results imports its tables from local/
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(LOCAL))
     return mod
 
 

@@ -27,7 +27,11 @@ CHOSEN = 1e6
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(f"vctk_{name}", LOCAL / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.path.insert(0, str(LOCAL))  # as `python local/NAME.py`: make_results imports its tables from local/
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(LOCAL))
     return mod
 
 

@@ -12,18 +12,32 @@ from pathlib import Path
 
 import pytest
 
+from speechkit.results import t_interval
 from speechkit.utils.provenance import record_run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "egs/vctk_continual/local/make_results.py"
 SPK = ["s3", "s4"]
 
 
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"vctk_{name}", SCRIPT.parent / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(SCRIPT.parent))  # as `python local/make_results.py`: it imports its tables from local/
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return mod
+
+
 @pytest.fixture(scope="module")
 def mr():
-    spec = importlib.util.spec_from_file_location("vctk_make_results", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _load("make_results")
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return _load("continual_tables")
 
 
 def _run(exp: Path, run: str, seed: int, final_ra: float, order: list[str]) -> None:
@@ -95,26 +109,27 @@ def _render(mr, root: Path) -> str:
     return (root / "RESULTS.md").read_text()
 
 
-def test_verdicts_and_intervals_by_hand(mr):
-    assert mr.verdict([]) == "not measured"
-    assert mr.verdict([0.2]) == "holds (one order)"
-    assert mr.verdict([0.15]) == "within noise (one order)" and mr.verdict([-0.1]) == "within noise (one order)"
-    assert mr.verdict([-0.3]) == "does not hold (one order)"
-    assert mr.verdict([0.6, 0.6]) == "holds (2 orders)"           # no spread: the interval is the point
-    assert mr.verdict([0.0, 0.0, 0.0]) == "does not hold (3 orders)"  # no difference in any order
-    assert mr.verdict([-0.2, -0.21]) == "does not hold (2 orders)"
+def test_verdicts_and_intervals_by_hand(tables):
+    assert tables.verdict([]) == "not measured"
+    assert tables.verdict([0.2]) == "holds (one order)"
+    assert tables.verdict([0.15]) == "within noise (one order)" and tables.verdict([-0.1]) == "within noise (one order)"
+    assert tables.verdict([-0.3]) == "does not hold (one order)"
+    assert tables.verdict([0.6, 0.6]) == "holds (2 orders)"           # no spread: the interval is the point
+    assert tables.verdict([0.0, 0.0, 0.0]) == "does not hold (3 orders)"  # no difference in any order
+    assert tables.verdict([-0.2, -0.21]) == "does not hold (2 orders)"
     # mean 0.025, sd 0.15 / sqrt(2), t(1) = 12.706: half-width 12.706 * 0.15 / 2 = 0.95295
-    m, lo, hi = mr.interval([0.1, -0.05])
+    c = t_interval([0.1, -0.05])
+    (lo, hi), m = c.interval, c.delta
     assert m == pytest.approx(0.025) and lo == pytest.approx(0.025 - 0.95295, abs=1e-6)
     assert hi == pytest.approx(0.025 + 0.95295, abs=1e-6)
-    assert mr.verdict([0.1, -0.05]) == "within noise (2 orders)"
+    assert tables.verdict([0.1, -0.05]) == "within noise (2 orders)"
     # three orders: t(2) = 4.303
-    m, lo, hi = mr.interval([0.2, 0.35, 0.25])
+    lo, hi = t_interval([0.2, 0.35, 0.25]).interval
     assert lo == pytest.approx(0.26667 - 4.303 * 0.076376 / 3 ** 0.5, abs=1e-4)
-    assert mr.verdict([0.2, 0.35, 0.25]) == "holds (3 orders)"
+    assert tables.verdict([0.2, 0.35, 0.25]) == "holds (3 orders)"
 
 
-def test_collect_then_render_from_results_alone(mr, tree):
+def test_collect_then_render_from_results_alone(mr, tables, tree):
     _collect(mr, tree)
     res = tree / "results" / "mini"
     assert sorted(p.name for p in res.iterdir()) == sorted([*FINAL, "runs.jsonl", "setup.json", ".speechkit-output"])
@@ -131,7 +146,7 @@ def test_collect_then_render_from_results_alone(mr, tree):
     page = _render(mr, tree)
     assert "./run.sh --orders '1 2'" in page and "### Environment" in page
     rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in page.splitlines() if ln.startswith("| ")}
-    assert "| 2 | 85.0 ± 7.1 | 15.0 ± 7.1 | 80.0 / 90.0 | 50.0 ± 0.0 |" in rows[mr.label("jt")]
+    assert "| 2 | 85.0 ± 7.1 | 15.0 ± 7.1 | 80.0 / 90.0 | 50.0 ± 0.0 |" in rows[tables.label("jt")]
     # every interval says on how many orders it rests (issue 36)
     assert "| JT − SA | +60.0 / +60.0 | +60.0 [+60.0, +60.0] (n = 2) | holds (2 orders) |" in page
     assert "| EWC − SA | +0.0 / +0.0 | +0.0 [+0.0, +0.0] (n = 2) | does not hold (2 orders) |" in page

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,11 @@ SCRIPT = Path(__file__).resolve().parents[2] / "egs/zerospeech2019/local/make_re
 def make_results():
     spec = importlib.util.spec_from_file_location("zs_make_results", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.path.insert(0, str(SCRIPT.parent))  # as `python local/make_results.py`: it imports its tables from local/
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
     return mod
 
 
@@ -110,7 +115,7 @@ def test_collect_then_render_from_results_alone(tmp_path, make_results, monkeypa
     assert "## local" in page and "### Environment" in page and "./run.sh --corpus local" in page
     assert "| vq (z) |" in page and "| 27.50 [24.5, 31.5] |" in page and "| 23.10 [20.1, 27.1] |" in page
     assert "| vq | baseline_mfcc | 27.50 | 28.30 | -0.80 [-2.75, +2.15] | within noise |" in page
-    assert "| vq VQ-VAE | 2 | 200 | 1 | 18.00 / 4.00 | 17.50 / 5.00 | 15m00 |" in page
+    assert "| vq VQ-VAE | 2 | 200 | 1 | 18.00 / 4.00 | 17.50 / 5.00 | 15.0 min |" in page
     assert "jitter p=0.075" in page and "MFCC+Δ+ΔΔ" in page
     # rendering again gives the same page (no timestamp: a clean clone regenerates it byte for byte)
     assert make_results.main(["--render", "RESULTS.md"]) == 0
