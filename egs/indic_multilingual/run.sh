@@ -53,6 +53,8 @@ stage=0
 stop_stage=100
 datadir=data           # data/<setup>/ and data/.setup (the setup stage 0 prepared, read by stages 1-6)
 nj=2                   # parallel jobs for feature extraction and decoding
+num_threads=auto       # threads of each job: auto = the cores (path.sh) / the jobs a stage runs at once (docs/
+                       # scale_out.md, "Threads"); N = N each (1: the setting for a machine busy with other work)
 ngpu=                  # training GPUs: 0 = CPU, N = N processes on N GPUs via $cuda_cmd (DDP); empty = trainer.device
 nproc=1                # training processes on the CPU (DDP with gloo; speechkit-train --nproc)
 db_root=               # real corpora (hindi_noa, msc_malayalam, timit_sample, fsdd); empty = mini
@@ -114,14 +116,14 @@ blank_penalties=       # blank penalty in nats (speechkit-asr-decode --blank-pen
                        # each system's penalty is the one of lowest CER on dev (stage 4 decodes dev with
                        # each; <system>/blank_penalty records the choice); default: mini "0",
                        # with --db_root "0 1 1.5 2"
-train_jobs=2           # trainings run at once in stage 3 (each with one thread; the fine-tuned systems
-                       # start when their base model is trained)
+train_jobs=2           # trainings run at once in stage 3 (each with cores / train_jobs threads; the fine-tuned
+                       # systems start when their base model is trained)
 mini_num_speakers=6    # mini corpus: voices; the last one is never heard in training (test_unseen_voice)
 mini_sentences=150     # mini corpus: sentences per voice and language
 mini_languages=en,hi,ta,gu
 mini_test_utts=30      # mini corpus: utterances per language in test and in test_unseen_voice
 mini_dev_utts=15       # mini corpus: utterances per language in dev
-help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus NAME] [--variants \"...\"] [--unit char_wb|char|bpe] [--nj N] ...
+help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus NAME] [--variants \"...\"] [--unit char_wb|char|bpe] [--nj N] [--num_threads auto|N] ...
 (see the header of $0 for every option)"
 setup_keys="setup db_root local_prep mini_num_speakers mini_sentences mini_languages mini_test_utts mini_dev_utts corpus
   corpus_opts speed_perturb train_config test_sets"
@@ -131,6 +133,7 @@ setup_keys="setup db_root local_prep mini_num_speakers mini_sentences mini_langu
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
 . utils/recipe_common.sh   # die, check_stages
 check_stages 6
+check_num_threads   # --num_threads auto|N (the threads of each stage: below)
 
 # ------------------------------------------------------------------ the setup stage 0 prepared
 # Stage 0 writes $datadir/.setup (setup, db_root, the corpus or preparer, the mini corpus options, and
@@ -246,7 +249,16 @@ read_languages() {
 log "setup $setup: data $data, units $lang, experiments $exp, config $train_config"
 # a run that starts after stage 2 needs its units: refused before anything (the run record too) is written
 if [ "$stage" -ge 3 ]; then read_languages; fi
+# the threads of each stage's jobs (utils/recipe_common.sh's threads: --num_threads N, or auto: the cores over
+# the jobs that run at once), recorded with the run below
+train_procs=$nproc
+[ "${ngpu:-0}" = 0 ] || train_procs=$ngpu
+[[ "$train_procs" =~ ^[1-9][0-9]*$ ]] || die "--nproc $nproc, --ngpu $ngpu: training processes must be a whole number >= 1"
+threads feat_threads features "$nj"                              # stage 1: --nj make_feats jobs
+threads train_threads training "$((train_jobs * train_procs))"  # stage 3: --train_jobs trainings x --nproc
+threads decode_threads decoding "$nj"                            # stage 4: --nj decoding jobs
 record_run "exp/$setup/runs.jsonl"   # this command line, the environment and the config hashes, for RESULTS.md
+show_threads
 
 # ------------------------------------------------------------------------------------- stage 0
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
@@ -294,7 +306,7 @@ if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
     utils/perturb_data_dir_speed_3way.sh "$data/train" "$data/train_sp"
   fi
   for x in $train_set dev $test_sets; do
-    utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/logmel.yaml \
+    utils/make_feats.sh --nj "$nj" --num-threads "$feat_threads" --cmd "$train_cmd" --config conf/logmel.yaml \
       "$data/$x" "exp/$setup/make_feats/$x" "$data/feats"
   done
   speechkit-compute-cmvn-stats "$data/$train_set"    # global stats of train(_sp) -> cmvn_global.ark, used everywhere
@@ -343,15 +355,16 @@ train_one() {
     fi
   fi
   log "training $exp/$sys (log: $exp/$sys/log/train.log)"
-  train_run="$train_cmd --num-threads $nproc"
+  train_run="$train_cmd --num-threads $((train_procs * train_threads))"
   [ "${ngpu:-0}" -gt 0 ] && train_run="$cuda_cmd --gpu $ngpu"
   # shellcheck disable=SC2086  # $train_run / $opts / $extra hold several words
   ${train_run} "$exp/$sys/log/train.log" \
-    speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" rnnt --config "$train_config" --exp-dir "$exp/$sys" --resume "$resume" $opts $extra
+    speechkit-train ${ngpu:+--ngpu "$ngpu"} --nproc "$nproc" rnnt --config "$train_config" --exp-dir "$exp/$sys" --resume "$resume" \
+      --trainer.num_threads "$train_threads" $opts $extra
 }
 
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
-  log "stage 3: training, $train_jobs at a time: $(systems | tr '\n' ' ')"
+  log "stage 3: training, $train_jobs at a time, $train_threads thread(s) each: $(systems | tr '\n' ' ')"
   # the fine-tuned systems start from multisoftmax / onehot: they wait for those (here or trained before)
   if has_variant finetune && ! has_variant multisoftmax && [ ! -f "$exp/multisoftmax/checkpoints/best.pt" ]; then
     die "finetune: fine-tuning starts from $exp/multisoftmax, which is not trained (add multisoftmax to --variants)"
@@ -379,12 +392,12 @@ decode() {
   shift 3
   if [ "$search" = beam ] && [ "$length_norm" = true ]; then set -- --length-norm "$@"; fi
   # shellcheck disable=SC2086
-  ${decode_cmd} JOB=1:"$nj" "$dir/log/decode.JOB.log" \
+  ${decode_cmd} --num-threads "$decode_threads" JOB=1:"$nj" "$dir/log/decode.JOB.log" \
     speechkit-asr-decode --model-dir "$model" --nj "$nj" --job JOB --search "$search" --beam "$beam" \
-      --chunk-frames "$chunk_frames" $decode_ckpt $bp_opt $decode_opts "$@" "$data/$set" "$dir"
+      --chunk-frames "$chunk_frames" --num-threads "$decode_threads" $decode_ckpt $bp_opt $decode_opts "$@" "$data/$set" "$dir"
   # shellcheck disable=SC2086
   speechkit-asr-decode --model-dir "$model" --nj "$nj" --merge-only --search "$search" --beam "$beam" \
-    --chunk-frames "$chunk_frames" $decode_ckpt $bp_opt $decode_opts "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
+    --chunk-frames "$chunk_frames" --num-threads "$decode_threads" $decode_ckpt $bp_opt $decode_opts "$@" "$data/$set" "$dir" | tee "$dir/log/merge.log"
 }
 
 # The checkpoint option of --avg value $1: none for 0 (best.pt), else the mean of the last $1 epochs.

@@ -85,6 +85,7 @@ setup_keys="corpus db_root num_crowd mini_sentences lang seed corpus_opts num_sp
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
 . utils/recipe_common.sh   # die, check_stages, log, check_db_root, guess_corpus
 check_stages 8
+check_num_threads   # --num_threads auto|N (the threads of each stage: below)
 
 # ------------------------------------------------------------------ the setup stage 0 prepared
 # Stage 0 writes $datadir/.setup (corpus, db_root and the data options); later stages read it, so
@@ -111,9 +112,9 @@ fi
 # the threads of each stage's jobs (utils/recipe_common.sh's threads: --num_threads N, or auto: the cores
 # over the jobs that run at once), recorded with the run below
 [[ "$train_jobs" =~ ^[1-9][0-9]*$ ]] || die "--train_jobs must be a whole number >= 1, got '$train_jobs'"
-check_num_threads
 train_procs=$nproc
 [ "${ngpu:-0}" = 0 ] || train_procs=$ngpu
+[[ "$train_procs" =~ ^[1-9][0-9]*$ ]] || die "--nproc $nproc, --ngpu $ngpu: training processes must be a whole number >= 1"
 threads feat_threads features "$nj"                           # stage 1: --nj make_feats jobs
 threads align_threads alignment "$nj"                         # stage 3: --nj worker processes
 threads train_threads training "$((train_jobs * train_procs))"  # stage 5: --train_jobs trainings x --nproc

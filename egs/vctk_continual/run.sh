@@ -54,7 +54,8 @@ stop_stage=100
 nj=2                 # parallel jobs (features, G2P, alignment, embeddings)
 align_args=          # extra speechkit-align options for training the aligner, e.g. "--tri-leaves 0" (monophones)
 world_config=conf/world.yaml   # WORLD feature config (conf/world_dio.yaml: DIO F0, about 6x faster than Harvest)
-num_threads=1        # torch threads of each training
+num_threads=auto     # threads of each job: auto = the cores (path.sh) / the jobs a stage runs at once (the
+                     # pre-training: every core); N = N each (1: the setting for a machine busy with other work)
 corpus=              # mini | msc | vctk | a registered corpus (local/prepare_corpus.sh); default: mini without
                      # --db_root, else msc or vctk by layout (or mini where it was synthesized before); a
                      # --db_root that does not exist is an error
@@ -90,7 +91,7 @@ orders="1 2 3"       # speaker orders: K = row K of the Williams design over the
                      # 1..n for n speakers: distinct permutations, no two beginning with the same speaker; odd n:
                      # rows n+1..2n reverse them); one run per order in <run>/order<K>, K also its training seed
 continual_epochs=    # at most this many epochs per episode (default: conf/continual.yaml's 10; mini: 6)
-train_jobs=2         # continual runs trained at once
+train_jobs=2         # continual runs trained at once (each with cores / train_jobs threads)
 continual_args=      # extra speechkit-train-continual overrides, e.g. "--trainer.max_epochs 10"
 pretrain_args=       # extra speechkit-train overrides for the pre-training
 datadir=data
@@ -103,7 +104,7 @@ results_name=        # default: the corpus (mini, msc, vctk), <corpus>_<tts_mode
 help_message="Usage: $0 [--stage N] [--stop_stage N] [--db_root DIR] [--corpus mini|msc|vctk|NAME] [--corpus_opts '...']
        [--strategies '...']
        [--orders '1 2 3'] [--er_buffer_sizes '1 2 5 10'] [--ewc_lambda_grid '1e2 1e4 1e6 1e8 1e10']
-       [--continual_args '...'] [--nj N]
+       [--continual_args '...'] [--nj N] [--num_threads auto|N] [--train_jobs N]
        [--results_dir DIR] [--results_name NAME] ...
 (see the header of $0 for every option)"
 setup_keys="corpus db_root ljspeech_root num_continual continual_speakers mini_speakers mini_sentences seed num_test num_dev world_config align_args corpus_opts"
@@ -113,6 +114,7 @@ setup_keys="corpus db_root ljspeech_root num_continual continual_speakers mini_s
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
 . utils/recipe_common.sh   # die, check_stages, log, check_db_root, guess_corpus
 check_stages 8
+check_num_threads   # --num_threads auto|N (the threads of each stage: below)
 
 # ------------------------------------------------------------------ the setup stage 0 prepared
 # Stage 0 writes $datadir/.setup; later stages read it, so `./run.sh --stage 5` continues what
@@ -198,9 +200,19 @@ if [ -z "$results_name" ]; then
   [ "$tts_model" = musa_rnn ] || results_name=${corpus}_$tts_model
 fi
 case "$results_name" in */*|.|..|"") die "--results_name $results_name: a name, not a path" ;; esac
+# the threads of each stage's jobs (utils/recipe_common.sh's threads: --num_threads N, or auto: the cores
+# over the jobs that run at once; docs/scale_out.md, "Threads"), recorded with the run below
+[[ "$train_jobs" =~ ^[1-9][0-9]*$ ]] || die "--train_jobs must be a whole number >= 1, got '$train_jobs'"
+threads feat_threads features "$nj"         # stage 1: --nj make_feats jobs
+threads align_threads alignment "$nj"       # stage 3: --nj worker processes
+threads embed_threads speakers "$nj"        # stage 5: --nj embedding / copy-synthesis workers
+threads verifier_threads verifier 1         # stage 5: one process
+threads pretrain_threads pretraining 1      # stage 6: one training
+threads train_threads continual "$train_jobs"  # stage 7: --train_jobs runs at once (training, then scoring)
 # this invocation (command line, environment, config hashes) on record: stage 8 copies it into
 # $results_dir/$results_name/runs.jsonl, the header of RESULTS.md
 record_run "$expdir/runs.jsonl"
+show_threads
 
 # ------------------------------------------------------------------------------------ stage 0
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
@@ -237,14 +249,14 @@ sets="train dev test"
 if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   log 1 "WORLD features ($world_config) of $sets"
   for x in $sets; do
-    utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config "$world_config" \
+    utils/make_feats.sh --nj "$nj" --num-threads "$feat_threads" --cmd "$train_cmd" --config "$world_config" \
       "$datadir/$x" "$expdir/make_world/$x" "$datadir/world"
   done
   if [ "$tts_model" = tacotron2 ]; then
     log 1 "log-mel features (conf/logmel.yaml) of $sets: $datadir/<set>_mel"
     for x in $sets; do
       utils/copy_data_dir.sh "$datadir/$x" "$datadir/${x}_mel"
-      utils/make_feats.sh --nj "$nj" --cmd "$train_cmd" --config conf/logmel.yaml \
+      utils/make_feats.sh --nj "$nj" --num-threads "$feat_threads" --cmd "$train_cmd" --config conf/logmel.yaml \
         "$datadir/${x}_mel" "$expdir/make_logmel/$x" "$datadir/logmel"
     done
   fi
@@ -264,11 +276,11 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ] && [ "$tts_model" = tacotron2 ]
 elif [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   log 3 "forced alignment: one aligner trained on the training utterances of every speaker"
   # shellcheck disable=SC2086
-  speechkit-align --nj "$nj" $align_args "$datadir/train_phn" "$expdir/aligner"
+  with_threads "$align_threads" speechkit-align --nj "$nj" $align_args "$datadir/train_phn" "$expdir/aligner"
   mkdir -p "$expdir/align/train"
   cp "$expdir/aligner/phone_alignments" "$expdir/align/train/phone_alignments"
   for x in dev test; do
-    speechkit-align --nj "$nj" --model-dir "$expdir/aligner" "$datadir/${x}_phn" "$expdir/align/$x"
+    with_threads "$align_threads" speechkit-align --nj "$nj" --model-dir "$expdir/aligner" "$datadir/${x}_phn" "$expdir/align/$x"
   done
 fi
 
@@ -326,7 +338,7 @@ fi
 verifier_speakers=$datadir/verifier_speakers
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   log 5 "speaker embeddings (GE2E): speaker vectors of every speaker from its raw training audio"
-  speechkit-embed-speakers --nj "$nj" "$datadir/train" "$expdir/embed/train"
+  with_threads "$embed_threads" speechkit-embed-speakers --nj "$nj" "$datadir/train" "$expdir/embed/train"
   # the pre-training speakers with >= 10 training utterances, most utterances first (ties: C order)
   awk 'NR == FNR {keep[$1]; next} ($1 in keep) && NF - 1 >= 10 {print NF - 1, $1}' "$datadir/pretrain_speakers" \
     "$datadir/train/spk2utt" | LC_ALL=C sort -k1,1nr -k2,2 | awk '{print $2}' > "$datadir/verifier_extra_speakers.all"
@@ -343,10 +355,10 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
     rm -rf "$datadir/${x}_verifier"
     if [ "$vocoder" = gl ]; then src=$in_dump/all/$x; else src=$datadir/$x; fi
     utils/subset_data_dir.sh --spk-list "$verifier_speakers" "$src" "$datadir/${x}_verifier"
-    speechkit-vocode --nj "$nj" --spectrograms 2 "$datadir/${x}_verifier" "$datadir/${x}_$vocoder"
-    speechkit-embed-speakers --nj "$nj" "$datadir/${x}_$vocoder" "$expdir/embed/${x}_$vocoder"
+    with_threads "$embed_threads" speechkit-vocode --nj "$nj" --spectrograms 2 "$datadir/${x}_verifier" "$datadir/${x}_$vocoder"
+    with_threads "$embed_threads" speechkit-embed-speakers --nj "$nj" "$datadir/${x}_$vocoder" "$expdir/embed/${x}_$vocoder"
   done
-  python local/verifier_accuracy.py "$expdir/embed/train_$vocoder" "$expdir/embed/test_$vocoder" \
+  with_threads "$verifier_threads" python local/verifier_accuracy.py "$expdir/embed/train_$vocoder" "$expdir/embed/test_$vocoder" \
     | tee "$verifier_txt"
 fi
 spk_scp=$expdir/embed/train/spk_embeddings.scp
@@ -354,14 +366,14 @@ mexp=$expdir/$tts_model   # the base model's pre-training, continual runs and re
 
 # ------------------------------------------------------------------------------------ stage 6
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
-  log 6 "pre-training theta_init: $tts_model with speaker vectors on $(wc -l < "$datadir/pretrain_speakers") speakers (log: $mexp/pretrain/log/train.log)"
+  log 6 "pre-training theta_init: $tts_model with speaker vectors on $(wc -l < "$datadir/pretrain_speakers") speakers, $pretrain_threads thread(s) (log: $mexp/pretrain/log/train.log)"
   [ -s "$spk_scp" ] || die "$spk_scp: missing: run stage 5"
   [ -s "$in_dump/pretrain/train/feats.scp" ] || die "$in_dump/pretrain/train: no $tts_model training data: run stages 1-5 with --tts_model $tts_model"
   # shellcheck disable=SC2086
-  $train_cmd --num-threads "$num_threads" "$mexp/pretrain/log/train.log" \
+  $train_cmd --num-threads "$pretrain_threads" "$mexp/pretrain/log/train.log" \
     speechkit-train "$tts_model" --config "conf/pretrain_$tts_model.yaml" --exp-dir "$mexp/pretrain" \
       --data.train_dir "$in_dump/pretrain/train" --data.valid_dir "$in_dump/pretrain/dev" \
-      --data.speaker_embeddings "$spk_scp" --trainer.num_threads "$num_threads" $pretrain_args
+      --data.speaker_embeddings "$spk_scp" --trainer.num_threads "$pretrain_threads" $pretrain_args
   log 6 "$(grep -h 'epoch .* done' "$mexp/pretrain/log/train.log" | tail -n 1 | sed 's/^.*INFO [^:]*: //' || true)"
 fi
 
@@ -386,14 +398,14 @@ continual_one() {  # RUN ORDER SPLIT: train every episode, then score each with 
   fi
   # the speaker order: row $order of the Williams design over the continual speakers; $order also seeds replay
   # shellcheck disable=SC2046,SC2086
-  $train_cmd --num-threads "$num_threads" "$e/log/train.log" \
+  $train_cmd --num-threads "$train_threads" "$e/log/train.log" \
     speechkit-train-continual --config conf/continual.yaml --exp-dir "$e" $(run_opts "$run") \
       --order "$order" --seed "$order" \
       --init-dir "$mexp/pretrain" --train-dir "$in_dump/continual/train" \
       --valid-dir "$in_dump/continual/dev" --speaker-embeddings "$spk_scp" \
-      --pretrain-dir "$in_dump/pretrain/train" --trainer.num_threads "$num_threads" \
+      --pretrain-dir "$in_dump/pretrain/train" --trainer.num_threads "$train_threads" \
       ${continual_epochs:+--trainer.max_epochs "$continual_epochs"} $continual_args &&
-  $train_cmd "$score_log" \
+  with_threads "$train_threads" $train_cmd --num-threads "$train_threads" "$score_log" \
     speechkit-score-continual --test-dir "$in_dump/continual/$split" --gt-train "$expdir/embed/train_$vocoder" \
       --gt-test "$expdir/embed/test_$vocoder" ${extra_opt[@]+"${extra_opt[@]}"} \
       ${score_opts[@]+"${score_opts[@]}"} "$e" &&
@@ -416,7 +428,7 @@ if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
   n_orders=$(echo $orders | wc -w)
   [ "$n_orders" -le "$n_cont" ] ||
     log 7 "note: $n_orders orders of $n_cont speakers: some orders begin with the same speaker (rows beyond $n_cont)"
-  log 7 "continual runs of $tts_model:$runs; speaker orders (design rows): $orders; scored on $eval_split; $train_jobs at a time (logs: $mexp/continual/<run>/order<K>/log/)"
+  log 7 "continual runs of $tts_model:$runs; speaker orders (design rows): $orders; scored on $eval_split; $train_jobs at a time, $train_threads thread(s) each (logs: $mexp/continual/<run>/order<K>/log/)"
   running=0 failed=0
   for run in $runs; do
     for order in $orders; do

@@ -107,6 +107,7 @@ setup_keys="corpus db_root mini_speakers mini_sentences speed_perturb corpus_opt
 [ $# -eq 0 ] || { echo "$help_message" >&2; exit 1; }
 . utils/recipe_common.sh   # die, check_stages, log, check_db_root
 check_stages 6
+check_num_threads   # --num_threads auto|N (the threads of each stage: below)
 
 # The setup stage 0 prepared ($datadir/.setup): later stages take the corpus, --db_root, the mini
 # options, --speed_perturb and a registered corpus's options from it, so `./run.sh --stage 2`
@@ -168,7 +169,6 @@ fi
 case "$results_name" in */*|.|..) die "--results_name $results_name: a name, not a path" ;; esac
 # the threads of each stage's jobs (utils/recipe_common.sh's threads: --num_threads N, or auto: the cores
 # over the jobs that run at once), recorded with the run below
-check_num_threads
 train_procs=$nproc
 [ "${ngpu:-0}" = 0 ] || train_procs=$ngpu
 threads feat_threads features "$nj"            # stage 1: --nj make_feats jobs
