@@ -55,7 +55,9 @@ from __future__ import annotations
 import logging
 import sys
 
-from speechkit.tasks.recognize import DecodeOptions, add_decode_options, decode_data_dir
+from speechkit.bin._decode_options import add_decode_options, decode_options
+from speechkit.inference.parts import LOG_FORMAT
+from speechkit.inference.speech2text_dir import decode_data_dir
 from speechkit.utils.cli import ConfigError, add_model_args, make_parser, run_main, setup_logging
 
 PROG = "speechkit-asr-decode"
@@ -72,26 +74,14 @@ def build_parser():
     return p
 
 
-def _child_argv(args, options: DecodeOptions, job: int) -> list[str]:
-    """The command decoding part ``job`` (run by decode_data_dir's local pool): every decoding option
-    (DecodeOptions.to_argv, so the part's fingerprint is the one the merge checks), --checkpoint, --nj."""
-    argv = [sys.executable, "-m", "speechkit.bin.asr_decode", "--model-dir", str(args.model_dir)]
-    argv += ["--checkpoint", str(args.checkpoint)] if args.checkpoint is not None else []
-    argv += ["--nj", str(args.nj), "--job", str(job), *options.to_argv()]
-    argv += [f"--{k}" for k in ("force", "verbose") if getattr(args, k)]
-    return argv + [str(args.data_dir), str(args.out_dir)]
-
-
 def _body(args) -> int:
     if args.nj < 1:
         raise ConfigError(f"--nj must be >= 1, got {args.nj}")
     if args.job is not None and not 1 <= args.job <= args.nj:
         raise ConfigError(f"--job must be in 1..{args.nj}, got {args.job}")
-    options = DecodeOptions.from_args(args)
-    merged = decode_data_dir(args.model_dir, args.checkpoint, args.data_dir, args.out_dir, options, nj=args.nj,
-                             job=args.job, merge_only=args.merge_only, force=args.force, max_jobs=args.max_jobs,
-                             job_argv=lambda job: _child_argv(args, options, job), option="--model-dir",
-                             logger=logger)
+    merged = decode_data_dir(args.model_dir, args.checkpoint, args.data_dir, args.out_dir, decode_options(args),
+                             nj=args.nj, job=args.job, merge_only=args.merge_only, force=args.force,
+                             max_jobs=args.max_jobs, option="--model-dir", logger=logger)
     if merged is not None:
         print(f"{PROG}: {merged[1]}")
     return 0
@@ -99,9 +89,9 @@ def _body(args) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.job is not None:  # a job's log is its stdout (run.pl / the pool capture it)
+    if args.job is not None:  # a job's log is its stdout (run.pl / slurm.pl capture it)
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stdout, force=True,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                            format=LOG_FORMAT)
     else:
         setup_logging(verbose=args.verbose)
     return run_main(PROG, lambda: _body(args))

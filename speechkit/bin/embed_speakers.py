@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from speechkit.tasks.speaker_embeddings import embed_speakers
+from speechkit.inference.speaker_embeddings import embed_speakers
 from speechkit.utils.cli import finite_float, make_parser, run_main, setup_logging
 
 PROG = "speechkit-embed-speakers"

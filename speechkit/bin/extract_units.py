@@ -14,7 +14,7 @@ OUT_DIR (written whole: it replaces an earlier one, kept as OUT_DIR/.backup/N, o
 
 --aux --phases N: z every stride/N input frames (N shifted copies of the input, interleaved; nothing
 interpolated); codes stay at the model's stride. OUT_DIR may not overlap what the tool reads (it may
-lie inside --model-dir). Details: speechkit.tasks.units; the measurements behind windows and phases:
+lie inside --model-dir). Details: speechkit.inference.speech2units; the measurements behind windows and phases:
 egs/zerospeech2019/README.md.
 
 Example:
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from speechkit.tasks.units import UNIT_FORMATS, UnitExtractor, check_extraction_options, extract_units
+from speechkit.inference.speech2units import UNIT_FORMATS, UnitExtractor, check_extraction_options, extract_units
 from speechkit.utils.cli import add_model_args, make_parser, run_main, setup_logging
 from speechkit.utils.outputs import check_output_dir, replace_dir
 

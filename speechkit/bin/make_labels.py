@@ -37,7 +37,7 @@ import logging
 import sys
 from pathlib import Path
 
-from speechkit.tasks.labels import DEFAULT_FRAME_SHIFT, make_labels
+from speechkit.inference.frame_labels import DEFAULT_FRAME_SHIFT, make_labels
 from speechkit.utils.cli import finite_float, make_parser, run_main, setup_logging
 
 PROG = "speechkit-make-labels"

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from speechkit.tasks.resynthesize import resynthesize
+from speechkit.inference.units2speech import resynthesize
 from speechkit.utils.cli import add_model_args, make_parser, nonnegative_float, run_main, setup_logging
 
 PROG = "speechkit-resynthesize"

@@ -11,6 +11,9 @@
   ``cmvn_global.ark``, per-speaker stats from ``cmvn.scp``), and the dir's layout (``frame_shift``,
   ``feats.yaml``, ``utt2num_frames``, the dimension).
 * :func:`load_global_cmvn_stats` -- a data dir's (or a file's) global CMVN stats.
+* :func:`load_features` -- every matrix of a data dir (or the utterances asked for), normalised, each
+  checked (:func:`check_matrix`: finite, long enough), as float32 tensors: what a model is trained on
+  and applied to.
 """
 from __future__ import annotations
 
@@ -18,11 +21,12 @@ import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Iterable, Iterator, Literal
 
 import kaldiio
 import numpy as np
 import yaml
+from tqdm import tqdm
 
 from speechkit.data.datadir import GLOBAL_CMVN
 from speechkit.features.cmvn import apply_cmvn
@@ -32,7 +36,7 @@ from speechkit.utils.outputs import scp_entry_file  # re-exported: the one parse
 logger = logging.getLogger(__name__)
 
 __all__ = ["ark_scp_writer", "scp_files", "ScpReader", "FeatureReader", "load_cmvn_stats", "load_global_cmvn_stats",
-           "GLOBAL_CMVN"]
+           "GLOBAL_CMVN", "load_features", "check_matrix"]
 
 
 @contextlib.contextmanager
@@ -394,3 +398,66 @@ class FeatureReader:
 
     def __repr__(self) -> str:
         return f"FeatureReader({str(self.data_dir)!r}, cmvn={self.cmvn!r}, utts={len(self)})"
+
+
+def load_features(data_dir: str | os.PathLike, cmvn: str = "none", norm_vars: bool = True,
+                  utts: Iterable[str] | None = None, min_frames: int = 1, min_frames_key: str = "",
+                  progress: bool = True) -> tuple[list[str], list]:
+    """Load (and CMVN-normalise) the feature matrices of a data dir, checking each one.
+
+    Args:
+        data_dir: data dir with ``feats.scp`` (and ``cmvn.scp`` unless ``cmvn`` is ``"none"``).
+        cmvn: ``none`` | ``global`` | ``speaker`` (see :class:`FeatureReader`).
+        norm_vars: normalise variances too.
+        utts: utterances to load (default: those of ``utt2spk`` if present, else of ``feats.scp``).
+        min_frames: fewest frames an utterance may have.
+        min_frames_key: config key behind ``min_frames``, named in the error (e.g. ``model.stride``).
+        progress: show a tqdm bar (stderr).
+
+    Returns:
+        ``(utts, feats)``: C-sorted utterance ids and float32 ``torch.Tensor`` s ``(T, D)``.
+
+    Raises:
+        FileNotFoundError: no feats.scp (or cmvn.scp when needed).
+        DataError: an utterance without features, NaN/Inf, fewer than ``min_frames`` frames,
+            differing dimensions; the message names the data dir and utterance.
+    """
+    import torch  # heavy: only the loaders of training and inference data need it
+
+    data_dir = Path(data_dir)
+    reader = FeatureReader(data_dir, cmvn=cmvn, norm_vars=norm_vars)
+    if utts is None:
+        utts = read_table(data_dir / "utt2spk").keys() if (data_dir / "utt2spk").is_file() else reader.keys()
+    utts = sorted(utts, key=lambda u: u.encode("utf-8"))
+    missing = [u for u in utts if u not in reader]
+    if missing:
+        raise DataError(f"{data_dir}/feats.scp: no features for {len(missing)} utterance(s), e.g. '{missing[0]}' "
+                        f"(run utils/fix_data_dir.sh {data_dir} or recompute the features)")
+    feats: list = []
+    dim = None
+    for utt in tqdm(utts, desc=f"loading {data_dir}", unit="utt", disable=None if progress else True, leave=False):
+        m = reader[utt]
+        check_matrix(m, utt, f"{data_dir}/feats.scp", min_frames, min_frames_key)
+        if dim is None:
+            dim = m.shape[1]
+        elif m.shape[1] != dim:
+            raise DataError(f"{data_dir}/feats.scp: utterance '{utt}' has {m.shape[1]}-dimensional features, "
+                            f"'{utts[0]}' has {dim}")
+        feats.append(torch.from_numpy(np.array(m, dtype=np.float32)))  # a writable copy
+    return utts, feats
+
+
+def check_matrix(m: np.ndarray, utt: str, source: str, min_frames: int = 1, min_frames_key: str = "") -> None:
+    """Reject a feature matrix with NaN/Inf or fewer than ``min_frames`` frames.
+
+    Raises:
+        DataError: naming ``source`` and ``utt`` (and the frame, or ``min_frames_key``).
+    """
+    bad = ~np.isfinite(m)
+    if bad.any():
+        frame = int(np.argwhere(bad)[0, 0])
+        raise DataError(f"{source}: utterance '{utt}': NaN or Inf in frame {frame}")
+    if m.shape[0] < min_frames:
+        what = f" ({min_frames_key})" if min_frames_key else ""
+        raise DataError(f"{source}: utterance '{utt}' has {m.shape[0]} frames, shorter than the total stride "
+                        f"{min_frames}{what}")

@@ -53,16 +53,17 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from speechkit.data.fingerprint import DataInput
+from speechkit.features.codes import read_codes
+from speechkit.features.io import load_features
 from speechkit.models.inverter import CodebookInverter, InverterConfig, inverter_loss
-from speechkit.tasks.vqvae import load_features, speaker_table
+from speechkit.tasks.vqvae import speaker_table
 from speechkit.train.task import Task, batch_index_lists, checkpoint_input
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import FieldError
-from speechkit.utils.fileio import DataError, read_lines, read_table, write_table
+from speechkit.utils.fileio import DataError, read_table, write_table
 
-__all__ = ["InverterDataConfig", "InverterTaskConfig", "InverterTask", "CodeSpecDataset", "read_codes",
-           "load_vqvae_codebook"]
+__all__ = ["InverterDataConfig", "InverterTaskConfig", "InverterTask", "CodeSpecDataset", "load_vqvae_codebook"]
 
 log = logging.getLogger(__name__)
 
@@ -113,36 +114,6 @@ class InverterTaskConfig:
     trainer: TrainerConfig = field(default_factory=_inverter_trainer_defaults)
     model: InverterConfig = field(default_factory=InverterConfig)
     data: InverterDataConfig = field(default_factory=InverterDataConfig)
-
-
-def read_codes(path: str | os.PathLike, codebook_size: int | None = None) -> dict[str, np.ndarray]:
-    """Read a code table ``<utt> <code> <code> ...`` into ``{utt: (T',) int64}``.
-
-    Raises:
-        FileNotFoundError: no such file.
-        DataError: a line without codes, a duplicate utterance, a code that is not an integer or
-            (with ``codebook_size``) lies outside ``[0, codebook_size)``; names the file and line.
-    """
-    out: dict[str, np.ndarray] = {}
-    for lineno, line in enumerate(read_lines(path), 1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) < 2:
-            raise DataError(f"{path}:{lineno}: utterance '{parts[0]}' has no codes")
-        if parts[0] in out:
-            raise DataError(f"{path}:{lineno}: utterance '{parts[0]}' appears twice")
-        try:
-            codes = np.array([int(c) for c in parts[1:]], dtype=np.int64)
-        except ValueError:
-            bad = next(c for c in parts[1:] if not c.lstrip("-").isdigit())
-            raise DataError(f"{path}:{lineno}: '{parts[0]}': code {bad!r} is not an integer") from None
-        if codebook_size is not None and (codes.min() < 0 or codes.max() >= codebook_size):
-            bad = int(codes[(codes < 0) | (codes >= codebook_size)][0])
-            raise DataError(f"{path}:{lineno}: '{parts[0]}': code {bad} outside [0, {codebook_size}) "
-                            f"(model.codebook_size)")
-        out[parts[0]] = codes
-    return out
 
 
 def load_vqvae_codebook(vqvae_dir: str | os.PathLike) -> torch.Tensor:

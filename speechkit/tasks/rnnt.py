@@ -80,6 +80,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from speechkit.data.fingerprint import DataInput
+from speechkit.features.io import load_global_cmvn_stats
 from speechkit.nn.specaug import SpecAugment, SpecAugmentConfig
 from speechkit.models.rnnt import RNNT, RNNTConfig, parameter_counts
 from speechkit.models.rnnt_config import PRESETS
@@ -92,7 +93,7 @@ from speechkit.utils.fileio import DataError, read_table
 logger = logging.getLogger(__name__)
 
 __all__ = ["RNNTDataConfig", "RNNTInitConfig", "RNNTTaskConfig", "RNNTDataset", "RNNTTask",
-           "load_global_cmvn", "model_config_for_units", "sortagrad", "collate_rnnt", "language_batches",
+           "model_config_for_units", "sortagrad", "collate_rnnt", "language_batches",
            "length_problem"]
 
 
@@ -205,19 +206,6 @@ class RNNTTaskConfig:
 
 
 # ---------------------------------------------------------------------------------------- helpers
-
-
-def load_global_cmvn(path: str | Path) -> np.ndarray:
-    """Global Kaldi CMVN stats ``(2, D+1)`` from ``cmvn_global.ark``, a ``cmvn.scp`` (its legacy
-    ``global`` entry, else the sum of all entries: per-speaker stats are additive) or a data dir
-    (see :func:`speechkit.features.io.load_global_cmvn_stats`).
-
-    Raises:
-        FileNotFoundError: no such file. DataError: unreadable or malformed stats (names the key).
-    """
-    from speechkit.features.io import load_global_cmvn_stats
-
-    return load_global_cmvn_stats(path)
 
 
 def _load_units(units_dir: str | Path):
@@ -461,7 +449,7 @@ class RNNTTask(Task):
         """
         d = cfg.data
         cmvn_path = Path(d.cmvn_stats) if d.cmvn_stats else Path(d.train_dir)
-        cmvn = load_global_cmvn(cmvn_path)
+        cmvn = load_global_cmvn_stats(cmvn_path)
         train = self.make_dataset(cfg, d.train_dir, cmvn, "train")
         if len(train) == 0:
             raise ValueError(f"{d.train_dir}: no usable training utterance (see the skip report above)")

@@ -41,18 +41,17 @@ Example::
 from __future__ import annotations
 
 import logging
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import Dataset
 
 from speechkit.data.fingerprint import DataInput
+from speechkit.features.io import load_features
 from speechkit.models.vqvae import VQVAE, VQVAEConfig
 from speechkit.nn.vector_quantizer import code_perplexity
 from speechkit.train.task import Task, batch_index_lists
@@ -61,8 +60,7 @@ from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import FieldError
 from speechkit.utils.fileio import DataError, read_table, write_table
 
-__all__ = ["VQVAEDataConfig", "VQVAETaskConfig", "VQVAETask", "FeatureDataset", "speaker_table",
-           "load_features", "pad_batch"]
+__all__ = ["VQVAEDataConfig", "VQVAETaskConfig", "VQVAETask", "FeatureDataset", "speaker_table", "pad_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -120,71 +118,6 @@ def speaker_table(utt2spk: dict[str, str]) -> dict[str, int]:
     """Speaker -> row of the decoder's speaker table: the distinct speakers of ``utt2spk`` in C order."""
     speakers = sorted(set(utt2spk.values()), key=lambda s: s.encode("utf-8"))
     return {spk: i for i, spk in enumerate(speakers)}
-
-
-def load_features(data_dir: str | os.PathLike, cmvn: str = "none", norm_vars: bool = True,
-                  utts: Iterable[str] | None = None, min_frames: int = 1, min_frames_key: str = "",
-                  progress: bool = True) -> tuple[list[str], list[torch.Tensor]]:
-    """Load (and CMVN-normalise) the feature matrices of a data dir, checking each one.
-
-    Args:
-        data_dir: data dir with ``feats.scp`` (and ``cmvn.scp`` unless ``cmvn`` is ``"none"``).
-        cmvn: ``none`` | ``global`` | ``speaker`` (see :class:`speechkit.features.io.FeatureReader`).
-        norm_vars: normalise variances too.
-        utts: utterances to load (default: those of ``utt2spk`` if present, else of ``feats.scp``).
-        min_frames: fewest frames an utterance may have.
-        min_frames_key: config key behind ``min_frames``, named in the error (e.g. ``model.stride``).
-        progress: show a tqdm bar (stderr).
-
-    Returns:
-        ``(utts, feats)``: C-sorted utterance ids and float32 tensors ``(T, D)``.
-
-    Raises:
-        FileNotFoundError: no feats.scp (or cmvn.scp when needed).
-        DataError: an utterance without features, NaN/Inf, fewer than ``min_frames`` frames,
-            differing dimensions; the message names the data dir and utterance.
-    """
-    from tqdm import tqdm
-
-    from speechkit.features.io import FeatureReader
-
-    data_dir = Path(data_dir)
-    reader = FeatureReader(data_dir, cmvn=cmvn, norm_vars=norm_vars)
-    if utts is None:
-        utts = read_table(data_dir / "utt2spk").keys() if (data_dir / "utt2spk").is_file() else reader.keys()
-    utts = sorted(utts, key=lambda u: u.encode("utf-8"))
-    missing = [u for u in utts if u not in reader]
-    if missing:
-        raise DataError(f"{data_dir}/feats.scp: no features for {len(missing)} utterance(s), e.g. '{missing[0]}' "
-                        f"(run utils/fix_data_dir.sh {data_dir} or recompute the features)")
-    feats: list[torch.Tensor] = []
-    dim = None
-    for utt in tqdm(utts, desc=f"loading {data_dir}", unit="utt", disable=None if progress else True, leave=False):
-        m = reader[utt]
-        check_matrix(m, utt, f"{data_dir}/feats.scp", min_frames, min_frames_key)
-        if dim is None:
-            dim = m.shape[1]
-        elif m.shape[1] != dim:
-            raise DataError(f"{data_dir}/feats.scp: utterance '{utt}' has {m.shape[1]}-dimensional features, "
-                            f"'{utts[0]}' has {dim}")
-        feats.append(torch.from_numpy(np.array(m, dtype=np.float32)))  # a writable copy
-    return utts, feats
-
-
-def check_matrix(m: np.ndarray, utt: str, source: str, min_frames: int = 1, min_frames_key: str = "") -> None:
-    """Reject a feature matrix with NaN/Inf or fewer than ``min_frames`` frames.
-
-    Raises:
-        DataError: naming ``source`` and ``utt`` (and the frame, or ``min_frames_key``).
-    """
-    bad = ~np.isfinite(m)
-    if bad.any():
-        frame = int(np.argwhere(bad)[0, 0])
-        raise DataError(f"{source}: utterance '{utt}': NaN or Inf in frame {frame}")
-    if m.shape[0] < min_frames:
-        what = f" ({min_frames_key})" if min_frames_key else ""
-        raise DataError(f"{source}: utterance '{utt}' has {m.shape[0]} frames, shorter than the total stride "
-                        f"{min_frames}{what}")
 
 
 class FeatureDataset(Dataset):

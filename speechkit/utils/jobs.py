@@ -1,10 +1,11 @@
-"""Running the parts of a ``--nj N`` CLI as local subprocesses, one log per part.
+"""Worker processes: a library function over a list of jobs (:func:`map_jobs`), or a CLI's parts.
 
-The CLIs that split their work into parts (``speechkit-compute-feats``, ``speechkit-asr-decode``)
-run each part as a child process of themselves (``--job J``) when no external job runner is
-used; this is the pool they share. Under ``utils/run.pl`` / ``utils/slurm.pl`` the parts are
-started by the runner instead and this module is not involved. :func:`map_jobs` is the in-process
-counterpart for library code: a function over a list of jobs, in spawned worker processes.
+:func:`map_jobs` runs a function over a list of jobs in spawned worker processes: the pool under
+:func:`speechkit.inference.parts.run_parts` (a model applied to a data dir in parts) and the
+vocoders of :mod:`speechkit.decode.vocode`. :func:`run_local_jobs` runs the parts of
+``speechkit-compute-feats --nj N`` as child processes of the CLI itself (``--job J``), one log per
+part, when no external job runner is used; under ``utils/run.pl`` / ``utils/slurm.pl`` the parts
+are started by the runner instead.
 """
 
 from __future__ import annotations

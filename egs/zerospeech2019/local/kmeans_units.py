@@ -47,8 +47,8 @@ def main(argv=None) -> int:
     def body() -> int:
         import torch
 
-        from speechkit.tasks.units import onehot_rows
-        from speechkit.tasks.vqvae import load_features
+        from speechkit.features.codes import onehot_rows
+        from speechkit.features.io import load_features
 
         setup_logging()
         torch.manual_seed(args.seed)

@@ -91,7 +91,7 @@ def test_everything_skipped_names_them_and_points_at_no_file(data_dir, tmp_path,
 
 
 def _fake_embeddings(monkeypatch, utts):
-    import speechkit.tasks.speaker_embeddings as mod
+    import speechkit.inference.speaker_embeddings as mod
 
     vecs = {u: np.eye(256, dtype=np.float32)[i] for i, u in enumerate(utts)}
     monkeypatch.setattr(mod, "embed_data_dir", lambda *a, **k: (dict(vecs), {"spkB_silent": 0.0}))

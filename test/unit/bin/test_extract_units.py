@@ -10,9 +10,9 @@ import torch
 import yaml
 
 from speechkit.bin.extract_units import main
+from speechkit.features.io import load_features
 from speechkit.scoring.bitrate import bitrate
 from speechkit.scoring.feature_dir import FeatureDir
-from speechkit.tasks.vqvae import load_features
 from speechkit.tasks import load_model
 from speechkit.utils.fileio import read_table
 

@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from speechkit.tasks import get_task, load_model
-from speechkit.tasks.inverter import CodeSpecDataset, InverterTask, load_vqvae_codebook, read_codes
+from speechkit.tasks.inverter import CodeSpecDataset, InverterTask, load_vqvae_codebook
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, write_table
@@ -52,25 +52,6 @@ def overrides(codes: Path, feats_dir: Path, **extra) -> list[str]:
 
 def test_registered():
     assert isinstance(get_task("inverter"), InverterTask)
-
-
-def test_read_codes(tmp_path):
-    f = tmp_path / "codes"
-    f.write_text("a 1 2 3\nb 0\n")
-    out = read_codes(f, 4)
-    assert out["a"].tolist() == [1, 2, 3] and out["b"].tolist() == [0]
-    f.write_text("a 1 2\nb 1 x 3\n")
-    with pytest.raises(DataError, match=r"codes:2: 'b': code 'x' is not an integer"):
-        read_codes(f)
-    f.write_text("a 1 2\nb 1 4\n")
-    with pytest.raises(DataError, match=r"codes:2: 'b': code 4 outside \[0, 4\) \(model.codebook_size\)"):
-        read_codes(f, 4)
-    f.write_text("a 1\na 2\n")
-    with pytest.raises(DataError, match="codes:2: utterance 'a' appears twice"):
-        read_codes(f)
-    f.write_text("a\n")
-    with pytest.raises(DataError, match="codes:1: utterance 'a' has no codes"):
-        read_codes(f)
 
 
 def test_crops_keep_codes_and_frames_aligned():

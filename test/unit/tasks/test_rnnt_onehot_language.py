@@ -10,9 +10,10 @@ import torch
 from speechkit.decode import rnnt_search
 from speechkit.features.io import FeatureReader
 from speechkit.features.stack import stack_frames
+from speechkit.inference.speech2text import DecodeOptions, Recognizer
+from speechkit.inference.speech2text_dir import decode_data_dir
 from speechkit.models.rnnt import RNNT
 from speechkit.tasks import get_task
-from speechkit.tasks.recognize import DecodeOptions, Recognizer, decode_data_dir
 from speechkit.text.units import MultilingualUnits
 from speechkit.train.trainer import Trainer
 from speechkit.utils.config import load_config

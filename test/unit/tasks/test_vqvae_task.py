@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from speechkit.features.cmvn import accumulate_stats, apply_cmvn
-from speechkit.features.io import FeatureReader
+from speechkit.features.io import FeatureReader, load_features
 from speechkit.tasks import get_task, load_model
-from speechkit.tasks.vqvae import FeatureDataset, VQVAETask, load_features, pad_batch, speaker_table
+from speechkit.tasks.vqvae import FeatureDataset, VQVAETask, pad_batch, speaker_table
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import DataError, read_table

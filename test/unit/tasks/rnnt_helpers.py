@@ -2,16 +2,18 @@
 
 Two languages with disjoint alphabets ('aa': a-e, 'bb': v-z), 16-dim random "log-mel" features
 written as Kaldi ark/scp, global CMVN stats, and char_wb units built from the training text.
+
+Not a test module: test/unit/conftest.py registers it and builds its ``rnnt_env`` fixture with
+:func:`make_rnnt_env`.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from speechkit.features.cmvn import accumulate_stats
-from speechkit.features.io import ark_scp_writer
+from speechkit.features.io import FeatureReader, ark_scp_writer
 from speechkit.text.units import MultilingualUnits
 from speechkit.utils.fileio import write_table
 
@@ -38,10 +40,9 @@ def write_data_dir(path: Path, utts: dict[str, tuple[str, str, int]], seed: int 
     (path / "frame_shift").write_text("0.01\n")
 
 
-@pytest.fixture
-def rnnt_env(tmp_path, monkeypatch):
-    """Builds data/{train,dev}, data/lang and returns a dict of paths and a config override list."""
-    monkeypatch.chdir(tmp_path)
+def make_rnnt_env(tmp_path: Path) -> dict:
+    """Builds data/{train,dev}, data/lang under ``tmp_path`` and returns a dict of paths and a config
+    override list (relative to ``tmp_path``, the tests' working dir)."""
     rng = np.random.default_rng(1)
     train = {}
     for i in range(12):
@@ -59,8 +60,6 @@ def rnnt_env(tmp_path, monkeypatch):
         "s9_aa_03": ("aa", "abcdeabcdeabcde", 30),  # 15 labels > 1 per frame x 8 frames
     }
     write_data_dir(tmp_path / "data/dev", dev, seed=3)
-    from speechkit.features.io import FeatureReader
-
     r = FeatureReader(tmp_path / "data/train")
     stats = accumulate_stats(r[u] for u in r.keys())
     with ark_scp_writer(tmp_path / "data/train/cmvn.ark", tmp_path / "data/train/cmvn.scp") as w:

@@ -1,12 +1,12 @@
-"""Discrete units of a trained VQ-VAE: an importable extractor and the unit-dir writer.
+"""Speech to discrete units with a trained VQ-VAE: the extractor and the unit-dir writer.
 
 :class:`UnitExtractor` (ESPnet2's inference-class habit: built from an experiment dir and a
 checkpoint name, then called per utterance) turns one utterance's features ``(T, D)`` into its
 codes and the continuous encoder output z; :func:`extract_units` encodes a whole data dir into the
 ZeroSpeech 2019 layout that ``speechkit-extract-units`` writes (``<utt>.txt``, ``codes``,
-``frame_shift``, ``units.yaml``; described below), in worker processes with
-``nj > 1``. :func:`codebook_rows` / :func:`onehot_rows` are the text lines of a code frame (also
-used by recipes writing unit dirs of their own, e.g. egs/zerospeech2019/local/kmeans_units.py).
+``frame_shift``, ``units.yaml``; described below), in worker processes with ``nj > 1``
+(:func:`speechkit.inference.parts.run_parts`). The text line of a code frame is
+:func:`speechkit.features.codes.codebook_rows` / :func:`~speechkit.features.codes.onehot_rows`'s.
 
 Frame rates: the features have a frame shift of ``feat_shift`` seconds (a data dir's
 ``frame_shift`` file; 0.01 when absent). Code ``i`` covers input frames ``[i*stride, (i+1)*stride)``,
@@ -43,7 +43,7 @@ The measurements behind the windows and phases (ABX on unseen TIMIT speakers) ar
 
 Example::
 
-    from speechkit.tasks.units import UnitExtractor
+    from speechkit.inference.speech2units import UnitExtractor
 
     extractor = UnitExtractor.from_pretrained("exp/vqvae", "best")
     utts, feats = extractor.load_features("dump/mfcc/test")   # normalised as in training
@@ -58,12 +58,17 @@ from typing import Any, Iterator
 
 import numpy as np
 import yaml
+from tqdm import tqdm
 
+from speechkit.features.cmvn import apply_cmvn
+from speechkit.features.codes import codebook_rows, onehot_rows
+from speechkit.features.io import FeatureReader, check_matrix, load_cmvn_stats, load_features, scp_files
+from speechkit.inference.parts import run_parts, split_parts
+from speechkit.tasks import load_model
+from speechkit.train.checkpoint import resolve_checkpoint
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
-from speechkit.utils.jobs import map_jobs
 
-__all__ = ["UNIT_FORMATS", "codebook_rows", "onehot_rows", "check_extraction_options", "UnitExtractor",
-           "write_units", "extract_units"]
+__all__ = ["UNIT_FORMATS", "check_extraction_options", "UnitExtractor", "write_units", "extract_units"]
 
 log = logging.getLogger(__name__)
 
@@ -77,28 +82,6 @@ _CLI_NAMES = {"window": "--window", "hop": "--hop", "phases": "--phases", "aux":
 
 def _names(cli: bool) -> dict[str, str]:
     return _CLI_NAMES if cli else {k: k for k in _CLI_NAMES}
-
-
-def codebook_rows(codebook) -> list[str]:
-    """Row ``k`` is the text line of codebook vector ``e_k`` (``De`` numbers, 9 significant digits:
-    float32 values round-trip exactly, so distinct vectors stay distinct lines).
-
-    Args:
-        codebook: ``(K, De)`` array or tensor.
-    """
-    m = np.asarray(codebook, dtype=np.float32)
-    return [" ".join(f"{v:.9g}" for v in row) for row in m.tolist()]
-
-
-def onehot_rows(codebook_size: int) -> list[str]:
-    """Row ``k`` is the text line of the one-hot vector of code ``k`` (``K`` space-separated 0/1)."""
-    zeros = ["0"] * codebook_size
-    rows = []
-    for k in range(codebook_size):
-        zeros[k] = "1"
-        rows.append(" ".join(zeros))
-        zeros[k] = "0"
-    return rows
 
 
 def feature_conf(data_dir: Path) -> dict | None:
@@ -180,7 +163,7 @@ class UnitExtractor:
                  phases: int | str = 1, aux: bool = False, unit_format: str = "codebook",
                  checkpoint: str | os.PathLike | None = None, model_dir: str | os.PathLike | None = None,
                  cli: bool = False) -> None:
-        from speechkit.models.vqvae import default_hop, phase_offsets
+        from speechkit.models.vqvae import default_hop, phase_offsets  # heavy: torch (as every import of models)
 
         o = _names(cli)
         n_phases = check_extraction_options(window=window, hop=hop, phases=phases, cli=cli)
@@ -242,8 +225,6 @@ class UnitExtractor:
             logged as a warning (the bitrate counts each distinct vector once).
         """
         from speechkit.models.vqvae import VQVAE
-        from speechkit.tasks import load_model
-        from speechkit.train.checkpoint import resolve_checkpoint
 
         path = resolve_checkpoint(model_dir, checkpoint, option=option)
         model, cfg = load_model(path)
@@ -265,8 +246,6 @@ class UnitExtractor:
         Raises:
             FileNotFoundError: ``data_dir`` has no feats.scp.
         """
-        from speechkit.features.io import scp_files
-
         data_dir = Path(data_dir)
         if not (data_dir / "feats.scp").is_file():
             raise FileNotFoundError(f"{data_dir}/feats.scp: no features (run utils/make_feats.sh first)")
@@ -293,11 +272,7 @@ class UnitExtractor:
                 fewer frames than the stride (naming the utterance); FileNotFoundError: no
                 feats.scp / cmvn.scp.
         """
-        import torch
-
-        from speechkit.features.cmvn import apply_cmvn
-        from speechkit.features.io import FeatureReader, load_cmvn_stats
-        from speechkit.tasks.vqvae import check_matrix, load_features
+        import torch  # heavy (in every method below)
 
         cfg, data_dir = self.cfg, Path(data_dir)
         train_dir = Path(cfg.data.train_dir)
@@ -406,8 +381,6 @@ def write_units(extractor: UnitExtractor, data_dir: str | os.PathLike, utts: lis
     Returns:
         ``{utt: codes}`` (the code of every written row), in the order encoded (longest first).
     """
-    from tqdm import tqdm
-
     utts, feats = extractor.load_features(data_dir, utts)
     out: dict[str, list[int]] = {}
     bar = tqdm(total=len(utts), desc="extracting units", unit="utt", disable=None if progress else True)
@@ -420,14 +393,9 @@ def write_units(extractor: UnitExtractor, data_dir: str | os.PathLike, utts: lis
     return out
 
 
-def _worker(args: tuple) -> dict[str, list[int]]:
+def _extract_part(model_path: str, data_dir: str, utts: list[str], out_dir: str, batch_frames: int,
+                  options: dict) -> dict[str, list[int]]:
     """One part of :func:`extract_units` in a worker process: load the model, write the part's files."""
-    import torch
-
-    from speechkit.tasks import load_model
-
-    torch.set_num_threads(1)
-    model_path, data_dir, utts, out_dir, batch_frames, options = args
     model, cfg = load_model(model_path)
     extractor = UnitExtractor(model, cfg, checkpoint=model_path, **options)
     return write_units(extractor, data_dir, utts, out_dir, batch_frames, progress=False)
@@ -444,8 +412,8 @@ def extract_units(extractor: UnitExtractor, data_dir: str | os.PathLike, out_dir
         extractor: the model and its options; built with a ``checkpoint`` when ``nj > 1``.
         data_dir: data dir with feats.scp (utterances: utt2spk, else feats.scp), frame_shift (0.01 s
             when absent).
-        nj: worker processes (spawned; each loads the checkpoint and encodes every nj-th
-            utterance of utt2spk).
+        nj: worker processes (spawned, one thread each; each loads the checkpoint and encodes a
+            part: every nj-th utterance of utt2spk, C-sorted).
         batch_frames: input frames per encoder batch.
 
     Returns:
@@ -464,13 +432,13 @@ def extract_units(extractor: UnitExtractor, data_dir: str | os.PathLike, out_dir
     else:
         if extractor.checkpoint is None:
             raise ValueError("nj > 1 needs an extractor built with checkpoint= (the workers load the model from it)")
-        nj = min(nj, len(utts))
         options = {"aux": extractor.aux, "unit_format": extractor.unit_format, "window": extractor.window,
                    "hop": extractor.hop if extractor.window else None, "phases": extractor.phases}
-        jobs = [(str(extractor.checkpoint), str(data_dir), utts[k::nj], str(out_dir), batch_frames, options)
-                for k in range(nj)]
+        parts = split_parts(utts, min(nj, len(utts)))
+        jobs = [(j, (str(extractor.checkpoint), str(data_dir), part, str(out_dir), batch_frames, options), {})
+                for j, part in enumerate(parts, 1)]
         codes = {}
-        for part in map_jobs(_worker, [(job,) for job in jobs], nj):
+        for part in run_parts(_extract_part, jobs, workers=len(parts), threads=1):
             codes.update(part)
     write_table(out_dir / "codes", {u: " ".join(map(str, c)) for u, c in codes.items()})
     cfg = extractor.cfg

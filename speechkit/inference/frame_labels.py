@@ -1,5 +1,10 @@
 """Frame-level label vectors of a data dir with a fitted label front end (``speechkit-make-labels``).
 
+The label front end (:class:`~speechkit.text.labels.LabelFrontend`, the features of each label
+frame) is fitted on a training set like a model, then applied to the utterances of any data dir:
+the job here, one level above the scorers whose frame-shift rule it shares
+(:func:`speechkit.scoring.feature_dir.resolve_frame_shift`).
+
 :func:`make_labels` reads DATA_DIR's ``text`` (phones), ``phone_info``, ``utt2num_frames`` and
 ``frame_shift`` and a ``phone_alignments`` file, fits (``fit=True``) or loads the
 :class:`~speechkit.text.labels.LabelFrontend` in the front-end dir and writes
@@ -12,7 +17,7 @@ docstring (``speechkit-make-labels --help``) gives the whole contract; the featu
 
 Example::
 
-    from speechkit.tasks.labels import make_labels
+    from speechkit.inference.frame_labels import make_labels
     make_labels("data/sp01/train", "exp/align/phone_alignments", "exp/labels/train", "exp/frontend", fit=True)
 """
 from __future__ import annotations
@@ -23,6 +28,11 @@ import logging
 import os
 from pathlib import Path
 
+from speechkit.data.datadir import DataDir
+from speechkit.features.io import ark_scp_writer
+from speechkit.scoring.feature_dir import resolve_frame_shift
+from speechkit.text.g2p import read_phone_info
+from speechkit.text.labels import FORMAT_VERSION, SIL, LabelFrontend, make_label_input, read_alignments
 from speechkit.utils.fileio import DataError, atomic_write
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -35,8 +45,6 @@ DEFAULT_FRAME_SHIFT = 0.005
 
 
 def _frame_shift(data_dir: Path, given: float | None, log: logging.Logger = logger) -> float:
-    from speechkit.scoring.feature_dir import resolve_frame_shift
-
     if given is None and not (data_dir / "frame_shift").is_file():
         log.warning("%s/frame_shift missing; assuming %g s (WORLD)", data_dir, DEFAULT_FRAME_SHIFT)
         return DEFAULT_FRAME_SHIFT
@@ -61,8 +69,6 @@ def fit_record(data_dir: Path, alignments: Path, frame_shift: float, num_utts: i
     fitting options; paths do not count), the per-file hashes (to say which one changed), and, for
     messages only, the paths, the number of utterances fitted on and of phones (``sil`` included).
     """
-    from speechkit.text.labels import FORMAT_VERSION, SIL
-
     files = {name: _sha256(data_dir / name) for name in FIT_FILES if (data_dir / name).is_file()}
     files["ALIGNMENTS"] = _sha256(Path(alignments))
     options = {"frame_shift": float(frame_shift), "format_version": FORMAT_VERSION}
@@ -102,11 +108,6 @@ def make_labels(data_dir, alignments, out_dir, frontend_dir, *, fit: bool = Fals
             (names the dir and what changed); ``overwrite`` without ``fit``.
         DataError, FileNotFoundError: bad or missing inputs (file and line named).
     """
-    from speechkit.data.datadir import DataDir
-    from speechkit.features.io import ark_scp_writer
-    from speechkit.text.g2p import read_phone_info
-    from speechkit.text.labels import LabelFrontend, make_label_input, read_alignments
-
     data_dir, out_dir, frontend_dir = Path(data_dir), Path(out_dir), Path(frontend_dir)
     if overwrite and not fit:
         raise ValueError("--overwrite applies to --fit only (it re-fits an existing front end)")

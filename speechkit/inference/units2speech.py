@@ -1,4 +1,4 @@
-"""Speech from discrete units: a trained codebook inverter, then Griffin-Lim (``speechkit-resynthesize``).
+"""Discrete units to speech: a trained codebook inverter, then Griffin-Lim (``speechkit-resynthesize``).
 
 :class:`Resynthesizer` loads an inverter experiment (``speechkit-train inverter``; Tjandra et al.
 2020, sec. 4) with the spectrogram front end its targets were computed with and turns one
@@ -9,7 +9,7 @@ command's docstring (``speechkit-resynthesize --help``) gives the contract.
 
 Example::
 
-    from speechkit.tasks.resynthesize import Resynthesizer
+    from speechkit.inference.units2speech import Resynthesizer
     r = Resynthesizer("exp/zs/inverter")
     wav, mag = r(codes)            # int codes (T',) -> float32 wav at r.sample_rate, (S, F) magnitude
 """
@@ -22,7 +22,15 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from tqdm import tqdm
 
+from speechkit.decode.audio_out import write_synthesized
+from speechkit.features.codes import read_codes
+from speechkit.features.frontends import build_frontend, load_frontend_conf
+from speechkit.features.io import FeatureReader, scp_files
+from speechkit.scoring.plots import plot_spectrograms
+from speechkit.tasks import get_task, load_model
+from speechkit.train.checkpoint import resolve_checkpoint
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.fileio import DataError, id_file, read_lines, read_table, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
@@ -40,8 +48,6 @@ def frontend_conf(inverter_dir: Path, cfg, stft_config: str | None) -> tuple[dic
     Raises:
         FileNotFoundError: none of them (names where it looked and suggests ``--stft-config``).
     """
-    from speechkit.features.frontends import load_frontend_conf
-
     if stft_config:
         return load_frontend_conf(stft_config), stft_config
     candidates = []
@@ -83,11 +89,7 @@ class Resynthesizer:
     def __init__(self, inverter_dir: str | os.PathLike, checkpoint: str | None = None, *,
                  stft_config: str | None = None, speaker: str | None = None, option: str = "--inverter-dir",
                  log: logging.Logger = logger):
-        import torch
-
-        from speechkit.features.frontends import build_frontend
-        from speechkit.tasks import get_task, load_model
-        from speechkit.train.checkpoint import resolve_checkpoint
+        import torch  # heavy (as Griffin-Lim, below): torch
 
         inverter_dir = Path(inverter_dir)
         task = get_task("inverter")
@@ -175,11 +177,6 @@ def resynthesize(inverter_dir: str | os.PathLike, codes: str | os.PathLike, out_
             errors of :class:`Resynthesizer`.
     """
     import torch
-    from tqdm import tqdm
-
-    from speechkit.decode.audio_out import write_synthesized
-    from speechkit.scoring.plots import plot_spectrograms
-    from speechkit.tasks.inverter import read_codes
 
     if n_iter < 0:
         raise ValueError(f"--n-iter must be >= 0, got {n_iter}")
@@ -211,8 +208,6 @@ def resynthesize(inverter_dir: str | os.PathLike, codes: str | os.PathLike, out_
 
     ref = None
     if reference_dir:
-        from speechkit.features.io import FeatureReader, scp_files
-
         ref = FeatureReader(reference_dir)
         ref_conf = ref.conf
         if ref_conf is not None and (ref_conf.get("type") != "spectrogram" or ref_conf.get("log", False)):

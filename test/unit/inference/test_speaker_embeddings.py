@@ -1,4 +1,4 @@
-"""speechkit.tasks.speaker_embeddings: write_embeddings and embed_speakers (the library form of
+"""speechkit.inference.speaker_embeddings: write_embeddings and embed_speakers (the library form of
 speechkit-embed-speakers) with the encoder replaced by fixed vectors (no audio model needed)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-import speechkit.tasks.speaker_embeddings as mod
+import speechkit.inference.speaker_embeddings as mod
 from speechkit.data.datadir import DataDir
 from speechkit.data.speakers import load_embeddings
 from speechkit.utils.fileio import DataError

@@ -1,4 +1,4 @@
-"""speechkit.tasks.labels: make_labels (the library form of speechkit-make-labels), fit_record,
+"""speechkit.inference.frame_labels: make_labels (the library form of speechkit-make-labels), fit_record,
 describe_change, on a hand-made phone data dir (no G2P needed)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import kaldiio
 import pytest
 
-from speechkit.tasks.labels import FIT_FILES, describe_change, fit_record, make_labels
+from speechkit.inference.frame_labels import FIT_FILES, describe_change, fit_record, make_labels
 from speechkit.utils.fileio import write_table
 
 PHONES = {"u1": "b a t", "u2": "t a b a"}

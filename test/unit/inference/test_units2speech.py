@@ -1,4 +1,4 @@
-"""speechkit.tasks.resynthesize: the Resynthesizer class (codes -> magnitude -> Griffin-Lim) and
+"""speechkit.inference.units2speech: the Resynthesizer class (codes -> magnitude -> Griffin-Lim) and
 resynthesize (the library form of speechkit-resynthesize), on the tiny inverter of the CLI's tests."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from speechkit.decode.griffin_lim import griffin_lim
+from speechkit.features.codes import read_codes
+from speechkit.inference.units2speech import Resynthesizer, frontend_conf, resynthesize
 from speechkit.tasks import get_task, load_model
-from speechkit.tasks.inverter import read_codes
-from speechkit.tasks.resynthesize import Resynthesizer, frontend_conf, resynthesize
 from speechkit.utils.fileio import DataError, read_table
 
 _spec = importlib.util.spec_from_file_location(

@@ -1,7 +1,8 @@
 """Speaker embeddings of a Kaldi data dir with the frozen GE2E speaker encoder (``speechkit-embed-speakers``).
 
 :func:`embed_data_dir` embeds every utterance (:class:`speechkit.models.speaker_encoder.SpeakerEncoder`;
-``nj`` spawned worker processes over contiguous parts of the utterance list, one CPU thread each);
+``nj`` spawned worker processes, one CPU thread each, over the parts of the utterance list:
+:func:`speechkit.inference.parts.run_parts`);
 :func:`write_embeddings` writes the utterance and speaker vectors (Kaldi ark/scp, float32 256-dim
 vectors, as Kaldi's ``xvector.scp`` / ``spk_xvector.scp``), ``num_utts``, ``utt2spk`` and
 ``skipped``; :func:`embed_speakers` does both into an OUT_DIR written as a whole. The command's
@@ -16,6 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from speechkit.data.datadir import DataDir, c_sorted, iter_audio, subset
+from speechkit.data.speakers import mean_embedding
+from speechkit.features.io import ark_scp_writer
+from speechkit.inference.parts import run_parts, split_parts
 from speechkit.utils.fileio import DataError, atomic_write, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -23,28 +28,18 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["embed_data_dir", "write_embeddings", "embed_speakers"]
 
-_worker_encoder = None
 
-
-def _init_worker(encoder_kwargs: dict) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    global _worker_encoder
-    from speechkit.models.speaker_encoder import SpeakerEncoder
-
-    _worker_encoder = SpeakerEncoder(**encoder_kwargs)
-
-
-def _embed_part(data_dir: str, utts: list[str], encoder=None) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-    """Embed ``utts`` of ``data_dir`` with ``encoder`` (in a worker: the one its initializer built)."""
-    from speechkit.data.datadir import DataDir, iter_audio, subset
-    from speechkit.models.speaker_encoder import UtteranceTooShortError
+def _embed_part(data_dir: str, utts: list[str], encoder_kwargs: dict
+                ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Embed ``utts`` of ``data_dir`` with a :class:`~speechkit.models.speaker_encoder.SpeakerEncoder`
+    of ``encoder_kwargs`` (one part of :func:`embed_data_dir`, here or in a worker process)."""
+    # heavy: torch and the encoder's weights
+    from speechkit.models.speaker_encoder import SpeakerEncoder, UtteranceTooShortError
 
     d = DataDir.load(data_dir)
     part = subset(d, utts)
     part.path = d.path
-    enc = encoder if encoder is not None else _worker_encoder
+    enc = SpeakerEncoder(**encoder_kwargs)
     embs: dict[str, np.ndarray] = {}
     skipped: dict[str, float] = {}
     for utt, x, sr in iter_audio(part):
@@ -61,7 +56,7 @@ def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: floa
 
     Args:
         data_dir: Kaldi data dir with ``wav.scp`` and ``utt2spk`` (optional ``segments``).
-        nj: worker processes (contiguous parts of the C-sorted utterance list); 1 = in-process.
+        nj: worker processes (parts of the C-sorted utterance list, dealt round-robin); 1 = here.
         min_speech: minimum seconds of speech after trimming (``None``: the encoder's default 0.5 s).
         trim_silence: apply the VAD trimming.
 
@@ -73,8 +68,7 @@ def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: floa
         FileNotFoundError: no data dir / utt2spk.
         DataError: unreadable audio or a data dir without ``wav.scp`` (names the utterance).
     """
-    from speechkit.data.datadir import DataDir
-    from speechkit.models.speaker_encoder import DEFAULT_MIN_SPEECH
+    from speechkit.models.speaker_encoder import DEFAULT_MIN_SPEECH  # heavy: torch
 
     if nj < 1:
         raise ValueError(f"--nj must be >= 1, got {nj}")
@@ -85,21 +79,11 @@ def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: floa
     utts = d.utts
     if not utts:
         raise DataError(f"{data_dir}/utt2spk: no utterances")
-    parts = [p.tolist() for p in np.array_split(np.array(utts, dtype=object), min(nj, len(utts))) if len(p)]
+    parts = split_parts(utts, min(nj, len(utts)))
     embs: dict[str, np.ndarray] = {}
     skipped: dict[str, float] = {}
-    if len(parts) <= 1:
-        from speechkit.models.speaker_encoder import SpeakerEncoder
-
-        results = [_embed_part(str(data_dir), parts[0], SpeakerEncoder(**kwargs))]
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        # spawn, not fork: torch's thread pools do not survive a fork.
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(len(parts), mp_context=ctx, initializer=_init_worker, initargs=(kwargs,)) as ex:
-            results = list(ex.map(_embed_part, [str(data_dir)] * len(parts), parts))
+    results = run_parts(_embed_part, [(j, (str(data_dir), part, kwargs), {}) for j, part in enumerate(parts, 1)],
+                        workers=len(parts), threads=1)
     for e, s in results:
         embs.update(e)
         skipped.update(s)
@@ -107,8 +91,6 @@ def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: floa
 
 
 def _nothing_embedded(skipped: dict[str, float], out: Path) -> DataError:
-    from speechkit.data.datadir import c_sorted
-
     first = c_sorted(skipped)[:5]
     return DataError(f"no utterance could be embedded ({len(skipped)} too short): {', '.join(first)}"
                      f"{' ...' if len(skipped) > len(first) else ''} have less speech than --min-speech; nothing "
@@ -128,10 +110,6 @@ def write_embeddings(out_dir: str | os.PathLike, embeddings: dict[str, np.ndarra
     Raises:
         DataError: nothing to write (every utterance skipped; names the first).
     """
-    from speechkit.data.datadir import c_sorted
-    from speechkit.features.io import ark_scp_writer
-    from speechkit.data.speakers import mean_embedding
-
     out = Path(out_dir).resolve()
     final = Path(final_dir).resolve() if final_dir is not None else out
     if not embeddings:
@@ -177,8 +155,6 @@ def embed_speakers(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, n
         DataError: every utterance too short (names the first; nothing written), unreadable audio.
         FileNotFoundError: no data dir / utt2spk.
     """
-    from speechkit.data.datadir import DataDir, c_sorted
-
     if nj < 1:
         raise ValueError(f"--nj must be >= 1, got {nj}")
     if min_speech is not None and min_speech < 0:

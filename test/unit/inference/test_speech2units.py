@@ -1,14 +1,13 @@
-"""speechkit.tasks.units: the unit extractor of a tiny VQ-VAE against the files speechkit-extract-units
-writes for the same utterances; its options, errors and the row writers."""
+"""speechkit.inference.speech2units: the unit extractor of a tiny VQ-VAE against the files
+speechkit-extract-units writes for the same utterances; its options, errors and the row writers."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 import yaml
 
 from speechkit.bin.extract_units import main
-from speechkit.tasks.units import UnitExtractor, check_extraction_options, codebook_rows, extract_units, onehot_rows
+from speechkit.inference.speech2units import UnitExtractor, check_extraction_options, extract_units
 from speechkit.utils.fileio import read_table
 
 import zs_helpers as zs  # test/unit/tasks/zs_helpers.py (test/unit/conftest.py)
@@ -27,17 +26,6 @@ def setup(tmp_path_factory):
 
 def cli(*args) -> int:
     return main([str(a) for a in args])
-
-
-def test_onehot_rows():
-    assert onehot_rows(3) == ["1 0 0", "0 1 0", "0 0 1"]
-
-
-def test_codebook_rows_round_trip_float32():
-    cb = torch.tensor([[0.1, -2.5e-7], [1 / 3, 7.0]])
-    rows = codebook_rows(cb)
-    assert len(rows) == 2
-    np.testing.assert_array_equal(np.array([r.split() for r in rows], dtype=np.float32), cb.numpy())
 
 
 @pytest.mark.parametrize("opts, kwargs", [

@@ -1,25 +1,32 @@
-"""speechkit-asr-decode: outputs against direct recognition, parts / --nj / resume, modes, skips,
-vanilla's hypothesis language, bad options."""
+"""speechkit-asr-decode (speechkit.inference.speech2text_dir): outputs against direct recognition, parts /
+--nj / resume in worker processes, the part helpers (split, fingerprint, current), modes, skips, vanilla's
+hypothesis language, bad options."""
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from speechkit.bin.asr_decode import _child_argv, build_parser, main
+from speechkit.bin._decode_options import decode_options
+from speechkit.bin.asr_decode import build_parser, main
 from speechkit.decode.rnnt_search import DecodeConfig, recognize
 from speechkit.features.cmvn import apply_cmvn
-from speechkit.features.io import FeatureReader
+from speechkit.features.io import FeatureReader, scp_entry_file
+from speechkit.inference.parts import PartStore, split_parts
+from speechkit.inference.speech2text import DecodeOptions
+from speechkit.inference.speech2text import Recognizer as Decoder
+from speechkit.inference.speech2text_dir import decode_data_dir, input_hashes, part_fingerprint, read_utterances
 from speechkit.tasks import get_task
-from speechkit.tasks.recognize import DecodeOptions
-from speechkit.tasks.recognize import Recognizer as Decoder
 from speechkit.text.units import MultilingualUnits
 from speechkit.train.trainer import Trainer
+from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import load_config
+from speechkit.utils.fileio import DataError
 
 
 def train(env, exp, variant, *extra):
@@ -126,33 +133,50 @@ NON_DEFAULT = dict(mode="lid_free", search="beam", beam=2, length_norm=True, max
                    batch_size=2, num_threads=2, show_partial=True)
 
 
-def test_child_argv_passes_every_fingerprint_option():
-    """The command of part J (--nj N without --job) holds every option of the part fingerprint that
-    the merge checks, and parses back to the same DecodeOptions (so the same fingerprint)."""
+def test_every_decode_option_is_a_flag_of_the_cli():
+    """Every DecodeOptions field away from its default is given by a flag of the CLI and read back whole
+    (so a part decoded in a worker process gets the options, the fingerprint, the merge checks)."""
     assert set(NON_DEFAULT) == {f.name for f in dataclasses.fields(DecodeOptions)}
     for f in dataclasses.fields(DecodeOptions):
         assert NON_DEFAULT[f.name] != f.default, f.name
     for search in ("beam", "greedy"):
         opts = DecodeOptions(**{**NON_DEFAULT, "search": search})
-        args = build_parser().parse_args(["--model-dir", "exp/lid", "--checkpoint", "avg2", "--nj", "3", "--force",
-                                          *opts.to_argv(), "data/dev", "out"])
-        assert DecodeOptions.from_args(args) == opts
-        argv = _child_argv(args, opts, 2)
-        assert argv[:3] == [sys.executable, "-m", "speechkit.bin.asr_decode"]
-        fingerprint = opts.fingerprint_dict()
-        assert {"device", "batch_size", "switch_off_rule", *(["length_norm"] if search == "beam" else [])} \
-            <= set(fingerprint)
-        for key in fingerprint:
-            assert ("--lid-free" if key == "mode" else f"--{key.replace('_', '-')}") in argv, key
-        child = build_parser().parse_args(argv[3:])
-        assert DecodeOptions.from_args(child) == opts and DecodeOptions.from_args(child).fingerprint_dict() == \
-            fingerprint
-        assert (child.job, child.nj, child.checkpoint, child.force, child.model_dir, child.data_dir, child.out_dir) \
-            == (2, 3, "avg2", True, "exp/lid", "data/dev", "out")
-    # the defaults: the child parses back to them too (--oracle-lid is the default mode)
-    args = build_parser().parse_args(["--model-dir", "exp/lid", "--nj", "2", "data/dev", "out"])
-    child = build_parser().parse_args(_child_argv(args, DecodeOptions.from_args(args), 1)[3:])
-    assert DecodeOptions.from_args(child) == DecodeOptions() and child.checkpoint is None and not child.force
+        flags = ["--lid-free"]
+        for f in dataclasses.fields(DecodeOptions):
+            value = getattr(opts, f.name)
+            if f.name != "mode":
+                flags += [f"--{f.name.replace('_', '-')}"] + ([] if value is True else [str(value)])
+        args = build_parser().parse_args(["--model-dir", "exp/lid", "--nj", "3", *flags, "data/dev", "out"])
+        assert decode_options(args) == opts and decode_options(args).fingerprint_dict() == opts.fingerprint_dict()
+    assert decode_options(build_parser().parse_args(["--model-dir", "e", "d", "o"])) == DecodeOptions()
+
+
+def test_a_failed_worker_part_is_named_with_its_log(lid_exp, capsys):
+    """--nj 2 in worker processes: a part that fails (a NaN frame in part 1's utterance) is named with its
+    log and its error, the other part is decoded, nothing is merged; the log ends with the error."""
+    import shutil
+
+    from speechkit.features.io import ark_scp_writer
+
+    root = lid_exp["root"]
+    shutil.copytree("data/dev", "data/nan", ignore=shutil.ignore_patterns("feats.*"))
+    r = FeatureReader("data/dev")
+    with ark_scp_writer(root / "data/nan/feats.ark", root / "data/nan/feats.scp") as w:
+        for u in r.keys():
+            m = r[u].copy()
+            if u == "s9_aa_01":  # the first utterance: part 1 of 2
+                m[3, 2] = np.nan
+            w(u, m)
+    assert main(["--model-dir", "exp/lid", "--lid-free", "--nj", "2", "data/nan", "two"]) == 1
+    err = capsys.readouterr().err
+    assert "speechkit-asr-decode: error: 1 of 2 jobs failed; nothing merged.\n  job 1 (see two/log/decode.1.log): " \
+           "data/nan/feats.scp: 's9_aa_01' (" in err and "frame 3 (of 60) has a non-finite value" in err
+    log1 = (root / "two/log/decode.1.log").read_text().splitlines()
+    assert log1[0].startswith("# Started at") and log1[-1].startswith("# Ended (code 1) at")
+    assert log1[-2].startswith("error: data/nan/feats.scp: 's9_aa_01'")
+    assert (root / "two/parts/done.2.json").is_file() and not (root / "two/text").exists()
+    log2 = (root / "two/log/decode.2.log").read_text()
+    assert "INFO speechkit-asr-decode: part 2/2: decoded" in log2 and log2.splitlines()[-1].startswith("# Ended (code 0)")
 
 
 def test_monolingual_model_skips_other_languages(rnnt_env):
@@ -323,3 +347,68 @@ def test_an_out_dir_holding_a_reference_is_refused(lid_exp, capsys):
     (root / "parts_only" / "text").write_text("s9_aa_01 x\n")  # as a merge cut short after writing text
     assert main(["--model-dir", "exp/lid", "data/dev", "parts_only"]) == 0
     assert (root / "parts_only" / "decode_stats.json").is_file()
+
+
+def test_parts_split_fingerprint_and_current(lid_exp, tmp_path):
+    utts, table = read_utterances("data/dev")
+    assert utts == sorted(table) and len(utts) == 5
+    assert split_parts(utts, 2) == [utts[0::2], utts[1::2]]
+    with pytest.raises(FileNotFoundError, match="data/none/feats.scp: no features"):
+        read_utterances("data/none")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty/feats.scp").write_text("")
+    with pytest.raises(DataError, match="no utterances"):
+        read_utterances(tmp_path / "empty")
+    ckpt = Decoder("exp/lid").checkpoint
+    fp = part_fingerprint(DecodeOptions(), ckpt, "data/dev", utts[:2], table)
+    assert fp == part_fingerprint(DecodeOptions(), ckpt, "data/dev", utts[:2], table)
+    assert fp != part_fingerprint(DecodeOptions(beam=3, search="beam"), ckpt, "data/dev", utts[:2], table)
+    assert fp != part_fingerprint(DecodeOptions(), ckpt, "data/dev", utts[:3], table)
+    (lid_exp["root"] / "data/dev/utt2lang").write_text("s9_aa_01 bb\n")  # another language: another result
+    assert fp != part_fingerprint(DecodeOptions(), ckpt, "data/dev", utts[:2], table)
+    store = PartStore("out")
+    res, done = store.paths(1)
+    assert (res.as_posix(), done.as_posix()) == ("out/parts/results.1.jsonl", "out/parts/done.1.json")
+    assert not store.current(1, fp)
+    res.parent.mkdir(parents=True)
+    res.write_text("")
+    done.write_text('{"fingerprint": "%s", "inputs": {}}\n' % fp)
+    assert store.current(1, fp) and not store.current(1, "other")
+    done.write_text('{"fingerprint": "%s"}\n' % fp)  # written before parts recorded their inputs
+    assert not store.current(1, fp)
+    done.write_text("{not json")
+    assert not store.current(1, fp)
+    # the CMVN stats / units recorded in the part: changed in place, the part is stale
+    stats = tmp_path / "cmvn.ark"
+    stats.write_bytes(b"stats")
+    inputs = input_hashes(stats, None)
+    done.write_text(json.dumps({"fingerprint": fp, "inputs": inputs}) + "\n")
+    assert store.current(1, fp)
+    stats.write_bytes(b"other stats")
+    assert not store.current(1, fp)
+    # a feature ark rewritten in place (same entries, other size or time): another fingerprint
+    ark = Path(scp_entry_file(table[utts[0]]))
+    st = ark.stat()
+    os.utime(ark, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert fp != part_fingerprint(DecodeOptions(), ckpt, "data/dev", utts[:2], table)
+
+
+def test_decode_data_dir_in_process_parts_job_and_merge(lid_exp, caplog):
+    """decode_data_dir with one job at a time decodes the parts here, one after the other (each with
+    its log); --job-like and merge-only calls; the options are checked first."""
+    caplog.set_level("INFO")  # the parts' log lines (INFO) reach their log files
+    opts = DecodeOptions(mode="lid_free")
+    stats, summary = decode_data_dir("exp/lid", None, "data/dev", "one", opts)
+    stats2, _ = decode_data_dir("exp/lid", None, "data/dev", "two", opts, nj=2, max_jobs=1)
+    assert open("one/text").read() == open("two/text").read() and stats2["nj"] == 2
+    assert (lid_exp["root"] / "two/log/decode.2.log").read_text().count("part 2/2") == 2
+    assert summary.startswith("one: decoded 4 of 5 utterances") and stats["num_decoded"] == 4
+    assert decode_data_dir("exp/lid", None, "data/dev", "three", opts, nj=2, job=1) is None
+    with pytest.raises(DataError, match="part 2 of 2 is missing"):
+        decode_data_dir("exp/lid", None, "data/dev", "three", opts, nj=2, merge_only=True)
+    decode_data_dir("exp/lid", None, "data/dev", "three", opts, nj=2, job=2)
+    assert decode_data_dir("exp/lid", None, "data/dev", "three", opts, nj=2, merge_only=True)[0]["num_decoded"] == 4
+    with pytest.raises(ConfigError, match="--beam must be >= 1"):
+        decode_data_dir("exp/lid", None, "data/dev", "four", DecodeOptions(beam=0))
+    with pytest.raises(ValueError, match="OUT_DIR data/dev is DATA_DIR"):
+        decode_data_dir("exp/lid", None, "data/dev", "data/dev", opts)
