@@ -12,7 +12,7 @@ pre-training speakers), checks it on held-out vocoded ground truth (--gt-test), 
 speaker with episode l's model, embeds them with the GE2E encoder and classifies them:
 a_{l,i} = share of speaker i's syntheses verified as i. Then RA_l (eq. 1) and FG_l (eq. 2).
 
-Writes --eval-dir (default EXP/eval; see speechkit.tasks.continual.evaluation): episode_<tt>.json (+ .npz, wav/),
+Writes --eval-dir (default EXP/eval; see speechkit.continual.evaluation): episode_<tt>.json (+ .npz, wav/),
 scores.json, confusion_matrix.png, embeddings_2d.png, accuracy_matrix.png; prints one line per
 episode and the final RA/FG. Episodes evaluated before are not evaluated again (resumable) when
 none of their inputs changed: an episode whose model, test labels, --gt-train / --gt-test
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     def body() -> int:
         from pathlib import Path
 
-        from speechkit.tasks.continual.evaluation import EvalConfig, evaluate_continual
+        from speechkit.continual.evaluation import EvalConfig, evaluate_continual
         from speechkit.utils.outputs import check_output_dir
 
         setup_logging(args.log_file, inputs={"--extra-speakers": args.extra_speakers},

@@ -86,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace, overrides: list[str]) -> int:
-    from speechkit.train.continual import check_strategy_options
-    from speechkit.tasks.continual.driver import ContinualConfig, run_continual
+    from speechkit.train.continual_strategies import check_strategy_options
+    from speechkit.continual.driver import ContinualConfig, run_continual
     from speechkit.utils.config import format_config, load_config
 
     cfg = load_config(ContinualConfig, args.config, overrides)

@@ -42,7 +42,7 @@ import logging
 import sys
 
 from speechkit.decode.vocode import world_vocode as vocode
-from speechkit.tasks.synthesize import synthesize_label_dir
+from speechkit.inference.text2speech import synthesize_label_dir
 from speechkit.utils.cli import add_model_args, make_parser, run_main, setup_logging
 
 PROG = "speechkit-tts-synthesize"

@@ -1,9 +1,9 @@
 """The layering of ``speechkit/`` (shared/DESIGN.md): no import cycles, no import into a higher layer.
 
-Layers, low to high: ``utils < data < features = text < nn < models < decode = scoring (= align)
-< train < tasks < inference < bin``. A module may import modules of its own layer or lower ones, never a higher
-one, and no two modules may import each other through any chain. Every ``import`` counts, wherever
-it is: at module level, inside a function (a lazy import is still a dependency), and inside an
+Layers, low to high: ``utils < data < features = text < nn < models < decode = scoring (= align) < train
+< tasks < inference < continual < bin``. A module may import modules of its own layer or lower ones,
+never a higher one, and no two modules may import each other through any chain. Every ``import`` counts,
+wherever it is: at module level, inside a function (a lazy import is still a dependency), and inside an
 ``if TYPE_CHECKING:`` block too (a type-only import still ties the lower module to the higher one's
 names; there is no exemption, so the rule is one sentence).
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2] / "speechkit"
 
 #: Layer of each sub-package of ``speechkit`` (low to high). A new sub-package needs an entry.
 LAYERS = {"utils": 0, "data": 1, "features": 2, "text": 2, "nn": 3, "models": 4, "decode": 5, "scoring": 5,
-          "align": 5, "train": 6, "results": 6, "tasks": 7, "inference": 8, "bin": 9}
+          "align": 5, "train": 6, "results": 6, "tasks": 7, "inference": 8, "continual": 9, "bin": 10}
 
 #: Edges that may remain (upward imports, or edges inside an import cycle); only shrinks. Empty: the
 #: package has no cycle and no upward import; keep it so (move code, do not list an edge here).

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from speechkit.tasks.continual.evaluation import GroundTruth
+from speechkit.continual.evaluation import GroundTruth
 from speechkit.scoring.speaker_verification import SpeakerVerifier
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from speechkit.bin.train_continual import main
-from speechkit.train.continual import STRATEGIES, STRATEGY_OPTIONS, EpisodePlan, check_strategy_options
+from speechkit.train.continual_strategies import STRATEGIES, STRATEGY_OPTIONS, EpisodePlan, check_strategy_options
 from speechkit.utils.cli import ConfigError
 
 

@@ -11,7 +11,7 @@ from itertools import pairwise
 import pytest
 
 from speechkit.bin.train_continual import main
-from speechkit.train.continual import EpisodePlan, design_order, williams_design
+from speechkit.train.continual_strategies import EpisodePlan, design_order, williams_design
 from test_continual_driver import _cli_args, setup  # noqa: F401  (setup: the fixture, theta_init on p1 p2)
 
 

@@ -1,4 +1,4 @@
-"""speechkit.tasks.synthesize.synthesize_label_dir (the library form of speechkit-tts-synthesize) on a tiny
+"""speechkit.inference.text2speech.synthesize_label_dir (the library form of speechkit-tts-synthesize) on a tiny
 speaker-conditioned SALAD: the feature dir it writes equals Synthesizer.features, wavs through the vocoder
 given, the logger given, and its refusals."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from speechkit.decode.vocode import world_vocode
 from speechkit.tasks import get_task
-from speechkit.tasks.synthesize import Synthesizer, synthesize_label_dir
+from speechkit.inference.text2speech import Synthesizer, synthesize_label_dir
 from speechkit.train import Trainer
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import read_table

@@ -53,7 +53,7 @@ from typing import Sequence
 
 import numpy as np
 
-from speechkit.tasks.synthesize import Synthesizer
+from speechkit.inference.text2speech import Synthesizer
 from speechkit.utils.fileio import DataError, atomic_write, id_file, read_table
 from speechkit.utils.jsonio import read_json, read_json_cache
 from speechkit.utils.outputs import replace_dir
@@ -191,7 +191,7 @@ def _episodes(exp: Path) -> tuple[list[str], list[tuple[int, str, Path]]]:
     order = list(plan["order"])
     done = []
     for t, spk in enumerate(order, 1):
-        from speechkit.tasks.continual.driver import episode_dir_name
+        from speechkit.continual.driver import episode_dir_name
 
         d = exp / episode_dir_name(t, spk)
         if not (d / "episode.json").is_file():
@@ -240,7 +240,7 @@ def _synthesis_input(ep_dir: Path) -> str:
 class _Synthesizer(Synthesizer):
     """One episode model: its input + a speaker -> waveform at :attr:`sr` Hz, peak at most 0.99.
 
-    The :class:`~speechkit.tasks.synthesize.Synthesizer` of the episode dir (best.pt, else the
+    The :class:`~speechkit.inference.text2speech.Synthesizer` of the episode dir (best.pt, else the
     latest checkpoint), required to be speaker-conditioned and to have its vocoder config:
 
     - salad / musa_rnn: ``(T, D)`` label vectors (forced durations) -> WORLD features -> WORLD synthesis.

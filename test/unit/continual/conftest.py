@@ -1,4 +1,4 @@
-"""Fixtures of the training tests: a training killed mid-run."""
+"""Fixtures of the continual tests: a training (an episode, theta_init) killed mid-run."""
 from __future__ import annotations
 
 from dataclasses import dataclass

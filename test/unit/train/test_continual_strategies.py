@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from speechkit.train.continual import (
+from speechkit.train.continual_strategies import (
     EWC, PLAN_VERSION, STRATEGIES, EpisodePlan, PlanMismatchError, ReplayBuffer, fisher_diagonal, mix_with_buffer,
     settings_fingerprint,
 )

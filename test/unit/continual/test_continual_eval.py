@@ -1,4 +1,4 @@
-"""speechkit.tasks.continual.evaluation / speechkit-score-continual against a hand-worked run.
+"""speechkit.continual.evaluation / speechkit-score-continual against a hand-worked run.
 
 The TTS model and the GE2E encoder are replaced by fakes so that the verifier's decisions are
 scripted: each synthesized utterance "sounds like" a chosen speaker (its waveform carries that
@@ -18,7 +18,7 @@ import pytest
 
 import speechkit.models.speaker_encoder as se
 from speechkit.bin.score_continual import main
-from speechkit.tasks.continual import evaluation as ce
+from speechkit.continual import evaluation as ce
 from speechkit.utils.fileio import DataError
 
 ORDER = ["b", "c", "a"]          # the run's episode order

@@ -1,4 +1,4 @@
-"""speechkit.tasks.continual.driver / speechkit-train-continual on a tiny speaker-conditioned SALAD:
+"""speechkit.continual.driver / speechkit-train-continual on a tiny speaker-conditioned SALAD:
 episode data per strategy, ER-KD targets, the EWC penalty, optimiser reset, resume, plan mismatch, CLI."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from speechkit.data.speakers import read_speakers
 from speechkit.tasks import get_task, load_model
 from speechkit.tasks.acoustic import SaladTask
 from speechkit.train import Trainer
-from speechkit.tasks.continual import driver as cd
+from speechkit.continual import driver as cd
 from speechkit.train.checkpoint import load_checkpoint
-from speechkit.train.continual import EpisodePlan, PlanMismatchError
+from speechkit.train.continual_strategies import EpisodePlan, PlanMismatchError
 from speechkit.utils.config import ConfigError, load_config
 
 import tts_speaker_helpers as H  # test/unit/tasks/tts_speaker_helpers.py (test/unit/conftest.py)

@@ -3,9 +3,9 @@
 Hemati & Borth (2021), "Continual Speaker Adaptation for Text-to-Speech Synthesis", Algorithm 1:
 a model pre-trained on some speakers (``theta_init``: an experiment dir of ``speechkit-train salad``,
 ``musa_rnn`` or ``tacotron2`` trained with ``data.speaker_embeddings``) is adapted to the continual speakers one per episode, in
-row ``order`` of their Williams design (:func:`~speechkit.train.continual.design_order`; ``order`` 0:
-a permutation drawn from ``seed``; :class:`~speechkit.train.continual.EpisodePlan`), with one of the
-strategies of :mod:`speechkit.train.continual` (``jt jt_cumulative sa ewc er er_kd er_br``). Episode ``t``:
+row ``order`` of their Williams design (:func:`~speechkit.train.continual_strategies.design_order`; ``order`` 0:
+a permutation drawn from ``seed``; :class:`~speechkit.train.continual_strategies.EpisodePlan`), with one of the
+strategies of :mod:`speechkit.train.continual_strategies` (``jt jt_cumulative sa ewc er er_kd er_br``). Episode ``t``:
 
 1. starts from the best weights of episode ``t-1`` (``theta_init`` for ``t = 1``); ``jt`` (the
    paper's joint training, sec. 3.1, eq. 3: one training from ``theta_init`` on all continual
@@ -16,7 +16,7 @@ strategies of :mod:`speechkit.train.continual` (``jt jt_cumulative sa ewc er er_
    data at those weights (episode 1: on ``pretrain_dir`` if given, else no penalty) and adds
    ``(lambda/2) sum_i F_i (theta_i - theta*_i)^2`` to every training loss (eq. 5 is printed
    without the square; the standard form of Kirkpatrick et al. is kept, see
-   :class:`~speechkit.train.continual.EWC`);
+   :class:`~speechkit.train.continual_strategies.EWC`);
 3. trains a *fresh* :class:`~speechkit.train.Trainer` (new optimiser and schedule: the optimiser
    state is reset at every episode) on the episode's data -- ``jt``, ``jt_cumulative``: every
    speaker seen so far; ``sa``/``ewc``: the new speaker; ``er``: the new speaker + ``N_B`` buffered
@@ -70,7 +70,7 @@ in content from those its checkpoint records (:meth:`Trainer.fit`'s data fingerp
 error naming the key and what changed. And only for the same settings: a run whose training
 settings (:func:`training_settings`: every trainer, model and data option but those that only
 change how it runs, such as ``trainer.num_threads`` or ``trainer.device``) differ from plan.json's
-is a :class:`~speechkit.train.continual.PlanMismatchError` naming the keys, before any episode is
+is a :class:`~speechkit.train.continual_strategies.PlanMismatchError` naming the keys, before any episode is
 reused (a plan.json written before it recorded them resumes unchecked, with a warning).
 
 Evaluation (synthesis, the speaker verifier, RA/FG) is the recipe's: it runs
@@ -104,7 +104,7 @@ from speechkit.tasks.tacotron2 import Tacotron2Task
 from speechkit.train.checkpoint import (
     DATA_FINGERPRINT, latest_checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint,
 )
-from speechkit.train.continual import EWC, EpisodePlan, ReplayBuffer, design_order, williams_design
+from speechkit.train.continual_strategies import EWC, EpisodePlan, ReplayBuffer, design_order, williams_design
 from speechkit.train.trainer import Trainer, TrainerConfig, check_data_fingerprint
 from speechkit.utils.config import ConfigError, FieldError, from_dict, to_dict
 from speechkit.utils.fileio import DataError, atomic_write
@@ -148,7 +148,7 @@ class ContinualConfig:
             toolkit's own variant, all seen speakers fine-tuned from the previous episode and
             early-stopped on the new speaker).
         order: the speaker order: K >= 1, row K of the Williams design over the C-sorted continual
-            speakers (speechkit.train.continual.design_order: rows 1..n are distinct permutations, no
+            speakers (speechkit.train.continual_strategies.design_order: rows 1..n are distinct permutations, no
             two beginning with the same speaker; odd n: rows n+1..2n reverse them); 0, a
             permutation drawn from seed (what every run did before this key existed).
         seed: replay selection and shuffling; the speaker order too when order is 0.
@@ -156,7 +156,7 @@ class ContinualConfig:
         replicate: K, copies of each buffer item (er_br; 1 otherwise).
         ewc_lambda: EWC's lambda (ewc: finite, > 0).
         ewc_mode: online (one running Fisher sum, latest anchor) | per_episode (one penalty per
-            past episode); see speechkit.train.continual.EWC.
+            past episode); see speechkit.train.continual_strategies.EWC.
         num_streams: stateful streams per batch (0 = theta_init's data.num_streams; salad/musa_rnn).
         window: frames per training window (0 = theta_init's data.window; salad/musa_rnn).
     """

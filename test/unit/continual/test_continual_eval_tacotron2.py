@@ -1,4 +1,4 @@
-"""speechkit.tasks.continual.evaluation with tacotron2 episode models: the synthesizer's phones -> stop token ->
+"""speechkit.continual.evaluation with tacotron2 episode models: the synthesizer's phones -> stop token ->
 Griffin-Lim path against a direct reference, its errors, and evaluate_continual reading the test dir's
 phones (``text``, no labels.scp) with a fake speaker encoder (the real one runs in the integration test)."""
 from __future__ import annotations
@@ -14,14 +14,14 @@ import pytest
 
 import speechkit.models.speaker_encoder as se
 from speechkit.decode.griffin_lim import mel_to_waveform
-from speechkit.tasks.continual import evaluation as ce
+from speechkit.continual import evaluation as ce
 from speechkit.tasks.tacotron2 import synthesize
-from speechkit.tasks.continual import driver as cd
+from speechkit.continual import driver as cd
 from speechkit.tasks import load_model
 from speechkit.utils.fileio import DataError
 
 _spec = importlib.util.spec_from_file_location(
-    "taco_continual_helpers", Path(__file__).parents[1] / "train" / "test_continual_driver_tacotron2.py")
+    "taco_continual_helpers", Path(__file__).parent / "test_continual_driver_tacotron2.py")
 H = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(H)
 

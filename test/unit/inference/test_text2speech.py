@@ -1,5 +1,5 @@
-"""speechkit.tasks.synthesize.Synthesizer on a tiny speaker-conditioned SALAD: features, waveform, speakers,
-checkpoint choice and the refusals (a model of another input, no vocoder config, an unknown speaker)."""
+"""speechkit.inference.text2speech.Synthesizer on a tiny speaker-conditioned SALAD: features, waveform,
+speakers, checkpoint choice and the refusals (a model of another input, no vocoder config, an unknown speaker)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from speechkit.features.world import world_synthesize
+from speechkit.inference.text2speech import Synthesizer
 from speechkit.tasks import get_task, load_model
 from speechkit.tasks.acoustic import predict_features
-from speechkit.tasks.synthesize import Synthesizer
 from speechkit.tasks.toy import ToyTask
 from speechkit.train import Trainer
 from speechkit.utils.config import load_config

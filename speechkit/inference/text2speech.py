@@ -1,4 +1,6 @@
-"""Synthesis with a trained acoustic model: an importable inference class (ESPnet2's ``Text2Speech``).
+"""Text to speech with a trained acoustic model: built once from an exp dir, called per utterance.
+
+ESPnet2's ``Text2Speech`` habit.
 
 :class:`Synthesizer` is built from an experiment dir (``speechkit-train salad | musa_rnn |
 tacotron2``) and a checkpoint choice (:func:`speechkit.train.checkpoint.resolve_checkpoint`), and
@@ -21,7 +23,7 @@ speakers it was trained on (``EXP/speakers``) may be asked for.
 
 Used by ``speechkit-tts-synthesize`` (through :func:`synthesize_label_dir`, a whole
 ``labels.scp`` into a feature dir and wavs) and the continual evaluation
-(:mod:`speechkit.tasks.continual.evaluation`)::
+(:mod:`speechkit.continual.evaluation`)::
 
     synth = Synthesizer("exp/vctk/salad")
     wav = synth(labels, "p225")            # float waveform at synth.sr Hz, peak at most 0.99
@@ -31,12 +33,24 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from speechkit.utils.fileio import DataError
+from speechkit.data.expdir import trained_speakers, world_conf
+from speechkit.data.fingerprint import DataInput, diff_fingerprints, fingerprint_inputs
+from speechkit.data.speakers import read_speaker_vectors, utterance_speakers
+from speechkit.decode.audio_out import limit_peak, warn_unplotted
+from speechkit.decode.vocode import world_vocode
+from speechkit.features.io import ScpReader, ark_scp_writer, scp_files
+from speechkit.features.world import stream_layout, world_synthesize
+from speechkit.inference.parts import run_parts
+from speechkit.tasks import load_model
+from speechkit.train.checkpoint import DATA_FINGERPRINT, load_checkpoint, resolve_checkpoint
+from speechkit.utils.fileio import DataError, atomic_write, write_table
+from speechkit.utils.outputs import check_output_dir, replace_dir
 
 __all__ = ["Synthesizer", "synthesize_label_dir"]
 
@@ -81,10 +95,7 @@ class Synthesizer:
     def __init__(self, model_dir: str | os.PathLike, checkpoint: str | None = None, *, option: str | None = None,
                  speaker_embeddings: str | os.PathLike | None = None, input: str | None = None,
                  device: str = "cpu"):
-        from speechkit.data.expdir import world_conf
-        from speechkit.models.tacotron2 import Tacotron2
-        from speechkit.tasks import load_model
-        from speechkit.train.checkpoint import resolve_checkpoint
+        from speechkit.models.tacotron2 import Tacotron2  # heavy: torch (as the tasks' functions below)
 
         self.model_dir = Path(model_dir)
         self.checkpoint = resolve_checkpoint(self.model_dir, checkpoint, option=option)
@@ -116,8 +127,6 @@ class Synthesizer:
     @property
     def vuv_index(self) -> int | None:
         """The V/UV column of the WORLD features (from the config's ``mcep_dim``, default 40); None for tacotron2."""
-        from speechkit.features.world import stream_layout
-
         if self.tacotron2:
             return None
         return stream_layout(int(self.conf.get("mcep_dim", 40)) if self.conf else 40)["vuv"].start
@@ -129,8 +138,6 @@ class Synthesizer:
         Raises:
             FileNotFoundError, DataError: the scp (:func:`speechkit.data.speakers.read_speaker_vectors`).
         """
-        from speechkit.data.speakers import read_speaker_vectors
-
         return read_speaker_vectors(self.speaker_embeddings) if self.conditioned else {}
 
     @functools.cached_property
@@ -140,8 +147,6 @@ class Synthesizer:
         Raises:
             FileNotFoundError: neither ``EXP/speakers`` nor the training data's utt2spk.
         """
-        from speechkit.data.expdir import trained_speakers
-
         return trained_speakers(self.model_dir, self.cfg)
 
     def speaker_vector(self, speaker: str) -> np.ndarray:
@@ -193,9 +198,6 @@ class Synthesizer:
         copy of the same vectors elsewhere passes, and vectors rewritten in place (``speechkit-embed-speakers``
         run again) or another scp do not.
         """
-        from speechkit.data.fingerprint import DataInput, diff_fingerprints, fingerprint_inputs
-        from speechkit.train.checkpoint import DATA_FINGERPRINT, load_checkpoint
-
         if not self.conditioned:
             return None
         key = "data.speaker_embeddings"
@@ -225,8 +227,6 @@ class Synthesizer:
                 vectors other than those the model was trained with (:attr:`vectors_changed`; names the
                 speakers).
         """
-        from speechkit.data.speakers import utterance_speakers
-
         if not self.conditioned:
             return None
         vectors = self.vectors
@@ -295,11 +295,9 @@ class Synthesizer:
         """
         self.require_vocoder()
         if self.tacotron2:
-            from speechkit.decode.griffin_lim import mel_to_waveform
+            from speechkit.decode.griffin_lim import mel_to_waveform  # heavy: torch
 
             return mel_to_waveform(feats, self.conf, n_iter=self.griffin_lim_iters).astype(np.float64)
-        from speechkit.features.world import world_synthesize
-
         return world_synthesize(feats.astype(np.float64), self.sr, self.conf)
 
     def __call__(self, inputs: np.ndarray | Iterable[str], speaker: str | None = None) -> np.ndarray:
@@ -318,8 +316,6 @@ class Synthesizer:
             DataError: a speaker never trained or without a vector.
             FileNotFoundError, ValueError: :meth:`require_vocoder`.
         """
-        from speechkit.decode.audio_out import limit_peak
-
         vector = self.speaker_vector(speaker) if speaker is not None else None
         feats = self.features(inputs, vector)
         if self.tacotron2 and len(feats) < 2:  # the stop token fired at once: one hop of audio
@@ -338,7 +334,7 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
 
     ``out_dir`` is written as a whole (the previous one kept as ``out_dir/.backup/N``) and checked
     against every input before any work. The first ``num_wavs`` utterances (C order) are vocoded in
-    ``nj`` processes.
+    ``nj`` worker processes (:func:`speechkit.inference.parts.run_parts`).
 
     Args:
         model_dir, checkpoint, option, speaker_embeddings: as :class:`Synthesizer` takes them
@@ -359,16 +355,8 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
         DataError: an empty or unreadable labels.scp, labels of the wrong dimension or with NaN/Inf
             (the utterance named), a speaker never trained or without a vector.
     """
-    import time
-
-    from speechkit.decode.audio_out import warn_unplotted
-    from speechkit.features.io import ScpReader, ark_scp_writer, scp_files
-    from speechkit.utils.fileio import atomic_write, write_table
-    from speechkit.utils.jobs import map_jobs
-    from speechkit.utils.outputs import check_output_dir, replace_dir
-
     if vocoder is None:
-        from speechkit.decode.vocode import world_vocode as vocoder
+        vocoder = world_vocode
     if num_wavs < 0:
         raise ValueError(f"--num-wavs must be >= 0, got {num_wavs}")
     if nj < 1:
@@ -434,7 +422,7 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
             wav_dir.mkdir(parents=True, exist_ok=True)
             name = cfg.__class__.__name__.replace("TaskConfig", "")
             jobs = [(u, y, conf, str(wav_dir), f"{u}: {name} ({model_dir.name})") for u, y in to_vocode]
-            results = map_jobs(vocoder, jobs, nj)
+            results = run_parts(vocoder, [(j, job, {}) for j, job in enumerate(jobs, 1)], workers=nj)
             warn_unplotted(results, {u for u, _ in to_vocode}, log)
             write_table(wav_dir / "wav.scp", {u: str(final / "wav" / Path(p).name) for u, p, _, _ in results})
             log.info("vocoded %d wavs (%.1f s of audio) with their spectrograms", len(results),

@@ -1,4 +1,4 @@
-"""speechkit.tasks.continual.driver with a tiny speaker-conditioned Tacotron 2 as theta_init: theta_init's
+"""speechkit.continual.driver with a tiny speaker-conditioned Tacotron 2 as theta_init: theta_init's
 vocabulary and statistics kept, sa / er_kd / ewc over two continual speakers, ER-KD targets against the
 model's own teacher-forced output, the EWC penalty in the loss, resume after a kill, synthesis from an episode."""
 from __future__ import annotations
@@ -18,9 +18,9 @@ from speechkit.features.io import ark_scp_writer
 from speechkit.tasks import get_task, load_model
 from speechkit.tasks.tacotron2 import Tacotron2Task, encode_phones, synthesize
 from speechkit.train import Trainer
-from speechkit.tasks.continual import driver as cd
+from speechkit.continual import driver as cd
 from speechkit.train.checkpoint import load_checkpoint
-from speechkit.train.continual import EpisodePlan
+from speechkit.train.continual_strategies import EpisodePlan
 from speechkit.utils.config import load_config
 from speechkit.utils.fileio import write_table
 
