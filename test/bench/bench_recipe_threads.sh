@@ -84,7 +84,7 @@ for recipe in $recipes; do
       env_args=(-u SPEECHKIT_CORES -u OMP_NUM_THREADS -u MKL_NUM_THREADS)
     fi
     log=$workdir/logs/$recipe.$setting.log
-    command="$(printf '%s ' env "${env_args[@]}" "PYTHONPATH=$wt") ./run.sh$(printf ' %q' ${args[@]+"${args[@]}"})"
+    command="$(printf '%s ' env "${env_args[@]}" "PYTHONPATH=$wt")./run.sh$(printf ' %q' ${args[@]+"${args[@]}"})"
     echo "$(date '+%F %T') $recipe, $setting: $command (log: $log)"
     load_start=$(cut -d' ' -f1-3 /proc/loadavg)
     start=$(date +%s.%N)
