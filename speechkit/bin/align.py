@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{time.time() - t0:.1f} s -> {exp_dir / ALIGNMENTS_FILE}")
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -88,13 +88,14 @@ def _body(args) -> int:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.job is not None:  # a job's log is its stdout (run.pl / slurm.pl capture it)
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stdout, force=True,
                             format=LOG_FORMAT)
     else:
         setup_logging(verbose=args.verbose)
-    return run_main(PROG, lambda: _body(args))
+    return run_main(PROG, lambda: _body(args), parser=parser)
 
 
 if __name__ == "__main__":

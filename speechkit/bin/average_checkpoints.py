@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         log.info("averaged %d checkpoints (%s) -> %s (epoch %s, step %s)", len(paths),
                  ", ".join(p.name for p in paths), out, state["epoch"], state["step"])
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

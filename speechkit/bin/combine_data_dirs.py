@@ -30,7 +30,7 @@ def main(argv=None) -> int:
         out = combine_data_dirs(args.dest, args.srcs)
         print(f"{PROG}: wrote {len(out)} utterances from {len(args.srcs)} dirs to {args.dest}")
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

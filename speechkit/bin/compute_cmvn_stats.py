@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         print(f"{PROG}: wrote {scp}")
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=p)
 
 
 if __name__ == "__main__":

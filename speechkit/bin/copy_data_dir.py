@@ -40,7 +40,7 @@ def main(argv=None) -> int:
                             utt_suffix=args.utt_suffix, spk_suffix=args.spk_suffix)
         print(f"{PROG}: copied {len(out)} utterances to {args.dest}")
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def main(argv=None) -> int:
                        trim_silence=args.trim_silence, renormalize=args.renormalize, log=logger)
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def main(argv=None) -> int:
         kept, total = fix_data_dir(args.data_dir)
         print(f"{PROG}: kept {kept} utterances out of {total}")
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def main(argv=None) -> int:
               + (f"; {len(res.no_speaker)} text line(s) not in utt2spk left out" if res.no_speaker else ""))
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

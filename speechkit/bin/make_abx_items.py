@@ -69,7 +69,7 @@ def main(argv=None) -> int:
               f"{len({r[0] for r in rows})} utterances; {n_segs - n} of {n_segs} segments skipped) to {args.out_item}")
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

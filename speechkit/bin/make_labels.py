@@ -76,7 +76,7 @@ def main(argv=None) -> int:
               f"{Path(args.out_dir) / 'labels.scp'}" + (f"; {res['skipped']} left out" if res["skipped"] else ""))
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
                    check=args.check, log=logger)
         return 0
 
-    return run_main("speechkit-make-units", body)
+    return run_main("speechkit-make-units", body, parser=parser)
 
 
 if __name__ == "__main__":

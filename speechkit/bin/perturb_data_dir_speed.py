@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         out = perturb_data_dir_speed(f, src, dest)
         print(f"{PROG}: wrote {dest}: {len(out)} utterances at speed {factor}")
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

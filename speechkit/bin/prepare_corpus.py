@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     corpus = CORPORA[args.corpus]
     options = {opt.name: getattr(args, opt.name) for opt in corpus.options}
 
@@ -113,7 +114,7 @@ def main(argv=None) -> int:
               f"{len(set(d.utt2spk.values()))} speakers)")
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def main(argv=None) -> int:
         record_run(args.out, args.cmdline, args.configs)
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
                 f.write(data)
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ def main(argv=None) -> int:
         print("\n".join(rep.lines()))
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def main(argv=None) -> int:
         print(res.summary())
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         print(f"{args.exp_dir}: final RA {100 * s['final_ra']:.1f} %, FG {final_fg} %{state}{where}")
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=p)
 
 
 if __name__ == "__main__":

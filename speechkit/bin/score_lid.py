@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="write accuracy, confusion matrix, recall, precision here")
     parser.add_argument("--plot", default=None, help="save the confusion matrix as a PNG here")
     args = parser.parse_args(argv)
-    return run_main("speechkit-score-lid", lambda: _run(args))
+    return run_main("speechkit-score-lid", lambda: _run(args), parser=parser)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         print("\n".join(report_lines(res, layout, masked=bool(args.mask_silence))))
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

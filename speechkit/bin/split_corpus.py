@@ -43,7 +43,7 @@ def main(argv=None) -> int:
         print(f"{PROG}: wrote {args.out_dir}: {summary}")
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
     args = parser.parse_args(own)
-    return run_main(PROG, lambda: _run(args, overrides, argv))
+    return run_main(PROG, lambda: _run(args, overrides, argv), parser=parser)
 
 
 if __name__ == "__main__":

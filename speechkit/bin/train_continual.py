@@ -122,12 +122,14 @@ def _run(args: argparse.Namespace, overrides: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
 
+    parser = build_parser()
+
     def body() -> int:
         own, overrides = split_overrides(argv)
-        args = build_parser().parse_args(own)
+        args = parser.parse_args(own)
         return _run(args, overrides)
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

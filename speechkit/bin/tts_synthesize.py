@@ -78,8 +78,9 @@ def _run(args) -> int:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_main(PROG, lambda: _run(args))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_main(PROG, lambda: _run(args), parser=parser)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def main(argv=None) -> int:
         print(f"Successfully validated data-directory {args.data_dir}")
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def main(argv=None) -> int:
                            griffin_lim_iters=args.griffin_lim_iters, logger=log)
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ of a traceback::
         parser = make_parser(__doc__)
         parser.add_argument(...)
         args = parser.parse_args(argv)
-        return run_main("speechkit-foo", lambda: _run(args))
+        return run_main("speechkit-foo", lambda: _run(args), parser=parser)
+
+The library names its parameters, never flags (:mod:`speechkit.utils.errors`); ``run_main`` spells
+the parameters an error names as the parser's flags (``nj`` -> ``--nj``).
 """
 from __future__ import annotations
 
@@ -19,14 +22,12 @@ import logging
 import math
 import os
 import sys
-from typing import Callable
+from typing import Callable, Mapping
 
+# ConfigError and ParameterError are defined in speechkit.utils.errors and imported from here too
+from speechkit.utils.errors import ConfigError, ParameterError, parameter_template, spell_parameters  # noqa: F401
 from speechkit.utils.fileio import DataError, WriteError, ensure_writable_dir
 from speechkit.utils.outputs import Named, check_output_files
-
-
-class ConfigError(ValueError):
-    """A configuration problem (unknown key, wrong type, bad value); the message names the key."""
 
 
 #: The line ``--help`` ends with when a parser has a multi-word option.
@@ -370,7 +371,47 @@ def os_error_message(e: OSError) -> str:
     return e.strerror
 
 
-def run_main(prog: str, body: Callable[[], int | None]) -> int:
+def parameter_flags(parser: argparse.ArgumentParser, flags: Mapping[str, str] | None = None) -> dict[str, str]:
+    """How a CLI spells the library's parameters: ``{dest: option}`` from ``parser``'s actions.
+
+    An option's parameter is its ``dest`` (``--num-wavs`` -> ``num_wavs``; ``--utt-list`` with
+    ``dest="utt_list_file"`` -> ``utt_list_file``), spelled by its first long option string as declared
+    (``--num-wavs``; the ``--num_wavs`` respelling is an alias); a positional's (a sub-command's) is its
+    metavar (``OUT_DIR``), else its dest. The options of sub-parsers (``add_subparsers``) count too, after the
+    parser's own. ``flags`` (``{"model_dir": "--inverter-dir", "mode=lid_free": "--lid-free"}``) adds or
+    overrides names where a library parameter is not an option's dest.
+    """
+    out: dict[str, str] = {}
+    subs: list[argparse.ArgumentParser] = []
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            subs.extend(a.choices.values())
+        if isinstance(a, argparse._HelpAction) or a.dest in (None, argparse.SUPPRESS):
+            continue
+        elif a.option_strings:
+            longs = [s for s in a.option_strings if s.startswith("--")]
+            out.setdefault(a.dest, (longs or a.option_strings)[0])
+        else:
+            out.setdefault(a.dest, a.metavar if isinstance(a.metavar, str) else a.dest)
+    for sub in subs:
+        for dest, flag in parameter_flags(sub).items():
+            out.setdefault(dest, flag)
+    out.update(flags or {})
+    return out
+
+
+def error_message(e: BaseException, flags: Mapping[str, str] | None = None) -> str:
+    """The line a CLI prints for ``e``: its message, the parameters it names
+    (:func:`~speechkit.utils.errors.parameter_template`) spelled by ``flags`` (:func:`parameter_flags`;
+    a parameter without a flag stays bare), an ``OSError`` as :func:`os_error_message` says it."""
+    template = parameter_template(e)
+    if template is not None:
+        return spell_parameters(template, (flags or {}).get)
+    return os_error_message(e) if isinstance(e, OSError) else str(e)
+
+
+def run_main(prog: str, body: Callable[[], int | None], *, parser: argparse.ArgumentParser | None = None,
+             flags: Mapping[str, str] | None = None) -> int:
     """Run ``body``; turn expected failures into ``prog: error: message`` and exit status 1.
 
     Handled: :class:`DataError`, :class:`ConfigError`, ``ValueError`` (all carry a message
@@ -378,15 +419,19 @@ def run_main(prog: str, body: Callable[[], int | None]) -> int:
     directory that is a file: ``prog: error: cannot write PATH: Permission denied`` for a
     :class:`~speechkit.utils.fileio.WriteError`, else ``prog: error: PATH: reason``).
     ``KeyboardInterrupt`` exits 130. Anything else is a bug and keeps its traceback.
+
+    An error naming library parameters (:class:`~speechkit.utils.errors.ParameterError`, or marked
+    by :func:`~speechkit.utils.errors.naming_parameters`) has them spelled as this CLI's flags:
+    ``parser``'s options by their dests (:func:`parameter_flags`), plus ``flags`` for a parameter
+    that is no option's dest: the library's ``num_wavs must be >= 0, got -1`` is
+    ``prog: error: --num-wavs must be >= 0, got -1``.
     """
+    names = parameter_flags(parser, flags) if parser is not None else dict(flags or {})
     try:
         rc = body()
         return 0 if rc is None else int(rc)
-    except (DataError, ConfigError, ValueError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"{prog}: error: {os_error_message(e)}", file=sys.stderr)
+    except (DataError, ConfigError, ValueError, OSError) as e:
+        print(f"{prog}: error: {error_message(e, names)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
