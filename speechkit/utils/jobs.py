@@ -10,15 +10,19 @@ are started by the runner instead.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 from pathlib import Path
 
 from speechkit.utils.fileio import ensure_writable_dir, naming_write_errors
+
+# tqdm is imported where used: the CLIs import this module at start-up (0.1 s).
 
 
 def run_local_jobs(jobs: Sequence[int], argv_of: Callable[[int], list[str]], log_of: Callable[[int], Path],
@@ -33,7 +37,7 @@ def run_local_jobs(jobs: Sequence[int], argv_of: Callable[[int], list[str]], log
     (KeyboardInterrupt, SIGTERM turned into an exception), the running children are terminated and
     waited for before the exception propagates.
     """
-    from tqdm import tqdm  # here, not at import: the CLIs import this module at start-up
+    from tqdm import tqdm
 
     if max_jobs < 1:
         raise ValueError(f"max_jobs must be >= 1, got {max_jobs}")
@@ -103,9 +107,6 @@ def map_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], nj: int = 1) -> list
         Whatever ``fn`` raises (the first failing job's error; a pool's other jobs are cancelled).
     """
     if nj > 1 and len(jobs) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         with ProcessPoolExecutor(min(nj, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as ex:
             return list(ex.map(fn, *zip(*jobs)))
     return [fn(*j) for j in jobs]
