@@ -12,7 +12,10 @@ import dataclasses
 from speechkit.inference.speech2text import DecodeOptions
 from speechkit.utils.cli import finite_float, nonnegative_float_or_inf
 
-__all__ = ["add_decode_options", "decode_options"]
+__all__ = ["MODE_FLAGS", "add_decode_options", "decode_options"]
+
+#: How the library's ``mode`` values are spelled here (``run_main``'s ``flags=``): the flag that sets each.
+MODE_FLAGS = {"mode=lid_free": "--lid-free", "mode=oracle": "--oracle-lid"}
 
 
 def add_decode_options(parser: argparse.ArgumentParser, *, parts: bool = True) -> None:

@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from speechkit.bin._decode_options import add_decode_options, decode_options
+from speechkit.bin._decode_options import MODE_FLAGS, add_decode_options, decode_options
 from speechkit.inference.parts import LOG_FORMAT
 from speechkit.inference.speech2text_dir import decode_data_dir
 from speechkit.utils.cli import ConfigError, add_model_args, make_parser, run_main, setup_logging
@@ -81,7 +81,7 @@ def _body(args) -> int:
         raise ConfigError(f"--job must be in 1..{args.nj}, got {args.job}")
     merged = decode_data_dir(args.model_dir, args.checkpoint, args.data_dir, args.out_dir, decode_options(args),
                              nj=args.nj, job=args.job, merge_only=args.merge_only, force=args.force,
-                             max_jobs=args.max_jobs, option="--model-dir", logger=logger)
+                             max_jobs=args.max_jobs, logger=logger)
     if merged is not None:
         print(f"{PROG}: {merged[1]}")
     return 0
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
                             format=LOG_FORMAT)
     else:
         setup_logging(verbose=args.verbose)
-    return run_main(PROG, lambda: _body(args), parser=parser)
+    return run_main(PROG, lambda: _body(args), parser=parser, flags=MODE_FLAGS)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from speechkit.utils.errors import parameter_template, spell_parameters
 from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, naming_write_errors
 from speechkit.utils.jobs import map_jobs
 
@@ -172,7 +173,8 @@ class PartStore:
 
 @dataclass
 class PartFailure:
-    """A part whose work raised: its number, its log file (or None) and the error's message."""
+    """A part whose work raised: its number, its log file (or None) and the error's message (with the
+    parameters it names as references, :mod:`speechkit.utils.errors`)."""
 
     job: int
     log: Path | None
@@ -184,11 +186,13 @@ class PartFailure:
 
 
 class PartsFailed(DataError):
-    """Some parts of :func:`run_parts` failed (with log files); ``failures`` names each."""
+    """Some parts of :func:`run_parts` failed (with log files); ``failures`` names each (the parameters
+    their errors name are kept for a CLI to spell: :func:`~speechkit.utils.errors.parameter_template`)."""
 
     def __init__(self, failures: list[PartFailure]):
         self.failures = failures
-        super().__init__("\n".join(f.line() for f in failures))
+        self.parameter_template = "\n".join(f.line() for f in failures)
+        super().__init__(spell_parameters(self.parameter_template))
 
 
 @contextlib.contextmanager
@@ -280,5 +284,5 @@ def run_parts(work: Callable, jobs: Sequence[tuple[int, tuple, dict]], *, worker
     if failed and log_of is None:
         raise failed[0][2]
     if failed:
-        raise PartsFailed([PartFailure(job, log, str(e)) for job, log, e in failed])
+        raise PartsFailed([PartFailure(job, log, parameter_template(e) or str(e)) for job, log, e in failed])
     return [out for _, out in outcomes]

@@ -9,7 +9,7 @@ and search of its :class:`DecodeOptions` (``oracle``: the given language's softm
 decoder per language, the LID head choosing; Joshi et al., Interspeech 2021, section 4.2).
 
 A whole data dir in parts (``speechkit-asr-decode``) is :mod:`speechkit.inference.speech2text_dir`.
-Errors are named as the command line spells its options.
+Errors name the parameters (:class:`DecodeOptions`' fields, ``model_dir``), which a CLI spells as its flags.
 
 ::
 
@@ -31,6 +31,7 @@ from speechkit.features.io import load_global_cmvn_stats
 from speechkit.tasks import load_model
 from speechkit.train.checkpoint import resolve_checkpoint
 from speechkit.utils.cli import ConfigError
+from speechkit.utils.errors import ParameterError
 
 __all__ = ["DecodeOptions", "Recognizer"]
 
@@ -76,31 +77,35 @@ class DecodeOptions:
     show_partial: bool = False
 
     def check(self) -> None:
-        """Raise ConfigError for an option out of range or options that do not go together (named
-        as the command line spells them: ``--beam must be >= 1, got 0``)."""
+        """Raise ParameterError for a field out of range or fields that do not go together (named by
+        the field: ``beam must be >= 1, got 0``; ``--beam`` from ``speechkit-asr-decode``)."""
         if self.beam < 1:
-            raise ConfigError(f"--beam must be >= 1, got {self.beam}")
+            raise ParameterError("beam", f"`beam` must be >= 1, got {self.beam}")
         if self.max_symbols_per_frame < 1:
-            raise ConfigError(f"--max-symbols-per-frame must be >= 1, got {self.max_symbols_per_frame}")
+            raise ParameterError("max_symbols_per_frame",
+                                 f"`max_symbols_per_frame` must be >= 1, got {self.max_symbols_per_frame}")
         if self.chunk_frames < 0:
-            raise ConfigError(f"--chunk-frames must be >= 0, got {self.chunk_frames}")
+            raise ParameterError("chunk_frames", f"`chunk_frames` must be >= 0, got {self.chunk_frames}")
         if self.num_threads < 1:
-            raise ConfigError(f"--num-threads must be >= 1, got {self.num_threads}")
+            raise ParameterError("num_threads", f"`num_threads` must be >= 1, got {self.num_threads}")
         if self.batch_size < 1:
-            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+            raise ParameterError("batch_size", f"`batch_size` must be >= 1, got {self.batch_size}")
         if self.batch_size > 1 and self.show_partial:
-            raise ConfigError("--show-partial needs --batch-size 1 (a batch is encoded at once, not chunk by chunk)")
+            raise ParameterError("show_partial", "`show_partial` needs `batch_size=1` (a batch is encoded at once, "
+                                 "not chunk by chunk)")
         if not abs(self.blank_penalty) < float("inf"):
-            raise ConfigError(f"--blank-penalty must be a finite number, got {self.blank_penalty}")
+            raise ParameterError("blank_penalty", f"`blank_penalty` must be a finite number, got {self.blank_penalty}")
         if (self.switch_off_tau is None) != (self.switch_off_threshold is None):
-            raise ConfigError("--switch-off-tau and --switch-off-threshold go together")
+            raise ParameterError("switch_off_tau", "`switch_off_tau` and `switch_off_threshold` go together")
         if self.switch_off_tau is not None:
             if self.mode != "lid_free":
-                raise ConfigError("early switch-off (--switch-off-tau/--switch-off-threshold) needs --lid-free")
+                raise ParameterError("mode", "early switch-off (`switch_off_tau`/`switch_off_threshold`) needs "
+                                     "`mode=lid_free`")
             if self.switch_off_tau < 0:
-                raise ConfigError(f"--switch-off-tau must be >= 0 frames, got {self.switch_off_tau}")
+                raise ParameterError("switch_off_tau", f"`switch_off_tau` must be >= 0 frames, got {self.switch_off_tau}")
             if not self.switch_off_threshold >= 0:
-                raise ConfigError(f"--switch-off-threshold must be >= 0 (or inf), got {self.switch_off_threshold}")
+                raise ParameterError("switch_off_threshold", "`switch_off_threshold` must be >= 0 (or inf), "
+                                     f"got {self.switch_off_threshold}")
 
     def fingerprint_dict(self) -> dict:
         """The options that change the decoding result or its timing (part fingerprints, decode_stats.json)."""
@@ -123,7 +128,6 @@ class Recognizer:
         model_dir: the experiment dir ``exp/<tag>`` (or a checkpoint file; see ``resolve_checkpoint``).
         checkpoint: ``None`` (best.pt, else the latest), ``"best"``, ``"latest"``, ``"avgN"``, a
             checkpoint name or path.
-        option: the command-line option ``model_dir`` came from (named in the errors), or None.
         options: the :class:`DecodeOptions` (default: the defaults, with ``**kwargs`` replaced).
         **kwargs: :class:`DecodeOptions` fields (``blank_penalty=2.5``, ``mode="lid_free"`` ...).
 
@@ -135,12 +139,12 @@ class Recognizer:
 
     Raises:
         FileNotFoundError: no such experiment or checkpoint, units or CMVN stats.
-        ConfigError: units that do not fit the model's softmax (names the units dir); ``lid_free``
-            with a model without an LID head; ``cuda`` without a CUDA device.
+        ConfigError: units that do not fit the model's softmax (names the units dir); ParameterError:
+            ``lid_free`` with a model without an LID head; ``cuda`` without a CUDA device.
         CheckpointError, DataError: an unreadable checkpoint or stats.
     """
 
-    def __init__(self, model_dir: str | os.PathLike, checkpoint: str | None = None, *, option: str | None = None,
+    def __init__(self, model_dir: str | os.PathLike, checkpoint: str | None = None, *,
                  options: DecodeOptions | None = None, **kwargs):
         import torch  # heavy (torch, as the two below): merging decoded parts imports this module, not torch
 
@@ -150,7 +154,7 @@ class Recognizer:
         options = options or DecodeOptions()
         self.options = dataclasses.replace(options, **kwargs) if kwargs else options
         self.model_dir = model_dir
-        self.checkpoint = resolve_checkpoint(model_dir, checkpoint, option=option)
+        self.checkpoint = resolve_checkpoint(model_dir, checkpoint, param="model_dir")
         task = RNNTTask()
         task.load_init = False
         self.model, self.cfg = load_model(self.checkpoint, task=task)
@@ -185,11 +189,11 @@ class Recognizer:
                 for i, u in enumerate(self.units.to_union[lang]):
                     if i >= reserved:
                         self._union_langs.setdefault(u, []).append(lang)
-        self.device = resolve_device(self.options.device, "--device")
+        self.device = resolve_device(self.options.device, "`device`")
         self.model.to(self.device)
         if self.options.mode == "lid_free" and not self.model.has_lid:
-            raise ConfigError(f"--lid-free needs a multisoftmax_lid model; {model_dir} is "
-                              f"{self.model.config.variant}")
+            raise ParameterError("mode", f"`mode=lid_free` needs a multisoftmax_lid model; {model_dir} is "
+                                 f"{self.model.config.variant}")
         self.model.eval()
 
     @property

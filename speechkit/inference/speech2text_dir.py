@@ -33,6 +33,7 @@ from speechkit.inference.parts import (
 )
 from speechkit.inference.speech2text import DecodeOptions, Recognizer
 from speechkit.train.checkpoint import resolve_checkpoint
+from speechkit.utils.errors import naming_parameters, parameter_template
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 from speechkit.utils.outputs import OutputOverlapError, check_output_dir
 
@@ -127,52 +128,52 @@ def _decode_output(out_dir: Path) -> bool:
 
 
 def check_decode_paths(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: str | os.PathLike,
-                       out_dir: str | os.PathLike, options: DecodeOptions, *, option: str | None = None) -> None:
-    """OUT_DIR must not be, contain or lie inside DATA_DIR, the checkpoint (or EXP/checkpoints),
-    --units-dir or --cmvn-stats, nor be or contain the experiment dir EXP (EXP/decode_test is
+                       out_dir: str | os.PathLike, options: DecodeOptions) -> None:
+    """``out_dir`` must not be, contain or lie inside ``data_dir``, the checkpoint (or EXP/checkpoints),
+    ``units_dir`` or ``cmvn_stats``, nor be or contain the experiment dir EXP (EXP/decode_test is
     ESPnet's layout, and fine), nor hold a data dir's or units dir's files (``utt2spk``, ``wav.scp``,
     ``feats.scp``, ``segments``, ``languages.txt``: a decode would replace its ``text`` -- e.g. the
     model's own training dir), nor hold ``text``, ``utt2lang``, ``lid_posteriors`` or ``results.jsonl``
     without a decode's own ``decode_stats.json`` or ``parts/done.J.json`` (a reference kept on its own:
-    refused, not backed up, as a data dir is); a --device that cannot run is refused before any work.
+    refused, not backed up, as a data dir is); a ``device`` that cannot run is refused before any work.
 
     Raises:
         FileNotFoundError: no such experiment or checkpoint. OutputOverlapError (a ValueError):
-        names OUT_DIR and the input; ConfigError: --device.
+        names ``out_dir`` and the input; ConfigError: ``device``.
     """
     md = Path(model_dir)
     exp = md if md.is_dir() else None
-    check_output_dir(out_dir, option="OUT_DIR",
-                     inputs={"DATA_DIR": data_dir,
+    check_output_dir(out_dir, option="`out_dir`",
+                     inputs={"`data_dir`": data_dir,
                              "the checkpoint dir": exp / "checkpoints" if exp is not None else None,
-                             "the checkpoint": resolve_checkpoint(model_dir, checkpoint, option=option),
-                             "--units-dir": options.units_dir, "--cmvn-stats": options.cmvn_stats},
-                     experiment_dirs={"--model-dir": exp})
+                             "the checkpoint": resolve_checkpoint(model_dir, checkpoint, param="model_dir"),
+                             "`units_dir`": options.units_dir, "`cmvn_stats`": options.cmvn_stats},
+                     experiment_dirs={"`model_dir`": exp})
     held = [n for n in _NOT_A_DECODE_DIR if (Path(out_dir) / n).exists()]
     if held:
-        raise OutputOverlapError(
-            f"OUT_DIR {out_dir} holds {held[0]}: it is a data dir or a units dir, whose tables (text, utt2lang) "
-            "a decode would replace; choose another output dir (ESPnet's layout: EXP/decode_<set>)")
+        raise naming_parameters(OutputOverlapError(
+            f"`out_dir` {out_dir} holds {held[0]}: it is a data dir or a units dir, whose tables (text, utt2lang) "
+            "a decode would replace; choose another output dir (ESPnet's layout: EXP/decode_<set>)"))
     tables = [n for n in _DECODE_TABLES if (Path(out_dir) / n).exists()]
     if tables and not _decode_output(Path(out_dir)):  # a reference text/utt2lang kept on their own (case 5)
-        raise OutputOverlapError(
-            f"OUT_DIR {out_dir} holds {', '.join(tables)} that no decode wrote (no decode_stats.json nor "
+        raise naming_parameters(OutputOverlapError(
+            f"`out_dir` {out_dir} holds {', '.join(tables)} that no decode wrote (no decode_stats.json nor "
             "parts/done.J.json): a decode would replace them; choose another output dir (ESPnet's layout: "
-            "EXP/decode_<set>)")
+            "EXP/decode_<set>)"))
     if options.device != "cpu":  # the CPU always runs (and needs no torch import: a merge step stays light)
         from speechkit.train.runtime import resolve_device  # heavy: torch
 
-        resolve_device(options.device, "--device")
+        resolve_device(options.device, "`device`")
 
 
 def decode_part(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: str | os.PathLike,
-                out_dir: str | os.PathLike, options: DecodeOptions, job: int, nj: int, *, option: str | None = None,
+                out_dir: str | os.PathLike, options: DecodeOptions, job: int, nj: int, *,
                 force: bool = False, logger: logging.Logger = log) -> None:
     """Decode part ``job`` of ``nj`` of ``data_dir`` into ``out_dir/parts`` (skipped when current,
     unless ``force``).
 
     Args:
-        model_dir, checkpoint, option: as :class:`~speechkit.inference.speech2text.Recognizer`'s.
+        model_dir, checkpoint: as :class:`~speechkit.inference.speech2text.Recognizer`'s.
         logger: where the part's log lines go.
 
     Raises:
@@ -187,7 +188,7 @@ def decode_part(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: 
 
     torch.set_num_threads(options.num_threads)
     data_dir, out_dir = Path(data_dir), Path(out_dir)
-    ckpt = resolve_checkpoint(model_dir, checkpoint, option=option)
+    ckpt = resolve_checkpoint(model_dir, checkpoint, param="model_dir")
     utts_all, feats_table = read_utterances(data_dir)
     utts = split_parts(utts_all, nj)[job - 1]
     fp = part_fingerprint(options, ckpt, data_dir, utts, feats_table)
@@ -196,7 +197,7 @@ def decode_part(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: 
         logger.info("part %d of %d is complete and current; nothing to do", job, nj)
         return
     # the checkpoint fingerprinted (an absolute path is never read as 'best' / 'latest' / 'avgN')
-    recognizer = Recognizer(model_dir, str(ckpt.resolve()), option=option, options=options)
+    recognizer = Recognizer(model_dir, str(ckpt.resolve()), options=options)
     model, cfg = recognizer.model, recognizer.cfg
     need_lang = recognizer.needs_language
     utt2lang = {}
@@ -204,8 +205,9 @@ def decode_part(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: 
     if lang_file.is_file():
         utt2lang = read_table(lang_file)
     elif need_lang:
-        raise FileNotFoundError(f"{lang_file}: missing; --oracle-lid decoding of a {model.config.variant} model "
-                                f"needs every utterance's language (or use --lid-free with a multisoftmax_lid model)")
+        raise naming_parameters(FileNotFoundError(
+            f"{lang_file}: missing; `mode=oracle` decoding of a {model.config.variant} model needs every "
+            "utterance's language (or use `mode=lid_free` with a multisoftmax_lid model)"))
     reader = FeatureReader(data_dir, cmvn="none")
     if reader.dim * cfg.data.num_stack != model.config.input_dim:
         raise DataError(f"{data_dir}/feats.scp: {reader.dim}-dim features x num_stack {cfg.data.num_stack} != "
@@ -292,7 +294,7 @@ def decode_part(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: 
 
 
 def merge_parts(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: str | os.PathLike,
-                out_dir: str | os.PathLike, options: DecodeOptions, nj: int, *, option: str | None = None,
+                out_dir: str | os.PathLike, options: DecodeOptions, nj: int, *,
                 logger: logging.Logger = log) -> tuple[dict, str]:
     """Check every part is current, then write text, utt2lang, lid_posteriors, results.jsonl and
     decode_stats.json (warnings for skipped utterances and hypotheses without language go to ``logger``).
@@ -305,7 +307,7 @@ def merge_parts(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: 
             it and the utterance); no utterance decoded.
     """
     data_dir, out_dir = Path(data_dir), Path(out_dir)
-    ckpt = resolve_checkpoint(model_dir, checkpoint, option=option)
+    ckpt = resolve_checkpoint(model_dir, checkpoint, param="model_dir")
     utts_all, feats_table = read_utterances(data_dir)
     parts = split_parts(utts_all, nj)
     store = PartStore(out_dir)
@@ -321,9 +323,9 @@ def merge_parts(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: 
                 try:
                     _finite_record(r, ckpt)
                 except DataError:
-                    raise DataError(f"{store.paths(job)[0]}: utterance '{r['utt']}' has a non-finite score "
-                                    "(decoded by an older speechkit from features with a NaN?); decode it again "
-                                    "with --force") from None
+                    raise naming_parameters(DataError(
+                        f"{store.paths(job)[0]}: utterance '{r['utt']}' has a non-finite score (decoded by an older "
+                        "speechkit from features with a NaN?); decode it again with `force`")) from None
         records.extend(part)
     records.sort(key=lambda r: r["utt"].encode("utf-8"))
     done = [r for r in records if "skipped" not in r]
@@ -393,7 +395,7 @@ def merge_parts(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: 
 def decode_data_dir(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: str | os.PathLike,
                     out_dir: str | os.PathLike, options: DecodeOptions, *, nj: int = 1, job: int | None = None,
                     merge_only: bool = False, force: bool = False, max_jobs: int | None = None,
-                    option: str | None = None, logger: logging.Logger = log) -> tuple[dict, str] | None:
+                    logger: logging.Logger = log) -> tuple[dict, str] | None:
     """Decode ``data_dir`` into ``out_dir`` in ``nj`` parts, as ``speechkit-asr-decode`` does.
 
     The options and paths are checked first (:meth:`DecodeOptions.check`, :func:`check_decode_paths`).
@@ -411,8 +413,7 @@ def decode_data_dir(model_dir: str | os.PathLike, checkpoint: str | None, data_d
             nothing merged); :func:`decode_part` and :func:`merge_parts`' errors.
     """
     options.check()
-    where = dict(model_dir=model_dir, checkpoint=checkpoint, data_dir=data_dir, out_dir=out_dir, options=options,
-                 option=option)
+    where = dict(model_dir=model_dir, checkpoint=checkpoint, data_dir=data_dir, out_dir=out_dir, options=options)
     check_decode_paths(**where)
     if job is not None:
         decode_part(**where, job=job, nj=nj, force=force, logger=logger)
@@ -420,7 +421,7 @@ def decode_data_dir(model_dir: str | os.PathLike, checkpoint: str | None, data_d
     if not merge_only:
         todo = list(range(1, nj + 1))
         if not force:
-            ckpt = resolve_checkpoint(model_dir, checkpoint, option=option)
+            ckpt = resolve_checkpoint(model_dir, checkpoint, param="model_dir")
             utts, feats_table = read_utterances(data_dir)
             store = PartStore(out_dir)
             current = [j for j, part in enumerate(split_parts(utts, nj), 1)
@@ -434,7 +435,7 @@ def decode_data_dir(model_dir: str | os.PathLike, checkpoint: str | None, data_d
                                     for j in todo],
                       workers=max_jobs or nj, log_of=lambda j: log_dir / f"decode.{j}.log", logger=logger,
                       threads=options.num_threads)
-        except PartsFailed as e:
-            raise DataError(f"{len(e.failures)} of {nj} jobs failed; nothing merged.\n  "
-                            + "\n  ".join(f.line() for f in e.failures)) from None
+        except PartsFailed as e:  # the parts' errors as they name parameters, for a CLI to spell
+            raise naming_parameters(DataError(f"{len(e.failures)} of {nj} jobs failed; nothing merged.\n  "
+                                              + "\n  ".join(parameter_template(e).splitlines()))) from None
     return merge_parts(**where, nj=nj, logger=logger)

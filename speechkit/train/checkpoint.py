@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write
 
 if TYPE_CHECKING:
@@ -151,10 +152,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
             raise CheckpointError(
                 f"{path}{real}: holds a {unsafe.group(1)} object, which torch.load(weights_only=True) "
                 f"refuses to unpickle; not a checkpoint written by speechkit") from None
-        raise CheckpointError(
+        raise naming_parameters(CheckpointError(
             f"{path}{real}: cannot load checkpoint, file is truncated or corrupt "
             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); delete it (and latest.pt) "
-            f"to resume from an older checkpoint, or start over with --resume false") from None
+            f"to resume from an older checkpoint, or start over with `resume=false`")) from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: not a checkpoint (a {type(state).__name__}, expected a dict)")
     if expect_format and state.get("format") != CHECKPOINT_FORMAT:
@@ -175,8 +176,9 @@ def latest_checkpoint(ckpt_dir: str | os.PathLike) -> Path | None:
     if link.is_symlink():
         target = link.parent / os.readlink(link)
         if not target.exists():
-            raise CheckpointError(f"{link}: points to missing file {target.name}; delete {link} to "
-                                  f"resume from an older checkpoint, or start over with --resume false")
+            raise naming_parameters(CheckpointError(
+                f"{link}: points to missing file {target.name}; delete {link} to resume from an older checkpoint, "
+                "or start over with `resume=false`"))
         return target
     return link  # a regular file named latest.pt (e.g. copied without symlinks)
 
@@ -185,7 +187,7 @@ _AVG_RE = re.compile(r"^avg(\d+)$")
 
 
 def resolve_checkpoint(model: str | os.PathLike, checkpoint: str | None = None, *,
-                       option: str | None = None) -> Path:
+                       param: str | None = None) -> Path:
     """The checkpoint file a model is loaded from: the one rule behind ``--model-dir`` / ``--checkpoint``.
 
     Args:
@@ -201,8 +203,9 @@ def resolve_checkpoint(model: str | os.PathLike, checkpoint: str | None = None, 
               name in the checkpoints directory (``ckpt-e0010-s00000500.pt``, ``avg5.pt``).
 
             With ``model`` a checkpoint file, only ``None`` or a path to a file may be given.
-        option: the command-line option ``model`` came from (``--model-dir``), named in the errors
-            together with ``--checkpoint``; ``None`` for library callers.
+        param: the parameter of the caller's own that ``model`` came from (``"model_dir"``), named in the
+            errors together with ``checkpoint`` (:mod:`speechkit.utils.errors`: a CLI spells them as its
+            flags, ``--model-dir`` / ``--checkpoint``); ``None``: the errors name the path alone.
 
     Returns:
         The checkpoint file (``latest.pt`` resolved to the file it points to).
@@ -210,32 +213,31 @@ def resolve_checkpoint(model: str | os.PathLike, checkpoint: str | None = None, 
     Raises:
         FileNotFoundError: ``model`` does not exist, or the experiment has no such checkpoint; the
             message names the experiment dir, what was asked for and the checkpoints that exist.
-        ConfigError: a checkpoint name or keyword asked of a model given as a file.
+        ParameterError: a checkpoint name or keyword asked of a model given as a file.
         CheckpointError: ``latest.pt`` points to a missing file.
     """
-    from speechkit.utils.cli import ConfigError
-
     model = Path(model)
-    label = f"{option} {model}" if option else str(model)
-    ckpt_opt = "--checkpoint" if option else "checkpoint"
+    label = f"`{param}` {model}" if param else str(model)
+    ckpt_opt = "`checkpoint`" if param else "checkpoint"
     if checkpoint is not None and not (checkpoint in ("best", "latest") or _AVG_RE.match(checkpoint)) \
             and Path(checkpoint).is_file():
         return Path(checkpoint)
     if model.is_file():
         if checkpoint is not None:
-            raise ConfigError(f"{ckpt_opt} {checkpoint}: needs {label} to be an experiment directory, "
-                              f"not a checkpoint file")
+            raise ParameterError("checkpoint", f"{ckpt_opt} {checkpoint}: needs {label} to be an experiment "
+                                 "directory, not a checkpoint file")
         return model
     if not model.is_dir():
         if checkpoint is not None and not (checkpoint in ("best", "latest") or _AVG_RE.match(checkpoint)):
-            raise FileNotFoundError(f"{ckpt_opt} {checkpoint}: no such file; {label}: no such checkpoint "
-                                    f"file, and no such experiment directory")
-        raise FileNotFoundError(f"{label}: no such checkpoint file, and no such experiment directory")
+            raise naming_parameters(FileNotFoundError(f"{ckpt_opt} {checkpoint}: no such file; {label}: no such "
+                                                      "checkpoint file, and no such experiment directory"))
+        raise naming_parameters(FileNotFoundError(f"{label}: no such checkpoint file, and no such experiment "
+                                                  "directory"))
     ckpt_dir = model / "checkpoints" if (model / "checkpoints").is_dir() else model
 
     def missing(asked: str, looked_for: str, hint: str = "") -> FileNotFoundError:
-        return FileNotFoundError(f"{ckpt_opt} {asked}: no such file ({looked_for}); {label}: "
-                                 f"{_checkpoints_held(model, ckpt_dir)}{hint}")
+        return naming_parameters(FileNotFoundError(f"{ckpt_opt} {asked}: no such file ({looked_for}); {label}: "
+                                                   f"{_checkpoints_held(model, ckpt_dir)}{hint}"))
 
     if checkpoint is None:
         if (ckpt_dir / BEST).is_file():
@@ -247,7 +249,7 @@ def resolve_checkpoint(model: str | os.PathLike, checkpoint: str | None = None, 
         return latest
     if checkpoint == "best":
         if not (ckpt_dir / BEST).is_file():
-            hint = ("; training without validation writes none" + (": use --checkpoint latest" if option else "")
+            hint = ("; training without validation writes none" + (": use `checkpoint=latest`" if param else "")
                     if latest_checkpoint(ckpt_dir) is not None else "")
             raise missing(checkpoint, str(ckpt_dir / BEST), hint)
         return ckpt_dir / BEST

@@ -27,18 +27,25 @@ import torch
 from torch.utils.data import DataLoader
 
 from speechkit.utils.config import ConfigError
+from speechkit.utils.errors import naming_parameters
 
 
-def resolve_device(name: str, option: str = "key 'trainer.device'") -> torch.device:
+def resolve_device(name: str, what: str = "key 'trainer.device'") -> torch.device:
     """``cpu`` | ``cuda`` | ``auto`` (cuda when there is one) -> a torch device.
 
+    Args:
+        name: the device asked for.
+        what: where ``name`` came from, named in the error: a config key (the default), or a parameter
+            (```device```, :mod:`speechkit.utils.errors`; a CLI spells it as its flag).
+
     Raises:
-        ConfigError: ``cuda`` without a CUDA device (the message names ``option``).
+        ConfigError: ``cuda`` without a CUDA device (the message names ``what``).
     """
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"{option}: 'cuda' requested but no CUDA device is available (use cpu or auto)")
+        raise naming_parameters(ConfigError(f"{what}: 'cuda' requested but no CUDA device is available "
+                                            "(use cpu or auto)"))
     return torch.device(name)
 
 
@@ -107,8 +114,9 @@ def experiment_lock(exp_dir: Path | None) -> Iterator[None]:
         except OSError:
             f.seek(0)
             holder = f.read().strip() or "unknown"
-            raise ExperimentBusyError(f"{exp_dir}: another training process (pid {holder}) is using this "
-                                      f"experiment directory; wait for it or use another --exp-dir") from None
+            raise naming_parameters(ExperimentBusyError(
+                f"{exp_dir}: another training process (pid {holder}) is using this experiment directory; wait for "
+                "it or use another `exp_dir`")) from None
         try:
             f.seek(0)
             f.truncate()

@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Union
 
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import WRITE_ERRNOS, WriteError, ensure_writable_dir
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,12 @@ OWNER_FILE = ".speechkit-output"  # in an output written with backup=False: the 
 
 class OutputOverlapError(ValueError):
     """An output that is, contains or lies inside an input; the message names both and the option."""
+
+
+def _overlap(message: str) -> OutputOverlapError:
+    """An :class:`OutputOverlapError` whose labels may name parameters (```out_dir```, ```model_dir```:
+    :mod:`speechkit.utils.errors`), for a CLI to spell as its flags."""
+    return naming_parameters(OutputOverlapError(message))
 
 
 def _named(items: Named | None) -> list[tuple[str, Path]]:
@@ -79,7 +86,9 @@ def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_d
         experiment_dirs: ``{label: path}`` of experiment dirs the tool reads a model from. ``out``
             may not be or contain one, but may lie inside one (``exp/vq/units/test``); list the files
             it reads from there (checkpoint, config) under ``inputs`` too.
-        option: how the output is named in messages (``OUT_DIR``, ``--out-dir``).
+        option: how the output is named in messages: a CLI's name (``OUT_DIR``, ``--out-dir``), or in the
+            library the parameter's (```out_dir```, which a CLI spells as its own; as the labels of
+            ``inputs`` and ``experiment_dirs`` may: :mod:`speechkit.utils.errors`).
         contains_ok: an output written file by file and never replaced as a whole (a training exp
             dir) may contain inputs (a recipe may keep the codes an inverter trains on in its exp
             dir); it still may not be one or lie inside one.
@@ -109,7 +118,7 @@ def check_output_dir(out: PathLike, *, inputs: Named | None = None, experiment_d
             why = "lies inside"
         else:
             continue
-        raise OutputOverlapError(
+        raise _overlap(
             f"{option} {out_p} {why} {label} {p}: outputs never overlap inputs "
             "(replacing it would delete or mix with what is read); choose another output dir")
     if out_p.exists() and not out_p.is_dir():
@@ -234,25 +243,25 @@ def check_output_files(outputs: Named, *, inputs: Named | None = None, input_dir
         real = _real(p)
         for label, other in seen:
             if real == other:
-                raise OutputOverlapError(f"{option} {p} is {label}: outputs never overwrite inputs or each other; "
+                raise _overlap(f"{option} {p} is {label}: outputs never overwrite inputs or each other; "
                                          "choose another file")
         for label, d, real_d in dirs:
             if real == real_d:
-                raise OutputOverlapError(f"{option} {p} is {label} {d}: choose a file")
+                raise _overlap(f"{option} {p} is {label} {d}: choose a file")
             if real.parent == real_d and _table_name(real):
-                raise OutputOverlapError(f"{option} {p} would replace {real.name} of {label} {d}, which is read: "
+                raise _overlap(f"{option} {p} would replace {real.name} of {label} {d}, which is read: "
                                          "outputs never overwrite inputs; choose another file name or folder")
         if _table_name(real) and is_data_dir(real.parent):
-            raise OutputOverlapError(f"{option} {p} would replace {real.name} of the data dir {real.parent}: only the "
+            raise _overlap(f"{option} {p} would replace {real.name} of the data dir {real.parent}: only the "
                                      "data-dir tools write a data dir's tables; choose another file name or folder")
         for label, d in _named(output_dirs):
             if _within(real, _real(d)):
-                raise OutputOverlapError(f"{option} {p} lies inside {label} {d}, which is written whole (the previous "
+                raise _overlap(f"{option} {p} lies inside {label} {d}, which is written whole (the previous "
                                          "one moved to its backup or deleted, with whatever lies in it): choose a file "
                                          "outside it")
         for label, d in _named(output_data_dirs):
             if _table_name(real) and _within(real, _real(d)):
-                raise OutputOverlapError(f"{option} {p} would be replaced by the {real.name} written into {label} {d}: "
+                raise _overlap(f"{option} {p} would be replaced by the {real.name} written into {label} {d}: "
                                          "choose another file name or folder")
         if p.is_dir():
             raise WriteError(errno.EISDIR, os.strerror(errno.EISDIR), str(p))

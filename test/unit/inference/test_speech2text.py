@@ -15,7 +15,9 @@ from speechkit.tasks import get_task
 from speechkit.inference.speech2text import DecodeOptions, Recognizer
 from speechkit.text.units import MultilingualUnits
 from speechkit.train.trainer import Trainer
-from speechkit.utils.cli import ConfigError
+from speechkit.bin._decode_options import MODE_FLAGS
+from speechkit.bin.asr_decode import build_parser
+from speechkit.utils.cli import ConfigError, error_message, parameter_flags
 from speechkit.utils.config import load_config
 
 
@@ -68,7 +70,7 @@ def test_lid_free_batch_and_checkpoint_choice(lid_exp):
 
 def test_recognizer_refusals(lid_exp):
     train(lid_exp, "exp/ms", "multisoftmax")
-    with pytest.raises(ConfigError, match="--lid-free needs a multisoftmax_lid model; exp/ms is multisoftmax"):
+    with pytest.raises(ConfigError, match="^mode=lid_free needs a multisoftmax_lid model; exp/ms is multisoftmax"):
         Recognizer("exp/ms", mode="lid_free")
     with pytest.raises(FileNotFoundError, match="exp/none"):
         Recognizer("exp/none")
@@ -80,22 +82,29 @@ def test_recognizer_refusals(lid_exp):
         Recognizer("exp/lid", units_dir="data/lang_aa")
 
 
-@pytest.mark.parametrize("kwargs, msg", [
-    ({"beam": 0}, "--beam must be >= 1, got 0"),
-    ({"max_symbols_per_frame": 0}, "--max-symbols-per-frame must be >= 1"),
-    ({"chunk_frames": -1}, "--chunk-frames must be >= 0"),
-    ({"num_threads": 0}, "--num-threads must be >= 1"),
-    ({"batch_size": 0}, "--batch-size must be >= 1"),
-    ({"batch_size": 2, "show_partial": True}, "--show-partial needs --batch-size 1"),
-    ({"blank_penalty": float("inf")}, "--blank-penalty must be a finite number"),
-    ({"switch_off_tau": 3}, "go together"),
-    ({"switch_off_tau": 3, "switch_off_threshold": 1.0}, "needs --lid-free"),
-    ({"mode": "lid_free", "switch_off_tau": -1, "switch_off_threshold": 1.0}, "--switch-off-tau must be >= 0"),
-    ({"mode": "lid_free", "switch_off_tau": 1, "switch_off_threshold": -1.0}, "--switch-off-threshold must be >= 0"),
+@pytest.mark.parametrize("kwargs, msg, cli", [
+    ({"beam": 0}, "beam must be >= 1, got 0", "--beam must be >= 1, got 0"),
+    ({"max_symbols_per_frame": 0}, "max_symbols_per_frame must be >= 1", "--max-symbols-per-frame must be >= 1"),
+    ({"chunk_frames": -1}, "chunk_frames must be >= 0", "--chunk-frames must be >= 0"),
+    ({"num_threads": 0}, "num_threads must be >= 1", "--num-threads must be >= 1"),
+    ({"batch_size": 0}, "batch_size must be >= 1", "--batch-size must be >= 1"),
+    ({"batch_size": 2, "show_partial": True}, "show_partial needs batch_size=1", "--show-partial needs --batch-size 1"),
+    ({"blank_penalty": float("inf")}, "blank_penalty must be a finite number", "--blank-penalty must be a finite number"),
+    ({"switch_off_tau": 3}, "switch_off_tau and switch_off_threshold go together",
+     "--switch-off-tau and --switch-off-threshold go together"),
+    ({"switch_off_tau": 3, "switch_off_threshold": 1.0}, "(switch_off_tau/switch_off_threshold) needs mode=lid_free",
+     "early switch-off (--switch-off-tau/--switch-off-threshold) needs --lid-free"),
+    ({"mode": "lid_free", "switch_off_tau": -1, "switch_off_threshold": 1.0}, "switch_off_tau must be >= 0",
+     "--switch-off-tau must be >= 0"),
+    ({"mode": "lid_free", "switch_off_tau": 1, "switch_off_threshold": -1.0}, "switch_off_threshold must be >= 0",
+     "--switch-off-threshold must be >= 0"),
 ])
-def test_decode_options_check(kwargs, msg):
-    with pytest.raises(ConfigError, match=msg):
+def test_decode_options_check(kwargs, msg, cli):
+    """Each field is named by its name; speechkit-asr-decode spells it as its flag."""
+    with pytest.raises(ConfigError) as e:
         DecodeOptions(**kwargs).check()
+    assert msg in str(e.value) and "--" not in str(e.value)
+    assert error_message(e.value, parameter_flags(build_parser(), MODE_FLAGS)).startswith(cli)
 
 
 def test_decode_options_fingerprint_dict():

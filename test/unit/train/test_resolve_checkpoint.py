@@ -3,12 +3,13 @@ and add_model_args, the options of every CLI that loads a model."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
 
 from speechkit.train.checkpoint import CheckpointError, resolve_checkpoint, set_latest
-from speechkit.utils.cli import ConfigError, add_model_args
+from speechkit.utils.cli import ConfigError, add_model_args, error_message
 
 E1 = "ckpt-e0001-s00000005.pt"
 E2 = "ckpt-e0002-s00000010.pt"
@@ -48,25 +49,33 @@ def test_each_form(exp, tmp_path, monkeypatch):
 
 def test_missing_ones_name_experiment_request_and_what_exists(exp, tmp_path):
     ck = exp / "checkpoints"
+    flags = {"model_dir": "--model-dir", "checkpoint": "--checkpoint"}  # as a CLI's parser spells them
     with pytest.raises(FileNotFoundError) as e:
-        resolve_checkpoint(exp, "avg5", option="--model-dir")
-    msg = str(e.value)
+        resolve_checkpoint(exp, "avg5", param="model_dir")
+    msg = str(e.value)  # a library caller reads the parameters' names
+    assert msg.startswith("checkpoint avg5: no such file") and f"; model_dir {exp}: " in msg
+    msg = error_message(e.value, flags)
     assert msg.startswith("--checkpoint avg5: no such file")
     assert f"--model-dir {exp}" in msg and f"{ck} holds avg2.pt, best.pt, {E1}, {E2}, latest.pt -> {E2}" in msg
     assert f"speechkit-average-checkpoints --last 5 {exp}" in msg
-    with pytest.raises(FileNotFoundError, match=rf"^--checkpoint nope.pt: no such file \(not a file, nor in {ck}\)"):
-        resolve_checkpoint(exp, "nope.pt", option="--model-dir")
-    with pytest.raises(FileNotFoundError, match=rf"^checkpoint nope.pt: no such file .*{exp}: {ck} holds"):
-        resolve_checkpoint(exp, "nope.pt")  # a library caller: no option names
+    with pytest.raises(FileNotFoundError) as e:
+        resolve_checkpoint(exp, "nope.pt", param="model_dir")
+    assert re.match(rf"^--checkpoint nope.pt: no such file \(not a file, nor in {ck}\)", error_message(e.value, flags))
+    with pytest.raises(FileNotFoundError, match=rf"^checkpoint nope.pt: no such file .*; {exp}: {ck} holds"):
+        resolve_checkpoint(exp, "nope.pt")  # no param: the path alone
     (ck / "best.pt").unlink()
-    with pytest.raises(FileNotFoundError, match="best.pt.*training without validation writes none: use --checkpoint latest"):
-        resolve_checkpoint(exp, "best", option="--model-dir")
+    with pytest.raises(FileNotFoundError) as e:
+        resolve_checkpoint(exp, "best", param="model_dir")
+    assert str(e.value).endswith("training without validation writes none: use checkpoint=latest")
+    assert error_message(e.value, flags).endswith("training without validation writes none: use --checkpoint latest")
     with pytest.raises(FileNotFoundError, match="no such checkpoint file, and no such experiment directory"):
-        resolve_checkpoint(tmp_path / "nowhere", option="--model-dir")
-    with pytest.raises(FileNotFoundError, match="^--checkpoint nope.pt: no such file"):
-        resolve_checkpoint(tmp_path / "nowhere", "nope.pt", option="--model-dir")
-    with pytest.raises(ConfigError, match="needs --model-dir .* to be an experiment directory"):
-        resolve_checkpoint(ck / E1, "best", option="--model-dir")
+        resolve_checkpoint(tmp_path / "nowhere", param="model_dir")
+    with pytest.raises(FileNotFoundError) as e:
+        resolve_checkpoint(tmp_path / "nowhere", "nope.pt", param="model_dir")
+    assert error_message(e.value, flags).startswith("--checkpoint nope.pt: no such file")
+    with pytest.raises(ConfigError, match="needs model_dir .* to be an experiment directory") as e:
+        resolve_checkpoint(ck / E1, "best", param="model_dir")
+    assert "needs --model-dir " in error_message(e.value, flags)
 
 
 def test_empty_or_absent_checkpoints_dir(tmp_path):
