@@ -60,6 +60,8 @@ from speechkit.utils.outputs import check_output_dir
 
 PROG = "speechkit-train-continual"
 _OWN = {"--config", "--exp-dir", "--print-config", "--verbose", "--help", "--log-file"}
+#: The config keys the library's errors name, spelled as this command line sets them (run_main's flags=).
+KEY_FLAGS = {k: "--" + k.replace("_", "-") for k in ("strategy", "buffer_size", "replicate", "ewc_lambda", "ewc_mode")}
 
 
 def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(own)
         return _run(args, overrides)
 
-    return run_main(PROG, body, parser=parser)
+    return run_main(PROG, body, parser=parser, flags=KEY_FLAGS)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ import torch
 
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import config_diff
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write
 
 logger = logging.getLogger(__name__)
@@ -86,13 +87,14 @@ def check_strategy_options(strategy: str, given: Iterable[str]) -> None:
             config file may hold every strategy's settings (one file for all runs) and is not checked.
 
     Raises:
-        ConfigError: the first such key, as its option, with the strategies that use it.
+        ConfigError: the first such key (a parameter reference, :mod:`speechkit.utils.errors`), with the
+            strategies that use it.
     """
     for key in given:
         users = STRATEGY_OPTIONS.get(key.replace("-", "_"))
         if users is not None and strategy not in users:
-            raise ConfigError(f"command line: --{key.replace('_', '-')} applies to --strategy "
-                              f"{' | '.join(users)} only, not {strategy}: remove it")
+            raise naming_parameters(ConfigError(f"command line: `{key.replace('-', '_')}` applies to `strategy` "
+                                                f"{' | '.join(users)} only, not {strategy}: remove it"))
 
 LossFn = Callable[[torch.nn.Module, Any], Any]
 
@@ -715,11 +717,11 @@ class EpisodePlan:
             note = ""
             if saved.strategy == "jt_cumulative" and self.strategy == "jt":
                 note = (" (a plan written before plan.json had a 'version' and saying 'jt' is the cumulative "
-                        "variant, now --strategy jt_cumulative; --strategy jt trains every episode from "
+                        "variant, now `strategy=jt_cumulative`; `strategy=jt` trains every episode from "
                         "theta_init)")
-            raise PlanMismatchError(f"cannot resume: the run in {where} differs from the requested one ("
-                                    + "; ".join(diffs) + f"){note}; use a new experiment directory or the saved "
-                                    f"settings")
+            raise naming_parameters(PlanMismatchError(
+                f"cannot resume: the run in {where} differs from the requested one (" + "; ".join(diffs)
+                + f"){note}; use a new experiment directory or the saved settings"))
         self._check_training(saved, where)
 
     def _check_training(self, saved: "EpisodePlan", where: str) -> None:

@@ -47,6 +47,7 @@ import torch
 import torch.distributed as dist
 
 from speechkit.utils.cli import ConfigError
+from speechkit.utils.errors import ParameterError
 
 __all__ = ["DistInfo", "distributed_session", "launched_by_torchrun", "wrap_model",
            "all_gather_objects", "barrier", "combine_weighted_stats",
@@ -207,19 +208,20 @@ def combine_weighted_stats(parts: Sequence[tuple[dict[str, float], float]]) -> t
 
 
 def num_processes(nproc: int, ngpu: int | None) -> int:
-    """Processes to start for ``--nproc``/``--ngpu`` (``ngpu`` wins when >= 1).
+    """Processes to start for ``nproc``/``ngpu`` (speechkit-train's ``--nproc``/``--ngpu``; ``ngpu`` wins
+    when >= 1).
 
     Raises:
-        ConfigError: a negative count, or --nproc and --ngpu >= 1 that disagree.
+        ParameterError: a negative count, or ``nproc`` and ``ngpu`` >= 1 that disagree.
     """
     if nproc < 1:
-        raise ConfigError(f"--nproc must be >= 1, got {nproc}")
+        raise ParameterError("nproc", f"`nproc` must be >= 1, got {nproc}")
     if ngpu is None or ngpu == 0:
         return nproc
     if ngpu < 0:
-        raise ConfigError(f"--ngpu must be >= 0, got {ngpu}")
+        raise ParameterError("ngpu", f"`ngpu` must be >= 0, got {ngpu}")
     if nproc not in (1, ngpu):
-        raise ConfigError(f"--nproc {nproc} and --ngpu {ngpu} disagree (with GPUs, one process per GPU)")
+        raise ParameterError("nproc", f"`nproc` {nproc} and `ngpu` {ngpu} disagree (with GPUs, one process per GPU)")
     return ngpu
 
 

@@ -31,6 +31,7 @@ from speechkit.train.checkpoint import (
 from speechkit.train.distributed import barrier
 from speechkit.train.runtime import rank_seed, seed_everything
 from speechkit.utils.config import ConfigError, config_diff, to_dict
+from speechkit.utils.errors import naming_parameters
 
 # the trainer's logger: these lines are part of the run's train.log and keep the name they always had there
 log = logging.getLogger("speechkit.train.trainer")
@@ -92,8 +93,8 @@ def check_resume_config(ckpt: dict, path: Path, task_name: str, cfg: Any) -> Non
     if ckpt.get("kind", "train") != "train" or "state" not in ckpt:
         raise CheckpointError(f"{path}: not a training checkpoint (no optimizer/progress state)")
     if ckpt.get("task") != task_name:
-        raise ConfigError(f"{path}: checkpoint is from task {ckpt.get('task')!r}, not {task_name!r}; "
-                          f"use a new --exp-dir or --resume false")
+        raise naming_parameters(ConfigError(f"{path}: checkpoint is from task {ckpt.get('task')!r}, not "
+                                            f"{task_name!r}; use a new `exp_dir` or `resume=false`"))
     diffs = config_diff(ckpt["config"], to_dict(cfg))
     show = lambda v: "(absent)" if v is dataclasses.MISSING else repr(v)  # noqa: E731
     # A key absent from the saved config is a field added to the schema since; its default is
@@ -104,8 +105,9 @@ def check_resume_config(ckpt: dict, path: Path, task_name: str, cfg: Any) -> Non
         key, old, new = fixed[0]
         more = f" (and {len(fixed) - 1} more: {', '.join(d[0] for d in fixed[1:4])}{'...' if len(fixed) > 4 else ''})" \
             if len(fixed) > 1 else ""
-        raise ConfigError(f"key '{key}': differs from the run saved in {path} (saved {show(old)}, now {show(new)})"
-                          f"{more}; to start over use --resume false or a new --exp-dir")
+        raise naming_parameters(ConfigError(
+            f"key '{key}': differs from the run saved in {path} (saved {show(old)}, now {show(new)}){more}; to start "
+            "over use `resume=false` or a new `exp_dir`"))
     for key, old, new in diffs:
         name = key[len("trainer."):]
         if old is dataclasses.MISSING:
@@ -144,10 +146,10 @@ def check_data_fingerprint(saved: dict | None, current: dict, exp_dir: str | os.
     if changes:
         c = changes[0]
         more = f" (and {len(changes) - 1} more: {', '.join(d.key for d in changes[1:4])})" if len(changes) > 1 else ""
-        remedy = remedy or (f"to train on these data use a new --exp-dir, or --resume false to start over (the old "
+        remedy = remedy or (f"to train on these data use a new `exp_dir`, or `resume=false` to start over (the old "
                             f"run is moved to {exp_dir}/prev-<time>)")
-        raise ConfigError(f"key '{c.key}' ({c.path}): {c.what} since the run in {exp_dir} was trained "
-                          f"on it (saved in {saved_in}){more}; {remedy}")
+        raise naming_parameters(ConfigError(f"key '{c.key}' ({c.path}): {c.what} since the run in {exp_dir} was "
+                                            f"trained on it (saved in {saved_in}){more}; {remedy}"))
     for key in unmatched:
         if key in current:
             log.warning("resuming: %s (%s) was not read by the saved run (a newer input); cannot check it",

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from speechkit.bin.train_continual import main
+from speechkit.bin.train_continual import KEY_FLAGS, main
 from speechkit.train.continual_strategies import STRATEGIES, STRATEGY_OPTIONS, EpisodePlan, check_strategy_options
 from speechkit.utils.cli import ConfigError
 
@@ -80,8 +80,9 @@ def test_check_strategy_options_and_episode_plan_ranges():
             if s in users:
                 check_strategy_options(s, [key, key.replace("_", "-")])
             else:
-                with pytest.raises(ConfigError, match=f"--{key.replace('_', '-')} applies to"):
+                with pytest.raises(ConfigError, match=f"^command line: {key} applies to strategy "):  # the key
                     check_strategy_options(s, [key])
+        assert KEY_FLAGS[key] == f"--{key.replace('_', '-')}"  # and speechkit-train-continual spells it
     check_strategy_options("sa", ["seed", "train_dir", "trainer.max_epochs", "pretrain_dir"])
     with pytest.raises(ValueError, match="finite ewc_lambda > 0, got nan"):
         EpisodePlan.create(["a", "b"], "ewc", 0, ewc_lambda=math.nan)

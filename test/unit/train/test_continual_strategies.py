@@ -268,7 +268,7 @@ def test_resume_check_names_both(tmp_path):
     assert EpisodePlan.load(path).strategy == "jt_cumulative"
     assert EpisodePlan.load(path).version == EpisodePlan("sa", ["a"], 0).version == PLAN_VERSION == 3
     with pytest.raises(PlanMismatchError,
-                       match="saved 'jt_cumulative', requested 'jt'.*now --strategy jt_cumulative"):
+                       match="saved 'jt_cumulative', requested 'jt'.*now strategy=jt_cumulative"):
         EpisodePlan.resume_or_save(EpisodePlan("jt", ["s1", "s2"], seed=1), path)
     path.write_text(json.dumps({**old, "strategy": "sa"}))
     assert EpisodePlan.load(path).strategy == "sa"

@@ -62,7 +62,7 @@ def test_launch_options():
     assert num_processes(1, None) == 1 and num_processes(3, 0) == 3 and num_processes(1, 2) == 2
     with pytest.raises(ConfigError, match="disagree"):
         num_processes(3, 2)
-    with pytest.raises(ConfigError, match="--nproc must be >= 1"):
+    with pytest.raises(ConfigError, match="^nproc must be >= 1"):
         num_processes(0, None)
     assert _strip_launch_options(["--nproc", "2", "toy", "--ngpu=1", "--exp-dir", "x", "--trainer.lr", "1"]) == \
         ["toy", "--exp-dir", "x", "--trainer.lr", "1"]

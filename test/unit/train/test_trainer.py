@@ -250,7 +250,7 @@ def test_changed_model_config_is_an_error_naming_the_key(tmp_path):
     exp = tmp_path / "exp"
     fit(exp, "trainer.max_epochs=1")
     with pytest.raises(ConfigError, match=r"key 'model.hidden_dim': differs from the run saved in .*"
-                                          r"\(saved 32, now 16\); to start over use --resume false"):
+                                          r"\(saved 32, now 16\); to start over use resume=false"):
         fit(exp, "trainer.max_epochs=2", "model.hidden_dim=16")
     with pytest.raises(ConfigError, match="key 'trainer.optimizer'"):
         fit(exp, "trainer.max_epochs=2", "trainer.optimizer=sgd")
@@ -299,7 +299,7 @@ def test_changed_data_is_refused_naming_key_path_and_change(tmp_path):
     with pytest.raises(ConfigError, match=rf"^key 'data.train_dir' \({re.escape(str(data))}\): its feats.scp changed "
                                           rf"\(3 -> 4 utterances\) since the run in {re.escape(str(exp))} was trained "
                                           r"on it \(saved in .*ckpt-e0001.*\); to train on these data use a new "
-                                          r"--exp-dir, or --resume false"):
+                                          r"exp_dir, or resume=false"):
         fit(exp, "trainer.max_epochs=1", task=DirToy(data))
     # ... nor resumed
     with pytest.raises(ConfigError, match="its feats.scp changed"):
