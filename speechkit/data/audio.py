@@ -37,6 +37,8 @@ import soundfile as sf
 
 from speechkit.utils.fileio import DataError, atomic_write
 
+# soxr is imported where used: only a rate change needs it.
+
 logger = logging.getLogger(__name__)
 
 #: Segments may end up to this many seconds past the end of the audio; they are then cut at the
@@ -120,7 +122,7 @@ def resampled_wav_bytes(path: str | os.PathLike, sample_rate: int, *, where: str
         raise DataError(f"{at}: not a readable audio file ({str(e).split(': ', 1)[-1]})") from None
     y = x.mean(axis=1, dtype=np.float32) if x.shape[1] > 1 else x[:, 0]
     if sr != int(sample_rate):
-        import soxr  # only where a rate changes
+        import soxr
 
         y = soxr.resample(y, sr, int(sample_rate), quality=RESAMPLE_QUALITY)
     pcm = np.round(np.clip(y, -1.0, 1.0) * 32767.0).astype(np.int16)

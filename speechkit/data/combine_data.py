@@ -11,6 +11,8 @@ from speechkit.data.datadir import (
 from speechkit.utils.fileio import DataError
 from speechkit.utils.outputs import check_output_dir
 
+# speechkit.data.audio (numpy, soundfile) is imported where used: the data-dir tools start without numpy.
+
 logger = logging.getLogger(__name__)
 
 

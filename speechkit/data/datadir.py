@@ -61,6 +61,8 @@ from speechkit.utils.fileio import (
     DataError, atomic_write, ensure_writable_dir, read_lines, read_table,
 )
 
+# speechkit.data.audio (numpy, soundfile) is imported where used: the data-dir tools start without numpy.
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
@@ -279,7 +281,7 @@ def iter_audio(datadir: DataDir, expected_sr: int | None = None) -> Iterator[tup
             :func:`~speechkit.data.audio.read_audio` error (the message names ``wav.scp`` or
             ``segments`` and the key).
     """
-    from speechkit.data.audio import _segment_bounds, _where, read_audio   # soundfile, on first use
+    from speechkit.data.audio import _segment_bounds, _where, read_audio
 
     base = Path(datadir.path) if datadir.path is not None else None
     wav_src = str(base / "wav.scp") if base is not None else "wav.scp"

@@ -16,6 +16,8 @@ from speechkit.data.datadir import (
 from speechkit.data.validate import _PER_UTT, BOM_PROBLEM, _Report, _scan
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
 
+# kaldiio (numpy) is imported where used: only a global cmvn.scp needs it; the data-dir tools start without numpy.
+
 logger = logging.getLogger(__name__)
 
 

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import kaldiio
 import numpy as np
 
 from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table
@@ -45,8 +46,6 @@ def load_embeddings(scp: str | os.PathLike, dim: int | None = 256) -> dict[str, 
         FileNotFoundError: no such file.
         DataError: an unreadable entry or one of the wrong size (names the file and key).
     """
-    import kaldiio
-
     table = read_table(scp)
     out: dict[str, np.ndarray] = {}
     for key, loc in table.items():

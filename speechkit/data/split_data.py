@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from speechkit.data.datadir import (
@@ -84,9 +86,6 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
         ValueError: ``n < 1``.
         DataError: ``n`` larger than the number of speakers (or utterances with ``by_speaker=False``).
     """
-    import shutil
-    import tempfile
-
     if n < 1:
         raise ValueError(f"number of splits must be >= 1, got {n}")
     if not isinstance(d, DataDir):   # reuse an up-to-date split without loading the source

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 
 from speechkit.data.datadir import DataDir, _as_datadir, extras_of, show_ids, subset
 from speechkit.utils.fileio import DataError, read_lines
@@ -35,8 +36,6 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
         OutputOverlapError: ``dest`` is, contains or lies inside ``src`` or the list file.
         DataError: N larger than the number of utterances, or an empty result.
     """
-    import random
-
     d = _as_datadir(src)
     modes = [m for m, v in (("first", first), ("last", last), ("utt_list", utt_list), ("spk_list", spk_list),
                             ("num", num)) if v is not None]

@@ -14,6 +14,9 @@ from pathlib import Path
 from speechkit.data.datadir import GLOBAL_CMVN, PHONE_ALIGNMENTS, TABLES, DataDir, _render_utt_lines, c_sorted
 from speechkit.utils.fileio import DataError
 
+# kaldiio, data.audio and data.feats_manifest (numpy, soundfile) are imported where used: the checks that open no
+# audio or features run without numpy.
+
 #: Kaldi's other optional files that its validate_data_dir.sh checks (keyed by utterance / recording).
 KALDI_OPTIONAL = ("utt2uniq", "reco2dur")
 #: Words Kaldi's validate_data_dir.sh refuses in ``text`` (they are reserved in the lexicon / LM).

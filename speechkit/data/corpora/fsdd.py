@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import subprocess
 from pathlib import Path
 
 from speechkit.data.corpora._common import AUDIO_REASONS, SkipLog, check_sample_rate, finish, probe_or_skip, wav_entry
@@ -29,8 +30,6 @@ def download_fsdd(target_dir: str | os.PathLike) -> Path:
     Source: https://github.com/Jakobovski/free-spoken-digit-dataset (``recordings/`` holds the WAVs).
     Does nothing if ``target_dir/recordings`` already exists.
     """
-    import subprocess
-
     target = Path(target_dir)
     if (target / "recordings").is_dir():
         return target

@@ -7,6 +7,8 @@ column (numbers spelled out); ``utt2lang`` ``en``; ``spk2gender`` ``lj f``.
 from __future__ import annotations
 
 import os
+import tarfile
+import urllib.request
 from pathlib import Path
 
 from speechkit.data.corpora._common import (
@@ -20,9 +22,6 @@ SPEAKER = "lj"
 
 def download_ljspeech(target_dir: str | os.PathLike) -> Path:
     """Download and unpack LJ Speech 1.1 (2.6 GB) into ``target_dir``; returns the corpus root."""
-    import tarfile
-    import urllib.request
-
     target = Path(target_dir)
     root = target / "LJSpeech-1.1"
     if (root / "metadata.csv").is_file():

@@ -67,6 +67,7 @@ from tqdm import tqdm
 from speechkit.data.corpora._common import (
     AUDIO_REASONS, SkipLog, check_sample_rate, finish, normalize_text, probe_or_skip, read_metadata_lines, wav_entry,
 )
+from speechkit.data.corpora._espeak import Espeak
 from speechkit.data.datadir import DataDir
 from speechkit.utils.fileio import DataError, atomic_write
 
@@ -385,8 +386,6 @@ def download_mini(target_dir: str | os.PathLike, seed: int = 1, num_speakers: in
         for utt, *_ in meta:
             for b, e, ph in rows[utt]["phones"]:
                 f.write(f"{utt}\t{b:.4f}\t{e:.4f}\t{ph}\n")
-    from speechkit.data.corpora._espeak import Espeak  # only the version string; no engine here
-
     with atomic_write(marker) as f:
         json.dump({"params": params, "espeak_ng": Espeak.version(), "utterances": len(meta)}, f, indent=1)
         f.write("\n")

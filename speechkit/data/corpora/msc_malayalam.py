@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from pathlib import Path
 
 from speechkit.data.corpora._common import (
@@ -47,8 +48,6 @@ def download_msc_malayalam(target_dir: str | os.PathLike) -> Path:
     Note the upstream audio is WebM/Opus; libsndfile cannot decode it, so convert it first
     (``ffmpeg -i x.webm x.ogg``) and point ``fileName`` at the converted files.
     """
-    import subprocess
-
     target = Path(target_dir)
     if (target / "speech.tsv").is_file():
         return target

@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import urllib.request
+import zipfile
 from pathlib import Path
 from typing import Sequence
 
@@ -47,9 +49,6 @@ def download_vctk(target_dir: str | os.PathLike) -> Path:
     ``target_dir/VCTK-Corpus-0.92`` and returns that folder; does nothing if it already holds
     ``speaker-info.txt`` and ``wav48_silence_trimmed/``. Needs internet; tests never call it.
     """
-    import urllib.request
-    import zipfile
-
     root = Path(target_dir) / "VCTK-Corpus-0.92"
     if (root / "speaker-info.txt").is_file() and (root / "wav48_silence_trimmed").is_dir():
         return root
