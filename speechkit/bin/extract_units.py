@@ -66,11 +66,11 @@ def _run(args) -> int:
     setup_logging(args.log_file, args.verbose, input_dirs={"DATA_DIR": args.data_dir},
                   output_dirs={"OUT_DIR": args.out_dir})
     check_extraction_options(window=args.window, hop=args.hop, phases=args.phases, nj=args.nj,
-                             batch_frames=args.batch_frames, cli=True)
+                             batch_frames=args.batch_frames)
     data_dir, out_dir = Path(args.data_dir), Path(args.out_dir)
     extractor = UnitExtractor.from_pretrained(
-        args.model_dir, args.checkpoint, option="--model-dir", window=args.window, hop=args.hop,
-        phases=args.phases, aux=args.aux, unit_format=args.unit_format, cli=True)
+        args.model_dir, args.checkpoint, window=args.window, hop=args.hop,
+        phases=args.phases, aux=args.aux, unit_format=args.unit_format)
     check_output_dir(out_dir, inputs=[("DATA_DIR", data_dir), *extractor.read_paths(data_dir)], option="OUT_DIR",
                      experiment_dirs={"--model-dir": args.model_dir} if Path(args.model_dir).is_dir() else None)
     t0 = time.time()

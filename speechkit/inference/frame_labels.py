@@ -33,6 +33,7 @@ from speechkit.features.io import ark_scp_writer
 from speechkit.scoring.feature_dir import resolve_frame_shift
 from speechkit.text.g2p import read_phone_info
 from speechkit.text.labels import FORMAT_VERSION, SIL, LabelFrontend, make_label_input, read_alignments
+from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -78,21 +79,22 @@ def fit_record(data_dir: Path, alignments: Path, frame_shift: float, num_utts: i
 
 
 def describe_change(frontend_dir: Path, old: dict | None, new: dict) -> str:
-    """The error for ``--fit`` into a front end fitted on other content (``old`` is its
-    ``fitted_on``, ``None`` if it has none): what it was fitted on, what changed, what to do."""
-    advice = (f"re-fitting would invalidate models trained with it; use --overwrite to refit (the old one is "
-              f"kept in {frontend_dir}/.backup/N) or another --frontend-dir")
+    """The error for ``fit`` into a front end fitted on other content (``old`` is its
+    ``fitted_on``, ``None`` if it has none): what it was fitted on, what changed, what to do; the
+    parameters as references (:mod:`speechkit.utils.errors`)."""
+    advice = (f"re-fitting would invalidate models trained with it; use `overwrite` to refit (the old one is "
+              f"kept in {frontend_dir}/.backup/N) or another `frontend_dir`")
     now = f"{new['utterances']} utterances of {new['data_dir']} with {new['phones']} phones"
     if not old:
-        return (f"--frontend-dir {frontend_dir}: holds a label front end that does not record what it was fitted on "
+        return (f"`frontend_dir` {frontend_dir}: holds a label front end that does not record what it was fitted on "
                 f"(written by an older speechkit-make-labels), so it cannot be told apart from one fitted on other "
                 f"data than {now}: {advice}")
     old_files, new_files = old.get("files") or {}, new["files"]
     changed = [n for n in dict.fromkeys([*old_files, *new_files]) if old_files.get(n) != new_files.get(n)]
-    what = [f"{n if n == 'ALIGNMENTS' else 'DATA_DIR/' + n} differs" for n in changed]
+    what = [f"{'`alignments`' if n == 'ALIGNMENTS' else '`data_dir`/' + n} differs" for n in changed]
     old_opts = old.get("options") or {}
     what += [f"{k} {old_opts.get(k)} -> {v}" for k, v in new["options"].items() if old_opts.get(k) != v]
-    return (f"--frontend-dir {frontend_dir}: fitted on {old.get('utterances')} utterances of {old.get('data_dir')} "
+    return (f"`frontend_dir` {frontend_dir}: fitted on {old.get('utterances')} utterances of {old.get('data_dir')} "
             f"with {old.get('phones')} phones; now {now} ({', '.join(what) or 'content differs'}): {advice}")
 
 
@@ -103,18 +105,18 @@ def make_labels(data_dir, alignments, out_dir, frontend_dir, *, fit: bool = Fals
     ``log``: where the warnings and the fitting summary go (the CLI passes its own logger).
 
     Raises:
-        OutputOverlapError: OUT_DIR or (with ``fit``) the front-end dir overlaps an input.
+        OutputOverlapError: ``out_dir`` or (with ``fit``) the front-end dir overlaps an input.
         ValueError: ``fit`` into a front end fitted on other content, without ``overwrite``
-            (names the dir and what changed); ``overwrite`` without ``fit``.
+            (names the dir and what changed); ParameterError: ``overwrite`` without ``fit``.
         DataError, FileNotFoundError: bad or missing inputs (file and line named).
     """
     data_dir, out_dir, frontend_dir = Path(data_dir), Path(out_dir), Path(frontend_dir)
     if overwrite and not fit:
-        raise ValueError("--overwrite applies to --fit only (it re-fits an existing front end)")
-    read = {"DATA_DIR": data_dir, "ALIGNMENTS": Path(alignments)}
-    check_output_dir(out_dir, inputs={**read, "--frontend-dir": frontend_dir}, option="OUT_DIR")
+        raise ParameterError("overwrite", "`overwrite` applies to `fit` only (it re-fits an existing front end)")
+    read = {"`data_dir`": data_dir, "`alignments`": Path(alignments)}
+    check_output_dir(out_dir, inputs={**read, "`frontend_dir`": frontend_dir}, option="`out_dir`")
     if fit:
-        check_output_dir(frontend_dir, inputs=read, option="--frontend-dir")
+        check_output_dir(frontend_dir, inputs=read, option="`frontend_dir`")
     d = DataDir.load(data_dir)
     for name, table in (("text", d.text), ("utt2num_frames", d.utt2num_frames)):
         if table is None:
@@ -167,7 +169,7 @@ def make_labels(data_dir, alignments, out_dir, frontend_dir, *, fit: bool = Fals
                 log.info("%s: up to date (fitted on the same content of %s and %s); not re-fitted", frontend_dir,
                             data_dir, alignments)
             elif not overwrite:
-                raise ValueError(describe_change(frontend_dir, old_record, record))
+                raise naming_parameters(ValueError(describe_change(frontend_dir, old_record, record)))
             else:
                 status = "refitted"
         if fe is None:

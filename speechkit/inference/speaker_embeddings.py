@@ -21,6 +21,7 @@ from speechkit.data.datadir import DataDir, c_sorted, iter_audio, subset
 from speechkit.data.speakers import mean_embedding
 from speechkit.features.io import ark_scp_writer
 from speechkit.inference.parts import run_parts, split_parts
+from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -71,7 +72,7 @@ def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: floa
     from speechkit.models.speaker_encoder import DEFAULT_MIN_SPEECH  # heavy: torch
 
     if nj < 1:
-        raise ValueError(f"--nj must be >= 1, got {nj}")
+        raise ParameterError("nj", f"`nj` must be >= 1, got {nj}")
     d = DataDir.load(data_dir)
     if d.wav_scp is None:
         raise DataError(f"{data_dir}/wav.scp: missing (needed to read audio)")
@@ -92,9 +93,9 @@ def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: floa
 
 def _nothing_embedded(skipped: dict[str, float], out: Path) -> DataError:
     first = c_sorted(skipped)[:5]
-    return DataError(f"no utterance could be embedded ({len(skipped)} too short): {', '.join(first)}"
-                     f"{' ...' if len(skipped) > len(first) else ''} have less speech than --min-speech; nothing "
-                     f"written to {out}")
+    return naming_parameters(DataError(
+        f"no utterance could be embedded ({len(skipped)} too short): {', '.join(first)}"
+        f"{' ...' if len(skipped) > len(first) else ''} have less speech than `min_speech`; nothing written to {out}"))
 
 
 def write_embeddings(out_dir: str | os.PathLike, embeddings: dict[str, np.ndarray], skipped: dict[str, float],
@@ -150,17 +151,17 @@ def embed_speakers(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, n
         utterance -> seconds of speech of those too short to embed.
 
     Raises:
-        ValueError: ``nj < 1`` or a negative ``min_speech`` (named as the CLI options).
+        ParameterError: ``nj < 1`` or a negative ``min_speech`` (naming it).
         OutputOverlapError: ``out_dir`` is, contains or lies inside ``data_dir``.
         DataError: every utterance too short (names the first; nothing written), unreadable audio.
         FileNotFoundError: no data dir / utt2spk.
     """
     if nj < 1:
-        raise ValueError(f"--nj must be >= 1, got {nj}")
+        raise ParameterError("nj", f"`nj` must be >= 1, got {nj}")
     if min_speech is not None and min_speech < 0:
-        raise ValueError(f"--min-speech must be >= 0 seconds, got {min_speech}")
+        raise ParameterError("min_speech", f"`min_speech` must be >= 0 seconds, got {min_speech}")
     out = Path(out_dir)
-    check_output_dir(out, inputs={"DATA_DIR": data_dir}, option="OUT_DIR")
+    check_output_dir(out, inputs={"`data_dir`": data_dir}, option="`out_dir`")
     d = DataDir.load(data_dir)
     embs, skipped = embed_data_dir(data_dir, nj=nj, min_speech=min_speech, trim_silence=trim_silence)
     if not embs:  # the error names them (no OUT_DIR/skipped is written to point at)

@@ -66,6 +66,7 @@ from speechkit.features.io import FeatureReader, check_matrix, load_cmvn_stats, 
 from speechkit.inference.parts import run_parts, split_parts
 from speechkit.tasks import load_model
 from speechkit.train.checkpoint import resolve_checkpoint
+from speechkit.utils.errors import ParameterError
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
 
 __all__ = ["UNIT_FORMATS", "check_extraction_options", "UnitExtractor", "write_units", "extract_units"]
@@ -75,15 +76,6 @@ log = logging.getLogger(__name__)
 #: How a code frame is written: its codebook vector e_k (De numbers) or its one-hot vector (K numbers).
 UNIT_FORMATS = ("codebook", "onehot")
 
-#: The command-line spelling of the options, named in the errors when ``cli=True``.
-_CLI_NAMES = {"window": "--window", "hop": "--hop", "phases": "--phases", "aux": "--aux", "nj": "--nj",
-              "batch_frames": "--batch-frames"}
-
-
-def _names(cli: bool) -> dict[str, str]:
-    return _CLI_NAMES if cli else {k: k for k in _CLI_NAMES}
-
-
 def feature_conf(data_dir: Path) -> dict | None:
     """The data dir's ``feats.yaml`` (the front-end config its features were computed with), or None."""
     f = data_dir / "feats.yaml"
@@ -91,38 +83,36 @@ def feature_conf(data_dir: Path) -> dict | None:
 
 
 def check_extraction_options(*, window: int | None = None, hop: int | None = None, phases: int | str = 1,
-                             nj: int = 1, batch_frames: int = 1, cli: bool = False) -> int | None:
+                             nj: int = 1, batch_frames: int = 1) -> int | None:
     """Check the options that need no model (range checks), before any work.
 
     Args:
         window, hop, phases: as :class:`UnitExtractor`'s; nj, batch_frames: as :func:`extract_units`'s.
-        cli: name the options as the command line spells them (``--batch-frames``) in the errors.
 
     Returns:
         ``phases`` as a number, ``None`` for ``'all'`` (the model's stride, known once it is loaded).
 
     Raises:
-        ValueError: an option out of range, naming it.
+        ParameterError: an option out of range, naming it (a CLI spells it as its flag).
     """
-    o = _names(cli)
     if nj < 1:
-        raise ValueError(f"{o['nj']} must be >= 1, got {nj}")
+        raise ParameterError("nj", f"`nj` must be >= 1, got {nj}")
     if batch_frames < 1:
-        raise ValueError(f"{o['batch_frames']} must be >= 1, got {batch_frames}")
+        raise ParameterError("batch_frames", f"`batch_frames` must be >= 1, got {batch_frames}")
     if window is not None and window < 0:
-        raise ValueError(f"{o['window']} must be >= 0 (0 = whole utterances), got {window}")
+        raise ParameterError("window", f"`window` must be >= 0 (0 = whole utterances), got {window}")
     if hop is not None and hop < 1:
-        raise ValueError(f"{o['hop']} must be >= 1 input frame, got {hop} (leave it out for half a window)")
+        raise ParameterError("hop", f"`hop` must be >= 1 input frame, got {hop} (leave it out for half a window)")
     if hop is not None and window == 0:
-        raise ValueError(f"{o['hop']} {hop}: only with windows ({o['window']} 0 encodes whole utterances)")
+        raise ParameterError("hop", f"`hop` {hop}: only with windows (`window=0` encodes whole utterances)")
     if phases == "all":
         return None
     try:
         n = int(phases)
     except ValueError:
-        raise ValueError(f"{o['phases']}: expected a number or 'all', got {phases!r}") from None
+        raise ParameterError("phases", f"`phases`: expected a number or 'all', got {phases!r}") from None
     if n < 1:
-        raise ValueError(f"{o['phases']} must be >= 1 (or 'all'), got {n}")
+        raise ParameterError("phases", f"`phases` must be >= 1 (or 'all'), got {n}")
     return n
 
 
@@ -148,25 +138,22 @@ class UnitExtractor:
         checkpoint: the checkpoint file the model came from (recorded in ``units.yaml``; read by
             the workers of :func:`extract_units` with ``nj > 1``).
         model_dir: the experiment dir as given (recorded in ``units.yaml``); default ``checkpoint``.
-        cli: name the options as the command line spells them in the errors.
 
     Attributes:
         stride, window, hop, phases: resolved (numbers); ``rows``: the text line of each code
         (``None`` with ``aux``).
 
     Raises:
-        ValueError: options out of range or not fitting the model's stride, ``phases > 1`` without
-            ``aux``, an unknown ``unit_format`` (each naming the option).
+        ParameterError: options out of range or not fitting the model's stride, ``phases > 1`` without
+            ``aux`` (each naming the parameter); ValueError: an unknown ``unit_format``.
     """
 
     def __init__(self, model, cfg, *, window: int | None = None, hop: int | None = None,
                  phases: int | str = 1, aux: bool = False, unit_format: str = "codebook",
-                 checkpoint: str | os.PathLike | None = None, model_dir: str | os.PathLike | None = None,
-                 cli: bool = False) -> None:
+                 checkpoint: str | os.PathLike | None = None, model_dir: str | os.PathLike | None = None) -> None:
         from speechkit.models.vqvae import default_hop, phase_offsets  # heavy: torch (as every import of models)
 
-        o = _names(cli)
-        n_phases = check_extraction_options(window=window, hop=hop, phases=phases, cli=cli)
+        n_phases = check_extraction_options(window=window, hop=hop, phases=phases)
         if unit_format not in UNIT_FORMATS:
             raise ValueError(f"unknown unit format {unit_format!r}, expected one of {', '.join(UNIT_FORMATS)}")
         self.model, self.cfg, self.aux, self.unit_format = model, cfg, aux, unit_format
@@ -177,28 +164,28 @@ class UnitExtractor:
         if window is None:
             window = int(getattr(cfg.data, "crop_frames", 0) or 0) // stride * stride
             if window:
-                log.info("windows of %d input frames (the training crop; %s 0 encodes whole utterances)",
-                         window, o["window"])
+                log.info("windows of %d input frames (the training crop; window 0 encodes whole utterances)",
+                         window)
         if hop is None:
             hop = default_hop(window, stride) if window else 0
         elif not window:
-            raise ValueError(f"{o['hop']} {hop}: only with windows (the model was trained without crops, so "
-                             f"{o['window']} defaults to whole utterances; give {o['window']} N)")
+            raise ParameterError("hop", f"`hop` {hop}: only with windows (the model was trained without crops, so "
+                                 "`window` defaults to whole utterances; give `window=N`)")
         if hop > window:
-            raise ValueError(f"{o['window']} / {o['hop']}: need 0 < hop <= window (or window 0, no hop), got "
-                             f"{window} / {hop}")
+            raise ParameterError("hop", f"`window` / `hop`: need 0 < hop <= window (or window 0, no hop), got "
+                                 f"{window} / {hop}")
         if window % stride or hop % stride:
-            raise ValueError(f"{o['window']} {window} / {o['hop']} {hop}: must be multiples of the model's stride "
-                             f"{stride}")
+            raise ParameterError("window", f"`window` {window} / `hop` {hop}: must be multiples of the model's "
+                                 f"stride {stride}")
         if n_phases is None:
             n_phases = stride
         if n_phases != 1 and not aux:
-            raise ValueError(f"{o['phases']} {phases}: only with {o['aux']} (the continuous z); codes stay at the "
-                             f"model's stride (their bitrate would grow {n_phases}-fold)")
+            raise ParameterError("phases", f"`phases` {phases}: only with `aux` (the continuous z); codes stay at "
+                                 f"the model's stride (their bitrate would grow {n_phases}-fold)")
         try:
             phase_offsets(stride, n_phases)  # a divisor of the stride
         except ValueError as e:
-            raise ValueError(f"{o['phases']} {phases}: {e}") from None
+            raise ParameterError("phases", f"`phases` {phases}: {e}") from None
         self.window, self.hop, self.phases = window, hop, n_phases
         if aux:
             self.rows = None
@@ -208,16 +195,15 @@ class UnitExtractor:
             self.rows = onehot_rows(cfg.model.codebook_size)
 
     @classmethod
-    def from_pretrained(cls, model_dir: str | os.PathLike, checkpoint: str | None = None, *,
-                        option: str | None = None, **kwargs) -> "UnitExtractor":
+    def from_pretrained(cls, model_dir: str | os.PathLike, checkpoint: str | None = None,
+                        **kwargs) -> "UnitExtractor":
         """Load the model of an experiment dir (or a checkpoint file) and build the extractor.
 
         Args:
             model_dir: ``exp/<tag>``, its ``checkpoints/`` dir, or a checkpoint file.
             checkpoint: which checkpoint (``None`` = best, else latest; ``best``, ``latest``,
                 ``avgN``, a file name or path): :func:`speechkit.train.checkpoint.resolve_checkpoint`.
-            option: the command-line option ``model_dir`` came from, named in the errors.
-            **kwargs: the constructor's (``window``, ``hop``, ``phases``, ``aux``, ``unit_format``, ``cli``).
+            **kwargs: the constructor's (``window``, ``hop``, ``phases``, ``aux``, ``unit_format``).
 
         Raises:
             FileNotFoundError: no such checkpoint; ValueError: not a VQ-VAE checkpoint, or the
@@ -226,7 +212,7 @@ class UnitExtractor:
         """
         from speechkit.models.vqvae import VQVAE
 
-        path = resolve_checkpoint(model_dir, checkpoint, option=option)
+        path = resolve_checkpoint(model_dir, checkpoint, param="model_dir")
         model, cfg = load_model(path)
         if not isinstance(model, VQVAE):
             raise ValueError(f"{path}: not a VQ-VAE checkpoint (task {type(model).__name__})")

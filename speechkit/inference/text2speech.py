@@ -49,6 +49,7 @@ from speechkit.features.world import stream_layout, world_synthesize
 from speechkit.inference.parts import run_parts
 from speechkit.tasks import load_model
 from speechkit.train.checkpoint import DATA_FINGERPRINT, load_checkpoint, resolve_checkpoint
+from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -66,7 +67,6 @@ class Synthesizer:
         model_dir: the experiment dir ``exp/<tag>`` (or a checkpoint file; see ``resolve_checkpoint``).
         checkpoint: ``None`` (best.pt, else the latest), ``"best"``, ``"latest"``, ``"avgN"``, a
             checkpoint name or path.
-        option: the command-line option ``model_dir`` came from (named in the errors), or None.
         speaker_embeddings: the speaker -> vector scp of a conditioned model (default: the
             ``data.speaker_embeddings`` it was trained with); ignored for an unconditioned one. Its
             vectors must be those the model was trained with, by content (:attr:`vectors_changed`).
@@ -92,13 +92,13 @@ class Synthesizer:
     max_frames_per_phone = 25
     griffin_lim_iters = 60
 
-    def __init__(self, model_dir: str | os.PathLike, checkpoint: str | None = None, *, option: str | None = None,
+    def __init__(self, model_dir: str | os.PathLike, checkpoint: str | None = None, *,
                  speaker_embeddings: str | os.PathLike | None = None, input: str | None = None,
                  device: str = "cpu"):
         from speechkit.models.tacotron2 import Tacotron2  # heavy: torch (as the tasks' functions below)
 
         self.model_dir = Path(model_dir)
-        self.checkpoint = resolve_checkpoint(self.model_dir, checkpoint, option=option)
+        self.checkpoint = resolve_checkpoint(self.model_dir, checkpoint, param="model_dir")
         expect = {"labels": ("salad", "musa_rnn"), "phones": ("tacotron2",)}.get(input, ("salad", "musa_rnn", "tacotron2"))
         self.model, self.cfg = load_model(self.checkpoint, device=device, expect=expect)
         if isinstance(self.model, Tacotron2):
@@ -326,7 +326,7 @@ class Synthesizer:
 
 
 def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
-                         checkpoint: str | None = None, option: str | None = "--model-dir",
+                         checkpoint: str | None = None,
                          speaker_embeddings: str | os.PathLike | None = None, speaker: str | None = None,
                          num_wavs: int = 0, nj: int = 1, vocoder=None, log: logging.Logger = log) -> dict[str, int]:
     """Every utterance of ``data_dir/labels.scp`` through a salad / musa_rnn :class:`Synthesizer`
@@ -337,8 +337,7 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
     ``nj`` worker processes (:func:`speechkit.inference.parts.run_parts`).
 
     Args:
-        model_dir, checkpoint, option, speaker_embeddings: as :class:`Synthesizer` takes them
-            (``option``: the command-line option named in the errors).
+        model_dir, checkpoint, speaker_embeddings: as :class:`Synthesizer` takes them.
         speaker: every utterance in this trained speaker's voice (else each one's own, from
             ``data_dir/utt2spk``); conditioned models only.
         vocoder: the per-utterance job (default :func:`speechkit.decode.vocode.world_vocode`).
@@ -348,8 +347,8 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
         ``utt -> frames`` of the predicted features (``out_dir/utt2num_frames``).
 
     Raises:
-        ValueError: a negative ``num_wavs``, ``nj < 1`` (named as the CLI options); ``speaker`` or
-            ``speaker_embeddings`` for an unconditioned model; not a salad / musa_rnn checkpoint.
+        ParameterError: a negative ``num_wavs``, ``nj < 1``; ``speaker`` or ``speaker_embeddings`` for an
+            unconditioned model (each naming the parameter). ValueError: not a salad / musa_rnn checkpoint.
         OutputOverlapError: ``out_dir`` overlaps an input or the experiment dir.
         FileNotFoundError: no labels.scp; no WORLD config when ``num_wavs`` asks for wavs.
         DataError: an empty or unreadable labels.scp, labels of the wrong dimension or with NaN/Inf
@@ -358,18 +357,19 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
     if vocoder is None:
         vocoder = world_vocode
     if num_wavs < 0:
-        raise ValueError(f"--num-wavs must be >= 0, got {num_wavs}")
+        raise ParameterError("num_wavs", f"`num_wavs` must be >= 0, got {num_wavs}")
     if nj < 1:
-        raise ValueError(f"--nj must be >= 1, got {nj}")
+        raise ParameterError("nj", f"`nj` must be >= 1, got {nj}")
     model_dir, data_dir, out_dir = Path(model_dir), Path(data_dir), Path(out_dir)
-    check_output_dir(out_dir, inputs={"DATA_DIR": data_dir}, experiment_dirs={"--model-dir": model_dir},
-                     option="OUT_DIR")
-    synth = Synthesizer(model_dir, checkpoint, option=option, speaker_embeddings=speaker_embeddings, input="labels")
+    check_output_dir(out_dir, inputs={"`data_dir`": data_dir}, experiment_dirs={"`model_dir`": model_dir},
+                     option="`out_dir`")
+    synth = Synthesizer(model_dir, checkpoint, speaker_embeddings=speaker_embeddings, input="labels")
     cfg, conf = synth.cfg, synth.conf
     if conf is None:
         if num_wavs:
-            raise FileNotFoundError(f"no WORLD config in {model_dir}/feats.yaml or {cfg.data.train_dir}/feats.yaml: "
-                                    f"needed to vocode (--num-wavs)")
+            raise naming_parameters(FileNotFoundError(
+                f"no WORLD config in {model_dir}/feats.yaml or {cfg.data.train_dir}/feats.yaml: needed to vocode "
+                "(`num_wavs`)"))
         log.warning("no WORLD config (feats.yaml) found for %s; OUT_DIR gets none", model_dir)
     frame_shift = float(conf.get("frame_period", 5.0)) / 1000.0 if conf else 0.005
 
@@ -379,14 +379,14 @@ def synthesize_label_dir(model_dir: str | os.PathLike, data_dir: str | os.PathLi
     if not utts:
         raise DataError(f"{scp}: empty")
     if not synth.conditioned and (speaker or speaker_embeddings):
-        raise ValueError(f"{model_dir}: the model is not speaker-conditioned (trained without "
-                         f"data.speaker_embeddings); drop --speaker / --speaker-embeddings")
+        raise ParameterError("speaker", f"{model_dir}: the model is not speaker-conditioned (trained without "
+                             "data.speaker_embeddings); drop `speaker` / `speaker_embeddings`")
     spk_vectors = synth.speaker_vectors(utts, data_dir, speaker)
     dim = cfg.model.input_dim - (len(spk_vectors[0]) if spk_vectors is not None else 0)
     inputs = [("the checkpoint", synth.checkpoint)] + [(f"a label file of {scp}", f) for f in scp_files(scp)]
     if spk_vectors is not None:
         inputs.append(("the speaker vectors", synth.speaker_embeddings))
-    check_output_dir(out_dir, inputs=inputs, option="OUT_DIR")
+    check_output_dir(out_dir, inputs=inputs, option="`out_dir`")
 
     final = Path(os.path.abspath(out_dir))  # where the files will be once the temporary dir is swapped in
     num_frames: dict[str, int] = {}

@@ -31,7 +31,7 @@ from speechkit.features.io import FeatureReader, scp_files
 from speechkit.scoring.plots import plot_spectrograms
 from speechkit.tasks import get_task, load_model
 from speechkit.train.checkpoint import resolve_checkpoint
-from speechkit.utils.cli import ConfigError
+from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, id_file, read_lines, read_table, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -46,7 +46,7 @@ def frontend_conf(inverter_dir: Path, cfg, stft_config: str | None) -> tuple[dic
     ``data.feats_dir``.
 
     Raises:
-        FileNotFoundError: none of them (names where it looked and suggests ``--stft-config``).
+        FileNotFoundError: none of them (names where it looked and suggests ``stft_config``).
     """
     if stft_config:
         return load_frontend_conf(stft_config), stft_config
@@ -58,8 +58,9 @@ def frontend_conf(inverter_dir: Path, cfg, stft_config: str | None) -> tuple[dic
     for c in candidates:
         if c.is_file():
             return yaml.safe_load(c.read_text(encoding="utf-8")), str(c)
-    raise FileNotFoundError(f"no spectrogram front-end config in {' or '.join(map(str, candidates)) or inverter_dir}; "
-                            f"pass --stft-config conf/spectrogram.yaml")
+    raise naming_parameters(FileNotFoundError(
+        f"no spectrogram front-end config in {' or '.join(map(str, candidates)) or inverter_dir}; pass "
+        "`stft_config=conf/spectrogram.yaml`"))
 
 
 class Resynthesizer:
@@ -83,18 +84,17 @@ class Resynthesizer:
         FileNotFoundError: no checkpoint, no front-end config, a multi-voice inverter without its
             speaker table.
         DataError: the front end is not a linear magnitude spectrogram (``type: spectrogram, log: false``).
-        ConfigError: ``speaker`` missing for, or not a voice of, a multi-voice inverter.
+        ParameterError: ``speaker`` missing for, or not a voice of, a multi-voice inverter.
     """
 
     def __init__(self, inverter_dir: str | os.PathLike, checkpoint: str | None = None, *,
-                 stft_config: str | None = None, speaker: str | None = None, option: str = "--inverter-dir",
-                 log: logging.Logger = logger):
+                 stft_config: str | None = None, speaker: str | None = None, log: logging.Logger = logger):
         import torch  # heavy (as Griffin-Lim, below): torch
 
         inverter_dir = Path(inverter_dir)
         task = get_task("inverter")
         task.init_from_vqvae = False  # the trained weights hold the codebook already
-        self.model, self.cfg = load_model(resolve_checkpoint(inverter_dir, checkpoint, option=option), task)
+        self.model, self.cfg = load_model(resolve_checkpoint(inverter_dir, checkpoint, param="inverter_dir"), task)
         conf, conf_src = frontend_conf(inverter_dir, self.cfg, stft_config)
         frontend = build_frontend(conf, conf_src)
         resolved = frontend.to_dict()  # the values as checked (a YAML 'log: no' is False here)
@@ -113,9 +113,10 @@ class Resynthesizer:
                                         f"speaker table")
             table = {k: int(v) for k, v in read_table(table_file).items()}
             if speaker is None:
-                raise ConfigError(f"--speaker is required: the inverter has several voices ({', '.join(table)})")
+                raise ParameterError("speaker", f"`speaker` is required: the inverter has several voices "
+                                     f"({', '.join(table)})")
             if speaker not in table:
-                raise ConfigError(f"--speaker {speaker!r}: not a voice of the inverter ({', '.join(table)})")
+                raise ParameterError("speaker", f"`speaker` {speaker!r}: not a voice of the inverter ({', '.join(table)})")
             self.speaker_index = torch.tensor([table[speaker]])
         elif speaker is not None:
             log.info("the inverter has one voice (that of its training data); --speaker %s only labels the output",
@@ -170,7 +171,7 @@ def resynthesize(inverter_dir: str | os.PathLike, codes: str | os.PathLike, out_
         ``utt -> wav path`` as ``out_dir/wav.scp`` lists them.
 
     Raises:
-        ValueError: a negative ``n_iter`` or ``max_utts`` (named as the CLI options).
+        ParameterError: a negative ``n_iter`` or ``max_utts``.
         OutputOverlapError: ``out_dir`` overlaps an input (checked before any work).
         DataError: codes missing for an utterance of ``utt_list``, no utterance, a reference that
             is not a linear spectrogram or whose frame count does not match the codes; and the
@@ -179,17 +180,17 @@ def resynthesize(inverter_dir: str | os.PathLike, codes: str | os.PathLike, out_
     import torch
 
     if n_iter < 0:
-        raise ValueError(f"--n-iter must be >= 0, got {n_iter}")
+        raise ParameterError("n_iter", f"`n_iter` must be >= 0, got {n_iter}")
     if max_utts < 0:
-        raise ValueError(f"--max-utts must be >= 0, got {max_utts}")
+        raise ParameterError("max_utts", f"`max_utts` must be >= 0, got {max_utts}")
     inverter_dir = Path(inverter_dir)
     out_dir = Path(out_dir)
-    inputs = {"--codes": codes, "--reference-dir": reference_dir, "--utt-list": utt_list,
-              "--stft-config": stft_config}
+    inputs = {"`codes`": codes, "`reference_dir`": reference_dir, "`utt_list`": utt_list,
+              "`stft_config`": stft_config}
     if inverter_dir.is_dir():
-        check_output_dir(out_dir, inputs=inputs, experiment_dirs={"--inverter-dir": inverter_dir}, option="--out-dir")
+        check_output_dir(out_dir, inputs=inputs, experiment_dirs={"`inverter_dir`": inverter_dir}, option="`out_dir`")
     else:
-        check_output_dir(out_dir, inputs={**inputs, "--inverter-dir": inverter_dir}, option="--out-dir")
+        check_output_dir(out_dir, inputs={**inputs, "`inverter_dir`": inverter_dir}, option="`out_dir`")
     resynth = Resynthesizer(inverter_dir, checkpoint, stft_config=stft_config, speaker=speaker, log=log)
     sr, r = resynth.sample_rate, resynth.upsample_ratio
 
@@ -211,10 +212,11 @@ def resynthesize(inverter_dir: str | os.PathLike, codes: str | os.PathLike, out_
         ref = FeatureReader(reference_dir)
         ref_conf = ref.conf
         if ref_conf is not None and (ref_conf.get("type") != "spectrogram" or ref_conf.get("log", False)):
-            raise DataError(f"{reference_dir}/feats.yaml: --reference-dir needs linear magnitude spectrograms")
+            raise naming_parameters(DataError(f"{reference_dir}/feats.yaml: `reference_dir` needs linear magnitude "
+                                              "spectrograms"))
         ref_scp = Path(reference_dir) / "feats.scp"
         check_output_dir(out_dir, inputs=[(f"a spectrogram file of {ref_scp}", f) for f in scp_files(ref_scp)],
-                         option="--out-dir")
+                         option="`out_dir`")
 
     final = Path(os.path.abspath(out_dir))  # where the wavs will be once the temporary dir is swapped in
     wavs = {}

@@ -8,6 +8,7 @@ import kaldiio
 import pytest
 
 from speechkit.inference.frame_labels import FIT_FILES, describe_change, fit_record, make_labels
+from speechkit.utils.cli import error_message
 from speechkit.utils.fileio import write_table
 
 PHONES = {"u1": "b a t", "u2": "t a b a"}
@@ -48,15 +49,19 @@ def test_fit_load_and_rerun(tmp_path, caplog):
     assert make_labels(data, ali, tmp_path / "out2", fe)["frontend"] == "loaded"
     # other content: refused (naming what changed) unless overwrite
     write_table(data / "utt2num_frames", {u: 41 for u in PHONES})
-    with pytest.raises(ValueError, match=r"DATA_DIR/utt2num_frames differs.*use --overwrite"):
+    with pytest.raises(ValueError, match=r"data_dir/utt2num_frames differs.*use overwrite") as e:
         make_labels(data, ali, tmp_path / "out", fe, fit=True)
+    spelled = error_message(e.value, {"frontend_dir": "--frontend-dir", "overwrite": "--overwrite",
+                                      "data_dir": "DATA_DIR"})  # as speechkit-make-labels' parser spells them
+    assert spelled.startswith(f"--frontend-dir {fe}: ") and "DATA_DIR/utt2num_frames differs" in spelled
+    assert spelled.endswith("use --overwrite to refit (the old one is kept in " f"{fe}/.backup/N) or another --frontend-dir")
     assert make_labels(data, ali, tmp_path / "out", fe, fit=True, overwrite=True)["frontend"] == "refitted"
     assert (fe / ".backup" / "1" / "frontend.yaml").is_file()
 
 
 def test_refusals_and_a_missing_frame_shift(tmp_path, caplog):
     data, ali = _data(tmp_path, frame_shift=None)
-    with pytest.raises(ValueError, match="--overwrite applies to --fit only"):
+    with pytest.raises(ValueError, match="^overwrite applies to fit only"):
         make_labels(data, ali, tmp_path / "out", tmp_path / "fe", overwrite=True)
     with caplog.at_level(logging.WARNING):
         make_labels(data, ali, tmp_path / "out", tmp_path / "fe", fit=True)
@@ -74,5 +79,5 @@ def test_fit_record_and_describe_change(tmp_path):
     other = fit_record(data, ali, 0.01, 2, {"a", "b", "t"})
     assert other["fingerprint"] != rec["fingerprint"]
     msg = describe_change(tmp_path / "fe", rec, other)
-    assert "frame_shift 0.005 -> 0.01" in msg and "--overwrite" in msg
+    assert "frame_shift 0.005 -> 0.01" in msg and "use `overwrite`" in msg  # a reference, spelled by the CLI
     assert "older speechkit-make-labels" in describe_change(tmp_path / "fe", None, other)

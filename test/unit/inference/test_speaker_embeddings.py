@@ -53,9 +53,9 @@ def test_embed_speakers_writes_the_dir_and_logs_what_was_lost(data_dir, tmp_path
 
 
 def test_embed_speakers_refusals(data_dir, tmp_path, monkeypatch):
-    with pytest.raises(ValueError, match="--nj must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="^nj must be >= 1, got 0"):
         mod.embed_speakers(data_dir, tmp_path / "e", nj=0)
-    with pytest.raises(ValueError, match="--min-speech must be >= 0 seconds, got -1"):
+    with pytest.raises(ValueError, match="^min_speech must be >= 0 seconds, got -1"):
         mod.embed_speakers(data_dir, tmp_path / "e", min_speech=-1)
     monkeypatch.setattr(mod, "embed_data_dir", lambda *a, **k: ({}, {"a_1": 0.1}))
     with pytest.raises(DataError, match="no utterance could be embedded"):

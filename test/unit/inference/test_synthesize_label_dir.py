@@ -57,9 +57,9 @@ def test_the_dir_holds_the_synthesizers_features(trained, tmp_path, caplog):
 
 def test_refusals(trained, tmp_path):
     root, _ = trained
-    with pytest.raises(ValueError, match="--num-wavs must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="^num_wavs must be >= 0, got -1"):
         synthesize_label_dir(root / "exp", root / "test", tmp_path / "o", num_wavs=-1)
-    with pytest.raises(ValueError, match="--nj must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="^nj must be >= 1, got 0"):
         synthesize_label_dir(root / "exp", root / "test", tmp_path / "o", nj=0)
     with pytest.raises(FileNotFoundError, match="labels.scp: no label vectors"):
         synthesize_label_dir(root / "exp", root / "valid" / "nowhere", tmp_path / "o")

@@ -79,8 +79,8 @@ def test_checkpoint_choice_and_refusals(trained, tmp_path):
     root, _ = trained
     latest = Synthesizer(root / "exp", "latest")
     assert latest.checkpoint.name.startswith("ckpt-")
-    with pytest.raises(FileNotFoundError, match="--checkpoint nope.pt: no such file"):
-        Synthesizer(root / "exp", "nope.pt", option="--model-dir")
+    with pytest.raises(FileNotFoundError, match=f"^checkpoint nope.pt: no such file .*; model_dir {root / 'exp'}: "):
+        Synthesizer(root / "exp", "nope.pt")
     with pytest.raises(ValueError, match=r"not a model of tacotron2 \(a 'salad' model"):
         Synthesizer(root / "exp", input="phones")
     # no feats.yaml beside the checkpoint, nor in the training dir: features yes, waveform no
