@@ -10,7 +10,9 @@ import logging
 import os
 from pathlib import Path
 
+import kaldiio
 import numpy as np
+from tqdm import tqdm
 
 from speechkit.data.datadir import GLOBAL_CMVN, DataDir, backup_files
 from speechkit.features.cmvn import accumulate_stats
@@ -65,9 +67,6 @@ def compute_cmvn_stats(data_dir: str | os.PathLike, cmvn_dir: str | os.PathLike 
             NaN or infinite value (names the utterance and frame). Nothing is written then.
         WriteError: ``CMVN_DIR`` or the data dir cannot be written.
     """
-    import kaldiio
-    from tqdm import tqdm
-
     data_dir = Path(data_dir)
     if cmvn_dir is not None:
         # CMVN_DIR is written file by file, never replaced; inside the data dir is the default layout

@@ -76,8 +76,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 import yaml
-
-from typing import TYPE_CHECKING
+from tqdm import tqdm
 
 from speechkit.data.audio import _segment_bounds, _where, read_audio
 from speechkit.data.datadir import (
@@ -87,11 +86,15 @@ from speechkit.data.feats_manifest import (  # the read side of the manifests (v
     MANIFEST_FORMAT, _utt_inputs, check_feats_scp, read_manifest, utt_input_hash,
 )
 from speechkit.data.split_data import split_contiguous
+from speechkit.features.frontends import Frontend, build_frontend, load_frontend_conf
 from speechkit.features.io import ark_scp_writer
-from speechkit.utils.fileio import DataError, atomic_write, read_lines
+from speechkit.utils.cli import ConfigError
+from speechkit.utils.config import parse_override
+from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_lines
+from speechkit.utils.jobs import describe_failures, run_local_jobs
+from speechkit.utils.outputs import check_output_dir
 
-if TYPE_CHECKING:  # pragma: no cover - frontends imports torch
-    from speechkit.features.frontends import Frontend
+# torch is imported where used: the merge step and --help run without it (2.7 s a process).
 
 logger = logging.getLogger(__name__)
 
@@ -219,9 +222,6 @@ def parse_overrides(items: list[str]) -> dict:
     Raises:
         ConfigError: naming the ``--set`` item (no ``=``, a bad key or value).
     """
-    from speechkit.utils.cli import ConfigError
-    from speechkit.utils.config import parse_override
-
     out = {}
     for item in items:
         if "=" not in item:
@@ -243,9 +243,6 @@ def load_frontend(config: str | os.PathLike, overrides: list[str] | tuple[str, .
         ConfigError: naming the file for an error of the file's, or the ``--set KEY=VALUE`` at
         fault (never the file for a key given on the command line).
     """
-    from speechkit.features.frontends import build_frontend, load_frontend_conf
-    from speechkit.utils.cli import ConfigError
-
     parsed = parse_overrides(list(overrides))
     conf = load_frontend_conf(config)
     if "type" not in parsed:
@@ -384,8 +381,6 @@ def compute_part(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: st
             (unless ``skip_bad``). Nothing of the part is then left looking complete (temporary
             files removed, no manifest), and the data dir has no ``feats.scp``.
     """
-    from tqdm import tqdm
-
     if not 1 <= job <= nj:
         raise ValueError(f"job must be in 1..nj ({nj}), got {job}")
     data_dir = Path(data_dir)
@@ -653,13 +648,9 @@ def make_feats(data_dir: str | os.PathLike, config: str | os.PathLike, log_dir: 
         processes failed (names each and the last line of its log; no feats.scp written);
         :func:`compute_part` and :func:`merge_parts`' errors.
     """
-    from speechkit.utils.fileio import ensure_writable_dir
-    from speechkit.utils.jobs import describe_failures, run_local_jobs
-    from speechkit.utils.outputs import check_output_dir
-
     for option, d in (("FEAT_DIR", feat_dir), ("LOG_DIR", log_dir)):
         check_output_dir(d, experiment_dirs={"DATA_DIR": data_dir}, inputs={"--config": config}, option=option)
-    if not merge_only:  # the merge needs the frontend's config only: no torch (1.2 s a process)
+    if not merge_only:  # the merge needs the frontend's config only
         import torch
 
         torch.set_num_threads(num_threads)

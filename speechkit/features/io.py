@@ -33,6 +33,8 @@ from speechkit.features.cmvn import apply_cmvn
 from speechkit.utils.fileio import DataError, atomic_write, naming_write_errors, read_lines, read_table
 from speechkit.utils.outputs import scp_entry_file  # re-exported: the one parser of an scp value (recognize, tests)
 
+# torch is imported where used: only the loaders of training and inference data need it (2.7 s a process).
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["ark_scp_writer", "scp_files", "ScpReader", "FeatureReader", "load_cmvn_stats", "load_global_cmvn_stats",
@@ -422,7 +424,7 @@ def load_features(data_dir: str | os.PathLike, cmvn: str = "none", norm_vars: bo
         DataError: an utterance without features, NaN/Inf, fewer than ``min_frames`` frames,
             differing dimensions; the message names the data dir and utterance.
     """
-    import torch  # heavy: only the loaders of training and inference data need it
+    import torch
 
     data_dir = Path(data_dir)
     reader = FeatureReader(data_dir, cmvn=cmvn, norm_vars=norm_vars)

@@ -11,9 +11,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+import kaldi_native_fbank as knf
 import numpy as np
 
 from speechkit.features.frontends.base import Frontend, FrontendConfig, _require, register_frontend
+
+# torch and features.delta (torch) are imported where used: a frontend is built from its config without torch.
 
 logger = logging.getLogger(__name__)
 
@@ -129,8 +132,6 @@ class KaldiFrontend(Frontend):
         self._opts = self._make_options()
 
     def _make_options(self) -> Any:
-        import kaldi_native_fbank as knf
-
         opts = getattr(knf, self.options_class)()
         self.config.apply(opts)
         return opts
@@ -141,8 +142,6 @@ class KaldiFrontend(Frontend):
         return state
 
     def _run(self, computer: str, samples: np.ndarray) -> np.ndarray:
-        import kaldi_native_fbank as knf
-
         if "_opts" not in self.__dict__:
             self._opts = self._make_options()
         comp = getattr(knf, computer)(self._opts)

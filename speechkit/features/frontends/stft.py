@@ -12,12 +12,15 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 import numpy as np
 
 from speechkit.features.frontends.base import Frontend, FrontendConfig, _require, register_frontend
+
+# torch and features.delta (torch) are imported where used: a frontend is built from its config without torch.
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -226,8 +229,6 @@ class _MelMixin:
     def _mel(self, power_spec: torch.Tensor) -> torch.Tensor:
         """``(n_mels, F) @ (F, T)`` -> ``(n_mels, T)``."""
         if self._mel_csr is None:
-            import warnings
-
             with warnings.catch_warnings():  # "sparse CSR support is in beta"
                 warnings.simplefilter("ignore")
                 self._mel_csr = self._mel_dense.to_sparse_csr()
