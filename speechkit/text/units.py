@@ -63,6 +63,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+import sentencepiece as spm
+
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
 
@@ -708,15 +710,11 @@ def _check_target(ids: list[int], target: str) -> list[int]:
 
 
 def _sp_processor(model: bytes):
-    import sentencepiece as spm
-
     return spm.SentencePieceProcessor(model_proto=model)
 
 
 def _train_sentencepiece(texts: list[str], vocab_size: int) -> bytes:
     """Train a BPE sentencepiece model whose ids 0 and 1 are ``<blank>`` and ``<unk>``."""
-    import sentencepiece as spm
-
     if vocab_size < 3:
         raise ConfigError(f"vocab_size must be >= 3 (blank, unk and one piece), got {vocab_size}")
     buf = io.BytesIO()
