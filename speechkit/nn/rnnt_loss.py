@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import torch
 
+# torchaudio is imported where used: optional (its rnnt_loss op is tried once per device type).
+
 __all__ = ["rnnt_loss", "rnnt_loss_reference", "RNNTLoss", "IMPLS", "choose_impl", "torchaudio_rnnt_loss"]
 
 _NEG_INF = float("-inf")
