@@ -36,7 +36,7 @@ def main(argv=None) -> int:
         print(f"{PROG}: {args.data_dir}/{split_dir_name(args.num_splits, not args.per_utt)}: "
               f"utterances per part: {sizes}")
 
-    return run_main(PROG, body, parser=parser)
+    return run_main(PROG, body, parser=parser, flags={"by_speaker=false": "--per-utt"})
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
             utt_list=args.utt_list, spk_list=args.spk_list, seed=args.seed)
         print(f"{PROG}: wrote {len(out)} utterances to {dest}")
 
-    return run_main(PROG, body, parser=parser)
+    return run_main(PROG, body, parser=parser, flags={"num": "N"})
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pathlib import Path
 from speechkit.data.datadir import (
     EXTRA_FILES, PHONE_ALIGNMENTS, TABLES, DataDir, _as_datadir, extras_of, subset,
 )
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError
 
 logger = logging.getLogger(__name__)
@@ -98,8 +99,8 @@ def split(d: "DataDir | str | os.PathLike", n: int, by_speaker: bool = True) -> 
     if by_speaker:
         spk2utt = d.spk2utt
         if n > len(spk2utt):
-            raise DataError(f"{d.path}: cannot split {len(spk2utt)} speakers into {n} parts "
-                            "(use --per-utt, or fewer jobs)")
+            raise naming_parameters(DataError(f"{d.path}: cannot split {len(spk2utt)} speakers into {n} parts "
+                                              "(use `by_speaker=false`, or fewer jobs)"))
         groups = _split_groups(list(spk2utt), n, {s: len(u) for s, u in spk2utt.items()})
         parts = [[u for s in g for u in spk2utt[s]] for g in groups]
     else:

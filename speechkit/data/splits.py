@@ -32,6 +32,7 @@ from speechkit.data.corpora._common import PHONE_ALIGNMENTS, SPK2GENDER, read_ph
 from speechkit.data.datadir import (
     EXTRA_FILES, GLOBAL_CMVN, TABLES, DataDir, _render_table, c_sorted, extras_of, subset,
 )
+from speechkit.utils.errors import ParameterError
 from speechkit.utils.fileio import DataError, read_lines, read_table
 from speechkit.utils.outputs import check_output_dir
 
@@ -44,9 +45,10 @@ _KNOWN = set(TABLES) | {"spk2utt", PHONE_ALIGNMENTS, SPK2GENDER, *(n for n in EX
 def _check_fractions(dev: float, test: float) -> None:
     for name, f in (("dev", dev), ("test", test)):
         if not 0.0 < f < 1.0:
-            raise ValueError(f"--{name} must be a fraction in (0, 1), got {f}")
+            raise ParameterError(name, f"`{name}` must be a fraction in (0, 1), got {f}")
     if dev + test >= 1.0:
-        raise ValueError(f"--dev + --test must be below 1 (train needs data), got {dev} + {test} = {dev + test}")
+        raise ParameterError("dev", f"`dev` + `test` must be below 1 (train needs data), got {dev} + {test} = "
+                             f"{dev + test}")
 
 
 def assign_utterances(utts: list[str], dev: float, test: float, seed: int) -> dict[str, list[str]]:

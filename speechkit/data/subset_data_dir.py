@@ -10,6 +10,7 @@ import os
 import random
 
 from speechkit.data.datadir import DataDir, _as_datadir, extras_of, show_ids, subset
+from speechkit.utils.errors import ParameterError
 from speechkit.utils.fileio import DataError, read_lines
 from speechkit.utils.outputs import check_output_dir
 
@@ -40,8 +41,9 @@ def subset_data_dir(src: "DataDir | str | os.PathLike", dest: str | os.PathLike,
     modes = [m for m, v in (("first", first), ("last", last), ("utt_list", utt_list), ("spk_list", spk_list),
                             ("num", num)) if v is not None]
     if len(modes) != 1:
-        raise ValueError(f"choose exactly one of --first, --last, --utt-list, --spk-list, N (got {modes or 'none'})")
-    check_output_dir(dest, inputs=[("the source", d.path), ("--utt-list", utt_list), ("--spk-list", spk_list)],
+        raise ParameterError("num", "choose exactly one of `first`, `last`, `utt_list`, `spk_list`, `num` (got "
+                             f"{modes or 'none'})")
+    check_output_dir(dest, inputs=[("the source", d.path), ("`utt_list`", utt_list), ("`spk_list`", spk_list)],
                      option="destination")
     utts = d.utts
     n = first if first is not None else last if last is not None else num

@@ -26,6 +26,7 @@ import soundfile as sf
 
 from speechkit.data.audio import probe_audio, resample_pipe
 from speechkit.data.datadir import DataDir
+from speechkit.utils.errors import ParameterError
 from speechkit.utils.fileio import DataError, atomic_write, read_lines, write_table
 
 logger = logging.getLogger(__name__)
@@ -227,9 +228,9 @@ def add_probed(d: DataDir, utt: str, path: str | os.PathLike, text: str, speaker
 
 
 def check_sample_rate(sample_rate: int | None) -> None:
-    """Raise ``ValueError`` unless ``sample_rate`` is ``None`` or a positive integer (Hz)."""
+    """Raise ``ParameterError`` (a ``ValueError``) unless ``sample_rate`` is ``None`` or a positive integer (Hz)."""
     if sample_rate is not None and (int(sample_rate) != sample_rate or sample_rate <= 0):
-        raise ValueError(f"--sample-rate must be a positive integer (Hz), got {sample_rate}")
+        raise ParameterError("sample_rate", f"`sample_rate` must be a positive integer (Hz), got {sample_rate}")
 
 
 def check_parts(parts: Iterable[str] | None, known: Iterable[str]) -> list[str]:
@@ -237,13 +238,13 @@ def check_parts(parts: Iterable[str] | None, known: Iterable[str]) -> list[str]:
     ``parts`` is None or empty.
 
     Raises:
-        ValueError: a part not in ``known``, naming ``--parts``, the part and the known names.
+        ParameterError: a part not in ``known``, naming ``parts``, the part and the known names.
     """
     known = list(known)
     wanted = list(parts or known)
     bad = [p for p in wanted if p not in known]
     if bad:
-        raise ValueError(f"--parts: '{bad[0]}' is not one of {', '.join(known)}")
+        raise ParameterError("parts", f"'{bad[0]}' is not one of {', '.join(known)}")
     return wanted
 
 

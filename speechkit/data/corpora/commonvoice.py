@@ -29,6 +29,7 @@ from speechkit.data.corpora._common import (
     AUDIO_REASONS, SkipLog, add_probed, check_sample_rate, finish, normalize_text, read_metadata_lines,
 )
 from speechkit.data.datadir import DataDir
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError
 
 URL = "https://commonvoice.mozilla.org/datasets"
@@ -63,7 +64,8 @@ def _locale_folders(root: Path, table: str, locales: list[str] | None) -> list[P
                                 f"each locale folder under it)")
     missing = [loc for loc in locales or () if loc not in found]
     if missing:
-        raise DataError(f"--locales: '{missing[0]}' has no {table} under {root} (found: {', '.join(found)})")
+        raise naming_parameters(DataError(f"`locales`: '{missing[0]}' has no {table} under {root} (found: "
+                                          f"{', '.join(found)})"))
     return [found[loc] for loc in locales] if locales else list(found.values())
 
 
@@ -155,8 +157,8 @@ def prepare_commonvoice(corpus_dir: str | os.PathLike, out_dir: str | os.PathLik
     skips.summary(n_rows, REASONS)
     if d.utt2lang and len(d.utt2lang) < len(d.utt2spk):
         unknown = sorted(set(d.utt2spk) - set(d.utt2lang))
-        raise DataError(f"{root}: no locale for {len(unknown)} utterance(s), e.g. '{unknown[0]}' "
-                        f"(give --lang, or a locale column in every table)")
+        raise naming_parameters(DataError(f"{root}: no locale for {len(unknown)} utterance(s), e.g. '{unknown[0]}' "
+                                          "(give `lang`, or a locale column in every table)"))
     if not d.utt2lang:
         d.utt2lang = None
     spk2gender = {s: g for s, g in genders.items() if g is not None}

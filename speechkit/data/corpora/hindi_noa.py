@@ -27,6 +27,7 @@ from speechkit.data.corpora._common import (
     AUDIO_REASONS, SkipLog, check_sample_rate, finish, normalize_text, probe_or_skip, read_metadata_lines, wav_entry,
 )
 from speechkit.data.datadir import DataDir
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,8 @@ def prepare_hindi_noa(corpus_dir: str | os.PathLike, out_dir: str | os.PathLike,
     else:
         root = corpus_dir / root_line.lstrip("/")
     if not root.is_dir():
-        raise FileNotFoundError(f"{tsv}:1: audio root {root} is not a directory (pass audio_root= / --audio-root)")
+        raise naming_parameters(FileNotFoundError(f"{tsv}:1: audio root {root} is not a directory (pass "
+                                                  "`audio_root`)"))
 
     d = DataDir(wav_scp={}, text={}, utt2spk={}, utt2lang={}, utt2dur={})
     skips = SkipLog("recordings", corpus="hindi_noa")

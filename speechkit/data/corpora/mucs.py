@@ -47,6 +47,7 @@ from speechkit.data.corpora._common import (
     read_metadata_lines,
 )
 from speechkit.data.datadir import DataDir, c_sorted, subset
+from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError
 
 URL = "https://navana-tech.github.io/MUCS2021/"
@@ -122,11 +123,11 @@ def draw_dev(d: DataDir, fraction: float, seed: int) -> tuple[list[str], list[st
     """``(train_utts, dev_utts)``: whole speakers, shuffled by ``seed``, until ``fraction`` of the utterances.
 
     Raises:
-        ValueError: ``fraction`` outside (0, 1).
+        ParameterError: ``fraction`` outside (0, 1) (named as ``dev``, :func:`prepare_mucs`' parameter).
         DataError: fewer than two speakers (train or dev would be empty).
     """
     if not 0.0 < fraction < 1.0:
-        raise ValueError(f"--dev must be a fraction in (0, 1), got {fraction}")
+        raise ParameterError("dev", f"`dev` must be a fraction in (0, 1), got {fraction}")
     spk_utts: dict[str, list[str]] = {}
     for utt in d.utts:
         spk_utts.setdefault(d.utt2spk[utt], []).append(utt)
@@ -172,7 +173,8 @@ def prepare_mucs(corpus_dir: str | os.PathLike, out_dir: str | os.PathLike, *, l
     wanted = languages or sorted(found)
     missing = [lang for lang in wanted if lang not in found]
     if missing:
-        raise DataError(f"--languages: '{missing[0]}' is not under {root} (found: {', '.join(sorted(found))})")
+        raise naming_parameters(DataError(f"`languages`: '{missing[0]}' is not under {root} (found: "
+                                          f"{', '.join(sorted(found))})"))
     counts: dict[str, dict[str, int]] = {}
     for lang in wanted:
         dirs = {s: _child(found[lang], s) for s in SPLITS}
@@ -256,7 +258,8 @@ def prepare_mucs_corpus(corpus_dir: str | os.PathLike, out_dir: str | os.PathLik
     wanted = languages or sorted(found)
     missing = [lang for lang in wanted if lang not in found]
     if missing:
-        raise DataError(f"--languages: '{missing[0]}' is not under {root} (found: {', '.join(sorted(found))})")
+        raise naming_parameters(DataError(f"`languages`: '{missing[0]}' is not under {root} (found: "
+                                          f"{', '.join(sorted(found))})"))
     d = DataDir(wav_scp={}, text={}, utt2spk={}, utt2lang={}, utt2dur={})
     origin: dict[str, str] = {}
     for lang in wanted:

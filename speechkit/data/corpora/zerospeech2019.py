@@ -55,7 +55,8 @@ def scan(folder: Path, what: str, sample_rate: int | None = SAMPLE_RATE) -> Data
         DataError: no usable ``.wav`` file.
     """
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder (expected the ZeroSpeech 2019 layout, see --help)")
+        raise FileNotFoundError(f"{folder}: no such folder (expected the ZeroSpeech 2019 layout: "
+                                "train/unit/, train/voice/, test/)")
     d = DataDir(wav_scp={}, utt2spk={}, utt2dur={})
     skips = SkipLog(corpus=f"zerospeech2019 {what}")
     files = sorted(folder.glob("*.wav"))

@@ -76,12 +76,12 @@ def test_split_by_speaker_and_per_utt(ddir):
 
 
 def test_split_errors(ddir, capsys):
-    with pytest.raises(DataError, match="cannot split 4 speakers into 5 parts"):
+    with pytest.raises(DataError, match=r"cannot split 4 speakers into 5 parts \(use by_speaker=false, or fewer"):
         split(ddir, 5)
     with pytest.raises(DataError, match="cannot split 10 utterances into 11 parts"):
         split(ddir, 11, by_speaker=False)
     assert split_cli.main([str(ddir), "5"]) == 1
-    assert "cannot split 4 speakers" in capsys.readouterr().err
+    assert "cannot split 4 speakers into 5 parts (use --per-utt, or fewer jobs)" in capsys.readouterr().err
     assert split_cli.main([str(ddir), "2"]) == 0
     assert "utterances per part: 4 6" in capsys.readouterr().out
 

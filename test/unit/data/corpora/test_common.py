@@ -103,7 +103,7 @@ def test_check_parts_defaults_to_all_and_names_an_unknown_part():
     assert check_parts(None, known) == ["unit", "voice", "test"]
     assert check_parts([], ("train", "dev")) == ["train", "dev"]
     assert check_parts(("test", "unit"), known) == ["test", "unit"]
-    with pytest.raises(ValueError, match="^--parts: 'dev' is not one of unit, voice, test$"):
+    with pytest.raises(ValueError, match="^parts: 'dev' is not one of unit, voice, test$"):
         check_parts(["unit", "dev"], known)
 
 

@@ -87,7 +87,7 @@ def test_layout_errors(tmp_path):
     with pytest.raises(DataError, match="no language folder"):
         prepare_mucs(tmp_path / "db", tmp_path / "out")
     fake_tree(tmp_path / "db", langs=("Hindi",))
-    with pytest.raises(DataError, match="--languages: 'ta' is not under"):
+    with pytest.raises(DataError, match="^languages: 'ta' is not under"):
         prepare_mucs(tmp_path / "db", tmp_path / "out", languages=["ta"])
     (tmp_path / "db" / "hi").mkdir()
     with pytest.raises(DataError, match="Hindi/ and hi/ are both language 'hi'"):
@@ -108,5 +108,5 @@ def test_registered_form_writes_one_data_dir(tmp_path):
     part = prepare_mucs_corpus(tmp_path / "db", tmp_path / "test_hi", languages=["hi"], parts=["test"],
                                keep_punctuation=True)
     assert part.text == {"hi-s9-900": "शब्द s9_900!"} and part.wav_scp["hi-s9-900"].endswith("s9_900.wav")
-    with pytest.raises(ValueError, match="--parts: 'eval' is not one of train, dev, test"):
+    with pytest.raises(ValueError, match="^parts: 'eval' is not one of train, dev, test"):
         prepare_mucs_corpus(tmp_path / "db", tmp_path / "x", parts=["eval"])
