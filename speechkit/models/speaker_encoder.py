@@ -31,9 +31,12 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import soxr
 import torch
 
 from speechkit.utils.fileio import DataError
+
+# resemblyzer is imported where used (_import_resemblyzer): it loads scipy and webrtcvad, and its imports warn.
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +153,6 @@ class SpeakerEncoder:
         if not np.all(np.isfinite(x)):
             raise ValueError(f"{who}audio contains NaN or infinity")
         if int(sr) != SAMPLE_RATE and len(x):
-            import soxr
-
             x = soxr.resample(x, int(sr), SAMPLE_RATE, quality="HQ").astype(np.float32)
         if len(x) == 0 or not np.any(x):
             raise UtteranceTooShortError(0.0, self.min_speech, key)
