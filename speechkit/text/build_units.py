@@ -24,7 +24,7 @@ from speechkit.text.units import (
     MultilingualUnits, UnitInventory, UnkStats,
     check_language_id, encode_transcripts,
 )
-from speechkit.utils.cli import ConfigError
+from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
@@ -52,7 +52,8 @@ def read_text_and_langs(data_dir: Path, need_lang: bool, known: list[str] | None
         return text, None
     lang_file = data_dir / "utt2lang"
     if not lang_file.is_file():
-        raise FileNotFoundError(f"{lang_file}: missing (--per-language needs the language of every utterance)")
+        raise naming_parameters(FileNotFoundError(f"{lang_file}: missing (`per_language` needs the language of every "
+                                                  "utterance)"))
     utt2lang = read_table(lang_file)
     for lineno, (utt, lang) in enumerate(utt2lang.items(), 1):  # read_table: one entry per line
         where = f"{lang_file}:{lineno}"
@@ -110,27 +111,30 @@ def make_units(data_dir: str | os.PathLike, out_dir: str | os.PathLike, unit: st
         The ``report.json`` dict (unit type, sizes, per-language OOV and skip counts).
 
     Raises:
-        ConfigError: options that do not go together (``bpe`` without ``vocab_size``, ...), named.
+        ParameterError: options that do not go together (``bpe`` without ``vocab_size``, ...), named.
         OutputOverlapError: ``out_dir`` is, contains or lies inside ``data_dir`` or a check dir.
         FileNotFoundError, DataError: a missing file, no utterances, a bad or unknown language
             (file and line named), a language without training text.
     """
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     if unit == "bpe" and vocab_size is None:
-        raise ConfigError("--unit bpe needs --vocab-size")
+        raise ParameterError("vocab_size", "`unit=bpe` needs `vocab_size`")
     if unit != "bpe" and vocab_size is not None:
-        raise ConfigError("--vocab-size applies to --unit bpe only")
+        raise ParameterError("vocab_size", "`vocab_size` applies to `unit=bpe` only")
     if unit == "bpe" and min_count != 1:
-        raise ConfigError("--min-count applies to --unit char/char_wb only")
+        raise ParameterError("min_count", "`min_count` applies to `unit=char`/char_wb only")
     known = None
     if languages is not None:
-        known = [check_language_id(x, "--languages") for x in languages.split(",") if x]
+        try:
+            known = [check_language_id(x, "`languages`") for x in languages.split(",") if x]
+        except DataError as e:
+            raise naming_parameters(e) from None
         if not known:
-            raise ConfigError("--languages is empty")
+            raise ParameterError("languages", "`languages` is empty")
         if not per_language:
-            raise ConfigError("--languages needs --per-language")
+            raise ParameterError("languages", "`languages` needs `per_language`")
 
-    check_output_dir(out_dir, inputs=[("DATA_DIR", data_dir)] + [("--check", d) for d in check],
+    check_output_dir(out_dir, inputs=[("DATA_DIR", data_dir)] + [("`check`", d) for d in check],
                      option="OUT_DIR")
     # Read and check every input before building or writing anything.
     text, utt2lang = read_text_and_langs(data_dir, per_language, known)

@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from speechkit.data.datadir import DataDir, _copy_extras, subset
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError, read_lines, write_table
 from speechkit.utils.outputs import check_output_dir
 
@@ -415,7 +416,7 @@ def g2p_data_dir(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, lan
         if code is None:
             where = f"{data_dir}/utt2lang has no line for '{utt}'" if d.utt2lang is not None else \
                 f"{data_dir} has no utt2lang"
-            raise DataError(f"{where} and no --lang was given")
+            raise naming_parameters(DataError(f"{where} and no `lang` was given"))
         if code not in voices:
             try:
                 voices[code] = espeak_voice(code)
@@ -423,7 +424,7 @@ def g2p_data_dir(data_dir: str | os.PathLike, out_dir: str | os.PathLike, *, lan
                 if d.utt2lang is not None and utt in d.utt2lang:
                     ln = _line_of(data_dir / "utt2lang", utt)
                     raise DataError(f"{data_dir}/utt2lang:{ln}: utterance '{utt}': {e}") from None
-                raise DataError(f"--lang {code}: {e}") from None
+                raise naming_parameters(DataError(f"`lang` {code}: {e}")) from None
         by_voice.setdefault(voices[code], []).append(utt)
         langs[code] = langs.get(code, 0) + 1
     prons: dict[str, Pronunciation] = {}

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from speechkit.bin.make_units import main
 from speechkit.text.build_units import encode_report, make_units, read_text_and_langs
 from speechkit.text.units import MultilingualUnits, UnitInventory, load_units
 from speechkit.utils.cli import ConfigError
@@ -45,9 +46,10 @@ def test_per_language(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(unit="bpe"), ConfigError, "--unit bpe needs --vocab-size"),
-    (dict(unit="char", vocab_size=10), ConfigError, "--vocab-size applies to --unit bpe only"),
-    (dict(unit="char", languages="en"), ConfigError, "--languages needs --per-language"),
+    (dict(unit="bpe"), ConfigError, "^unit=bpe needs vocab_size"),  # the parameters (--unit bpe from the CLI)
+    (dict(unit="char", vocab_size=10), ConfigError, "^vocab_size applies to unit=bpe only"),
+    (dict(unit="char", languages="en"), ConfigError, "^languages needs per_language"),
+    (dict(unit="char", per_language=True, languages="en,x.y"), DataError, "^languages: language id 'x.y' must"),
     (dict(unit="char", per_language=True, languages="en"), DataError, "unknown language 'fr'"),
 ])
 def test_refusals(tmp_path, kwargs, error, message):
@@ -68,3 +70,16 @@ def test_read_text_and_langs_and_encode_report(tmp_path):
     inv = UnitInventory.build(text.values(), "char")
     stats = encode_report({"x": "cab", "y": "zz"}, inv, None, "t")
     assert stats["all"]["num_utts"] >= 1 and stats["all"]["num_oov"] >= 2
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--unit", "bpe"], "--unit bpe needs --vocab-size"),
+    (["--unit", "char", "--vocab-size", "10"], "--vocab-size applies to --unit bpe only"),
+    (["--unit", "char", "--languages", "en"], "--languages needs --per-language"),
+    (["--unit", "char", "--per-language", "--languages", "en,x.y"], "--languages: language id 'x.y' must"),
+])
+def test_speechkit_make_units_names_its_flags(tmp_path, capsys, argv, line):
+    """The library names its parameters; speechkit-make-units prints them as its flags."""
+    data = _data(tmp_path / "train", ROWS)
+    assert main([*argv, str(data), str(tmp_path / "units")]) == 1
+    assert capsys.readouterr().err.startswith(f"speechkit-make-units: error: {line}")

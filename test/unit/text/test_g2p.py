@@ -181,13 +181,15 @@ def test_g2p_data_dir_writes_a_valid_phone_dir(tmp_path, caplog):
 
 
 @needs_espeak
-def test_g2p_language_errors(tmp_path):
+def test_g2p_language_errors(tmp_path, capsys):
     src = word_dir(tmp_path / "src", {"spk_a": "hello", "spk_b": "world"}, {"spk_a": "en", "spk_b": "klingon"})
     with pytest.raises(DataError, match=r"utt2lang:2: utterance 'spk_b': espeak-ng has no language 'klingon'"):
         g2p_data_dir(src, tmp_path / "out")
     nolang = word_dir(tmp_path / "nolang", {"spk_a": "hello"})
-    with pytest.raises(DataError, match="no utt2lang and no --lang"):
+    with pytest.raises(DataError, match="no utt2lang and no lang was given"):  # the parameter ...
         g2p_data_dir(nolang, tmp_path / "out")
+    assert main([str(nolang), str(tmp_path / "out")]) == 1  # ... which speechkit-g2p spells as its flag
+    assert capsys.readouterr().err.endswith(" has no utt2lang and no --lang was given\n")
     g2p_data_dir(nolang, tmp_path / "out", lang="en-gb")
     assert read_table(tmp_path / "out" / "text")["spk_a"].split()[0] == "h"
     with pytest.raises(ValueError, match=f"OUT_DIR {nolang} is DATA_DIR {nolang}"):
