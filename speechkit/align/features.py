@@ -12,6 +12,7 @@ import numpy as np
 from speechkit.align.config import AlignerConfig
 from speechkit.data.audio import read_audio
 from speechkit.data.datadir import DataDir, iter_audio
+from speechkit.features.frontends import build_frontend
 from speechkit.utils.fileio import DataError, read_lines
 
 
@@ -115,8 +116,6 @@ def _read_audio_all(d: DataDir, utts: list[str], sample_rate: int) -> tuple[dict
 
 def _mfcc_worker(args):
     conf, items = args
-    from speechkit.features.frontends import build_frontend
-
     fe = build_frontend(conf, source="aligner")
     res = {}
     for u, x in items:

@@ -3,6 +3,7 @@ replace the GMMs' (Bourlard & Morgan 1994)."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from speechkit.align.config import AlignerConfig
 from speechkit.align.transforms import splice
@@ -26,8 +27,6 @@ class FrameClassifier:
 
     def log_likelihood(self, x: np.ndarray) -> np.ndarray:
         """``(T, P)`` scaled log-likelihoods of frames ``x`` ``(T, D)``."""
-        import torch
-
         h = torch.from_numpy(splice(np.asarray(x, np.float32), self.context))
         with torch.no_grad():
             for i, (w, b) in enumerate(self.layers):
@@ -52,8 +51,6 @@ class FrameClassifier:
     def train(cls, feats: list[np.ndarray], targets: list[np.ndarray], num_pdfs: int, config: AlignerConfig,
               seed: int = 0) -> "FrameClassifier":
         """Train on frames ``feats`` (list of ``(T, D)``) labelled with pdf ids ``targets`` (cross-entropy, Adam)."""
-        import torch
-
         g = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)
         X = torch.from_numpy(np.concatenate([splice(f.astype(np.float32), config.mlp_context) for f in feats]))

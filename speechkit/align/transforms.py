@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+# scipy is imported where used: only training's LDA needs it (0.6 s); alignment with a trained model runs without it.
+
 
 def splice(x: np.ndarray, context: int) -> np.ndarray:
     """``(T, D)`` -> ``(T, D * (2 context + 1))``: each frame with ``context`` neighbours each side
