@@ -19,6 +19,11 @@ from typing import Collection, Iterable
 
 import numpy as np
 
+from speechkit.data.audio import write_wav
+from speechkit.scoring.plots import plot_spectrograms
+
+# scipy.signal is imported where used: only a spectrogram PNG needs it (0.4 s).
+
 __all__ = ["PEAK", "limit_peak", "plot_spectrogram", "write_synthesized", "warn_unplotted"]
 
 log = logging.getLogger(__name__)
@@ -57,8 +62,6 @@ def plot_spectrogram(path: str | os.PathLike, wav: np.ndarray, sr: int, title: s
     """
     from scipy.signal import stft
 
-    from speechkit.scoring.plots import plot_spectrograms
-
     nper, hop = int(0.025 * sr), int(0.005 * sr)
     if len(wav) < nper:
         return False
@@ -88,8 +91,6 @@ def write_synthesized(path: str | os.PathLike, wav: np.ndarray, sr: int, title: 
         ValueError: empty or non-finite samples, or a non-positive sample rate
             (:func:`speechkit.data.audio.write_wav`).
     """
-    from speechkit.data.audio import write_wav
-
     if limit:
         wav = limit_peak(wav)
     path = Path(path)

@@ -31,6 +31,10 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
+from speechkit.features.frontends import LogMelConfig, build_frontend
+
+# librosa is imported where used: only mel_to_waveform needs it (1.7 s).
+
 logger = logging.getLogger(__name__)
 
 _WINDOWS = {
@@ -199,8 +203,6 @@ def mel_to_waveform(log_mel: np.ndarray | torch.Tensor, frontend: Mapping[str, A
         ValueError: not a ``logmel`` front end, or ``log_mel`` of the wrong shape.
     """
     import librosa
-
-    from speechkit.features.frontends import LogMelConfig, build_frontend
 
     if isinstance(frontend, LogMelConfig):
         c = frontend

@@ -20,13 +20,19 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from speechkit.features.io import ScpReader
-from speechkit.utils.fileio import DataError, id_file
+from speechkit.data.datadir import c_sorted
+from speechkit.decode.audio_out import warn_unplotted, write_synthesized
+from speechkit.features.frontends import build_frontend, load_frontend_conf
+from speechkit.features.io import ScpReader, scp_files
+from speechkit.utils.cli import ConfigError
+from speechkit.utils.fileio import DataError, id_file, read_table, write_table
 from speechkit.utils.jobs import map_jobs
+from speechkit.utils.outputs import check_output_dir, replace_dir
+
+# features.world (pyworld) and decode.griffin_lim (torch) are imported where used: each vocoder needs only its own.
 
 __all__ = ["world_vocode", "griffin_lim_vocode", "vocode_feature_dir", "is_logmel"]
 
@@ -43,9 +49,6 @@ def _read_feats_yaml(path: Path) -> dict:
         ConfigError: not YAML (names line and column), not a mapping, or a key or value that its
             front end refuses (names the file and the key); ``sample_rate`` not a positive integer.
     """
-    from speechkit.features.frontends import build_frontend, load_frontend_conf
-    from speechkit.utils.cli import ConfigError
-
     conf = load_frontend_conf(path)
     if "type" in conf:
         build_frontend(conf, source=str(path))  # the key and value checks of compute-feats' own configs
@@ -80,7 +83,6 @@ def world_vocode(utt: str, feats: np.ndarray, conf: dict, wav_dir: str, title: s
     Raises:
         DataError: world_synthesize rejects the features (names the utterance).
     """
-    from speechkit.decode.audio_out import write_synthesized
     from speechkit.features.world import world_synthesize
 
     sr = int(conf.get("sample_rate", 16000))
@@ -113,7 +115,6 @@ def griffin_lim_vocode(utt: str, log_mel, conf: dict, wav_dir: str, title: str, 
     Raises:
         DataError: features of the wrong shape or not finite (names the utterance).
     """
-    from speechkit.decode.audio_out import write_synthesized
     from speechkit.decode.griffin_lim import mel_to_waveform
 
     sr = int(conf.get("sample_rate", 16000))
@@ -176,12 +177,6 @@ def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike,
             unreadable ones (names the utterance).
         ConfigError: a ``feats.yaml`` that is not a front-end config (names the file, and the key at fault).
     """
-    from speechkit.data.datadir import c_sorted
-    from speechkit.decode.audio_out import warn_unplotted
-    from speechkit.features.io import scp_files
-    from speechkit.utils.fileio import read_table, write_table
-    from speechkit.utils.outputs import check_output_dir, replace_dir
-
     if nj < 1:
         raise ValueError(f"--nj must be >= 1, got {nj}")
     if spectrograms < 0:
