@@ -88,7 +88,8 @@ def main(argv=None) -> int:
     parser.add_argument("--baseline-json", default=None,
                         help="a --json of an earlier run: print WERR (relative WER reduction, %%)")
     args = parser.parse_args(argv)
-    return run_main("speechkit-score-wer", lambda: _run(args), parser=parser)
+    return run_main("speechkit-score-wer", lambda: _run(args), parser=parser,
+                    flags={"fmt": "--format", "json_path": "--json"})
 
 
 if __name__ == "__main__":

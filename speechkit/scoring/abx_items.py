@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write, read_lines
 from speechkit.utils.perf import gc_paused
 
@@ -179,9 +180,9 @@ def speaker_of(utt: str, utt2spk: Mapping[str, str] | None) -> str:
         except KeyError:
             raise DataError(f"utt2spk: no speaker for utterance '{utt}'") from None
     if "_" not in utt:
-        raise DataError(
-            f"utterance '{utt}' has no '_' to take a speaker prefix from; give --utt2spk"
-        )
+        raise naming_parameters(DataError(
+            f"utterance '{utt}' has no '_' to take a speaker prefix from; give `utt2spk`"
+        ))
     return utt.split("_", 1)[0]
 
 

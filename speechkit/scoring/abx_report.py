@@ -30,33 +30,38 @@ from speechkit.scoring.abx import (
     bootstrap_interval,
     paired_bootstrap_difference,
 )
+from speechkit.utils.errors import ParameterError, parameter_template
 from speechkit.utils.perf import gc_paused
 
 __all__ = ["AbxReport", "check_device", "score_abx_dir"]
 
 
-def check_device(name: str, option: str = "--device") -> str:
+def check_device(name: str, param: str = "device") -> str:
     """``name`` if torch can run on it here (``cpu``, ``cuda``, ``cuda:N``).
 
+    Args:
+        name: the device asked for.
+        param: the parameter ``name`` came from, named in the errors (a CLI spells it as its flag).
+
     Raises:
-        ValueError: not a device name, a device type other than cpu/cuda, CUDA asked for without a
-            CUDA device (a CPU-only torch, or no GPU), or ``cuda:N`` past the last GPU; names ``option``.
+        ParameterError: not a device name, a device type other than cpu/cuda, CUDA asked for without a
+            CUDA device (a CPU-only torch, or no GPU), or ``cuda:N`` past the last GPU; names ``param``.
     """
     import torch
 
     try:
         dev = torch.device(name)
     except (RuntimeError, ValueError, TypeError):
-        raise ValueError(f"{option} {name}: not a torch device (cpu, cuda or cuda:N)") from None
+        raise ParameterError(param, f"`{param}` {name}: not a torch device (cpu, cuda or cuda:N)") from None
     if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"{option} {name}: the DTW runs on cpu or cuda[:N], not {dev.type}")
+        raise ParameterError(param, f"`{param}` {name}: the DTW runs on cpu or cuda[:N], not {dev.type}")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             why = "this torch is built without CUDA" if torch.version.cuda is None else "no CUDA device is visible"
-            raise ValueError(f"{option} {name}: no CUDA device is available ({why}); use --device cpu")
+            raise ParameterError(param, f"`{param}` {name}: no CUDA device is available ({why}); use `{param}=cpu`")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"{option} {name}: there are {torch.cuda.device_count()} CUDA device(s) "
-                             f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
+            raise ParameterError(param, f"`{param}` {name}: there are {torch.cuda.device_count()} CUDA device(s) "
+                                 f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
     return name
 
 
@@ -135,23 +140,23 @@ def score_abx_dir(feature_dir: str | os.PathLike, item_file: str | os.PathLike, 
         :class:`AbxReport`.
 
     Raises:
-        ValueError: a negative tolerance or bootstrap count, ``num_threads < 1``, ``paired_with``
+        ParameterError: a negative tolerance or bootstrap count, ``num_threads < 1``, ``paired_with``
             without ``bootstrap``, a device that cannot run here (:func:`check_device`), too few
-            usable resamples (names ``--bootstrap N``), a paired comparison that cannot be made
-            (names ``--paired-with``); each names the command-line option.
+            usable resamples (names ``bootstrap``), a paired comparison that cannot be made
+            (names ``paired_with``); each names the parameter (a CLI spells it as its flag).
         DataError, FileNotFoundError: the errors of the item-file and feature readers.
     """
     from speechkit.scoring.abx_items import read_item_file
     from speechkit.scoring.feature_dir import load_item_features_and_shift
 
     if tolerance < 0:
-        raise ValueError(f"--tolerance must be >= 0, got {tolerance}")
+        raise ParameterError("tolerance", f"`tolerance` must be >= 0, got {tolerance}")
     if bootstrap < 0:
-        raise ValueError(f"--bootstrap must be >= 0, got {bootstrap}")
+        raise ParameterError("bootstrap", f"`bootstrap` must be >= 0, got {bootstrap}")
     if num_threads is not None and num_threads < 1:
-        raise ValueError(f"--num-threads must be >= 1, got {num_threads}")
+        raise ParameterError("num_threads", f"`num_threads` must be >= 1, got {num_threads}")
     if paired_with and not bootstrap:
-        raise ValueError("--paired-with needs --bootstrap N (N > 0 resamples)")
+        raise ParameterError("paired_with", "`paired_with` needs `bootstrap` N (N > 0 resamples)")
     check_device(device)
     items = read_item_file(item_file)
 
@@ -171,9 +176,10 @@ def score_abx_dir(feature_dir: str | os.PathLike, item_file: str | os.PathLike, 
             except TooFewResamplesError:
                 raise
             except ValueError as e:
-                raise ValueError(f"--paired-with {paired_with}: {e}") from None
+                raise ParameterError("paired_with", f"`paired_with` {paired_with}: {parameter_template(e) or e}") \
+                    from None
         if bootstrap:
             rep.bootstrap = bootstrap_interval(rep.result, bootstrap, bootstrap_seed)
     except TooFewResamplesError as e:
-        raise ValueError(f"--bootstrap {bootstrap}: {e}") from None
+        raise ParameterError("bootstrap", f"`bootstrap` {bootstrap}: {e}") from None
     return rep

@@ -45,6 +45,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from speechkit.features.io import ScpReader
+from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, read_lines
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,12 @@ TIMESTAMPS = ("auto", "yes", "no")
 #: ``auto`` decides from the files of at least this many frames (fewer could be increasing by chance).
 MIN_FRAMES_TO_DETECT = 5
 
+def _ts_error(message: str) -> DataError:
+    """A DataError about the timestamp column whose message names ``timestamps`` / ``frame_shift`` as parameter
+    references (:mod:`speechkit.utils.errors`: a CLI spells them as its flags)."""
+    return naming_parameters(DataError(message))
+
+
 #: How many missing files a message names before '...'.
 MAX_NAMED = 5
 
@@ -66,11 +73,11 @@ def known_frame_shift(feature_dir: str | os.PathLike, frame_shift: float | None 
 
     Raises:
         DataError: ``DIR/frame_shift`` exists but does not hold one positive number.
-        ValueError: an explicit ``frame_shift`` that is not positive.
+        ParameterError: an explicit ``frame_shift`` that is not positive.
     """
     if frame_shift is not None:
         if not frame_shift > 0:
-            raise ValueError(f"--frame-shift must be positive, got {frame_shift}")
+            raise ParameterError("frame_shift", f"`frame_shift` must be positive, got {frame_shift}")
         return float(frame_shift)
     f = Path(feature_dir) / "frame_shift"
     if f.is_file():
@@ -91,7 +98,7 @@ def resolve_frame_shift(feature_dir: str | os.PathLike, frame_shift: float | Non
 
     Raises:
         DataError: ``DIR/frame_shift`` exists but does not hold one positive number.
-        ValueError: an explicit ``frame_shift`` that is not positive.
+        ParameterError: an explicit ``frame_shift`` that is not positive.
     """
     known = known_frame_shift(feature_dir, frame_shift)
     return DEFAULT_FRAME_SHIFT if known is None else known
@@ -145,13 +152,14 @@ class FeatureDir:
         FileNotFoundError: ``path`` is not a directory.
         DataError: the directory holds neither ``feats.scp`` nor any ``*.txt`` / ``*.npy`` file, or
             both ``*.txt`` and ``*.npy`` files; a malformed ``feats.scp`` line (names the line).
-        ValueError: ``timestamps`` is not one of :data:`TIMESTAMPS`.
+        ParameterError: ``timestamps`` is not one of :data:`TIMESTAMPS`.
     """
 
     def __init__(self, path: str | os.PathLike, *, timestamps: str = "auto", frame_shift: float | None = None):
         self.path = Path(path)
         if timestamps not in TIMESTAMPS:
-            raise ValueError(f"--timestamps must be one of {', '.join(TIMESTAMPS)}, got {timestamps!r}")
+            raise ParameterError("timestamps",
+                                 f"`timestamps` must be one of {', '.join(TIMESTAMPS)}, got {timestamps!r}")
         if not self.path.is_dir():
             raise FileNotFoundError(f"feature directory not found: {self.path}")
         self.timestamps = timestamps
@@ -271,48 +279,48 @@ class FeatureDir:
                 return
             without = [u for u in long if steps.get(u) is None]
             if without:
-                raise DataError(
+                raise _ts_error(
                     f"{self.path}: the first column looks like timestamps in {len(with_times)} of {len(long)} files "
                     f"(e.g. {self.source(with_times[0])}: strictly increasing by {steps[with_times[0]]:g}) but not in "
-                    f"{len(without)} (e.g. {self.source(without[0])}): say --timestamps yes (the first column is "
+                    f"{len(without)} (e.g. {self.source(without[0])}): say `timestamps=yes` (the first column is "
                     "time) or no (every column is a feature)")
             ref = with_times[0]
         else:
             single = [u for u, m in mats.items() if m.shape[1] < 2]
             if single:
-                raise DataError(f"{self.source(single[0])}: one column only, nothing left but the time "
-                                "(--timestamps yes)")
+                raise _ts_error(f"{self.source(single[0])}: one column only, nothing left but the time "
+                                "(`timestamps=yes`)")
             long = [u for u, m in mats.items() if m.shape[0] >= 2]
             if not long:
-                raise DataError(f"{self.source(next(iter(mats)))}: one frame only: no step to take the frame shift "
-                                "from (--timestamps yes)")
+                raise _ts_error(f"{self.source(next(iter(mats)))}: one frame only: no step to take the frame shift "
+                                "from (`timestamps=yes`)")
             ref = max(long, key=lambda u: mats[u].shape[0])
             if steps.get(ref) is None:
-                raise DataError(f"{self.source(ref)}: the first column is not strictly increasing at a constant step: "
-                                "not timestamps (--timestamps yes)")
+                raise _ts_error(f"{self.source(ref)}: the first column is not strictly increasing at a constant step: "
+                                "not timestamps (`timestamps=yes`)")
         step = steps[ref]
         if self.timestamps == "auto" and known_frame_shift(self.path, self._given_shift) is None:
             counter = next((u for u in with_times if not _counts_frames(mats[u][:, 0])), None) is None
             if counter:  # 0 1 2 ... read as ms: a 1 ms frame shift, a bitrate 10 times too high, exit 0
                 col = mats[ref][:, 0]
-                raise DataError(
+                raise _ts_error(
                     f"{self.source(ref)}: the first column counts frames ({col[0]:g} {col[1]:g} {col[2]:g} ..., as in "
-                    f"every file): a frame index, or times in ms at a 1 ms frame shift? Say --timestamps no to score "
-                    "it as a feature (or remove it), or give --frame-shift 0.001 if they are times")
+                    f"every file): a frame index, or times in ms at a 1 ms frame shift? Say `timestamps=no` to score "
+                    "it as a feature (or remove it), or give `frame_shift=0.001` if they are times")
         for u, m in mats.items():  # every file at the same step (files of one frame have none to compare)
             s = steps.get(u)
             if m.shape[0] >= 2 and (s is None or not _steps_agree(s, step)):
                 got = "is not strictly increasing at a constant step" if s is None else f"steps by {s:g}"
-                raise DataError(f"{self.source(u)}: the first column {got}, but in {self.source(ref)} it is timestamps "
-                                f"at a step of {step:g}; say --timestamps no if it is a feature")
+                raise _ts_error(f"{self.source(u)}: the first column {got}, but in {self.source(ref)} it is timestamps "
+                                f"at a step of {step:g}; say `timestamps=no` if it is a feature")
         self._time_scale, self.time_step = self._unit_of(step, ref)
         shift = self.resolved_frame_shift()
         for u, m in mats.items():
             t0 = float(m[0, 0]) * self._time_scale
             if abs(t0 - 0.5 * shift) > shift:
-                raise DataError(f"{self.source(u)}: the timestamps start at {t0:g} s; frame i is scored at "
+                raise _ts_error(f"{self.source(u)}: the timestamps start at {t0:g} s; frame i is scored at "
                                 f"(i + 0.5) * {shift:g} s, so times that start more than one frame shift away from "
-                                f"{0.5 * shift:g} s are not supported (strip the column, --timestamps no to score it)")
+                                f"{0.5 * shift:g} s are not supported (strip the column, `timestamps=no` to score it)")
         unit = "s" if self._time_scale == 1.0 else "ms"
         t0 = float(mats[ref][0, 0]) * self._time_scale
         how = logger.warning if self.timestamps == "auto" else logger.info
@@ -329,13 +337,13 @@ class FeatureDir:
             for scale in (1.0, 1e-3):
                 if _steps_agree(step * scale, known):
                     return scale, step * scale
-            raise DataError(f"{self.source(ref)}: the first column steps by {step:g}, but timestamps at the frame "
+            raise _ts_error(f"{self.source(ref)}: the first column steps by {step:g}, but timestamps at the frame "
                             f"shift {known:g} s step by {known:g} (seconds) or {known * 1000:g} (milliseconds): say "
-                            "--timestamps no if it is a feature, or give the right --frame-shift")
+                            "`timestamps=no` if it is a feature, or give the right `frame_shift`")
         scale = 1.0 if step < 1 else 1e-3
         if not 0.001 <= step * scale <= 0.1:
-            raise DataError(f"{self.source(ref)}: the first column steps by {step:g}, read as "
-                            f"{step * scale:g} s, outside 1-100 ms: give --frame-shift (or --timestamps no)")
+            raise _ts_error(f"{self.source(ref)}: the first column steps by {step:g}, read as "
+                            f"{step * scale:g} s, outside 1-100 ms: give `frame_shift` (or `timestamps=no`)")
         return scale, step * scale
 
     def _strip(self, utt: str, mat: np.ndarray) -> np.ndarray:
@@ -344,8 +352,8 @@ class FeatureDir:
         s = first_column_step(mat)
         if mat.shape[1] < 2 or (mat.shape[0] >= 2 and (s is None or not _steps_agree(s * self._time_scale,
                                                                                          self.time_step))):
-            raise DataError(f"{self.source(utt)}: the first column is not timestamps at a step of {self.time_step:g} s "
-                            f"as in the files read before; say --timestamps no if it is a feature")
+            raise _ts_error(f"{self.source(utt)}: the first column is not timestamps at a step of {self.time_step:g} s "
+                            f"as in the files read before; say `timestamps=no` if it is a feature")
         return mat[:, 1:]
 
 

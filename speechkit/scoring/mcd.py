@@ -79,6 +79,7 @@ import numpy as np
 
 from speechkit.features.io import ScpReader
 from speechkit.features.world import WorldLayout
+from speechkit.utils.errors import ParameterError
 from speechkit.utils.fileio import DataError
 
 logger = logging.getLogger(__name__)
@@ -672,7 +673,7 @@ def score_world_dirs(ref: str | os.PathLike, hyp: str | os.PathLike, *, mask_sil
 
         sil = [p for p in silence_phones.split(",") if p]
         if not sil:
-            raise ValueError("--silence-phones: no phone given")
+            raise ParameterError("silence_phones", "no phone given")
         alignments = read_phone_alignments(mask_silence)
         fs_ref, fs_hyp = frame_shift_of(ref_meta), frame_shift_of(hyp_meta)
         if fs_ref is not None and fs_hyp is not None and not math.isclose(fs_ref, fs_hyp, rel_tol=1e-6):

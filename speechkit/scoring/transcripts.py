@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from speechkit.scoring.edit_distance import ASCII_SPACE, tokenize
+from speechkit.utils.errors import ParameterError
 from speechkit.utils.fileio import DataError, atomic_write, read_lines, read_table
 
 # the scorer's logger (speechkit.scoring.wer), so the default ``logger`` keeps the name its messages always had
@@ -174,10 +175,10 @@ def read_transcript_file(path: str | os.PathLike, what: str = "transcript", fmt:
     said at INFO level when it is ``trn``; ``kaldi``; ``trn``).
 
     Raises:
-        ValueError: an unknown ``fmt``; the errors of :func:`read_transcripts` / :func:`read_trn`.
+        ParameterError: an unknown ``fmt``; the errors of :func:`read_transcripts` / :func:`read_trn`.
     """
     if fmt not in FORMATS:
-        raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise ParameterError("fmt", f"`fmt` must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "auto":
         fmt, why = transcript_format(path)
         if fmt == "either":  # alone: Kaldi text (score_files decides by the other file's ids)

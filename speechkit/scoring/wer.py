@@ -52,6 +52,7 @@ from speechkit.scoring.transcripts import (
     write_trn,
 )
 from speechkit.scoring.werr import WerrCheck, check_werr, load_baseline, reference_fingerprint, werr
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_table
 from speechkit.utils.outputs import check_output_files
 
@@ -271,10 +272,10 @@ def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = F
     side_dir = Path(trn_dir) if trn_dir else Path(json_path).parent if json_path else None
     sfx = ".char" if cer else ""
     check_output_files(
-        [("--json", json_path)] + ([(f"--trn-dir's {n}" if trn_dir else f"the {n} written next to --json",
-                                     side_dir / n) for n in
-                                    (f"ref{sfx}.trn", f"hyp{sfx}.trn", f"per_utt{sfx}")] if side_dir else []),
-        inputs={"REF": ref, "HYP": hyp, "--utt2lang": utt2lang, "--baseline-json": baseline_json})
+        [("`json_path`", json_path)] + ([(f"`trn_dir`'s {n}" if trn_dir else f"the {n} written next to `json_path`",
+                                          side_dir / n) for n in
+                                         (f"ref{sfx}.trn", f"hyp{sfx}.trn", f"per_utt{sfx}")] if side_dir else []),
+        inputs={"REF": ref, "HYP": hyp, "`utt2lang`": utt2lang, "`baseline_json`": baseline_json})
     fmt_ref = fmt_hyp = fmt
     if fmt == "auto":
         fmt_ref, fmt_hyp = resolve_formats(ref, hyp, logger)
@@ -288,9 +289,10 @@ def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = F
         refs, hyps = nfc(refs), nfc(hyps)
     unknown = unknown_hyp_ids(hyps, refs)
     if len(unknown) == len(hyps):  # nothing to score: a layout problem, not a set of missing utterances
-        raise DataError(f"{hyp}: none of its {len(hyps)} utterance ids is in the reference {ref} (first: "
-                        f"'{next(iter(hyps))}' in HYP, '{next(iter(refs))}' in REF): expected '<utt-id> words ...' "
-                        "(Kaldi text, fields separated by spaces) or 'words ... (utt-id)' (sclite trn; see --format)")
+        raise naming_parameters(DataError(
+            f"{hyp}: none of its {len(hyps)} utterance ids is in the reference {ref} (first: '{next(iter(hyps))}' in "
+            f"HYP, '{next(iter(refs))}' in REF): expected '<utt-id> words ...' (Kaldi text, fields separated by "
+            "spaces) or 'words ... (utt-id)' (sclite trn; see `fmt`)"))
     if unknown:  # as compute-wer: ignored, and said
         logger.warning("%d hypothesis utterance(s) of %s are not in the reference %s and are ignored: %s%s",
                        len(unknown), hyp, ref, " ".join(unknown[:10]), " ..." if len(unknown) > 10 else "")
@@ -309,8 +311,9 @@ def score_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, cer: bool = F
                 raise DataError(f"{ref}:{lineno}: utterance '{utt}' has no language in {utt2lang}")
     baseline = load_baseline(baseline_json) if baseline_json else None
     if baseline is not None and baseline.get("unit", "word") != unit:
-        raise DataError(f"{baseline_json}: baseline scored {baseline.get('unit')}s, this run {unit}s "
-                        f"({'drop' if unit == 'word' else 'add'} --cer or use a matching baseline)")
+        raise naming_parameters(DataError(f"{baseline_json}: baseline scored {baseline.get('unit')}s, this run "
+                                          f"{unit}s ({'drop' if unit == 'word' else 'add'} `cer` or use a matching "
+                                          "baseline)"))
 
     try:
         scored = score(refs, hyps, unit=unit, mode=mode, utt2lang=langs)

@@ -18,6 +18,7 @@ import numpy as np
 
 from speechkit.scoring.abx.averaging import AbxResult
 from speechkit.scoring.significance import NotComparable
+from speechkit.utils.errors import naming_parameters
 
 logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": the name its log lines have always had
 
@@ -231,9 +232,10 @@ def paired_bootstrap_difference(result: AbxResult, reference: AbxResult, n_resam
     speakers = _result_speakers(result)
     if speakers != _result_speakers(reference) or set(result.speaker_scores) != set(reference.speaker_scores) \
             or result.n_triplets != reference.n_triplets:
-        raise NotComparable("the two ABX results are not on the same triplets (speakers, phone pairs or triplet "
-                            f"counts differ: {result.n_triplets} vs {reference.n_triplets} triplets); score both on "
-                            "one item file with one --empty-items rule")
+        raise naming_parameters(NotComparable(
+            "the two ABX results are not on the same triplets (speakers, phone pairs or triplet counts differ: "
+            f"{result.n_triplets} vs {reference.n_triplets} triplets); score both on one item file with one "
+            "`empty_items` rule"))
     draws = np.random.default_rng(seed).integers(0, len(speakers), size=(n_resamples, len(speakers)))
     diff = _replicate_errors(result, speakers, draws) - _replicate_errors(reference, speakers, draws)
     ok = np.isfinite(diff)

@@ -7,6 +7,7 @@ import pytest
 from speechkit.scoring.abx import abx_error, bootstrap_interval, paired_bootstrap_difference
 from speechkit.scoring.abx_items import read_item_file, write_item_file
 from speechkit.scoring.abx_report import AbxReport, check_device, score_abx_dir
+from speechkit.utils.cli import error_message
 
 from test_abx import synthetic  # noqa: E402  (test/unit/scoring is on sys.path under pytest's rootdir imports)
 
@@ -55,22 +56,25 @@ def test_bootstrap_and_paired(scored):
     assert lines[-2].startswith(paired.summary()) and lines[-2].endswith("speaker-sampling noise")
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(tolerance=-1), "--tolerance must be >= 0, got -1"),
-    (dict(bootstrap=-2), "--bootstrap must be >= 0, got -2"),
-    (dict(num_threads=0), "--num-threads must be >= 1, got 0"),
-    (dict(paired_with="x"), "--paired-with needs --bootstrap N"),
-    (dict(device="tpu"), "--device tpu: "),
+@pytest.mark.parametrize("kwargs, message, cli", [
+    (dict(tolerance=-1), "tolerance must be >= 0, got -1", "--tolerance must be >= 0, got -1"),
+    (dict(bootstrap=-2), "bootstrap must be >= 0, got -2", "--bootstrap must be >= 0, got -2"),
+    (dict(num_threads=0), "num_threads must be >= 1, got 0", "--num-threads must be >= 1, got 0"),
+    (dict(paired_with="x"), "paired_with needs bootstrap N", "--paired-with needs --bootstrap N"),
+    (dict(device="tpu"), "device tpu: ", "--device tpu: "),
 ])
-def test_bad_options_name_the_option(scored, kwargs, message):
+def test_bad_options_name_the_parameter(scored, kwargs, message, cli):
+    """The library names the parameter; speechkit-score-abx spells it as its flag."""
     fdir, _, item, _, _ = scored
-    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+    with pytest.raises(ValueError, match="^" + message.replace("(", r"\(")) as e:
         score_abx_dir(fdir, item, **kwargs)
+    assert error_message(e.value, {"tolerance": "--tolerance", "bootstrap": "--bootstrap", "num_threads": "--num-threads",
+                                   "paired_with": "--paired-with", "device": "--device"}).startswith(cli)
 
 
 def test_check_device():
     assert check_device("cpu") == "cpu"
-    with pytest.raises(ValueError, match="--device nonsense: not a torch device"):
+    with pytest.raises(ValueError, match="^device nonsense: not a torch device"):
         check_device("nonsense")
-    with pytest.raises(ValueError, match="--dev meta: the DTW runs on cpu or cuda"):
-        check_device("meta", option="--dev")
+    with pytest.raises(ValueError, match="^dev meta: the DTW runs on cpu or cuda"):
+        check_device("meta", param="dev")
