@@ -25,6 +25,7 @@ from speechkit.align.transforms import _apply_fmllr, estimate_fmllr, splice
 from speechkit.data.corpora._common import write_phone_alignments
 from speechkit.data.datadir import backup_files
 from speechkit.utils.config import load_config, to_dict
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write, write_table
 from speechkit.utils.outputs import OutputOverlapError
 
@@ -42,13 +43,13 @@ def check_alignment_dir(exp_dir: str | os.PathLike, model_dir: str | os.PathLike
     the other aligner away would leave ``exp_dir`` without the model a later stage loads from it.
 
     Raises:
-        OutputOverlapError: names both directories.
+        OutputOverlapError: names both directories (and the parameters, :mod:`speechkit.utils.errors`).
     """
     mine, theirs = Path(model_dir) / MODEL_FILE, Path(exp_dir) / MODEL_FILE
     if theirs.exists() and not (mine.is_file() and theirs.is_file() and filecmp.cmp(mine, theirs, shallow=False)):
-        raise OutputOverlapError(
-            f"EXP_DIR {exp_dir} holds another aligner ({theirs}, not the one of --model-dir {model_dir}): alignments "
-            "written there would lie beside a model that did not make them; choose another EXP_DIR")
+        raise naming_parameters(OutputOverlapError(
+            f"`exp_dir` {exp_dir} holds another aligner ({theirs}, not the one of `model_dir` {model_dir}): alignments "
+            "written there would lie beside a model that did not make them; choose another `exp_dir`"))
 
 
 @dataclass

@@ -83,7 +83,7 @@ def _run(args) -> int:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return run_main(PROG, lambda: _run(args), parser=parser)
+    return run_main(PROG, lambda: _run(args), parser=parser, flags={"model_dir": "--inverter-dir"})
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from speechkit.decode.audio_out import warn_unplotted, write_synthesized
 from speechkit.features.frontends import build_frontend, load_frontend_conf
 from speechkit.features.io import ScpReader, scp_files
 from speechkit.utils.cli import ConfigError
+from speechkit.utils.errors import ParameterError
 from speechkit.utils.fileio import DataError, id_file, read_table, write_table
 from speechkit.utils.jobs import map_jobs
 from speechkit.utils.outputs import check_output_dir, replace_dir
@@ -170,7 +171,7 @@ def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike,
         The number of utterances written.
 
     Raises:
-        ValueError: ``nj`` < 1, negative ``spectrograms``, ``griffin_lim_iters`` < 1.
+        ParameterError: ``nj`` < 1, negative ``spectrograms``, ``griffin_lim_iters`` < 1 (naming it).
         OutputOverlapError: ``out_dir`` is, contains or lies inside ``feats_dir`` or a feature ark.
         FileNotFoundError: no feats.scp or feats.yaml in ``feats_dir``.
         DataError: features of another type, features the vocoder cannot synthesize, or
@@ -178,11 +179,11 @@ def vocode_feature_dir(feats_dir: str | os.PathLike, out_dir: str | os.PathLike,
         ConfigError: a ``feats.yaml`` that is not a front-end config (names the file, and the key at fault).
     """
     if nj < 1:
-        raise ValueError(f"--nj must be >= 1, got {nj}")
+        raise ParameterError("nj", f"`nj` must be >= 1, got {nj}")
     if spectrograms < 0:
-        raise ValueError(f"--spectrograms must be >= 0, got {spectrograms}")
+        raise ParameterError("spectrograms", f"`spectrograms` must be >= 0, got {spectrograms}")
     if griffin_lim_iters < 1:
-        raise ValueError(f"--griffin-lim-iters must be >= 1, got {griffin_lim_iters}")
+        raise ParameterError("griffin_lim_iters", f"`griffin_lim_iters` must be >= 1, got {griffin_lim_iters}")
     src, out = Path(feats_dir), Path(out_dir)
     check_output_dir(out, inputs={"FEATS_DIR": src}, option="OUT_DIR")
     for f in ("feats.scp", "feats.yaml"):

@@ -35,7 +35,7 @@ RUNS_FILE = "runs.jsonl"
 
 @contextlib.contextmanager
 def run_folder(out: str | os.PathLike, *, owner: str, signature: Iterable[str], reads: Named | None = None,
-               option: str = "--collect", runs: str | os.PathLike | None = None,
+               option: str = "`out`", runs: str | os.PathLike | None = None,
                merge: bool = False) -> Iterator[Path]:
     """The folder to collect one run into; ``out`` is checked before anything is written.
 
@@ -51,7 +51,8 @@ def run_folder(out: str | os.PathLike, *, owner: str, signature: Iterable[str], 
         signature: files only this collect writes into a run folder (names or glob patterns), by which a
             folder collected before markers existed is recognised.
         reads: ``{label: path}`` of what the collect reads (the experiments, data folders, files).
-        option: how ``out`` is named in messages (``--collect``, ``--run``).
+        option: how ``out`` is named in messages: the caller's flag (``--collect``, ``--run``), or by default
+            the parameter (a reference, :mod:`speechkit.utils.errors`).
         runs: the run records of ``run.sh`` (a ``runs.jsonl``), copied to ``<out>/runs.jsonl``; a missing
             one is said (warning), and the page says environment and commands unknown.
         merge: write into ``out`` rather than replace it.

@@ -17,6 +17,7 @@ import difflib
 import importlib
 
 from speechkit.utils.cli import ConfigError
+from speechkit.utils.errors import naming_parameters
 
 __all__ = ["TASKS", "task_names", "get_task", "register_task", "load_model"]
 
@@ -108,12 +109,9 @@ def load_model(path, task=None, device="cpu", expect=None):
         task = get_task(task)
     saved = ckpt.get("task")
     if expect is not None and saved not in tuple(expect):
-        from speechkit.utils.cli import ConfigError
-
-        raise ConfigError(f"{path}: not a model of {' | '.join(expect)} (a '{saved}' model: the wrong --model-dir "
-                          "or checkpoint?)")
+        raise naming_parameters(ConfigError(f"{path}: not a model of {' | '.join(expect)} (a '{saved}' model: the "
+                                            "wrong `model_dir` or checkpoint?)"))
     if saved and getattr(task, "name", None) and saved != task.name:
-        from speechkit.utils.cli import ConfigError
-
-        raise ConfigError(f"{path}: holds a model of task '{saved}', not '{task.name}' (the wrong --model-dir or checkpoint?)")
+        raise naming_parameters(ConfigError(f"{path}: holds a model of task '{saved}', not '{task.name}' (the wrong "
+                                            "`model_dir` or checkpoint?)"))
     return task.build_model_from_checkpoint(ckpt, path, device)

@@ -31,6 +31,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import ensure_writable_dir, naming_write_errors
 from speechkit.utils.jsonio import read_jsonl
 from speechkit.utils.outputs import OutputOverlapError, check_output_files
@@ -140,13 +141,14 @@ def _check_out(out: Path, configs: Sequence[str | os.PathLike], files: Sequence[
     ``configs``), or a ``*.yaml`` file below a config directory (which the next run would hash as a
     config), before anything is written."""
     configs = [Path(c) for c in configs]
-    check_output_files(outputs={"--out": out}, inputs=[(f"the --configs file {f}", f) for f in files])
+    check_output_files(outputs={"`out`": out}, inputs=[(f"the `configs` file {f}", f) for f in files])
     if out.suffix == ".yaml":
         real = out.resolve()
         for c in configs:
             if c.is_dir() and real.is_relative_to(c.resolve()):
-                raise OutputOverlapError(f"--out {out} is a *.yaml file below the --configs directory {c}, whose "
-                                         "*.yaml files are read as configs: choose another file")
+                raise naming_parameters(OutputOverlapError(
+                    f"`out` {out} is a *.yaml file below the `configs` directory {c}, whose *.yaml files are read as "
+                    "configs: choose another file"))
 
 
 def config_hashes(paths: Iterable[str | os.PathLike], base: str | os.PathLike | None = None) -> dict[str, str]:

@@ -31,6 +31,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import WriteError
 from speechkit.utils.outputs import BACKUP_DIR, OWNER_FILE, Named, OutputOverlapError, check_output_dir, replace_dir
 
@@ -98,8 +99,13 @@ def _is_run(d: Path, owner: str, signature: Iterable[str]) -> bool:
     return _has_signature(d, signature) and not _not_collected(d)
 
 
+def _overlap(message: str) -> OutputOverlapError:
+    """An :class:`OutputOverlapError` whose labels may name parameters (:mod:`speechkit.utils.errors`)."""
+    return naming_parameters(OutputOverlapError(message))
+
+
 def check_collect_dir(out: str | os.PathLike, *, owner: str, signature: Iterable[str], reads: Named | None = None,
-                      option: str = "--collect") -> Path:
+                      option: str = "`out`") -> Path:
     """Refuse, before anything is written, a run folder a collect may not write (see the module doc).
 
     Args:
@@ -109,7 +115,8 @@ def check_collect_dir(out: str | os.PathLike, *, owner: str, signature: Iterable
         signature: files only this collect writes into a run folder (names or glob patterns relative to
             it, e.g. ``("test_set.json",)``): how a folder collected before the marker existed is known.
         reads: ``{label: path}`` of what the collect reads (the experiments and data folders, files).
-        option: how the output is named in messages.
+        option: how the output is named in messages: the caller's flag (``--collect``), or by default the
+            parameter ``out`` (a reference, :mod:`speechkit.utils.errors`).
 
     Returns:
         ``Path(out)``.
@@ -127,7 +134,7 @@ def check_collect_dir(out: str | os.PathLike, *, owner: str, signature: Iterable
         m = _marker(parent)
         if (m is not None and m.endswith("--collect")) or \
                 _has_signature(parent, [s for s in signature if not any(ch in s for ch in "*?[")]):
-            raise OutputOverlapError(f"{option} {out_p} lies inside the results run folder {parent}: a collect "
+            raise _overlap(f"{option} {out_p} lies inside the results run folder {parent}: a collect "
                                      "writes one run's folder; choose RESULTS/NAME beside it")
     if not out_p.is_dir():
         return out_p
@@ -138,7 +145,7 @@ def check_collect_dir(out: str | os.PathLike, *, owner: str, signature: Iterable
         return out_p
     runs = sorted(p.name for p in entries if p.is_dir() and (_marker(p) is not None or _has_signature(p, signature)))
     if runs:
-        raise OutputOverlapError(
+        raise _overlap(
             f"{option} {out_p} holds the results run folder(s) {', '.join(runs[:3])}: a collect writes one run's "
             f"folder and never replaces another run; choose {out_p}/NAME")
     who = _marker(out_p)
@@ -146,7 +153,7 @@ def check_collect_dir(out: str | os.PathLike, *, owner: str, signature: Iterable
     made = f"it was made by {who}" if who else \
         f"it holds {foreign[0].relative_to(out_p)}, which no collect writes" if foreign else \
         f"it holds no {OWNER_FILE} of a collect and none of {', '.join(signature)}"
-    raise OutputOverlapError(
+    raise _overlap(
         f"{option} {out_p} exists and is not a results run folder this collect made ({made}): a collect "
         "replaces its run folder whole; choose another folder (results/NAME) or move this one away")
 
@@ -158,7 +165,7 @@ def mark_collect_dir(d: str | os.PathLike, owner: str) -> None:
 
 @contextlib.contextmanager
 def collect_dir(out: str | os.PathLike, *, owner: str, signature: Iterable[str], reads: Named | None = None,
-                option: str = "--collect") -> Iterator[Path]:
+                option: str = "`out`") -> Iterator[Path]:
     """Check ``out`` (:func:`check_collect_dir`), then write it whole: yield a fresh temporary folder that
     carries the collect's marker and replaces ``out`` when the block succeeds (the previous run folder,
     which this collect made, is deleted; a failed collect leaves it as it was).
@@ -205,29 +212,36 @@ def check_page(page: str | os.PathLike, *, option: str, roots: Named | None = No
         r = _real(root)
         if real == r or (r in real.parents and real.parent != r):
             where = "is" if real == r else "lies inside a subfolder of"
-            raise OutputOverlapError(f"{option} {page_p} {where} {label} {root}, whose folders are read: a page never "
+            raise _overlap(f"{option} {page_p} {where} {label} {root}, whose folders are read: a page never "
                                      "replaces what it is made from; write it next to that folder")
     for label, p in _named(inputs):
         if _within(real, _real(p)):
-            raise OutputOverlapError(f"{option} {page_p} {'is' if real == _real(p) else 'lies inside'} {label} {p}, "
+            raise _overlap(f"{option} {page_p} {'is' if real == _real(p) else 'lies inside'} {label} {p}, "
                                      "which is read: outputs never overwrite inputs; choose another file")
     for label, p in _named(outputs):
         if real == _real(p):
-            raise OutputOverlapError(f"{option} {page_p} is {label}, also written: choose another file")
+            raise _overlap(f"{option} {page_p} is {label}, also written: choose another file")
     if page_p.is_dir():
         raise WriteError(errno.EISDIR, os.strerror(errno.EISDIR), str(page_p))
     return page_p
 
 
-def check_run_name(name: str, option: str = "--run") -> str:
+def check_run_name(name: str, option: str = "`name`") -> str:
     """Refuse a run name that is not one path component (``results/<name>`` must be a new folder of the
     results root): empty, ``.``, ``..``, or holding a ``/``.
+
+    Args:
+        name: the run name.
+        option: how ``name`` is named in the message: the caller's flag (``--run``), or by default the
+            parameter (a reference, :mod:`speechkit.utils.errors`).
 
     Raises:
         ValueError: the message names the option and the name.
     """
     if not name or name in (".", "..") or "/" in name or os.sep in name or "\0" in name:
-        raise ValueError(f"{option} {name!r}: a run name is one folder name (results/NAME), not a path")
+        raise naming_parameters(ValueError(f"{option} {name!r}: a run name is one folder name (results/NAME), "
+                                           "not a path"))
     if fnmatch.fnmatch(name, ".*"):
-        raise ValueError(f"{option} {name!r}: a run name does not start with '.' (hidden folders are not runs)")
+        raise naming_parameters(ValueError(f"{option} {name!r}: a run name does not start with '.' (hidden folders "
+                                           "are not runs)"))
     return name

@@ -165,7 +165,7 @@ def main(argv=None) -> int:
         missing = [o for o, v in (("--exp", args.exp), ("--data", args.data), ("--run", args.run)) if not v]
         if missing:
             p.error(f"--collect needs {', '.join(missing)}")
-        check_run_name(args.run)
+        check_run_name(args.run, "--run")
     # the page never replaces what it is made from (speechkit.utils.results_io), checked before the collect
     check_page(args.out, option="--out", roots={"--results-dir": args.results_dir},
                inputs={"--exp": args.exp, "--data": args.data, "--lang": args.lang, "--runs-file": args.runs_file}

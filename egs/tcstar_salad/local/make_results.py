@@ -125,7 +125,7 @@ def collect(run: str, models: list[str], speakers: list[str] | None, data: Path,
             results: Path) -> Path:
     """exp/ -> results/RUN/, merged into what earlier collects wrote (see the module doc); returns results/RUN."""
     reads = {"--exp-dir": exp, "--data-dir": data, "--dump-dir": dump}
-    with run_folder(results / run, owner=COLLECT_OWNER, signature=RUN_SIGNATURE, reads=reads,
+    with run_folder(results / run, owner=COLLECT_OWNER, signature=RUN_SIGNATURE, reads=reads, option="--collect",
                     runs=exp / f"runs_{run}.jsonl", merge=True) as out:
         if speakers is None:
             speakers = (data / "speakers").read_text().split()

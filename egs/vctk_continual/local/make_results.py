@@ -81,7 +81,8 @@ def collect(out: Path, datadir: Path, expdir: Path, tts_model: str, corpus: str,
         print(f"{cont}: no scored continual run (stage 7)", file=sys.stderr)
         return 1
     reads = {"--expdir": expdir, "--datadir": datadir, "--verifier": verifier}
-    with run_folder(out, owner=COLLECT_OWNER, signature=RUN_SIGNATURE, reads=reads, runs=expdir / "runs.jsonl") as tmp:
+    with run_folder(out, owner=COLLECT_OWNER, signature=RUN_SIGNATURE, reads=reads, runs=expdir / "runs.jsonl",
+                    option="--collect") as tmp:
         setup = {"corpus": corpus, "tts_model": tts_model, "buffer_size": buffer_size,
                  "continual_speakers": _lines(datadir / "continual_speakers"),
                  "pretrain_speakers": len(_lines(datadir / "pretrain_speakers")),

@@ -86,7 +86,7 @@ def collect_run(expdir: Path, datadir: Path, corpus: str, tag: str, references: 
     """
     base = Path.cwd()
     with run_folder(out, owner=COLLECT_OWNER, signature=RUN_SIGNATURE, reads={"--expdir": expdir,
-                    "--datadir": datadir}, runs=expdir / tag / "runs.jsonl") as tmp:
+                    "--datadir": datadir}, runs=expdir / tag / "runs.jsonl", option="--collect") as tmp:
         for name in [tag, *references]:
             src = expdir / name
             if not (src / "scores" / "abx_across.json").is_file():

@@ -126,8 +126,10 @@ def test_page_never_replaces_what_it_reads(tmp_path):
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../exp", ".hidden"])
 def test_run_names_are_one_folder_name(name):
-    with pytest.raises(ValueError, match="--run"):
+    with pytest.raises(ValueError, match=f"^name {name!r}: a run name"):  # the parameter, by default
         check_run_name(name)
+    with pytest.raises(ValueError, match=f"^--run {name!r}: a run name"):  # as a recipe's CLI names it
+        check_run_name(name, "--run")
     assert check_run_name("mini_en-hi.2") == "mini_en-hi.2"
 
 
