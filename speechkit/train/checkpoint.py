@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+import hashlib
 import os
 import random
 import re
@@ -31,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from speechkit.data.fingerprint import diff_fingerprints
+from speechkit.utils.config import config_diff
 from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write
 
@@ -324,10 +328,6 @@ _RUN_TRAINER_KEYS = frozenset({"optimizer", "best_metric", "best_mode", "seed"})
 
 def _run_config_diff(a: Any, b: Any) -> tuple[str, Any, Any] | None:
     """The first config key (dotted) telling two checkpoints' runs apart, with both values, or None."""
-    import dataclasses
-
-    from speechkit.utils.config import config_diff
-
     if not isinstance(a, dict) or not isinstance(b, dict):
         return None if a == b else ("config", a, b)
     for key, va, vb in config_diff(a, b):
@@ -346,8 +346,6 @@ def _progress(state: dict[str, Any]) -> tuple[int | None, int | None]:
 
 
 def _file_sha256(path: Path) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -422,8 +420,6 @@ def average_checkpoints(paths: list[str | os.PathLike]) -> dict[str, Any]:
             raise CheckpointError(f"{path} and {path0} are checkpoints of different runs: config key '{key}' differs "
                                   f"({v!r} in the first, {v0!r} in the second); average the checkpoints of one run")
         if first["data_fingerprint"] and ck["data_fingerprint"]:
-            from speechkit.data.fingerprint import diff_fingerprints
-
             changes, _ = diff_fingerprints(first["data_fingerprint"], ck["data_fingerprint"])
             if changes:
                 raise CheckpointError(f"{path} and {path0} are checkpoints of different runs: trained on different "

@@ -45,6 +45,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.errors import ParameterError
@@ -165,8 +166,6 @@ def wrap_model(model: torch.nn.Module, info: DistInfo, find_unused_parameters: b
     """
     if not info.distributed:
         return model
-    from torch.nn.parallel import DistributedDataParallel
-
     ids = [info.device.index] if info.device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=ids, output_device=ids[0] if ids else None,
                                    find_unused_parameters=find_unused_parameters)
