@@ -90,6 +90,7 @@ from speechkit.features.frontends import Frontend, build_frontend, load_frontend
 from speechkit.features.io import ark_scp_writer
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.config import parse_override
+from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, read_lines
 from speechkit.utils.jobs import describe_failures, run_local_jobs
 from speechkit.utils.outputs import check_output_dir
@@ -220,17 +221,19 @@ def parse_overrides(items: list[str]) -> dict:
     1.2 values); a ``-`` in a key is a ``_``.
 
     Raises:
-        ConfigError: naming the ``--set`` item (no ``=``, a bad key or value).
+        ConfigError: naming the item (no ``=``, a bad key or value) as one of ``overrides`` (a parameter
+            reference, :mod:`speechkit.utils.errors`: speechkit-compute-feats' ``--set``).
     """
     out = {}
     for item in items:
         if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+            raise naming_parameters(ConfigError(f"`overrides` {item!r}: expected KEY=VALUE"))
         key, value = item.split("=", 1)
         try:
             key, value = parse_override(f"{key.strip().replace('-', '_')}={value}")
         except ConfigError as e:
-            raise ConfigError(f"--set {item!r}: {str(e).removeprefix('command line: ')}") from None
+            raise naming_parameters(ConfigError(f"`overrides` {item!r}: {str(e).removeprefix('command line: ')}")) \
+                from None
         out[key] = value
     return out
 
@@ -240,7 +243,7 @@ def load_frontend(config: str | os.PathLike, overrides: list[str] | tuple[str, .
     --config`` / ``--set``; values parsed by :func:`parse_overrides`).
 
     Raises:
-        ConfigError: naming the file for an error of the file's, or the ``--set KEY=VALUE`` at
+        ConfigError: naming the file for an error of the file's, or the ``KEY=VALUE`` of ``overrides`` at
         fault (never the file for a key given on the command line).
     """
     parsed = parse_overrides(list(overrides))
@@ -253,7 +256,7 @@ def load_frontend(config: str | os.PathLike, overrides: list[str] | tuple[str, .
         msg = str(e).removeprefix(f"{config}: ")
         for item, key in zip(overrides, parsed):
             if f"key '{key}'" in msg:
-                raise ConfigError(f"--set {item}: {msg}") from None
+                raise naming_parameters(ConfigError(f"`overrides` {item}: {msg}")) from None
         raise
 
 
@@ -517,9 +520,10 @@ def merge_parts(data_dir: str | os.PathLike, frontend: "Frontend", feat_dir: str
     for m in manifests:
         bad_utts.update(m.get("bad_utts") or {})
     if bad_utts and not skip_bad:
-        raise DataError(f"{data_dir}: {len(bad_utts)} utterances were skipped by parts computed with --skip-bad "
-                        f"({show_ids(bad_utts)}); merge with --skip-bad to drop them from the data dir, or fix "
-                        "them and recompute; no feats.scp written")
+        raise naming_parameters(DataError(
+            f"{data_dir}: {len(bad_utts)} utterances were skipped by parts computed with `skip_bad` "
+            f"({show_ids(bad_utts)}); merge with `skip_bad` to drop them from the data dir, or fix them and recompute; "
+            "no feats.scp written"))
     if bad_utts and len(bad_utts) == len(d):
         raise DataError(f"{data_dir}: every one of the {len(d)} utterances failed (e.g. {next(iter(bad_utts.values()))}); "
                         "no feats.scp written")
@@ -649,7 +653,7 @@ def make_feats(data_dir: str | os.PathLike, config: str | os.PathLike, log_dir: 
         :func:`compute_part` and :func:`merge_parts`' errors.
     """
     for option, d in (("FEAT_DIR", feat_dir), ("LOG_DIR", log_dir)):
-        check_output_dir(d, experiment_dirs={"DATA_DIR": data_dir}, inputs={"--config": config}, option=option)
+        check_output_dir(d, experiment_dirs={"DATA_DIR": data_dir}, inputs={"`config`": config}, option=option)
     if not merge_only:  # the merge needs the frontend's config only
         import torch
 

@@ -351,13 +351,13 @@ def test_library_frontend_overrides_and_stale_parts(tmp_path, data_dir, repo_roo
 
     assert parse_overrides(["n-mels=40", "fmax=7600.5", "htk=true", "window=hann"]) == \
         {"n_mels": 40, "fmax": 7600.5, "htk": True, "window": "hann"}
-    with pytest.raises(ConfigError, match="--set 'n_mels': expected KEY=VALUE"):
+    with pytest.raises(ConfigError, match="^overrides 'n_mels': expected KEY=VALUE"):  # the parameter (--set)
         parse_overrides(["n_mels"])
     conf = repo_root / "conf" / "mfcc.yaml"
     plain = load_frontend(conf)
     assert plain.to_dict() == frontend_from_file(conf).to_dict()
     assert load_frontend(conf, ["n_mfcc=20"]).dim == 60
-    with pytest.raises(ConfigError, match="--set nokey=3: unknown key 'nokey'"):
+    with pytest.raises(ConfigError, match="^overrides nokey=3: unknown key 'nokey'"):
         load_frontend(conf, ["nokey=3"])
     bad = tmp_path / "bad.yaml"
     bad.write_text("type: mfcc\nnokey: 1\n")

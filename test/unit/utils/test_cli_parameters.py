@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import pickle
+import re
 
 import pytest
 
@@ -101,3 +103,35 @@ def test_marked_errors_keep_their_type_message_and_pickle():
         assert parameter_template(back) == parameter_template(err)
     assert parameter_template(ValueError("plain")) is None
     assert spell_parameters("`a` and `b=1` and `not a ref`", {"a": "--a"}.get) == "--a and b=1 and `not a ref`"
+
+
+#: A flag in a library message is allowed only as part of another command's line that the message tells the
+#: user to run (``speechkit-make-units --per-language``, ``espeak-ng --voices``, ``utils/copy_data_dir.sh ...``).
+_COMMAND = re.compile(r"(speechkit-[a-z-]+|espeak-ng|utils/\w+\.sh)[^\n]*?--[a-z]")
+_FLAG = re.compile(r"(?<![\w-])--[a-z]")
+
+
+def _error_strings(tree: ast.AST):
+    """``(line, text)`` of the string constants inside every ``raise X(...)`` and ``...Error(...)`` call."""
+    for node in ast.walk(tree):
+        target = node.exc if isinstance(node, ast.Raise) else node if isinstance(node, ast.Call) and (
+            getattr(node.func, "id", None) or getattr(node.func, "attr", "")).endswith(("Error", "Exception")) else None
+        if target is not None:
+            for c in ast.walk(target):
+                if isinstance(c, ast.Constant) and isinstance(c.value, str):
+                    yield c.lineno, c.value
+
+
+def test_library_errors_name_no_flags(repo_root):
+    """Flags live in bin/: an error raised outside speechkit/bin/ names parameters (issue 37 item 4), a flag
+    only inside another command it tells the user to run. 103 such errors before, none after."""
+    pkg = repo_root / "speechkit"
+    found = []
+    for path in sorted(pkg.rglob("*.py")):
+        if path.relative_to(pkg).parts[0] == "bin":
+            continue
+        for line, text in _error_strings(ast.parse(path.read_text(encoding="utf-8"))):
+            if _FLAG.search(text) and not _COMMAND.search(text):
+                found.append(f"{path.relative_to(repo_root)}:{line}: {text.strip()[:80]}")
+    assert not found, "errors naming a CLI flag outside bin/ (name the parameter: speechkit.utils.errors):\n" + \
+        "\n".join(found)
