@@ -19,6 +19,9 @@ import importlib
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.errors import naming_parameters
 
+# train.task (torch) and train.checkpoint (numpy) are imported where used: the registry lists and checks task names
+# without them (speechkit-train --help).
+
 __all__ = ["TASKS", "task_names", "get_task", "register_task", "load_model"]
 
 TASKS: dict[str, str] = {

@@ -57,6 +57,7 @@ from speechkit.features.codes import read_codes
 from speechkit.features.io import load_features
 from speechkit.models.inverter import CodebookInverter, InverterConfig, inverter_loss
 from speechkit.tasks.vqvae import speaker_table
+from speechkit.train.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from speechkit.train.task import Task, batch_index_lists, checkpoint_input
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.cli import ConfigError
@@ -123,8 +124,6 @@ def load_vqvae_codebook(vqvae_dir: str | os.PathLike) -> torch.Tensor:
         FileNotFoundError: no checkpoint.
         CheckpointError: unreadable, or not a VQ-VAE checkpoint.
     """
-    from speechkit.train.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-
     path = resolve_checkpoint(vqvae_dir)
     state = load_checkpoint(path)["model"]
     if "quantizer.codebook" not in state:

@@ -68,7 +68,9 @@ Fine-tuning (Table 3; ``init:`` section)
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,15 +82,19 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from speechkit.data.fingerprint import DataInput
-from speechkit.features.io import load_global_cmvn_stats
+from speechkit.features.cmvn import apply_cmvn
+from speechkit.features.io import FeatureReader, load_global_cmvn_stats
+from speechkit.features.stack import num_stacked_frames, stack_frames
 from speechkit.nn.specaug import SpecAugment, SpecAugmentConfig
-from speechkit.models.rnnt import RNNT, RNNTConfig, parameter_counts
+from speechkit.models.rnnt import RNNT, RNNTConfig, parameter_counts, to_monolingual
 from speechkit.models.rnnt_config import PRESETS
+from speechkit.tasks import load_model
+from speechkit.text.units import LANGUAGES_TXT, MultilingualUnits, encode_transcripts
 from speechkit.train.task import Task, checkpoint_input
 from speechkit.train.trainer import TrainerConfig
 from speechkit.utils.config import FieldError
 from speechkit.utils.cli import ConfigError
-from speechkit.utils.fileio import DataError, read_table
+from speechkit.utils.fileio import DataError, atomic_write, read_table
 
 logger = logging.getLogger(__name__)
 
@@ -209,8 +215,6 @@ class RNNTTaskConfig:
 
 
 def _load_units(units_dir: str | Path):
-    from speechkit.text.units import LANGUAGES_TXT, MultilingualUnits
-
     units_dir = Path(units_dir)
     if not (units_dir / LANGUAGES_TXT).is_file():
         raise FileNotFoundError(f"{units_dir}/{LANGUAGES_TXT}: missing (data.units_dir must be the output of "
@@ -286,8 +290,6 @@ class RNNTDataset(Dataset):
 
     def _load(self, utt: str) -> torch.Tensor:
         """CMVN-normalised features ``(T, D)`` of ``utt``."""
-        from speechkit.features.cmvn import apply_cmvn
-
         m = self.reader.raw(utt)
         if self.cmvn is not None:
             m = apply_cmvn(m, self.cmvn, norm_vars=self.norm_vars)
@@ -297,8 +299,6 @@ class RNNTDataset(Dataset):
         return len(self.utts)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        from speechkit.features.stack import stack_frames
-
         x = self._cache[i] if self._cache is not None else self._load(self.utts[i])
         feats, _ = stack_frames(x, None, self.num_stack, self.stack_stride)
         return {"feats": feats, "targets": self.targets[i], "lang": self.langs[i], "utt": self.utts[i]}
@@ -393,9 +393,6 @@ class RNNTTask(Task):
         return model
 
     def _init_from(self, model: RNNT, cfg: RNNTTaskConfig) -> None:
-        from speechkit.models.rnnt import to_monolingual
-        from speechkit.tasks import load_model
-
         src_task = RNNTTask()
         src_task.load_init = False
         src, _ = load_model(cfg.init.exp_dir, task=src_task)
@@ -467,9 +464,6 @@ class RNNTTask(Task):
 
     def make_dataset(self, cfg: RNNTTaskConfig, data_dir: str, cmvn: np.ndarray | None, name: str) -> RNNTDataset:
         """One :class:`RNNTDataset` of ``data_dir`` (see :meth:`build_datasets`)."""
-        from speechkit.features.io import FeatureReader
-        from speechkit.text.units import encode_transcripts
-
         d = cfg.data
         data_dir = Path(data_dir)
         units = self.units(cfg)
@@ -576,10 +570,6 @@ class RNNTTask(Task):
 
     def on_train_end(self, model: nn.Module, cfg: RNNTTaskConfig, exp_dir: Path) -> None:
         """Write ``exp_dir/model_info.json``: parameter counts and the languages' training hours."""
-        import json
-
-        from speechkit.utils.fileio import atomic_write
-
         model = getattr(model, "module", model)  # (Distributed)DataParallel
         info = {"variant": model.config.variant, "languages": model.languages,
                 "parameters": parameter_counts(model),
@@ -611,8 +601,6 @@ def length_problem(
     Args:
         num_input_frames: raw feature frames (10 ms); num_labels: output units in the transcript.
     """
-    from speechkit.features.stack import num_stacked_frames
-
     t = num_stacked_frames(num_input_frames, num_stack, stride)
     if t == 0:
         return f"no encoder frames: {num_input_frames} input frames < num_stack={num_stack}"
@@ -650,8 +638,6 @@ def language_batches(
         ValueError: ``batch_frames`` < 1, or an utterance of utt2lang missing from utt2num_frames
         (named).
     """
-    import random
-
     if batch_frames < 1:
         raise ValueError(f"batch_frames must be >= 1, got {batch_frames}")
     rng = random.Random(f"{seed}:{epoch}")

@@ -58,6 +58,7 @@ from torch.utils.data import Dataset
 from speechkit.data.expdir import copy_feats_yaml
 from speechkit.data.fingerprint import DataInput
 from speechkit.data.speakers import read_speaker_vectors, utterance_speakers, write_speakers
+from speechkit.features.io import FeatureReader
 from speechkit.models.tacotron2 import (
     Tacotron2,
     Tacotron2Config,
@@ -306,8 +307,6 @@ def load_phone_mel_dir(data_dir: str | os.PathLike, d: Tacotron2DataConfig, n_me
         DataError: no usable utterance, a bad matrix, a speaker without a vector (names file and
             utterance / speaker). Skipped utterances are counted and warned about.
     """
-    from speechkit.features.io import FeatureReader
-
     data_dir = Path(data_dir)
     table = read_phone_table(data_dir / d.phone_file)
     reader = FeatureReader(data_dir)
