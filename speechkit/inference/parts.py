@@ -41,6 +41,8 @@ from speechkit.utils.errors import parameter_template, spell_parameters
 from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir, naming_write_errors
 from speechkit.utils.jobs import map_jobs
 
+# torch is imported where used: only a worker process told its thread count needs it.
+
 __all__ = ["split_parts", "file_states", "content_digests", "digests_unchanged", "dumps", "PartStore",
            "PartFailure", "PartsFailed", "run_parts", "LOG_FORMAT"]
 
@@ -236,7 +238,7 @@ def _run_part(work: Callable, args: tuple, kwargs: dict, log_file: Path | None, 
         if in_worker and threads is not None:
             # a worker process of its own: its BLAS / OpenMP pools and torch's intra-op threads
             os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-            import torch  # heavy: only in a worker told its threads
+            import torch
 
             torch.set_num_threads(threads)
         if log_file is None:

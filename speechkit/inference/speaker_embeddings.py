@@ -25,6 +25,8 @@ from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
+# models.speaker_encoder (torch, resemblyzer) is imported where used: the parts are split and merged without it.
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["embed_data_dir", "write_embeddings", "embed_speakers"]
@@ -34,7 +36,6 @@ def _embed_part(data_dir: str, utts: list[str], encoder_kwargs: dict
                 ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """Embed ``utts`` of ``data_dir`` with a :class:`~speechkit.models.speaker_encoder.SpeakerEncoder`
     of ``encoder_kwargs`` (one part of :func:`embed_data_dir`, here or in a worker process)."""
-    # heavy: torch and the encoder's weights
     from speechkit.models.speaker_encoder import SpeakerEncoder, UtteranceTooShortError
 
     d = DataDir.load(data_dir)
@@ -69,7 +70,7 @@ def embed_data_dir(data_dir: str | os.PathLike, *, nj: int = 1, min_speech: floa
         FileNotFoundError: no data dir / utt2spk.
         DataError: unreadable audio or a data dir without ``wav.scp`` (names the utterance).
     """
-    from speechkit.models.speaker_encoder import DEFAULT_MIN_SPEECH  # heavy: torch
+    from speechkit.models.speaker_encoder import DEFAULT_MIN_SPEECH
 
     if nj < 1:
         raise ParameterError("nj", f"`nj` must be >= 1, got {nj}")

@@ -33,6 +33,9 @@ from speechkit.train.checkpoint import resolve_checkpoint
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.errors import ParameterError
 
+# torch, tasks.rnnt, train.runtime and decode.rnnt_search (torch) are imported where used: DecodeOptions and a
+# decode's merge step run without torch (2.7 s a process; a test checks it).
+
 __all__ = ["DecodeOptions", "Recognizer"]
 
 
@@ -146,7 +149,7 @@ class Recognizer:
 
     def __init__(self, model_dir: str | os.PathLike, checkpoint: str | None = None, *,
                  options: DecodeOptions | None = None, **kwargs):
-        import torch  # heavy (torch, as the two below): merging decoded parts imports this module, not torch
+        import torch
 
         from speechkit.tasks.rnnt import RNNTTask
         from speechkit.train.runtime import resolve_device
@@ -222,7 +225,7 @@ class Recognizer:
     def decode_config(self, frame_shift: float = 0.01):
         """The :class:`~speechkit.decode.rnnt_search.DecodeConfig` of the options and the model's
         stacking; ``frame_shift``: seconds per feature frame (for the RTF)."""
-        from speechkit.decode.rnnt_search import DecodeConfig  # heavy: torch
+        from speechkit.decode.rnnt_search import DecodeConfig
 
         o, d = self.options, self.cfg.data
         return DecodeConfig(mode=o.mode, method=o.search, beam=o.beam, length_norm=o.length_norm,
@@ -233,7 +236,7 @@ class Recognizer:
 
     def prepare(self, feats):
         """Raw features ``(T, D)`` (numpy) -> the CMVN-normalised float32 tensor the model decodes."""
-        import torch  # heavy
+        import torch
 
         m = apply_cmvn(feats, self.cmvn, norm_vars=self.cfg.data.norm_vars)
         return torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32))
@@ -275,7 +278,7 @@ class Recognizer:
         Raises:
             ValueError: fewer frames than one stacked frame ('too short'), a NaN or infinite value.
         """
-        from speechkit.decode.rnnt_search import recognize  # heavy: torch
+        from speechkit.decode.rnnt_search import recognize
 
         r = recognize(self.model, self.prepare(feats), self.decode_config(frame_shift), lang=lang,
                       on_partial=on_partial)
@@ -285,7 +288,7 @@ class Recognizer:
               frame_shift: float = 0.01) -> list[dict[str, Any] | None]:
         """Several utterances' (prepared, :meth:`prepare`) features with one batched encoder forward:
         :meth:`result` per utterance, None for one too short to decode (same hypotheses as one at a time)."""
-        from speechkit.decode.rnnt_search import recognize_batch  # heavy: torch
+        from speechkit.decode.rnnt_search import recognize_batch
 
         results = recognize_batch(self.model, list(feats), self.decode_config(frame_shift), langs=langs)
         return [None if r is None else self.result(r) for r in results]

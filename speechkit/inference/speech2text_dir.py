@@ -37,6 +37,8 @@ from speechkit.utils.errors import naming_parameters, parameter_template
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 from speechkit.utils.outputs import OutputOverlapError, check_output_dir
 
+# torch, train.runtime and decode.rnnt_search (torch) are imported where used: merging the parts needs none of them.
+
 __all__ = ["read_utterances", "part_fingerprint", "input_hashes", "check_decode_paths", "decode_part",
            "merge_parts", "decode_data_dir"]
 
@@ -161,7 +163,7 @@ def check_decode_paths(model_dir: str | os.PathLike, checkpoint: str | None, dat
             "parts/done.J.json): a decode would replace them; choose another output dir (ESPnet's layout: "
             "EXP/decode_<set>)"))
     if options.device != "cpu":  # the CPU always runs (and needs no torch import: a merge step stays light)
-        from speechkit.train.runtime import resolve_device  # heavy: torch
+        from speechkit.train.runtime import resolve_device
 
         resolve_device(options.device, "`device`")
 
@@ -182,7 +184,7 @@ def decode_part(model_dir: str | os.PathLike, checkpoint: str | None, data_dir: 
             another dimension than the model's input; FileNotFoundError: no utt2lang where the
             mode needs it; :class:`~speechkit.inference.speech2text.Recognizer`'s errors.
     """
-    import torch  # heavy (as the search below): merging the parts needs neither
+    import torch
 
     from speechkit.decode.rnnt_search import recognize
 

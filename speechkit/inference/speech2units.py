@@ -69,6 +69,8 @@ from speechkit.train.checkpoint import resolve_checkpoint
 from speechkit.utils.errors import ParameterError
 from speechkit.utils.fileio import DataError, atomic_write, read_table, write_table
 
+# torch and models.vqvae (torch) are imported where used: splitting and merging the parts need neither.
+
 __all__ = ["UNIT_FORMATS", "check_extraction_options", "UnitExtractor", "write_units", "extract_units"]
 
 log = logging.getLogger(__name__)
@@ -151,7 +153,7 @@ class UnitExtractor:
     def __init__(self, model, cfg, *, window: int | None = None, hop: int | None = None,
                  phases: int | str = 1, aux: bool = False, unit_format: str = "codebook",
                  checkpoint: str | os.PathLike | None = None, model_dir: str | os.PathLike | None = None) -> None:
-        from speechkit.models.vqvae import default_hop, phase_offsets  # heavy: torch (as every import of models)
+        from speechkit.models.vqvae import default_hop, phase_offsets
 
         n_phases = check_extraction_options(window=window, hop=hop, phases=phases)
         if unit_format not in UNIT_FORMATS:
@@ -258,7 +260,7 @@ class UnitExtractor:
                 fewer frames than the stride (naming the utterance); FileNotFoundError: no
                 feats.scp / cmvn.scp.
         """
-        import torch  # heavy (in every method below)
+        import torch
 
         cfg, data_dir = self.cfg, Path(data_dir)
         train_dir = Path(cfg.data.train_dir)

@@ -53,6 +53,9 @@ from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, atomic_write, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
+# models.tacotron2, tasks.acoustic, tasks.tacotron2 and decode.griffin_lim (torch) are imported where used: the parts
+# are split and merged without torch.
+
 __all__ = ["Synthesizer", "synthesize_label_dir"]
 
 log = logging.getLogger(__name__)
@@ -95,7 +98,7 @@ class Synthesizer:
     def __init__(self, model_dir: str | os.PathLike, checkpoint: str | None = None, *,
                  speaker_embeddings: str | os.PathLike | None = None, input: str | None = None,
                  device: str = "cpu"):
-        from speechkit.models.tacotron2 import Tacotron2  # heavy: torch (as the tasks' functions below)
+        from speechkit.models.tacotron2 import Tacotron2
 
         self.model_dir = Path(model_dir)
         self.checkpoint = resolve_checkpoint(self.model_dir, checkpoint, param="model_dir")
@@ -295,7 +298,7 @@ class Synthesizer:
         """
         self.require_vocoder()
         if self.tacotron2:
-            from speechkit.decode.griffin_lim import mel_to_waveform  # heavy: torch
+            from speechkit.decode.griffin_lim import mel_to_waveform
 
             return mel_to_waveform(feats, self.conf, n_iter=self.griffin_lim_iters).astype(np.float64)
         return world_synthesize(feats.astype(np.float64), self.sr, self.conf)

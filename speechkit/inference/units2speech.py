@@ -35,6 +35,8 @@ from speechkit.utils.errors import ParameterError, naming_parameters
 from speechkit.utils.fileio import DataError, id_file, read_lines, read_table, write_table
 from speechkit.utils.outputs import check_output_dir, replace_dir
 
+# torch and decode.griffin_lim (torch) are imported where used: the parts are split and merged without torch.
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["frontend_conf", "Resynthesizer", "resynthesize"]
@@ -89,7 +91,7 @@ class Resynthesizer:
 
     def __init__(self, inverter_dir: str | os.PathLike, checkpoint: str | None = None, *,
                  stft_config: str | None = None, speaker: str | None = None, log: logging.Logger = logger):
-        import torch  # heavy (as Griffin-Lim, below): torch
+        import torch
 
         inverter_dir = Path(inverter_dir)
         task = get_task("inverter")
