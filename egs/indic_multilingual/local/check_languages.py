@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{d}: {sum(counts.values())} utterances, languages: {' '.join(sorted(counts))}")
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -190,7 +190,7 @@ def main(argv=None) -> int:
             write_record(exp, "checkpoint_avg", str(chosen_avg), avg_info)
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

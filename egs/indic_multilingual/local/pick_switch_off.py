@@ -231,7 +231,7 @@ def main(argv=None) -> int:
               f"{len(utts)} utterances)")
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

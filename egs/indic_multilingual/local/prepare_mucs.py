@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{lang}: " + ", ".join(f"{s} {c[s]}" for s in SPLITS))
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         print(f"{PROG}: wrote {args.out_dir}: " + ", ".join(f"{k} {len(v)} utts" for k, v in parts.items()))
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -268,9 +268,10 @@ def measure(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from speechkit.utils.cli import run_main, setup_logging
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     setup_logging(None)
-    return run_main("measure_latency.py", lambda: (measure(args), 0)[1])
+    return run_main("measure_latency.py", lambda: (measure(args), 0)[1], parser=parser)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
         print(f"apply_cmvn.py: wrote {len(reader)} utterances to {out}/feats.scp")
         return 0
 
-    return run_main("apply_cmvn.py", body)
+    return run_main("apply_cmvn.py", body, parser=p)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ def main(argv=None) -> int:
         print("\n".join(lines))
         return 0
 
-    return run_main("compare_abx.py", body)
+    return run_main("compare_abx.py", body, parser=parser)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def main(argv=None) -> int:
         print(f"kmeans_units.py: {len(codes)} utterances, {used} of {args.k} units used -> {out}")
         return 0
 
-    return run_main("kmeans_units.py", body)
+    return run_main("kmeans_units.py", body, parser=p)
 
 
 if __name__ == "__main__":

@@ -194,7 +194,7 @@ def main(argv=None) -> int:
         sys.stdout.write(text)
         return 0
 
-    return run_main("make_results.py", body)
+    return run_main("make_results.py", body, parser=p)
 
 
 if __name__ == "__main__":

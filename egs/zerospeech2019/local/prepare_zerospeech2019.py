@@ -47,7 +47,7 @@ def main(argv=None) -> int:
                                synthesis=args.synthesis)
         return 0
 
-    return run_main(PROG, body)
+    return run_main(PROG, body, parser=p)
 
 
 if __name__ == "__main__":
