@@ -96,11 +96,12 @@ from speechkit.data.expdir import trained_speakers
 from speechkit.data.fingerprint import DataInput, fingerprint_inputs
 from speechkit.data.speakers import read_speaker_vectors, utterance_speakers, write_speakers
 from speechkit.features.world import feature_streams
+from speechkit.tasks import get_task
 from speechkit.tasks.acoustic import (
     AcousticTask, MusaRnnTask, SaladTask, SpeakerTable, StreamWindows, UtteranceSet, append_speaker, load_pairs,
     predict_features,
 )
-from speechkit.tasks.tacotron2 import Tacotron2Task
+from speechkit.tasks.tacotron2 import Tacotron2Task, load_phone_mel_dir
 from speechkit.train.checkpoint import (
     DATA_FINGERPRINT, latest_checkpoint, load_checkpoint, resolve_checkpoint, save_checkpoint,
 )
@@ -288,8 +289,6 @@ class _PhoneMelCorpus(_Corpus):
     (:func:`~speechkit.tasks.tacotron2.load_phone_mel_dir`; its skipped utterances are warned about)."""
 
     def __init__(self, data_dir: str, data_cfg: Any, n_mels: int, vectors: dict[str, np.ndarray], scp: str) -> None:
-        from speechkit.tasks.tacotron2 import load_phone_mel_dir
-
         utts, phones, mels, _ = load_phone_mel_dir(data_dir, data_cfg, n_mels, None)
         self._fill(data_dir, utts, phones, mels, vectors, scp)
 
@@ -544,8 +543,6 @@ def run_continual(cfg: ContinualConfig, exp_dir: str | os.PathLike,
     saved = load_checkpoint(init_ckpt)
     task_name = saved.get("task", "")
     episode_task(task_name)  # checks the task
-    from speechkit.tasks import get_task
-
     base = get_task(task_name)  # builds models for inference (Fisher, ER-KD)
     init_cfg = from_dict(type(base).Config, saved["config"], source=f"{init_ckpt} (saved config)")
     del saved

@@ -53,10 +53,21 @@ from typing import Sequence
 
 import numpy as np
 
+from speechkit.data.fingerprint import (DataInput, content_digest, fingerprint_file, fingerprint_input,
+                                        fingerprint_inputs)
+from speechkit.data.speakers import load_embeddings
+from speechkit.decode.audio_out import write_synthesized
+from speechkit.features.io import ScpReader
 from speechkit.inference.text2speech import Synthesizer
+from speechkit.scoring.continual_plots import plot_confusion_matrix, plot_embeddings_2d
+from speechkit.scoring.speaker_verification import SpeakerVerifier, accuracy_matrix, continual_scores
+from speechkit.train.checkpoint import load_checkpoint, resolve_checkpoint
 from speechkit.utils.fileio import DataError, atomic_write, id_file, read_table
 from speechkit.utils.jsonio import read_json, read_json_cache
 from speechkit.utils.outputs import replace_dir
+
+# models.speaker_encoder, tasks.tacotron2 and continual.driver (torch, 2.7 s) are imported where used, as is matplotlib
+# (0.4 s, the accuracy plot only): the module and the CLI's --help import without them.
 
 __all__ = ["EvalConfig", "evaluate_continual", "GroundTruth"]
 
@@ -98,8 +109,6 @@ class GroundTruth:
     """
 
     def __init__(self, embed_dir: str | os.PathLike):
-        from speechkit.data.speakers import load_embeddings
-
         d = Path(embed_dir)
         for f in ("embeddings.scp", "utt2spk"):
             if not (d / f).is_file():
@@ -131,8 +140,6 @@ class GroundTruth:
 
 def _episode_checkpoint(ep_dir: Path) -> Path | None:
     """The checkpoint an episode's model is loaded from: best.pt, else the latest (None: none)."""
-    from speechkit.train.checkpoint import resolve_checkpoint
-
     try:
         return resolve_checkpoint(ep_dir)
     except FileNotFoundError:
@@ -142,9 +149,6 @@ def _episode_checkpoint(ep_dir: Path) -> Path | None:
 def _model_digest(ep_dir: Path) -> str:
     """Content digest of what an episode's syntheses depend on: its episode.json, the checkpoint
     loaded, the model dir's feats.yaml and speakers, and the speaker vectors its config names."""
-    from speechkit.data.fingerprint import DataInput, content_digest, fingerprint_inputs
-    from speechkit.train.checkpoint import load_checkpoint
-
     inputs = {"dir": DataInput(str(ep_dir), ("episode.json", "feats.yaml", "speakers"))}
     ckpt = _episode_checkpoint(ep_dir)
     if ckpt is not None:
@@ -157,7 +161,6 @@ def _model_digest(ep_dir: Path) -> str:
 
 def _encoder_digest() -> str | None:
     """SHA-256 of the GE2E encoder's weights file (None when resemblyzer is not installed)."""
-    from speechkit.data.fingerprint import fingerprint_file
     from speechkit.models.speaker_encoder import weights_path
 
     try:
@@ -170,8 +173,6 @@ def _encoder_digest() -> str | None:
 def _eval_inputs(model: str, test: str, gt_train: str, gt_test: str, encoder: str | None, cfg: "EvalConfig",
                  classes: list[str]) -> dict[str, str | None]:
     """The cache key of one episode's result: a digest per input it depends on, named for the log."""
-    from speechkit.scoring.speaker_verification import SpeakerVerifier
-
     verifier = SpeakerVerifier()
     options = {"num_utts": cfg.num_utts, "wavs_per_speaker": cfg.wavs_per_speaker, "min_speech": cfg.min_speech,
                "classes": classes, "verifier": {k: getattr(verifier, k, None) for k in
@@ -229,8 +230,6 @@ def _test_utterances(test_dir: Path, speakers: Sequence[str], num_utts: int, sou
 def _synthesis_input(ep_dir: Path) -> str:
     """What an episode model synthesizes from: ``"phones"`` (the test dir's ``text``) for a
     tacotron2 checkpoint, ``"labels"`` (``labels.scp``) otherwise or when it has no checkpoint."""
-    from speechkit.train.checkpoint import load_checkpoint
-
     path = _episode_checkpoint(ep_dir)
     if path is None:
         return "labels"
@@ -293,12 +292,7 @@ def evaluate_continual(exp_dir: str | os.PathLike, test_dir: str | os.PathLike, 
             model was never trained on (named).
         ValueError: ``num_utts`` < 1, ``wavs_per_speaker`` or ``min_speech`` < 0.
     """
-    from speechkit.data.fingerprint import DataInput, content_digest, fingerprint_input
-    from speechkit.decode.audio_out import write_synthesized
-    from speechkit.features.io import ScpReader
     from speechkit.models.speaker_encoder import SpeakerEncoder
-    from speechkit.scoring.continual_plots import plot_confusion_matrix, plot_embeddings_2d
-    from speechkit.scoring.speaker_verification import SpeakerVerifier, accuracy_matrix, continual_scores
 
     cfg = cfg or EvalConfig()
     if cfg.num_utts < 1:
