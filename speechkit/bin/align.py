@@ -45,6 +45,9 @@ from speechkit.utils.cli import ConfigError, make_parser, positive_int, run_main
 from speechkit.utils.cli import split_overrides as cli_split_overrides
 from speechkit.utils.config import str2bool
 from speechkit.utils.fileio import DataError, write_table
+from speechkit.utils.outputs import check_output_dir
+
+# speechkit.align (torch) is imported where used: --help and argument errors answer without torch (2.7 s).
 
 PROG = "speechkit-align"
 logger = logging.getLogger(PROG)
@@ -73,8 +76,6 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(own)
         from speechkit.align import (ALIGNMENTS_FILE, CONFIG_FILE, MAX_LISTED, MODEL_FILE, PHONES_FILE, UNALIGNED_FILE,
                                      Aligner, check_alignment_dir, load_aligner_config, train_aligner)
-
-        from speechkit.utils.outputs import check_output_dir
 
         setup_logging(args.log_file, inputs={"--config": args.config},
                       input_dirs={"DATA_DIR": args.data_dir, "--model-dir": args.model_dir},

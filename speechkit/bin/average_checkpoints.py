@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zipfile
 from pathlib import Path
 
 from speechkit.train.checkpoint import (
@@ -33,6 +34,8 @@ from speechkit.train.checkpoint import (
 )
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.outputs import check_output_files
+
+# torch is imported where used: --help and argument errors answer without it (2.7 s).
 
 PROG = "speechkit-average-checkpoints"
 log = logging.getLogger(PROG)
@@ -45,8 +48,6 @@ def _holds_run(d: Path) -> bool:
 
 def _an_earlier_average(path: Path) -> bool:
     """``path`` is a checkpoint this tool wrote (a torch zip whose ``kind`` is ``averaged``)."""
-    import zipfile
-
     import torch
 
     if not zipfile.is_zipfile(path):

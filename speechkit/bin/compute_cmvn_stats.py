@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sys
 
+from speechkit.features.cmvn_stats import compute_cmvn_stats
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 
 PROG = "speechkit-compute-cmvn-stats"
@@ -44,8 +45,6 @@ def main(argv=None) -> int:
     setup_logging(verbose=args.verbose)
 
     def body() -> int:
-        from speechkit.features.cmvn_stats import compute_cmvn_stats
-
         scp = compute_cmvn_stats(args.data_dir, args.cmvn_dir, per_speaker=args.per_speaker)
         print(f"{PROG}: wrote {scp}")
         return 0

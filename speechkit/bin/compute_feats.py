@@ -51,6 +51,7 @@ import logging
 import os
 import sys
 
+from speechkit.features.extract import make_feats
 from speechkit.utils.cli import make_parser, positive_float, positive_int, run_main, setup_logging
 from speechkit.utils.config import str2bool
 from speechkit.utils.jobs import run_local_jobs
@@ -99,8 +100,6 @@ def _child_argv(args, job: int, nj: int | None = None) -> list[str]:
 
 
 def _body(args) -> int:
-    from speechkit.features.extract import make_feats
-
     if args.job is not None and not 1 <= args.job <= args.nj:
         raise ValueError(f"--job must be in 1..{args.nj}, got {args.job}")
     args.log_dir = args.log_dir or os.path.join(args.data_dir, "log")

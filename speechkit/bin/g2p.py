@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from speechkit.text.g2p import g2p_data_dir
 from speechkit.utils.cli import make_parser, run_main, setup_logging
 
 PROG = "speechkit-g2p"
@@ -43,8 +44,6 @@ def main(argv=None) -> int:
         setup_logging(args.log_file, input_dirs={"DATA_DIR": args.data_dir}, output_data_dirs={"OUT_DIR": args.out_dir})
         if args.nj < 1:
             raise ValueError(f"--nj must be >= 1, got {args.nj}")
-        from speechkit.text.g2p import g2p_data_dir
-
         res = g2p_data_dir(args.data_dir, args.out_dir, lang=args.lang, nj=args.nj)
         langs = ", ".join(f"{k} {v}" for k, v in sorted(res.languages.items()))
         print(f"{PROG}: {res.num_out} of {res.num_in} utterances ({langs}), {res.num_phones} phones "

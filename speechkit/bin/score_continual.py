@@ -32,8 +32,12 @@ Example:
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+from speechkit.continual.evaluation import EvalConfig, evaluate_continual
 from speechkit.utils.cli import make_parser, nonnegative_int, positive_int, run_main, setup_logging
 from speechkit.utils.fileio import DataError
+from speechkit.utils.outputs import check_output_dir
 
 PROG = "speechkit-score-continual"
 
@@ -60,11 +64,6 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     def body() -> int:
-        from pathlib import Path
-
-        from speechkit.continual.evaluation import EvalConfig, evaluate_continual
-        from speechkit.utils.outputs import check_output_dir
-
         setup_logging(args.log_file, inputs={"--extra-speakers": args.extra_speakers},
                       input_dirs={"TEST_DIR": args.test_dir, "GT_TRAIN": args.gt_train, "GT_TEST": args.gt_test})
         extra: list[str] = []

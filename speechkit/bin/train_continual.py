@@ -55,8 +55,12 @@ from pathlib import Path
 
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.cli import split_overrides as cli_split_overrides
+from speechkit.utils.config import format_config, load_config
 from speechkit.utils.fileio import ensure_writable_dir
 from speechkit.utils.outputs import check_output_dir
+
+# train.continual_strategies and continual.driver (torch) are imported where used: --help and argument errors answer
+# without torch (2.7 s).
 
 PROG = "speechkit-train-continual"
 _OWN = {"--config", "--exp-dir", "--print-config", "--verbose", "--help", "--log-file"}
@@ -90,7 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace, overrides: list[str]) -> int:
     from speechkit.train.continual_strategies import check_strategy_options
     from speechkit.continual.driver import ContinualConfig, run_continual
-    from speechkit.utils.config import format_config, load_config
 
     cfg = load_config(ContinualConfig, args.config, overrides)
     check_strategy_options(cfg.strategy, [o.split("=", 1)[0] for o in overrides])
