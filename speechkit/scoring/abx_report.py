@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import torch
+
 from speechkit.scoring.abx import (
     DEFAULT_TOLERANCE,
     AbxResult,
@@ -30,6 +32,8 @@ from speechkit.scoring.abx import (
     bootstrap_interval,
     paired_bootstrap_difference,
 )
+from speechkit.scoring.abx_items import read_item_file
+from speechkit.scoring.feature_dir import load_item_features_and_shift
 from speechkit.utils.errors import ParameterError, parameter_template
 from speechkit.utils.perf import gc_paused
 
@@ -47,8 +51,6 @@ def check_device(name: str, param: str = "device") -> str:
         ParameterError: not a device name, a device type other than cpu/cuda, CUDA asked for without a
             CUDA device (a CPU-only torch, or no GPU), or ``cuda:N`` past the last GPU; names ``param``.
     """
-    import torch
-
     try:
         dev = torch.device(name)
     except (RuntimeError, ValueError, TypeError):
@@ -146,9 +148,6 @@ def score_abx_dir(feature_dir: str | os.PathLike, item_file: str | os.PathLike, 
             (names ``paired_with``); each names the parameter (a CLI spells it as its flag).
         DataError, FileNotFoundError: the errors of the item-file and feature readers.
     """
-    from speechkit.scoring.abx_items import read_item_file
-    from speechkit.scoring.feature_dir import load_item_features_and_shift
-
     if tolerance < 0:
         raise ParameterError("tolerance", f"`tolerance` must be >= 0, got {tolerance}")
     if bootstrap < 0:

@@ -20,7 +20,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from speechkit.scoring.speaker_verification import aggregate_runs
 from speechkit.utils.fileio import atomic_write
+
+# matplotlib and sklearn are imported where used (heavy): only the plots need them.
 
 __all__ = ["plot_confusion_matrix", "plot_embeddings_2d", "plot_ra_fg_curves", "project_2d"]
 
@@ -178,8 +181,6 @@ def plot_ra_fg_curves(curves: Mapping[str, Mapping[str, Sequence[Sequence[float]
         ValueError: no strategies, or a strategy without both curves (named).
     """
     from matplotlib.figure import Figure
-
-    from speechkit.scoring.speaker_verification import aggregate_runs
 
     if not curves:
         raise ValueError("plot_ra_fg_curves: no strategies")

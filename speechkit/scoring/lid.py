@@ -20,6 +20,8 @@ import numpy as np
 
 from speechkit.utils.fileio import DataError, atomic_write, read_table
 
+# matplotlib is imported where used (heavy): only the confusion-matrix PNG needs it.
+
 MISSING = "<missing>"
 
 

@@ -77,10 +77,12 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from speechkit.data.corpora._common import read_phone_alignments
 from speechkit.features.io import ScpReader
-from speechkit.features.world import WorldLayout
+from speechkit.features.world import WorldLayout, read_world_layout
+from speechkit.scoring.feature_dir import FeatureDir, resolve_frame_shift
 from speechkit.utils.errors import ParameterError
-from speechkit.utils.fileio import DataError
+from speechkit.utils.fileio import DataError, atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -615,8 +617,6 @@ def open_features(path: str | os.PathLike) -> tuple[object, Path]:
         DataError: a dir without ``feats.scp``; an scp file that cannot be parsed (names the line).
         FileNotFoundError: ``path`` is neither a dir nor a file.
     """
-    from speechkit.scoring.feature_dir import FeatureDir
-
     p = Path(path)
     if p.is_dir():
         if not (p / "feats.scp").is_file():
@@ -633,8 +633,6 @@ def frame_shift_of(meta_dir: str | os.PathLike) -> float | None:
     Raises:
         DataError: the file does not hold one positive number.
     """
-    from speechkit.scoring.feature_dir import resolve_frame_shift
-
     meta_dir = Path(meta_dir)
     return resolve_frame_shift(meta_dir) if (meta_dir / "frame_shift").is_file() else None
 
@@ -658,8 +656,6 @@ def score_world_dirs(ref: str | os.PathLike, hyp: str | os.PathLike, *, mask_sil
             of :func:`open_features` and :func:`score_world`.
         ValueError: ``silence_phones`` names no phone (with ``mask_silence``); an unknown ``convention``.
     """
-    from speechkit.features.world import read_world_layout
-
     ref_reader, ref_meta = open_features(ref)
     hyp_reader, hyp_meta = open_features(hyp)
     ref_lay, ref_src = read_world_layout(ref_meta)
@@ -669,8 +665,6 @@ def score_world_dirs(ref: str | os.PathLike, hyp: str | os.PathLike, *, mask_sil
                         f"HYP {hyp_lay.describe()} from {hyp_src}")
     alignments, frame_shift, sil = None, DEFAULT_FRAME_SHIFT, None
     if mask_silence:
-        from speechkit.data.corpora._common import read_phone_alignments
-
         sil = [p for p in silence_phones.split(",") if p]
         if not sil:
             raise ParameterError("silence_phones", "no phone given")
@@ -687,8 +681,6 @@ def score_world_dirs(ref: str | os.PathLike, hyp: str | os.PathLike, *, mask_sil
 
 def write_per_utt(path: str | os.PathLike, res: WorldScores) -> None:
     """Write ``'<utt> <frames> <mcd_db> <mcd_with_c0_db> <f0_rmse_hz|nan> <vuv_%>'`` lines (atomically)."""
-    from speechkit.utils.fileio import atomic_write
-
     with atomic_write(path) as f:
         for u in res.utts:
             f.write(f"{u.utt} {u.n_frames} {u.mcd_db:.4f} {u.mcd_with_c0_db:.4f} "

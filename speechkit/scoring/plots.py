@@ -8,6 +8,8 @@ import numpy as np
 
 from speechkit.utils.fileio import atomic_write
 
+# matplotlib is imported where used (heavy): a plot pays for its import, importing this module does not.
+
 __all__ = ["plot_f0_histograms", "plot_spectrograms"]
 
 

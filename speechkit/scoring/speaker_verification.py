@@ -36,6 +36,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+# sklearn is imported where used (heavy): only fitting the verifier needs it.
+
 __all__ = ["SpeakerVerifier", "accuracy_matrix", "retained_accuracy", "forgetting", "ra_fg_curves",
            "aggregate_runs", "continual_scores"]
 

@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from speechkit.scoring.abx import dispatch
 from speechkit.scoring.abx.arrays import run_bounds
@@ -81,8 +82,6 @@ def batched_pair_distances(
     batches = plan_groups(sizes // base, sizes % base, counts, max_batch_elements, frame_dist.scratch, overhead)
     bar = None
     if progress:
-        from tqdm import tqdm  # only for a progress bar
-
         bar = tqdm(total=len(batches), desc="DTW batches", unit="batch", leave=False)
     bar_lock = threading.Lock()
     last = int(offsets[-1] + lengths[-1]) - 1  # frames past a token's end are clamped, never used

@@ -20,6 +20,8 @@ from speechkit.scoring.abx.averaging import AbxResult
 from speechkit.scoring.significance import NotComparable
 from speechkit.utils.errors import naming_parameters
 
+# scipy.sparse is imported where used (heavy): only a bootstrap needs it.
+
 logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": the name its log lines have always had
 
 
@@ -274,7 +276,7 @@ def _result_speakers(result: AbxResult) -> list[str]:
 def _replicate_errors(result: AbxResult, speakers: list[str], draws: np.ndarray) -> np.ndarray:
     """The ABX error (percent) of ``result`` on each speaker resample (rows of ``draws``, indices into
     ``speakers``); NaN where no phone pair kept a speaker key."""
-    import scipy.sparse  # heavy (0.1-0.2 s to import): only when a bootstrap is asked for
+    import scipy.sparse
 
     across = result.mode == "across"
     spk_index = {s: i for i, s in enumerate(speakers)}

@@ -48,6 +48,9 @@ import torch
 from speechkit.scoring.abx import kernels_c
 from speechkit.scoring.abx.dtw import batched_dtw
 
+# kernels_triton (triton: optional, in CUDA builds of torch only) and kernels_numba (numba: heavy) are imported where
+# a backend needs them.
+
 logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": the name its log lines have always had
 
 BACKENDS = ("auto", "c", "numba", "torch", "triton")
@@ -276,7 +279,7 @@ def load_kernels(backend: str):
     """
     if backend == "c" or (backend != "numba" and kernels_c.available()):
         return kernels_c.load()  # a CKernels; under "c", resolve_backend has checked that it loads
-    try:  # heavy: importing numba costs about half a second, so only when its kernels are used
+    try:
         from speechkit.scoring.abx import kernels_numba
     except Exception as e:  # noqa: BLE001 - ImportError, or numba failing to initialise
         if backend == "numba":

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from speechkit.scoring.abx import batches, dispatch
 from speechkit.scoring.abx.arrays import run_bounds
@@ -248,8 +249,6 @@ def tiled_pair_distances(offsets, lengths, gu, gv, frame_dist, normalize, max_ba
     d_uv, d_vu = np.empty(len(gu_np)), np.empty(len(gu_np))
     bar = None
     if progress:
-        from tqdm import tqdm  # only for a progress bar
-
         bar = tqdm(total=len(tasks), desc="DTW tiles", unit="tile", leave=False)
     bar_lock = threading.Lock()
 
