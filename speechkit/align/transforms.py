@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-# scipy is imported where used: only training's LDA needs it (0.6 s); alignment with a trained model runs without it.
+# scipy is imported where used (heavy): only training's LDA needs it; alignment with a trained model runs without it.
 
 
 def splice(x: np.ndarray, context: int) -> np.ndarray:

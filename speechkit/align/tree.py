@@ -8,7 +8,7 @@ import numpy as np
 
 from speechkit.align.gmm import _LOG_2PI
 
-# scipy is imported where used: only training's phone clustering needs it (0.6 s).
+# scipy is imported where used (heavy): only training's phone clustering needs it.
 
 
 def _gauss_loglik(n: np.ndarray, sx: np.ndarray, sxx: np.ndarray, var_floor: np.ndarray) -> np.ndarray:

@@ -47,7 +47,7 @@ from speechkit.utils.config import str2bool
 from speechkit.utils.fileio import DataError, write_table
 from speechkit.utils.outputs import check_output_dir
 
-# speechkit.align (torch) is imported where used: --help and argument errors answer without torch (2.7 s).
+# speechkit.align (torch) is imported where used: --help and argument errors answer without torch.
 
 PROG = "speechkit-align"
 logger = logging.getLogger(PROG)

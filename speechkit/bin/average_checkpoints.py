@@ -35,7 +35,7 @@ from speechkit.train.checkpoint import (
 from speechkit.utils.cli import ConfigError, make_parser, run_main, setup_logging
 from speechkit.utils.outputs import check_output_files
 
-# torch is imported where used: --help and argument errors answer without it (2.7 s).
+# torch is imported where used: --help and argument errors answer without it.
 
 PROG = "speechkit-average-checkpoints"
 log = logging.getLogger(PROG)

@@ -44,7 +44,7 @@ from speechkit.utils.fileio import ensure_writable_dir
 from speechkit.utils.outputs import check_output_dir
 
 # train.distributed, train.task and train.trainer (torch) are imported where used: --help and argument errors answer
-# without torch (2.7 s).
+# without torch.
 
 PROG = "speechkit-train"
 # Our own options (everything else starting with -- is a config override).

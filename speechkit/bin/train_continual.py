@@ -60,7 +60,7 @@ from speechkit.utils.fileio import ensure_writable_dir
 from speechkit.utils.outputs import check_output_dir
 
 # train.continual_strategies and continual.driver (torch) are imported where used: --help and argument errors answer
-# without torch (2.7 s).
+# without torch.
 
 PROG = "speechkit-train-continual"
 _OWN = {"--config", "--exp-dir", "--print-config", "--verbose", "--help", "--log-file"}

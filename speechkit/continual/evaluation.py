@@ -66,8 +66,8 @@ from speechkit.utils.fileio import DataError, atomic_write, id_file, read_table
 from speechkit.utils.jsonio import read_json, read_json_cache
 from speechkit.utils.outputs import replace_dir
 
-# models.speaker_encoder, tasks.tacotron2 and continual.driver (torch, 2.7 s) are imported where used, as is matplotlib
-# (0.4 s, the accuracy plot only): the module and the CLI's --help import without them.
+# models.speaker_encoder, tasks.tacotron2 and continual.driver (torch) and matplotlib (the accuracy plot) are imported
+# where used: the module and the CLI's --help import without them.
 
 __all__ = ["EvalConfig", "evaluate_continual", "GroundTruth"]
 

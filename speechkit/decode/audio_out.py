@@ -22,7 +22,7 @@ import numpy as np
 from speechkit.data.audio import write_wav
 from speechkit.scoring.plots import plot_spectrograms
 
-# scipy.signal is imported where used: only a spectrogram PNG needs it (0.4 s).
+# scipy.signal is imported where used (heavy): only a spectrogram PNG needs it.
 
 __all__ = ["PEAK", "limit_peak", "plot_spectrogram", "write_synthesized", "warn_unplotted"]
 

@@ -33,7 +33,7 @@ import torch
 
 from speechkit.features.frontends import LogMelConfig, build_frontend
 
-# librosa is imported where used: only mel_to_waveform needs it (1.7 s).
+# librosa is imported where used (heavy): only mel_to_waveform needs it.
 
 logger = logging.getLogger(__name__)
 

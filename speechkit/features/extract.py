@@ -95,7 +95,7 @@ from speechkit.utils.fileio import DataError, atomic_write, ensure_writable_dir,
 from speechkit.utils.jobs import describe_failures, run_local_jobs
 from speechkit.utils.outputs import check_output_dir
 
-# torch is imported where used: the merge step and --help run without it (2.7 s a process).
+# torch is imported where used: the merge step and --help run without it.
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from speechkit.features.cmvn import apply_cmvn
 from speechkit.utils.fileio import DataError, atomic_write, naming_write_errors, read_lines, read_table
 from speechkit.utils.outputs import scp_entry_file  # re-exported: the one parser of an scp value (recognize, tests)
 
-# torch is imported where used: only the loaders of training and inference data need it (2.7 s a process).
+# torch is imported where used: only the loaders of training and inference data need it.
 
 logger = logging.getLogger(__name__)
 

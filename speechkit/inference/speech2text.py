@@ -34,7 +34,7 @@ from speechkit.utils.cli import ConfigError
 from speechkit.utils.errors import ParameterError
 
 # torch, tasks.rnnt, train.runtime and decode.rnnt_search (torch) are imported where used: DecodeOptions and a
-# decode's merge step run without torch (2.7 s a process; a test checks it).
+# decode's merge step run without torch (a test checks it).
 
 __all__ = ["DecodeOptions", "Recognizer"]
 

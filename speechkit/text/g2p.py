@@ -69,7 +69,7 @@ from speechkit.utils.errors import naming_parameters
 from speechkit.utils.fileio import DataError, read_lines, write_table
 from speechkit.utils.outputs import check_output_dir
 
-# phonemizer is imported where used: 0.4 s, and only the two functions that call espeak-ng need it.
+# phonemizer is imported where used (heavy): only the two functions that call espeak-ng need it.
 
 logger = logging.getLogger(__name__)
 

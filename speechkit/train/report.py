@@ -20,7 +20,7 @@ from typing import Any, Iterator
 from speechkit.utils.fileio import atomic_write
 from speechkit.utils.jsonio import read_jsonl
 
-# matplotlib is imported where used: only the loss figure needs it (0.4 s).
+# matplotlib is imported where used (heavy): only the loss figure needs it.
 
 __all__ = ["MetricsLog", "read_metrics", "plot_losses", "training_summary"]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from speechkit.utils.fileio import ensure_writable_dir, naming_write_errors
 
-# tqdm is imported where used: the CLIs import this module at start-up (0.1 s).
+# tqdm is imported where used: the CLIs import this module at start-up.
 
 
 def run_local_jobs(jobs: Sequence[int], argv_of: Callable[[int], list[str]], log_of: Callable[[int], Path],

@@ -36,7 +36,7 @@ from speechkit.utils.fileio import ensure_writable_dir, naming_write_errors
 from speechkit.utils.jsonio import read_jsonl
 from speechkit.utils.outputs import OutputOverlapError, check_output_files
 
-# torch is imported where used: optional, and 2.7 s to import where only its version is recorded.
+# torch is imported where used: optional, and heavy where only its version is recorded.
 
 logger = logging.getLogger(__name__)
 
