@@ -22,7 +22,7 @@ from speechkit.utils.errors import naming_parameters
 
 # scipy.sparse is imported where used (heavy): only a bootstrap needs it.
 
-logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": the name its log lines have always had
+logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": every stage logs under the package's name
 
 
 @dataclass

@@ -28,7 +28,7 @@ Backends (``backend=``): ``auto``, ``c``, ``numba``, ``torch``, ``triton``.
   one thread (:func:`torch_threads`).
 
 The backends give the same bits, except that a tile's matrix product may round a frame distance differently in
-the last bit from the batched one (triplet outcomes alike in the tests, identical tokens tie as before).
+the last bit from the batched one (triplet outcomes alike in the tests; identical tokens still tie).
 :func:`route`, :func:`cpu_if_small` and :func:`with_kernels` make the choices of one call of
 :func:`speechkit.scoring.abx.abx_error`, as a :class:`Route`.
 """
@@ -51,7 +51,7 @@ from speechkit.scoring.abx.dtw import batched_dtw
 # kernels_triton (triton: optional, in CUDA builds of torch only) and kernels_numba (numba: heavy) are imported where
 # a backend needs them.
 
-logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": the name its log lines have always had
+logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": every stage logs under the package's name
 
 BACKENDS = ("auto", "c", "numba", "torch", "triton")
 
@@ -61,7 +61,7 @@ BACKENDS = ("auto", "c", "numba", "torch", "triton")
 NUMBA_MIN_PAIRS = 20_000
 NUMBA_MIN_TRIPLETS = 2_000_000
 # backend "auto" with a CUDA device: a task whose CPU work is estimated under CUDA_MIN_CPU_SECONDS is scored on the
-# CPU (CUDA's fixed costs in a process, context and first kernel launches, were 1.2-1.5 s on an H200), the estimate
+# CPU (CUDA's fixed costs in a process: its context and first kernel launches), the estimate
 # being frame pairs x CPU_NS_PER_FRAME_PAIR + triplets x CPU_NS_PER_TRIPLET, a CPU_SERIAL_FRACTION of it on one
 # thread and the rest over the threads (the compiled CPU path, every phase, one thread, fitted on the bench tasks:
 # see cpu_seconds)
@@ -91,13 +91,13 @@ BATCH_OVERHEAD = 800
 BATCH_OVERHEAD_NUMBA = 100
 # tiles of frame distances (compiled path): a tile holds up to TILE_FRAMES frames (consecutive tokens of one context
 # and speaker, or of several small ones); a tile pair is computed in one matrix product when its pairs' frame pairs
-# fill at least TILE_MIN_DENSITY of it (a tile's frame pair costs about 4 ns, a batched pair's about 18 ns)
+# fill at least TILE_MIN_DENSITY of it (a tile's frame pair costs about a quarter of a batched pair's)
 TILE_FRAMES = 1024
 TILE_MIN_DENSITY = 0.25
 # tiles.tile_tasks reads the pairs in chunks of TILE_CHUNK, each a task for the threads: its temporaries stay a few MB
-# (reused, in cache), where arrays of every pair cost a fresh allocation each (first-touch page faults: 0.1-2 ms per
-# MB); tile pairs are counted in a table up to TILE_TABLE_MAX of them, else by sorting their keys, and the (chunks x
-# dense tile pairs) counts of the second pass stay under TILE_TABLE_MAX entries
+# (reused, in cache), where arrays of every pair cost a fresh allocation each (first-touch page faults); tile pairs
+# are counted in a table up to TILE_TABLE_MAX of them, else by sorting their keys, and the (chunks x dense tile pairs)
+# counts of the second pass stay under TILE_TABLE_MAX entries
 TILE_CHUNK = 1 << 20
 TILE_TABLE_MAX = 1 << 20
 # (X token, A token, B token) comparisons per step of the torch counting, on the CPU and on CUDA (a few hundred MB
@@ -110,8 +110,8 @@ COUNT_ELEMENTS_CUDA = 1 << 26
 def torch_threads(n: int):
     """Torch's intra-op pool at ``n`` threads inside the block, restored after. abx_error runs its many small torch
     operations on one thread: a parallel region waits for every pool thread to be scheduled, which on a loaded
-    machine costs a time slice per operation (5 ms instead of 0.16 ms for a context's needed pairs, measured on
-    2 cores with one busy) and spins the other threads meanwhile; only the large operations use ``n``."""
+    machine costs a time slice per operation and spins the other threads meanwhile; only the large operations use
+    ``n``."""
     prev = torch.get_num_threads()
     if n != prev:
         torch.set_num_threads(n)
@@ -188,10 +188,8 @@ def cpu_seconds(n_pairs: int, lengths: np.ndarray, n_triplets: int, n_threads: i
     ``lengths`` frames on average) and triplets at :data:`CPU_NS_PER_FRAME_PAIR` and :data:`CPU_NS_PER_TRIPLET`,
     :data:`CPU_SERIAL_FRACTION` of that on one thread and the rest shared by ``n_threads`` (Amdahl's law).
 
-    The constants come from one-thread runs of every phase on a 2-core machine (C kernels; Intel Xeon and AMD EPYC
-    alike): 13.6 s for 14.3 M pairs of 8.9 frames on average and 191 M triplets, 2.45 s for 3.4 M pairs of 7.2 frames
-    and 60.7 M triplets (bench_abx's synthetic and TIMIT tasks without context, across speakers); the serial part
-    from that task's 1- and 2-thread times (1.4 of 13.5 s)."""
+    The constants are fitted on one-thread runs of every phase of test/bench/bench_abx.py's tasks (C kernels), the
+    serial part on 1- and 2-thread runs; the runs are in test/bench/results/abx_history.md."""
     mean_len = float(np.mean(lengths)) if len(lengths) else 0.0
     ns = n_pairs * mean_len * mean_len * CPU_NS_PER_FRAME_PAIR + n_triplets * CPU_NS_PER_TRIPLET
     return ns * 1e-9 * (CPU_SERIAL_FRACTION + (1.0 - CPU_SERIAL_FRACTION) / n_threads)
@@ -209,7 +207,7 @@ def on_cpu_anyway(n_pairs: int, lengths: np.ndarray, n_triplets: int, n_threads:
 def cpu_if_small(r: Route, backend: str, n_pairs: int, lengths: np.ndarray, n_triplets: int,
                  n_threads: int) -> Route:
     """``r``, or its CPU route when ``backend="auto"`` on CUDA finds the task small (:func:`on_cpu_anyway`: the
-    same result, without CUDA's start and kernel compilation, 1.2-1.5 s on an H200, more than the task). Asked
+    same result, without CUDA's start and kernel compilation, which cost more than such a task). Asked
     first of an upper bound of the pairs, before CUDA is touched (its context costs ~0.3 s), then of the pairs."""
     if backend == "auto" and r.device.type == "cuda" and on_cpu_anyway(n_pairs, lengths, n_triplets, n_threads):
         return route(backend, torch.device("cpu"))
@@ -226,9 +224,8 @@ def with_kernels(r: Route, backend: str, n_pairs: int, n_triplets: int, n_thread
     """``r`` with its compiled kernels loaded (:func:`load_kernels`; none where they do not load) and its thread
     count: ``n_threads``, except for a small task under ``auto`` (fewer than :data:`NUMBA_MIN_PAIRS` DTW pairs and
     :data:`NUMBA_MIN_TRIPLETS` triplets), which runs on one thread: a pool costs more than it gives on small
-    operations (far more on a busy core); with C's kernels (by-context tasks of 976 / 1270 pairs: 0.10 -> 0.09 s,
-    0.055 -> 0.04 s against the torch path), else on the torch path until numba's have been loaded (their start
-    costs more than the whole task)."""
+    operations (far more on a busy core); with C's kernels, else on the torch path until numba's have been loaded
+    (their start costs more than the whole task)."""
     dtw, count = r.compiled_dtw, r.compiled_count
     small = count and backend == "auto" and n_pairs < NUMBA_MIN_PAIRS and n_triplets < NUMBA_MIN_TRIPLETS
     if small and not numba_kernels_loaded() and not kernels_c.available():

@@ -29,15 +29,13 @@ DISTANCES = ("cosine", "kl", "hamming")
 
 def _rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``table[index]`` for an integer ``index`` of any shape, by ``torch.index_select`` on the flattened index:
-    the same values; the gather alone is up to twice as fast as advanced indexing on the CPU (a (5000, 11) index
-    into a (50 000, 39) float64 table, one thread: 2.8 ms instead of 6.6 ms; the within task end to end: within
-    the noise of a loaded 2-core machine)."""
+    the same values; the gather is faster than advanced indexing on the CPU."""
     return torch.index_select(table, 0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
 
 
 def _angle_(cos: torch.Tensor) -> torch.Tensor:
     """``arccos(clamp(cos, -1, 1)) / pi`` in place (the cosine distance from cosine similarities). On the CPU by
-    numpy, whose SIMD ``arccos`` takes a third of torch's time (float64, one thread: 1.4 vs 4.6 ns per value);
+    numpy, whose SIMD ``arccos`` is faster than torch's;
     both CPU paths use it, so that they give the same bits."""
     if cos.device.type != "cpu":
         return cos.clamp_(-1.0, 1.0).arccos_().div_(math.pi)
@@ -127,10 +125,9 @@ class _SymKL(FrameDistance):
 class _Hamming(FrameDistance):
     """Fraction of differing coordinates. Up to ``dispatch.HAMMING_TABLE_MAX`` distinct frame vectors, a symbol
     table: each frame's symbol and the symbol-by-symbol distances, built with numpy on the CPU whatever
-    the device, then moved there. It was built with ``torch.unique(dim=0, return_inverse=True)`` on the
-    scoring device, the one step of this distance whose result can depend on the device (inverse indices
-    not mapping frames to their rows of the unique array on CUDA: pytorch/pytorch#64593), and CUDA scored
-    53.78 % where the CPU scored 53.39 % on the same 11 158 triplets."""
+    the device, then moved there: ``torch.unique(dim=0, return_inverse=True)`` on CUDA may return inverse
+    indices that do not map frames to their rows of the unique array (pytorch/pytorch#64593), so the table is
+    built where its result cannot depend on the device."""
 
     def __init__(self, frames: torch.Tensor):
         self.dim = frames.shape[1]

@@ -19,7 +19,7 @@ from speechkit.scoring.abx.distances import check_kl_frames
 from speechkit.scoring.abx_items import Item
 from speechkit.utils.fileio import DataError
 
-logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": the name its log lines have always had
+logger = logging.getLogger(__package__)  # "speechkit.scoring.abx": every stage logs under the package's name
 
 EMPTY_ITEM_RULES = ("overlap", "drop")
 DEFAULT_TOLERANCE = 0.05  # s an item may run past the last frame (features shorter than the audio)

@@ -77,8 +77,8 @@ def dtw_strided(flat, base, row_stride, col_stride, n_rows, n_cols, total, len_r
         for i in range(1, n):
             q = o + i * rs
             # the predecessor's choice without branches: it is data-dependent, and a mispredicted branch costs more
-            # than the cell (LLVM turned the if/else, even as conditional expressions, into jumps: 7 ns per cell;
-            # with min() and 0/1 integer masks 3.9 ns, same bits). min(a, b) is a unless b < a (Python's rule),
+            # than the cell (LLVM turns an if/else, even as conditional expressions, into jumps; min() and 0/1 integer
+            # masks give the same bits without them). min(a, b) is a unless b < a (Python's rule),
             # so best is diag when diag <= left and diag <= up (t_d), else left when left <= up, else up: the
             # choice the masks make for the path lengths. The diagonal neighbour is the previous cell's upper one,
             # kept from there.

@@ -8,9 +8,8 @@ live in a per-program scratch area in global memory, slot ``i + 1`` for row ``i`
 sentinel for row ``-1``; cells off the matrix are stored as ``+inf``, so that no border needs a special case.
 A barrier after each diagonal's stores makes them visible to the next diagonal's loads (and keeps a diagonal's
 reads ahead of the overwrite of its slot two diagonals later); the scratch loads bypass L1 (``.cg``). Each
-program walks its own pair's ``n + m - 1`` diagonals, a run-time bound (it was a compile-time constant, the
-batch's longest rounded up to a multiple of 8: a compilation per rounded length, and up to 7 diagonals off every
-matrix); under Triton's interpreter, which runs no ``for`` loop over a run-time bound with numpy 2.5, the same
+program walks its own pair's ``n + m - 1`` diagonals, a run-time bound (no compilation per length, no diagonal
+off the matrix); under Triton's interpreter, which runs no ``for`` loop over a run-time bound with numpy 2.5, the same
 diagonal step (:func:`_diagonal`) in a ``while`` loop.
 So the kernel is compiled once per ``BLOCK`` (a power of two >= the longest token of the batch): ``NMAX`` and
 ``MMAX`` (address arithmetic only) are not specialized on, so that their divisibility by 16 does not multiply

@@ -63,8 +63,7 @@ def needed_pairs(phones: Sequence[str] | np.ndarray, speakers: Sequence[str] | n
         return (torch.cat(us), torch.cat(vs)) if us else (empty, empty)
     # need[i, j] | need[j, i], i < j, where need[a, x] = other speakers and (same phone and a B for a, or other
     # phones and a's speaker has x's phone): (A, X) or (B, X). A block of rows at a time (against the columns
-    # past its first row): a few MB of masks instead of N x N ones (bench_abx's across task: 11 k tokens, seven
-    # 123 MB masks built and faulted in on one thread, 0.35 s)
+    # past its first row): a few MB of masks instead of N x N ones
     has = cnt > 0
     n = len(ph)
     step = max(1, (dispatch.PAIR_MASK_ELEMENTS if device.type == "cpu" else dispatch.PAIR_MASK_ELEMENTS_CUDA) // n)

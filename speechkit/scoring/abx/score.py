@@ -71,8 +71,8 @@ def abx_error(
         device: torch device for frame distances and DTW (float64 throughout). Under ``backend="auto"`` a small
             task (fewer than 20 000 DTW pairs and 2 M triplets, or whose CPU work is estimated under a second on
             ``num_threads`` threads: :func:`~speechkit.scoring.abx.dispatch.cpu_seconds`) is scored on the CPU
-            whatever the device: the same result, without CUDA's start and kernel compilation (1.2-1.5 s on an
-            H200, more than the task).
+            whatever the device: the same result, without CUDA's start and kernel compilation (which cost more
+            than such a task).
         convention: ``zr2019`` (ABXpy's averaging and argument order, ZeroSpeech 2017/2019/2020) or
             ``zr2021`` (Libri-Light's, as ``fastabx.zerospeech_abx``; ZeroSpeech 2021 and later); see
             :mod:`speechkit.scoring.abx`.

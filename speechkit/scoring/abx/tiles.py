@@ -5,8 +5,8 @@ The tokens are laid out consecutively, grouped by context and speaker, and cut i
 :data:`~speechkit.scoring.abx.dispatch.TILE_FRAMES` frames (:func:`make_tiles`). Where the needed pairs between two
 tiles cover :data:`~speechkit.scoring.abx.dispatch.TILE_MIN_DENSITY` of their frame pairs or more (within a
 speaker, across two speakers, inside a large context: :func:`tile_tasks`), one matrix product gives the tile pair's
-frame distances and every such pair's DTW reads its own from it in place (the kernels' ``dtw_strided``), about 4 ns
-per frame pair instead of 18 (float64, one thread); the other pairs are batched (:mod:`.batches`). A tile's product
+frame distances and every such pair's DTW reads its own from it in place (the kernels' ``dtw_strided``), at about a
+quarter of a batched pair's cost per frame pair; the other pairs are batched (:mod:`.batches`). A tile's product
 may round a frame distance differently in the last bit from the batched one.
 """
 from __future__ import annotations
