@@ -87,8 +87,10 @@ TO_UNION = "to_union.int"
 _LANG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
-def normalize_text(text: str) -> str:
-    """NFC-normalise ``text`` and collapse whitespace to single spaces (no leading/trailing)."""
+def canonical_text(text: str) -> str:
+    """NFC-normalise ``text`` and collapse whitespace to single spaces (no leading/trailing): the form the
+    inventories see. Case and punctuation are left as they are (a corpus preparer's fuller normalisation is
+    :func:`speechkit.data.corpora._common.normalize_text`)."""
     return " ".join(unicodedata.normalize("NFC", text).split())
 
 
@@ -229,7 +231,7 @@ class UnitInventory:
         """Build an inventory from training transcripts.
 
         Args:
-            texts: transcripts (normalised here with :func:`normalize_text`; empty ones ignored).
+            texts: transcripts (normalised here with :func:`canonical_text`; empty ones ignored).
             unit_type: ``char``, ``char_wb`` or ``bpe``.
             min_count: ``char``/``char_wb``: units seen fewer times are left out (they encode
                 to ``<unk>``). Must be 1 for ``bpe`` (sentencepiece keeps every character).
@@ -245,7 +247,7 @@ class UnitInventory:
         if min_count < 1:
             raise ConfigError(f"min_count must be >= 1, got {min_count}")
         what = f" for language '{language}'" if language else ""
-        texts = [t for t in (normalize_text(x) for x in texts) if t]
+        texts = [t for t in (canonical_text(x) for x in texts) if t]
         if not texts:
             raise ConfigError(f"no non-empty transcript to build {unit_type} units{what}")
         if unit_type == "bpe":
@@ -311,7 +313,7 @@ class UnitInventory:
 
         ``"ab c"`` -> char: ``a b <space> c``; char_wb: ``B-a b B-c``; bpe: sentencepiece pieces.
         """
-        text = normalize_text(text)
+        text = canonical_text(text)
         if self.unit_type == "bpe":
             return self._require_sp().encode(text, out_type=str) if text else []
         return _char_units(text, self.unit_type)
@@ -324,7 +326,7 @@ class UnitInventory:
         Raises:
             ConfigError: a bpe union inventory (use :meth:`MultilingualUnits.encode`).
         """
-        return self._encode(normalize_text(text))[0]
+        return self._encode(canonical_text(text))[0]
 
     def encode_checked(self, text: str, key: str | None = None) -> tuple[list[int] | None, str | None]:
         """Like :meth:`encode` but refuse transcripts a model cannot learn from.
@@ -334,7 +336,7 @@ class UnitInventory:
             in-vocabulary symbol (every character is out of vocabulary); the refusal is counted
             in :attr:`stats` under ``key`` (default: a running number).
         """
-        norm = normalize_text(text)
+        norm = canonical_text(text)
         reason = None
         if not norm:
             reason = "empty transcript"

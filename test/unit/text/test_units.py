@@ -8,7 +8,7 @@ import pytest
 
 from speechkit.text.units import (
     BLANK, SPACE, UNK, WB_UNK, MultilingualUnits, UnitInventory, encode_transcripts, load_units,
-    normalize_text,
+    canonical_text,
 )
 from speechkit.utils.cli import ConfigError
 from speechkit.utils.fileio import DataError
@@ -28,7 +28,7 @@ def real_text(shared_data):
     with open(shared_data / "msc_malayalam/sentences.tsv", encoding="utf-8") as f:
         ml = [_strip_punct(r["sentence"]) for r in csv.DictReader(f, delimiter="\t")]
     ml += [_strip_punct(x) for x in (shared_data / "msc_malayalam/story/Vasanavikruthi.txt").read_text("utf-8").splitlines()]
-    return {"hi": [x for x in hi if x], "ml": [normalize_text(x) for x in ml if x.strip()]}
+    return {"hi": [x for x in hi if x], "ml": [canonical_text(x) for x in ml if x.strip()]}
 
 
 # ----------------------------------------------------------------------------- real text
@@ -39,7 +39,7 @@ def test_round_trip_real_indic_text(real_text, unit_type):
         for t in texts:
             ids = inv.encode(t)
             assert 0 not in ids
-            assert inv.decode(ids) == normalize_text(t), (lang, t)
+            assert inv.decode(ids) == canonical_text(t), (lang, t)
         assert inv.stats.num_oov == 0 and inv.stats.num_utts == len(texts)
         assert inv.stats.num_chars == sum(len(t.replace(" ", "")) for t in texts)
 
@@ -72,7 +72,7 @@ def test_combining_marks_and_word_begin():
     assert "\u200c" in inv.tokenize(ML[1])
     assert inv.decode(inv.encode(ML[1])) == ML[1]
     # Hindi: nukta form U+095C is NFC-decomposed to U+0921 U+093C (composition exclusion)
-    assert normalize_text("\u095c") == "\u0921\u093c"
+    assert canonical_text("\u095c") == "\u0921\u093c"
     char = UnitInventory.build(["ड़"], "char")
     assert char.tokenize("\u095c") == ["\u0921", "\u093c"]
 
