@@ -103,7 +103,7 @@ def pairs_bound(per_speaker: Mapping[str, int], mode: str) -> int:
 
 
 @dataclass
-class Task:
+class AbxTask:
     """The cells of a set of items (:func:`build_task`)."""
 
     members: dict[tuple[str, ...], list[int]]  # context -> its tokens (indices into the items), in order
@@ -114,7 +114,7 @@ class Task:
     pairs_bound: int  # an upper bound of the DTW pairs (pairs_bound of each context)
 
 
-def build_task(kept: Sequence[Item], mode: str) -> Task:
+def build_task(kept: Sequence[Item], mode: str) -> AbxTask:
     """The cell groups of the items ``kept`` (tokens: their indices), context by context, each context's
     tokens grouped by phone and speaker in order.
 
@@ -138,4 +138,4 @@ def build_task(kept: Sequence[Item], mode: str) -> Task:
         raise ValueError(f"no ABX triplet can be formed from these items ({mode} speakers)")
     n_upper = sum(len(c.a) * len(c.b) * len(c.x) for _, cs, _ in contexts for c in cs)
     n_bound = sum(pairs_bound(counts, mode) for _, _, counts in contexts)
-    return Task(members, contexts, [c for _, cs, _ in contexts for c in cs], n_upper, n_bound)
+    return AbxTask(members, contexts, [c for _, cs, _ in contexts for c in cs], n_upper, n_bound)

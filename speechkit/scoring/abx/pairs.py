@@ -20,7 +20,7 @@ import torch
 
 from speechkit.scoring.abx import dispatch
 from speechkit.scoring.abx.arrays import cat_onto
-from speechkit.scoring.abx.cells import CellGroup, Task
+from speechkit.scoring.abx.cells import AbxTask, CellGroup
 from speechkit.scoring.abx_items import Item
 
 
@@ -179,7 +179,7 @@ class PairPlan:
     n_pairs: int  # DTW pairs in all
 
 
-def plan_pairs(task: Task, kept: Sequence[Item], mode: str, pair_dev: torch.device, n_threads: int) -> PairPlan:
+def plan_pairs(task: AbxTask, kept: Sequence[Item], mode: str, pair_dev: torch.device, n_threads: int) -> PairPlan:
     """The needed pairs of every context of ``task`` (:func:`needed_pairs`: on ``pair_dev`` for a context of
     :data:`~speechkit.scoring.abx.dispatch.DEVICE_PAIRS_MIN_TOKENS` tokens or more, else on the CPU, moved later
     with the others; its masks on ``n_threads`` threads from
@@ -225,7 +225,7 @@ def plan_pairs(task: Task, kept: Sequence[Item], mode: str, pair_dev: torch.devi
     return PairPlan(pair_g, pair_flat, blocks, local, ctx_size, sp_code, sum(len(g[0]) for g in pair_g))
 
 
-def compact_tokens(plan: PairPlan, task: Task, n_items: int, pair_dev: torch.device, n_threads: int,
+def compact_tokens(plan: PairPlan, task: AbxTask, n_items: int, pair_dev: torch.device, n_threads: int,
                    grouped: bool) -> tuple[np.ndarray, torch.Tensor, torch.Tensor, np.ndarray | None]:
     """The tokens that take part in some pair, numbered ``0 .. U-1``, and every pair in those numbers.
 
