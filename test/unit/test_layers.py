@@ -1,11 +1,11 @@
 """The layering of ``speechkit/`` (shared/DESIGN.md): no import cycles, no import into a higher layer.
 
 Layers, low to high: ``utils < data < features = text < nn < models < decode = scoring (= align) < train
-< tasks < inference < continual < bin``. A module may import modules of its own layer or lower ones,
-never a higher one, and no two modules may import each other through any chain. Every ``import`` counts,
-wherever it is: at module level, inside a function (a lazy import is still a dependency), and inside an
-``if TYPE_CHECKING:`` block too (a type-only import still ties the lower module to the higher one's
-names; there is no exemption, so the rule is one sentence).
+(= results) < tasks < inference < continual < bin``. A module may import modules of its own layer or
+lower ones, never a higher one, and no two modules may import each other through any chain. Every
+``import`` counts, wherever it is: at module level, inside a function (a lazy import is still a
+dependency), and inside an ``if TYPE_CHECKING:`` block too (a type-only import still ties the lower
+module to the higher one's names; there is no exemption, so the rule is one sentence).
 
 An edge is ``(importer, imported)`` between modules of the package (``speechkit.data.datadir``);
 ``from speechkit.x import y`` is an edge to ``speechkit.x.y`` when that is a module, else to the

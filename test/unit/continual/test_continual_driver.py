@@ -167,7 +167,7 @@ def test_plans_without_version_resume_as_jt_cumulative(setup, tmp_path, capsys):
                      after_episode=lambda t, d: finished.append(t))
     assert finished == [] and stamps() == done
     with pytest.raises(PlanMismatchError, match=r"strategy: saved 'jt_cumulative', requested 'jt'\).*"
-                                                r"--strategy jt trains every episode from theta_init"):
+                                                r"strategy=jt trains every episode from theta_init"):
         cd.run_continual(config(root, "jt", **one), tmp_path / "old")
 
 
