@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from speechkit.train.report import read_metrics, training_summary
+from speechkit.train.report import last_and_best_epochs, training_summary
 from speechkit.utils.fileio import DataError
 
 __all__ = ["summarize", "read_wallclock", "WALLCLOCK_FILE"]
@@ -61,13 +61,7 @@ def summarize(exp_dir: str | os.PathLike, metric: str = "valid/loss", detail: bo
     info = training_summary(exp_dir, metric)
     if not detail:
         return info
-    last = best = None
-    if (exp_dir / "metrics.jsonl").is_file():
-        for r in read_metrics(exp_dir / "metrics.jsonl"):
-            if r.get("kind") == "epoch":
-                last = r
-                if r.get("best"):
-                    best = r
+    last, best = last_and_best_epochs(exp_dir)
     for key, rec in (("best_valid", best), ("last_valid", last)):
         if rec is not None:
             info[key] = {k: v for k, v in rec.items() if k.startswith("valid/")}

@@ -22,7 +22,7 @@ from speechkit.utils.jsonio import read_jsonl
 
 # matplotlib is imported where used (heavy): only the loss figure needs it.
 
-__all__ = ["MetricsLog", "read_metrics", "plot_losses", "training_summary"]
+__all__ = ["MetricsLog", "read_metrics", "plot_losses", "training_summary", "last_and_best_epochs"]
 
 
 class MetricsLog:
@@ -145,6 +145,24 @@ _LOG_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ ")
 _LOG_PROGRESS = re.compile(r": (epoch \d+[ ,]|training finished)")
 
 
+def last_and_best_epochs(exp_dir: str | Path) -> tuple[dict | None, dict | None]:
+    """The last epoch record of ``exp_dir/metrics.jsonl`` and the last one marked ``best``
+    (``(None, None)`` without the file; either ``None`` when no such record).
+
+    Raises:
+        DataError: a line that is not a record and not cut short (:func:`read_metrics`).
+    """
+    last = best = None
+    path = Path(exp_dir) / "metrics.jsonl"
+    if path.is_file():
+        for r in read_metrics(path):
+            if r.get("kind") == "epoch":
+                last = r
+                if r.get("best"):
+                    best = r
+    return last, best
+
+
 def training_summary(exp_dir: str | os.PathLike, metric: str = "valid/loss") -> dict[str, Any]:
     """What a results table says about one training run of ``speechkit-train``.
 
@@ -168,13 +186,7 @@ def training_summary(exp_dir: str | os.PathLike, metric: str = "valid/loss") -> 
     """
     exp_dir = Path(exp_dir)
     info: dict[str, Any] = {}
-    last = best = None
-    if (exp_dir / "metrics.jsonl").is_file():
-        for r in read_metrics(exp_dir / "metrics.jsonl"):
-            if r.get("kind") == "epoch":
-                last = r
-                if r.get("best"):
-                    best = r
+    last, best = last_and_best_epochs(exp_dir)
     if last:
         info["steps"], info["epochs"] = last["step"], last["epoch"]
     if best:
