@@ -63,6 +63,8 @@ corpus=                # a registered corpus (speechkit-prepare-corpus --help) i
                        # mini = the embedded corpus; empty: mini, or with --db_root the real setup
 corpus_opts=           # --corpus: its speechkit-prepare-corpus options, e.g. "--locales hi,ta"
 setup=                 # data/<setup>, exp/<setup>: default 'mini', the --corpus name, or 'real' with --db_root
+results_name=          # stage 6: results/<results_name> (default: the setup name, e.g. mini; with --unit other than
+                       # char_wb: <setup>_<unit>): an analysis run (another budget, seed) beside the tracked one
 local_prep=            # data preparation '<script> [options] <db_root> data/<setup>' (default: local/prepare_real.sh)
 unit=char_wb           # output units: char_wb (graphemes with B- word-begin prefix, the paper) | char | bpe
 bpe_vocab_size=150     # --unit bpe: units per language, blank and <unk> included
@@ -610,6 +612,7 @@ fi
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   run_name=$setup
   [ "$unit" = char_wb ] || run_name=${setup}_$(basename "$exp" | sed 's/^rnnt_//')   # mini_char, real_bpe150, ...
+  run_name=${results_name:-$run_name}
   log "stage 6: results: score files -> results/$run_name (tracked), RESULTS.md"
   local/make_results.py --collect --exp "$exp" --data "$data" --lang "$lang" --test-sets "$test_sets" \
     --run "$run_name" --runs-file "exp/$setup/runs.jsonl"
