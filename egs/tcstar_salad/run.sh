@@ -61,6 +61,7 @@ models=              # conf/train_<model>.yaml each; default: the paper's four (
                      # musa_rnn_big salad_big), the two small ones for mini (the big ones cost ~10x more)
 max_epochs=          # trainer.max_epochs (empty: the config's 300 with early stopping, patience 20; mini: 40)
 salad_args=          # extra speechkit-train overrides for the SALAD models only (mini: the CPU schedule below)
+rnn_args=            # extra speechkit-train overrides for the MUSA-RNN models only (mini: 4 streams, below)
 train_jobs=2         # trainings run at once (each with cores / train_jobs threads; --train_jobs 1: one at a
                      # time, every core each)
 train_args=          # extra speechkit-train overrides for every model, e.g. "--trainer.patience 10"
@@ -218,16 +219,18 @@ fi
 
 # ------------------------------------------------------------------------------------ stage 5
 if [ "$corpus" = mini ]; then
-  # The paper's schedule (sec. 3.3: 300 epochs; SALAD: Noam with warmup w = 4000 updates, scale 1)
-  # is far beyond the 8 updates per epoch of the embedded corpus, where SALAD small's learning rate
-  # would reach 1.1e-4 after 320 updates (its peak, 1.4e-3, comes at update 4000). Its CPU budget:
-  # 40 epochs (320 updates), and for SALAD (README, deviations):
-  #   w = 32, a tenth of the 320 updates, with the Noam scale 0.128 (peak 2e-3 for the small model);
+  # The paper's schedule (sec. 3.3: 300 epochs of batches of 32 streams x 120 frames; SALAD: Noam
+  # with warmup w = 4000 updates, scale 1) is far beyond the 8 updates per epoch of the embedded corpus.
+  # Its CPU budget: 40 epochs, and settings chosen on dev MCD (local/dev_tuning.py,
+  # results/mini/analysis/dev_tuning.md; README, deviations):
+  #   both models: 4 streams (64 updates per epoch, 2560 in all) over the same frames;
+  #   SALAD: w = 256, a tenth of its updates, with the Noam scale 0.064 (peak 3.5e-4);
   #   the embedding scaled by sqrt(H) before the positions are added, as Vaswani et al. sec. 3.4
   #   (unscaled, the position code is ~5x the label embedding and SALAD stays near the training mean);
   #   dropout 0.1 in the FFN and after the positions (paper 0.5) on 2.5 min of speech.
   max_epochs=${max_epochs:-40}
-  salad_args=${salad_args:---trainer.warmup_steps 32 --trainer.lr 0.128 --model.scale_embedding true --model.ff_dropout 0.1 --model.position_dropout 0.1}
+  salad_args=${salad_args:---data.num_streams 4 --trainer.warmup_steps 256 --trainer.lr 0.064 --model.scale_embedding true --model.ff_dropout 0.1 --model.position_dropout 0.1}
+  rnn_args=${rnn_args:---data.num_streams 4}
   models=${models:-musa_rnn_small salad_small}
 fi
 models=${models:-musa_rnn_small salad_small musa_rnn_big salad_big}
@@ -237,6 +240,7 @@ train_one() {
   task=${m%_small}; task=${task%_big}
   [ -n "$max_epochs" ] && opts="$opts --trainer.max_epochs $max_epochs"
   [ "$task" = salad ] && opts="$opts $salad_args"
+  [ "$task" = musa_rnn ] && opts="$opts $rnn_args"
   local train_run="$train_cmd --num-threads $((train_procs * train_threads))"
   [ "${ngpu:-0}" -gt 0 ] && train_run="$cuda_cmd --gpu $ngpu"
   # shellcheck disable=SC2086  # $train_run / $opts / $train_args hold several words
@@ -249,7 +253,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   for m in $models; do
     [ -f "conf/train_$m.yaml" ] || die "--models: conf/train_$m.yaml: no such file"
   done
-  log 5 "training ${models// /, } for each speaker, $train_jobs at a time, $train_threads thread(s) each${max_epochs:+, at most $max_epochs epochs}${salad_args:+, SALAD: $salad_args}"
+  log 5 "training ${models// /, } for each speaker, $train_jobs at a time, $train_threads thread(s) each${max_epochs:+, at most $max_epochs epochs}${salad_args:+, SALAD: $salad_args}${rnn_args:+, MUSA-RNN: $rnn_args}"
   running=0 failed=0
   for spk in $spks; do
     for m in $models; do

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Each small model's training settings on the embedded corpus, chosen on dev MCD (issue 36).
+
+  python local/dev_tuning.py --out results/mini/analysis --speaker sp01 [--dump-dir dump]
+      [--exp-dir exp/sp01/dev_tuning] [--max-epochs 40] [--jobs 2] [--settings "musa_rnn_small/s32 ..."]
+
+Trains every setting of GRID below with ``speechkit-train`` on ``dump/<spk>/train`` for --max-epochs
+epochs (run.sh's ``mini`` budget: the same epochs, so the same frames seen and about the same CPU time),
+--jobs at a time with one thread each, into ``EXP/<model>_<setting>/``, and reads each run's validation
+curve (``metrics.jsonl``: MCD on ``dump/<spk>/dev``, speechkit convention; no test utterance is used).
+The setting of each model with the lowest best dev MCD is the one run.sh's ``mini`` default should
+use. A run already finished in EXP is read, not retrained (``speechkit-train`` resumes an unfinished one
+and refuses a changed config).
+
+The grid: the paper's batch (32 streams of 120 frames, sec. 3.3: 8 updates per epoch on ``mini``) against
+fewer streams (more, smaller updates over the same frames), SALAD's Noam warm-up w a tenth of its
+updates (its peak rate scale * H^-0.5 * w^-0.5 in the table). One seed (trainer.seed 0).
+
+Writes OUT/dev_tuning.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from analysis_common import write_outputs
+
+RECIPE = Path(__file__).resolve().parents[1]
+# SALAD's mini options besides the schedule (README, deviations: embedding scale, dropout)
+SALAD_MINI = ["--model.scale_embedding", "true", "--model.ff_dropout", "0.1", "--model.position_dropout", "0.1"]
+GRID = {
+    "musa_rnn_small/s32": ["--data.num_streams", "32"],
+    "musa_rnn_small/s4": ["--data.num_streams", "4"],
+    "salad_small/s32": ["--data.num_streams", "32", "--trainer.warmup_steps", "32", "--trainer.lr", "0.128",
+                        *SALAD_MINI],
+    "salad_small/s8": ["--data.num_streams", "8", "--trainer.warmup_steps", "128", "--trainer.lr", "0.128",
+                       *SALAD_MINI],
+    "salad_small/s4": ["--data.num_streams", "4", "--trainer.warmup_steps", "256", "--trainer.lr", "0.064",
+                       *SALAD_MINI],
+    "salad_small/s2": ["--data.num_streams", "2", "--trainer.warmup_steps", "512", "--trainer.lr", "0.045",
+                       *SALAD_MINI],
+}
+
+
+def train(setting: str, exp: Path, dump: Path, max_epochs: int) -> Path:
+    """One ``speechkit-train`` run of ``setting``; returns its exp dir. Raises RuntimeError on failure."""
+    model, _ = setting.split("/")
+    task = model.removesuffix("_small")
+    out = exp / setting.replace("/", "_")
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = ["speechkit-train", task, "--config", str(RECIPE / "conf" / f"train_{model}.yaml"), "--exp-dir", str(out),
+           "--data.train_dir", str(dump / "train"), "--data.valid_dir", str(dump / "dev"),
+           "--trainer.num_threads", "1", "--trainer.max_epochs", str(max_epochs), "--trainer.seed", "0",
+           *GRID[setting]]
+    with open(out / "dev_tuning.log", "w") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        raise RuntimeError(f"{setting}: speechkit-train failed ({rc}); see {out / 'dev_tuning.log'}")
+    return out
+
+
+def curve(exp_dir: Path) -> dict:
+    """The validation MCD per epoch and the update count of a finished run (its metrics.jsonl)."""
+    rows = [json.loads(line) for line in (exp_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    ends = [r for r in rows if "valid/mcd" in r]
+    if not ends:
+        raise RuntimeError(f"{exp_dir / 'metrics.jsonl'}: no validation record")
+    mcd = [float(r["valid/mcd"]) for r in ends]
+    best = min(range(len(mcd)), key=mcd.__getitem__)
+    return {"valid_mcd": mcd, "best_mcd": mcd[best], "best_epoch": best + 1, "last_mcd": mcd[-1],
+            "epochs": len(mcd), "updates": int(max(r.get("step", 0) for r in rows))}
+
+
+def peak_lr(args: list[str], embed_dim: int = 128) -> float | None:
+    """Noam's peak rate scale * H^-0.5 * w^-0.5 (None: not a Noam setting)."""
+    if "--trainer.warmup_steps" not in args:
+        return None
+    w = float(args[args.index("--trainer.warmup_steps") + 1])
+    return float(args[args.index("--trainer.lr") + 1]) * embed_dim ** -0.5 * w ** -0.5
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="results/<run>/analysis")
+    ap.add_argument("--speaker", required=True)
+    ap.add_argument("--dump-dir", default="dump")
+    ap.add_argument("--exp-dir", default=None, help="default: exp/<speaker>/dev_tuning")
+    ap.add_argument("--max-epochs", type=int, default=40)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--settings", default=" ".join(GRID), help="settings of the grid to run (default: all)")
+    args = ap.parse_args(argv)
+    settings = args.settings.split()
+    unknown = [s for s in settings if s not in GRID]
+    if unknown:
+        ap.error(f"--settings: unknown {', '.join(unknown)} (known: {', '.join(GRID)})")
+    dump = Path(args.dump_dir) / args.speaker
+    for part in ("train", "dev"):
+        if not (dump / part / "labels.scp").is_file():
+            ap.error(f"{dump / part / 'labels.scp'}: not found (run ./run.sh --stop_stage 4 first)")
+    exp = Path(args.exp_dir or f"exp/{args.speaker}/dev_tuning")
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        dirs = dict(zip(settings, pool.map(lambda s: train(s, exp, dump, args.max_epochs), settings)))
+    runs = {s: {"args": GRID[s], "peak_lr": peak_lr(GRID[s]), **curve(d)} for s, d in dirs.items()}
+    chosen = {}
+    for s, r in runs.items():
+        m = s.split("/")[0]
+        if m not in chosen or r["best_mcd"] < runs[chosen[m]]["best_mcd"]:
+            chosen[m] = s
+    rows = []
+    for s, r in runs.items():
+        lr = f"{r['peak_lr']:.1e}" if r["peak_lr"] else "1e-3 (constant)"
+        mark = " **chosen**" if chosen[s.split("/")[0]] == s else ""
+        rows.append(f"| {s}{mark} | {r['args'][1]} | {r['updates']} | {lr} | {r['best_mcd']:.2f} | "
+                    f"{r['best_epoch']} | {r['last_mcd']:.2f} |")
+        print(rows[-1])
+    md = "\n".join([
+        "#### Training settings chosen on dev (`mini`)", "",
+        f"Speaker `{args.speaker}`, {args.max_epochs} epochs each, validation MCD on `dev` (speechkit "
+        "convention) after every epoch; one seed. Streams: data.num_streams (the paper's 32 x 120-frame "
+        "batches, sec. 3.3, or fewer, smaller ones over the same frames). SALAD: Noam with the warm-up a tenth "
+        "of its updates, the embedding scaled by sqrt(H), dropout 0.1.", "",
+        "| model / setting | streams | updates | peak lr | best dev MCD dB | at epoch | last dev MCD dB |",
+        "|---|---:|---:|---:|---:|---:|---:|", *rows])
+    write_outputs(args.out, "dev_tuning", {"speaker": args.speaker, "max_epochs": args.max_epochs,
+                                           "chosen": chosen, "runs": runs}, md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
