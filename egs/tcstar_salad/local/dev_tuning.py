@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -46,13 +47,22 @@ GRID = {
 }
 
 
+def speechkit_train() -> str:
+    """``speechkit-train`` beside this interpreter (the toolkit's venv, path.sh not sourced), else on PATH."""
+    here = Path(sys.executable).parent / "speechkit-train"
+    found = str(here) if here.is_file() else shutil.which("speechkit-train")
+    if not found:
+        raise RuntimeError("speechkit-train: not found beside this Python nor on PATH (source path.sh first)")
+    return found
+
+
 def train(setting: str, exp: Path, dump: Path, max_epochs: int) -> Path:
     """One ``speechkit-train`` run of ``setting``; returns its exp dir. Raises RuntimeError on failure."""
     model, _ = setting.split("/")
     task = model.removesuffix("_small")
     out = exp / setting.replace("/", "_")
     out.mkdir(parents=True, exist_ok=True)
-    cmd = ["speechkit-train", task, "--config", str(RECIPE / "conf" / f"train_{model}.yaml"), "--exp-dir", str(out),
+    cmd = [speechkit_train(), task, "--config", str(RECIPE / "conf" / f"train_{model}.yaml"), "--exp-dir", str(out),
            "--data.train_dir", str(dump / "train"), "--data.valid_dir", str(dump / "dev"),
            "--trainer.num_threads", "1", "--trainer.max_epochs", str(max_epochs), "--trainer.seed", "0",
            *GRID[setting]]
