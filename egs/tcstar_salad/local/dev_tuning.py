@@ -9,7 +9,8 @@ epochs (run.sh's ``mini`` budget: the same epochs, so the same frames seen and a
 --jobs at a time with one thread each, into ``EXP/<model>_<setting>/``, and reads each run's validation
 curve (``metrics.jsonl``: MCD on ``dump/<spk>/dev``, speechkit convention; no test utterance is used).
 The setting of each model with the lowest best dev MCD is the one run.sh's ``mini`` default should
-use. A run already finished in EXP is read, not retrained (``speechkit-train`` resumes an unfinished one
+use; settings within TIE_DB (0.05 dB) of it are a tie, won by the one with fewer updates (larger
+batches: nearer the paper's). A run already finished in EXP is read, not retrained (``speechkit-train`` resumes an unfinished one
 and refuses a changed config).
 
 The grid: the paper's batch (32 streams of 120 frames, sec. 3.3: 8 updates per epoch on ``mini``) against
@@ -31,6 +32,7 @@ from pathlib import Path
 from analysis_common import write_outputs
 
 RECIPE = Path(__file__).resolve().parents[1]
+TIE_DB = 0.05  # best dev MCDs closer than this are a tie, won by the setting with fewer updates
 # SALAD's mini options besides the schedule (README, deviations: embedding scale, dropout)
 SALAD_MINI = ["--model.scale_embedding", "true", "--model.ff_dropout", "0.1", "--model.position_dropout", "0.1"]
 GRID = {
@@ -61,6 +63,9 @@ def train(setting: str, exp: Path, dump: Path, max_epochs: int) -> Path:
     model, _ = setting.split("/")
     task = model.removesuffix("_small")
     out = exp / setting.replace("/", "_")
+    if (out / "checkpoints" / "best.pt").is_file() and (out / "metrics.jsonl").is_file() \
+            and curve(out)["epochs"] >= max_epochs:
+        return out  # finished before: read, not retrained
     out.mkdir(parents=True, exist_ok=True)
     cmd = [speechkit_train(), task, "--config", str(RECIPE / "conf" / f"train_{model}.yaml"), "--exp-dir", str(out),
            "--data.train_dir", str(dump / "train"), "--data.valid_dir", str(dump / "dev"),
@@ -116,10 +121,10 @@ def main(argv=None) -> int:
         dirs = dict(zip(settings, pool.map(lambda s: train(s, exp, dump, args.max_epochs), settings)))
     runs = {s: {"args": GRID[s], "peak_lr": peak_lr(GRID[s]), **curve(d)} for s, d in dirs.items()}
     chosen = {}
-    for s, r in runs.items():
-        m = s.split("/")[0]
-        if m not in chosen or r["best_mcd"] < runs[chosen[m]]["best_mcd"]:
-            chosen[m] = s
+    for m in dict.fromkeys(s.split("/")[0] for s in runs):
+        mine = {s: r for s, r in runs.items() if s.startswith(m + "/")}
+        low = min(r["best_mcd"] for r in mine.values())
+        chosen[m] = min((s for s, r in mine.items() if r["best_mcd"] <= low + TIE_DB), key=lambda s: mine[s]["updates"])
     rows = []
     for s, r in runs.items():
         lr = f"{r['peak_lr']:.1e}" if r["peak_lr"] else "1e-3 (constant)"
@@ -132,7 +137,8 @@ def main(argv=None) -> int:
         f"Speaker `{args.speaker}`, {args.max_epochs} epochs each, validation MCD on `dev` (speechkit "
         "convention) after every epoch; one seed. Streams: data.num_streams (the paper's 32 x 120-frame "
         "batches, sec. 3.3, or fewer, smaller ones over the same frames). SALAD: Noam with the warm-up a tenth "
-        "of its updates, the embedding scaled by sqrt(H), dropout 0.1.", "",
+        "of its updates, the embedding scaled by sqrt(H), dropout 0.1. Chosen: the lowest best dev MCD; within "
+        f"{TIE_DB} dB a tie, won by fewer updates.", "",
         "| model / setting | streams | updates | peak lr | best dev MCD dB | at epoch | last dev MCD dB |",
         "|---|---:|---:|---:|---:|---:|---:|", *rows])
     write_outputs(args.out, "dev_tuning", {"speaker": args.speaker, "max_epochs": args.max_epochs,
