@@ -227,3 +227,17 @@ def test_windowed_inference_is_whole_inference_when_one_window_holds_the_utteran
         second = model.normalizer.denormalize(model(torch.from_numpy(labels[None, 20:40]), offset=20))[0].numpy()
     np.testing.assert_allclose(parts[20:40, :41], second[:, :41], rtol=1e-5, atol=1e-6)
     assert not np.allclose(parts[:, :40], whole[:, :40])
+
+
+def test_dev_tuning_choice_rule_by_hand(local_module):
+    """The lowest best dev MCD wins; within 0.05 dB a tie, won by the setting with fewer updates."""
+    choose = local_module("dev_tuning").choose
+    runs = {"salad_small/s32": {"best_mcd": 8.63, "updates": 320},
+            "salad_small/s4": {"best_mcd": 7.402, "updates": 2520},
+            "salad_small/s2": {"best_mcd": 7.397, "updates": 5000},
+            "musa_rnn_small/s32": {"best_mcd": 6.68, "updates": 320},
+            "musa_rnn_small/s4": {"best_mcd": 4.94, "updates": 2520}}
+    assert choose(runs) == {"salad_small": "salad_small/s4", "musa_rnn_small": "musa_rnn_small/s4"}
+    runs["salad_small/s2"]["best_mcd"] = 7.30  # beyond the tie: the better one wins despite more updates
+    assert choose(runs)["salad_small"] == "salad_small/s2"
+    assert choose(runs, tie_db=0.2)["salad_small"] == "salad_small/s4"

@@ -98,6 +98,23 @@ def peak_lr(args: list[str], embed_dim: int = 128) -> float | None:
     return float(args[args.index("--trainer.lr") + 1]) * embed_dim ** -0.5 * w ** -0.5
 
 
+def choose(runs: dict[str, dict], tie_db: float = TIE_DB) -> dict[str, str]:
+    """Each model's setting: the lowest ``best_mcd``; within ``tie_db`` dB of it, the fewest ``updates``.
+
+    Args:
+        runs: ``"<model>/<setting>" -> {"best_mcd": dB, "updates": int, ...}``.
+
+    Returns:
+        ``model -> "<model>/<setting>"``, the models in their first-seen order.
+    """
+    chosen = {}
+    for m in dict.fromkeys(s.split("/")[0] for s in runs):
+        mine = {s: r for s, r in runs.items() if s.split("/")[0] == m}
+        low = min(r["best_mcd"] for r in mine.values())
+        chosen[m] = min((s for s, r in mine.items() if r["best_mcd"] <= low + tie_db), key=lambda s: mine[s]["updates"])
+    return chosen
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="results/<run>/analysis")
@@ -120,11 +137,7 @@ def main(argv=None) -> int:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         dirs = dict(zip(settings, pool.map(lambda s: train(s, exp, dump, args.max_epochs), settings)))
     runs = {s: {"args": GRID[s], "peak_lr": peak_lr(GRID[s]), **curve(d)} for s, d in dirs.items()}
-    chosen = {}
-    for m in dict.fromkeys(s.split("/")[0] for s in runs):
-        mine = {s: r for s, r in runs.items() if s.startswith(m + "/")}
-        low = min(r["best_mcd"] for r in mine.values())
-        chosen[m] = min((s for s, r in mine.items() if r["best_mcd"] <= low + TIE_DB), key=lambda s: mine[s]["updates"])
+    chosen = choose(runs)
     rows = []
     for s, r in runs.items():
         lr = f"{r['peak_lr']:.1e}" if r["peak_lr"] else "1e-3 (constant)"
