@@ -241,3 +241,15 @@ def test_dev_tuning_choice_rule_by_hand(local_module):
     runs["salad_small/s2"]["best_mcd"] = 7.30  # beyond the tie: the better one wins despite more updates
     assert choose(runs)["salad_small"] == "salad_small/s2"
     assert choose(runs, tie_db=0.2)["salad_small"] == "salad_small/s4"
+
+
+def test_learning_curve_verdict_by_hand(local_module):
+    """The running best's fall over the last N epochs decides: < flat_db flattened, else still falling."""
+    judge = local_module("learning_curves").judge
+    flat = judge([10.0, 9.0, 8.5, 8.46, 8.47, 8.44], last=3, flat_db=0.1)   # best before the last 3: 8.5
+    assert flat["verdict"] == "flattened" and flat["best_epoch"] == 6 and abs(flat["fall_last"] - 0.06) < 1e-9
+    falling = judge([10.0, 9.0, 8.5, 8.3, 8.2, 8.1], last=3, flat_db=0.1)   # 8.5 -> 8.1
+    assert falling["verdict"] == "still falling" and abs(falling["fall_last"] - 0.4) < 1e-9
+    # a worse last epoch does not hide the fall of the best
+    assert judge([10.0, 9.0, 8.0, 9.5], last=2, flat_db=0.1)["verdict"] == "still falling"
+    assert judge([10.0, 9.0], last=3, flat_db=0.1)["verdict"] == "too short"
