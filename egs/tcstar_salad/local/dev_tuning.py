@@ -17,7 +17,7 @@ The grid: the paper's batch (32 streams of 120 frames, sec. 3.3: 8 updates per e
 fewer streams (more, smaller updates over the same frames), SALAD's Noam warm-up w a tenth of its
 updates (its peak rate scale * H^-0.5 * w^-0.5 in the table). One seed (trainer.seed 0).
 
-Writes OUT/dev_tuning.{json,md}.
+Writes OUT/<name>.{json,md} (--name, default dev_tuning; another name for a run at another budget).
 """
 from __future__ import annotations
 
@@ -124,6 +124,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-epochs", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--settings", default=" ".join(GRID), help="settings of the grid to run (default: all)")
+    ap.add_argument("--name", default="dev_tuning", help="output file name (OUT/<name>.{json,md})")
     args = ap.parse_args(argv)
     settings = args.settings.split()
     unknown = [s for s in settings if s not in GRID]
@@ -146,7 +147,8 @@ def main(argv=None) -> int:
                     f"{r['best_epoch']} | {r['last_mcd']:.2f} |")
         print(rows[-1])
     md = "\n".join([
-        "#### Training settings chosen on dev (`mini`)", "",
+        "#### Training settings chosen on dev (`mini`)" if args.name == "dev_tuning"
+        else f"#### Dev MCD at {args.max_epochs} epochs (`{args.name}`)", "",
         f"Speaker `{args.speaker}`, {args.max_epochs} epochs each, validation MCD on `dev` (speechkit "
         "convention) after every epoch; one seed. Streams: data.num_streams (the paper's 32 x 120-frame "
         "batches, sec. 3.3, or fewer, smaller ones over the same frames). SALAD: Noam with the warm-up a tenth "
@@ -154,7 +156,7 @@ def main(argv=None) -> int:
         f"{TIE_DB} dB a tie, won by fewer updates.", "",
         "| model / setting | streams | updates | peak lr | best dev MCD dB | at epoch | last dev MCD dB |",
         "|---|---:|---:|---:|---:|---:|---:|", *rows])
-    write_outputs(args.out, "dev_tuning", {"speaker": args.speaker, "max_epochs": args.max_epochs,
+    write_outputs(args.out, args.name, {"speaker": args.speaker, "max_epochs": args.max_epochs,
                                            "chosen": chosen, "runs": runs}, md)
     return 0
 
