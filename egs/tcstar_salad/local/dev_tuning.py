@@ -142,7 +142,9 @@ def main(argv=None) -> int:
     rows = []
     for s, r in runs.items():
         lr = f"{r['peak_lr']:.1e}" if r["peak_lr"] else "1e-3 (constant)"
-        mark = " **chosen**" if chosen[s.split("/")[0]] == s else ""
+        m = s.split("/")[0]
+        alone = sum(k.split("/")[0] == m for k in runs) == 1  # nothing to choose between
+        mark = " **chosen**" if chosen[m] == s and not alone else ""
         rows.append(f"| {s}{mark} | {r['args'][1]} | {r['updates']} | {lr} | {r['best_mcd']:.2f} | "
                     f"{r['best_epoch']} | {r['last_mcd']:.2f} |")
         print(rows[-1])
