@@ -223,7 +223,7 @@ if [ "$corpus" = mini ]; then
   # with warmup w = 4000 updates, scale 1) is far beyond the 8 updates per epoch of the embedded corpus.
   # Its CPU budget: 40 epochs, and settings chosen on dev MCD (local/dev_tuning.py,
   # results/mini/analysis/dev_tuning.md; README, deviations):
-  #   both models: 4 streams (64 updates per epoch, 2560 in all) over the same frames;
+  #   both models: 4 streams (63 updates per epoch, 2520 in all) over the same frames;
   #   SALAD: w = 256, a tenth of its updates, with the Noam scale 0.064 (peak 3.5e-4);
   #   the embedding scaled by sqrt(H) before the positions are added, as Vaswani et al. sec. 3.4
   #   (unscaled, the position code is ~5x the label embedding and SALAD stays near the training mean);
