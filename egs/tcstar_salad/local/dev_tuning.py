@@ -142,10 +142,12 @@ def main(argv=None) -> int:
     rows = []
     for s, r in runs.items():
         lr = f"{r['peak_lr']:.1e}" if r["peak_lr"] else "1e-3 (constant)"
+        a = r["args"]
+        w = a[a.index("--trainer.warmup_steps") + 1] if "--trainer.warmup_steps" in a else "-"
         m = s.split("/")[0]
         alone = sum(k.split("/")[0] == m for k in runs) == 1  # nothing to choose between
         mark = " **chosen**" if chosen[m] == s and not alone else ""
-        rows.append(f"| {s}{mark} | {r['args'][1]} | {r['updates']} | {lr} | {r['best_mcd']:.2f} | "
+        rows.append(f"| {s}{mark} | {a[1]} | {r['updates']} | {w} | {lr} | {r['best_mcd']:.2f} | "
                     f"{r['best_epoch']} | {r['last_mcd']:.2f} |")
         print(rows[-1])
     md = "\n".join([
@@ -153,11 +155,11 @@ def main(argv=None) -> int:
         else f"#### Dev MCD at {args.max_epochs} epochs (`{args.name}`)", "",
         f"Speaker `{args.speaker}`, {args.max_epochs} epochs each, validation MCD on `dev` (speechkit "
         "convention) after every epoch; one seed. Streams: data.num_streams (the paper's 32 x 120-frame "
-        "batches, sec. 3.3, or fewer, smaller ones over the same frames). SALAD: Noam with the warm-up a tenth "
-        "of its updates, the embedding scaled by sqrt(H), dropout 0.1. Chosen: the lowest best dev MCD; within "
+        "batches, sec. 3.3, or fewer, smaller ones over the same frames). SALAD: Noam with warm-up w "
+        "(a tenth of the updates of a 40-epoch run), the embedding scaled by sqrt(H), dropout 0.1. Chosen: the lowest best dev MCD; within "
         f"{TIE_DB} dB a tie, won by fewer updates.", "",
-        "| model / setting | streams | updates | peak lr | best dev MCD dB | at epoch | last dev MCD dB |",
-        "|---|---:|---:|---:|---:|---:|---:|", *rows])
+        "| model / setting | streams | updates | w | peak lr | best dev MCD dB | at epoch | last dev MCD dB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|", *rows])
     write_outputs(args.out, args.name, {"speaker": args.speaker, "max_epochs": args.max_epochs,
                                            "chosen": chosen, "runs": runs}, md)
     return 0
