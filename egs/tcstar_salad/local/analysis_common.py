@@ -1,6 +1,7 @@
 """What the analysis scripts of egs/tcstar_salad share: reading a test set, writing results.
 
-Each analysis (local/windowed_inference.py, local/fixed_batch_fit.py, local/f0_errors.py) writes
+Each analysis (local/windowed_inference.py, local/fixed_batch_fit.py, local/f0_errors.py,
+local/dev_tuning.py, local/learning_curves.py) writes
 ``OUT/<name>.json`` (its figures, the command line, the date and git commit) and ``OUT/<name>.md``
 (a small table that ``local/make_results.py`` puts into RESULTS.md as it is), OUT being
 ``results/<run>/analysis``.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from speechkit.train.report import read_metrics
 from speechkit.utils.fileio import atomic_write
 from speechkit.utils.provenance import git_state
 
@@ -40,6 +42,20 @@ def write_outputs(out_dir: str | Path, name: str, record: dict, markdown: str) -
     with atomic_write(out / f"{name}.md") as f:
         f.write(markdown.rstrip() + f"\n\nRegenerate: `{cmd}` ({meta['date']}, commit "
                 f"{(commit or 'unknown')[:10]}{' + uncommitted changes' if dirty else ''}).\n")
+
+
+def read_valid_curve(exp_dir: str | Path) -> dict:
+    """``{"valid_mcd": [dB per epoch], "updates": int}`` of a training run (``EXP/metrics.jsonl``).
+
+    Raises:
+        ValueError: no epoch record with ``valid/mcd`` (names the file).
+    """
+    path = Path(exp_dir) / "metrics.jsonl"
+    rows = list(read_metrics(path))
+    mcd = [float(r["valid/mcd"]) for r in rows if "valid/mcd" in r]
+    if not mcd:
+        raise ValueError(f"{path}: no epoch record with valid/mcd")
+    return {"valid_mcd": mcd, "updates": int(max(r.get("step", 0) for r in rows))}
 
 
 def load_test_set(dump_spk_dir: str | Path) -> tuple[dict, dict, dict]:

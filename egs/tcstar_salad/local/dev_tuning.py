@@ -22,14 +22,13 @@ Writes OUT/<name>.{json,md} (--name, default dev_tuning; another name for a run 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from analysis_common import write_outputs
+from analysis_common import read_valid_curve, write_outputs
 
 RECIPE = Path(__file__).resolve().parents[1]
 TIE_DB = 0.05  # best dev MCDs closer than this are a tie, won by the setting with fewer updates
@@ -79,15 +78,11 @@ def train(setting: str, exp: Path, dump: Path, max_epochs: int) -> Path:
 
 
 def curve(exp_dir: Path) -> dict:
-    """The validation MCD per epoch and the update count of a finished run (its metrics.jsonl)."""
-    rows = [json.loads(line) for line in (exp_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    ends = [r for r in rows if "valid/mcd" in r]
-    if not ends:
-        raise RuntimeError(f"{exp_dir / 'metrics.jsonl'}: no validation record")
-    mcd = [float(r["valid/mcd"]) for r in ends]
+    """The validation MCD per epoch, its best and last values and the update count of a run."""
+    c = read_valid_curve(exp_dir)
+    mcd = c["valid_mcd"]
     best = min(range(len(mcd)), key=mcd.__getitem__)
-    return {"valid_mcd": mcd, "best_mcd": mcd[best], "best_epoch": best + 1, "last_mcd": mcd[-1],
-            "epochs": len(mcd), "updates": int(max(r.get("step", 0) for r in rows))}
+    return {**c, "best_mcd": mcd[best], "best_epoch": best + 1, "last_mcd": mcd[-1], "epochs": len(mcd)}
 
 
 def peak_lr(args: list[str], embed_dim: int = 128) -> float | None:

@@ -15,24 +15,10 @@ Writes OUT/learning_curves.{json,md} and OUT/learning_curves.png (one panel per 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from analysis_common import write_outputs
-
-
-def read_curve(path: Path) -> dict:
-    """``{"valid_mcd": [dB per epoch], "updates": int}`` of one ``metrics.jsonl``.
-
-    Raises:
-        ValueError: no epoch record with ``valid/mcd`` (names the file).
-    """
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    mcd = [float(r["valid/mcd"]) for r in rows if "valid/mcd" in r]
-    if not mcd:
-        raise ValueError(f"{path}: no epoch record with valid/mcd")
-    return {"valid_mcd": mcd, "updates": int(max(r.get("step", 0) for r in rows))}
+from analysis_common import read_valid_curve, write_outputs
 
 
 def judge(mcd: list[float], last: int, flat_db: float) -> dict:
@@ -85,9 +71,8 @@ def main(argv=None) -> int:
     curves = {}
     for spk in spks:
         for m in models:
-            path = exp / spk / m / "metrics.jsonl"
-            if path.is_file():
-                c = read_curve(path)
+            if (exp / spk / m / "metrics.jsonl").is_file():
+                c = read_valid_curve(exp / spk / m)
                 curves[(spk, m)] = {**c, **judge(c["valid_mcd"], args.last, args.flat_db)}
     if not curves:
         ap.error(f"{exp}: no <speaker>/<model>/metrics.jsonl for --models {args.models}")
