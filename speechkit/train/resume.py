@@ -81,9 +81,13 @@ def move_previous_run(exp_dir: Path) -> None:
     log.info("resume=false: moved the previous run's checkpoints, metrics and config to %s; starting over", dest)
 
 
-def check_resume_config(ckpt: dict, path: Path, task_name: str, cfg: Any) -> None:
+def check_resume_config(ckpt: dict, path: Path, task_name: str, cfg: Any) -> list[tuple[str, Any, Any]]:
     """Refuse to resume from the training checkpoint ``ckpt`` (read from ``path``) with another task or
     config; log the trainer keys that changed.
+
+    Returns:
+        ``[(key, saved, now)]``: the changed trainer keys outside :data:`SAFE_TO_CHANGE` (the ones that
+        change what the remaining updates compute; see :func:`refuse_changes_to_finished_run`).
 
     Raises:
         CheckpointError: ``ckpt`` is not a training checkpoint.
@@ -108,6 +112,12 @@ def check_resume_config(ckpt: dict, path: Path, task_name: str, cfg: Any) -> Non
         raise naming_parameters(ConfigError(
             f"key '{key}': differs from the run saved in {path} (saved {show(old)}, now {show(new)}){more}; to start "
             "over use `resume=false` or a new `exp_dir`"))
+    _log_trainer_changes(diffs, show)
+    return [(key, old, new) for key, old, new in diffs
+            if old is not dataclasses.MISSING and key[len("trainer."):] not in SAFE_TO_CHANGE]
+
+
+def _log_trainer_changes(diffs: list, show) -> None:
     for key, old, new in diffs:
         name = key[len("trainer."):]
         if old is dataclasses.MISSING:
@@ -117,6 +127,31 @@ def check_resume_config(ckpt: dict, path: Path, task_name: str, cfg: Any) -> Non
         else:
             log.warning("resuming with %s changed: %s -> %s; the rest of the run will differ from one "
                         "trained with either value throughout", key, show(old), show(new))
+
+
+def refuse_changes_to_finished_run(changes: list[tuple[str, Any, Any]], path: Path, reason: str) -> None:
+    """Refuse a finished run asked to train with other settings: nothing would be trained with them.
+
+    Resuming an unfinished run with e.g. another ``trainer.lr`` trains its remaining updates with it
+    (warned); a finished run has no remaining updates, so returning its model would silently stand
+    for a model trained with the new settings.
+
+    Args:
+        changes: what :func:`check_resume_config` returned.
+        path: the checkpoint the run was read from.
+        reason: why the saved run stopped (e.g. ``reached max_epochs=40``).
+
+    Raises:
+        ConfigError: ``changes`` is not empty (names the first key, both values and how many more).
+    """
+    if not changes:
+        return
+    key, old, new = changes[0]
+    more = f" (and {len(changes) - 1} more: {', '.join(d[0] for d in changes[1:4])})" if len(changes) > 1 else ""
+    raise naming_parameters(ConfigError(
+        f"key '{key}': the run saved in {path} finished ({reason}) with {old!r}, now {new!r}{more}: nothing would "
+        "be trained with it; to train with it use `resume=false` (moves the old run aside) or a new `exp_dir`, "
+        "or raise trainer.max_epochs to continue"))
 
 
 def check_data_fingerprint(saved: dict | None, current: dict, exp_dir: str | os.PathLike,

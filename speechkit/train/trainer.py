@@ -76,7 +76,13 @@ from speechkit.train.distributed import (
     wrap_model,
 )
 from speechkit.train.report import MetricsLog, plot_losses
-from speechkit.train.resume import check_data_fingerprint, check_resume_config, find_resume_point, restore_rng
+from speechkit.train.resume import (
+    check_data_fingerprint,
+    check_resume_config,
+    find_resume_point,
+    refuse_changes_to_finished_run,
+    restore_rng,
+)
 from speechkit.train.runtime import (
     DeviceLoader,
     ExperimentBusyError,
@@ -191,12 +197,13 @@ class Trainer:
         self.data_fingerprint = fingerprint_inputs(task.data_inputs(cfg))
         if ckpt_path is not None:
             ckpt = load_checkpoint(ckpt_path)
-            check_resume_config(ckpt, ckpt_path, task.name, cfg)
+            changes = check_resume_config(ckpt, ckpt_path, task.name, cfg)
             check_data_fingerprint(ckpt.get(DATA_FINGERPRINT), self.data_fingerprint, self.exp_dir,
                                    ckpt_path)
             state = TrainState.from_dict(ckpt["state"])
             reason = self._stop_reason(state)
             if reason is not None:
+                refuse_changes_to_finished_run(changes, ckpt_path, reason)
                 log.info("%s: training already finished (%s) at epoch %d, step %d; nothing to do",
                          self.exp_dir, reason, state.epoch, state.step)
                 return self.best_path if self.best_path.exists() else ckpt_path

@@ -246,6 +246,23 @@ def test_finished_run_returns_at_once_and_can_be_extended(tmp_path):
     assert "resuming with trainer.max_epochs changed: 2 -> 4" in (exp / "train.log").read_text()
 
 
+def test_finished_run_with_other_training_settings_is_an_error(tmp_path):
+    """A finished run asked for another lr would return the old model as if trained with the new one."""
+    exp = tmp_path / "exp"
+    fit(exp, "trainer.max_epochs=2")
+    before = {p.name: p.stat().st_mtime_ns for p in (exp / "checkpoints").iterdir()}
+    with pytest.raises(ConfigError, match=r"key 'trainer.lr': the run saved in .* finished \(reached max_epochs=2\) "
+                                          r"with 0.003, now 0.05: nothing would be trained with it"):
+        fit(exp, "trainer.max_epochs=2", "trainer.lr=0.05")
+    assert {p.name: p.stat().st_mtime_ns for p in (exp / "checkpoints").iterdir()} == before
+    fit(exp, "trainer.max_epochs=2", "trainer.num_threads=2", "trainer.patience=3")  # safe keys: nothing to do
+    assert {p.name: p.stat().st_mtime_ns for p in (exp / "checkpoints").iterdir()} == before
+    fit(exp, "trainer.max_epochs=3", "trainer.lr=0.05")  # not finished at 3 epochs: the third one uses 0.05
+    assert "resuming with trainer.lr changed: 0.003 -> 0.05" in (exp / "train.log").read_text()
+    fit(exp, "trainer.max_epochs=2", "trainer.lr=0.05", resume=False)  # starts over, the old run kept aside
+    assert len(list(exp.glob("prev-*"))) == 1
+
+
 def test_changed_model_config_is_an_error_naming_the_key(tmp_path):
     exp = tmp_path / "exp"
     fit(exp, "trainer.max_epochs=1")
