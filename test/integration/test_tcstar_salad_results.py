@@ -241,6 +241,25 @@ def test_dev_tuning_choice_rule_by_hand(local_module):
     runs["salad_small/s2"]["best_mcd"] = 7.30  # beyond the tie: the better one wins despite more updates
     assert choose(runs)["salad_small"] == "salad_small/s2"
     assert choose(runs, tie_db=0.2)["salad_small"] == "salad_small/s4"
+    # a tie between rates (same updates): the lower MCD wins
+    runs["salad_small/s4_p1.4e-3"] = {"best_mcd": 7.26, "updates": 2520}
+    assert choose(runs)["salad_small"] == "salad_small/s4_p1.4e-3"
+    assert choose(runs, tie_db=0.2)["salad_small"] == "salad_small/s4_p1.4e-3"
+
+
+def test_dev_tuning_reads_a_finished_run_only_with_its_settings(local_module, tmp_path):
+    """A finished run is read as a setting's only when its config.yaml holds the setting's values."""
+    check_saved = local_module("dev_tuning").check_saved
+    with pytest.raises(RuntimeError, match="config.yaml: not found"):
+        check_saved(tmp_path, ["--trainer.lr", "0.256"])
+    (tmp_path / "config.yaml").write_text("trainer:\n  lr: 0.064\n  warmup_steps: 256\nmodel:\n"
+                                          "  scale_embedding: true\ndata:\n  num_streams: 4\n")
+    check_saved(tmp_path, ["--trainer.lr", "6.4e-2", "--trainer.warmup_steps", "256", "--model.scale_embedding",
+                           "true", "--data.num_streams", "4"])
+    with pytest.raises(RuntimeError, match="trainer.lr is 0.064, this setting has '0.256'"):
+        check_saved(tmp_path, ["--data.num_streams", "4", "--trainer.lr", "0.256"])
+    with pytest.raises(RuntimeError, match="model.ff_dropout is None"):
+        check_saved(tmp_path, ["--model.ff_dropout", "0.1"])
 
 
 def test_learning_curve_verdict_by_hand(local_module):

@@ -10,12 +10,16 @@ epochs (run.sh's ``mini`` budget: the same epochs, so the same frames seen and a
 curve (``metrics.jsonl``: MCD on ``dump/<spk>/dev``, speechkit convention; no test utterance is used).
 The setting of each model with the lowest best dev MCD is the one run.sh's ``mini`` default should
 use; settings within TIE_DB (0.05 dB) of it are a tie, won by the one with fewer updates (larger
-batches: nearer the paper's). A run already finished in EXP is read, not retrained (``speechkit-train`` resumes an unfinished one
-and refuses a changed config).
+batches: nearer the paper's), then by the lower MCD. A run already finished in EXP is read, not
+retrained, once its config.yaml shows it was trained with the setting's values (else an error);
+``speechkit-train`` resumes an unfinished one.
 
-The grid: the paper's batch (32 streams of 120 frames, sec. 3.3: 8 updates per epoch on ``mini``) against
-fewer streams (more, smaller updates over the same frames), SALAD's Noam warm-up w a tenth of its
-updates (its peak rate scale * H^-0.5 * w^-0.5 in the table). One seed (trainer.seed 0).
+The grid, in two steps. 1: the paper's batch (32 streams of 120 frames, sec. 3.3: 8 updates per epoch
+on ``mini``) against fewer streams (more, smaller updates over the same frames), each model at its
+first rate (MUSA-RNN: the paper's Adam 1e-3; SALAD: Noam with warm-up w a tenth of its updates).
+2: at the 4 streams step 1 chose, the rate: MUSA-RNN's constant Adam rate, SALAD's Noam scale (its
+peak rate scale * H^-0.5 * w^-0.5 in the table; the paper's scale 1 at w = 4000 peaks at 1.4e-3).
+One seed (trainer.seed 0).
 
 Writes OUT/<name>.{json,md} (--name, default dev_tuning; another name for a run at another budget).
 """
@@ -28,23 +32,39 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import yaml
+
 from analysis_common import read_valid_curve, write_outputs
 
 RECIPE = Path(__file__).resolve().parents[1]
 TIE_DB = 0.05  # best dev MCDs closer than this are a tie, won by the setting with fewer updates
 # SALAD's mini options besides the schedule (README, deviations: embedding scale, dropout)
 SALAD_MINI = ["--model.scale_embedding", "true", "--model.ff_dropout", "0.1", "--model.position_dropout", "0.1"]
+def salad(streams: int, w: int, scale: float) -> list[str]:
+    """SALAD's overrides: ``streams`` streams, Noam warm-up ``w`` updates, scale factor ``scale``.
+
+    Noam's rate is scale * H^-0.5 * min(s^-0.5, s w^-1.5) (paper sec. 3.3), highest at s = w
+    (:func:`peak_lr`); the paper's own (scale 1, w = 4000, H = 128) peaks at 1.4e-3.
+    """
+    return ["--data.num_streams", str(streams), "--trainer.warmup_steps", str(w), "--trainer.lr", str(scale),
+            *SALAD_MINI]
+
+
 GRID = {
+    # step 1, the batches (each model at its first rate)
     "musa_rnn_small/s32": ["--data.num_streams", "32"],
     "musa_rnn_small/s4": ["--data.num_streams", "4"],
-    "salad_small/s32": ["--data.num_streams", "32", "--trainer.warmup_steps", "32", "--trainer.lr", "0.128",
-                        *SALAD_MINI],
-    "salad_small/s8": ["--data.num_streams", "8", "--trainer.warmup_steps", "128", "--trainer.lr", "0.128",
-                       *SALAD_MINI],
-    "salad_small/s4": ["--data.num_streams", "4", "--trainer.warmup_steps", "256", "--trainer.lr", "0.064",
-                       *SALAD_MINI],
-    "salad_small/s2": ["--data.num_streams", "2", "--trainer.warmup_steps", "512", "--trainer.lr", "0.045",
-                       *SALAD_MINI],
+    "salad_small/s32": salad(32, 32, 0.128),
+    "salad_small/s8": salad(8, 128, 0.128),
+    "salad_small/s4": salad(4, 256, 0.064),
+    "salad_small/s2": salad(2, 512, 0.045),
+    # step 2, the rate at 4 streams: MUSA-RNN's constant Adam rate (paper 1e-3), SALAD's Noam peak
+    "musa_rnn_small/s4_lr2e-3": ["--data.num_streams", "4", "--trainer.lr", "2e-3"],
+    "musa_rnn_small/s4_lr4e-3": ["--data.num_streams", "4", "--trainer.lr", "4e-3"],
+    "musa_rnn_small/s4_lr8e-3": ["--data.num_streams", "4", "--trainer.lr", "8e-3"],
+    **{f"salad_small/s4_p{p}": salad(4, 256, scale)
+       for p, scale in (("7e-4", 0.128), ("1.4e-3", 0.256), ("2.8e-3", 0.512), ("5.7e-3", 1.024), ("1.1e-2", 2.048),
+                         ("2.3e-2", 4.096), ("4.5e-2", 8.192))},
 }
 
 
@@ -64,7 +84,8 @@ def train(setting: str, exp: Path, dump: Path, max_epochs: int) -> Path:
     out = exp / setting.replace("/", "_")
     if (out / "checkpoints" / "best.pt").is_file() and (out / "metrics.jsonl").is_file() \
             and curve(out)["epochs"] >= max_epochs:
-        return out  # finished before: read, not retrained
+        check_saved(out, ["--trainer.max_epochs", str(max_epochs), "--trainer.seed", "0", *GRID[setting]])
+        return out  # finished before with these settings: read, not retrained
     out.mkdir(parents=True, exist_ok=True)
     cmd = [speechkit_train(), task, "--config", str(RECIPE / "conf" / f"train_{model}.yaml"), "--exp-dir", str(out),
            "--data.train_dir", str(dump / "train"), "--data.valid_dir", str(dump / "dev"),
@@ -75,6 +96,31 @@ def train(setting: str, exp: Path, dump: Path, max_epochs: int) -> Path:
     if rc != 0:
         raise RuntimeError(f"{setting}: speechkit-train failed ({rc}); see {out / 'dev_tuning.log'}")
     return out
+
+
+def check_saved(exp_dir: Path, overrides: list[str]) -> None:
+    """Check that the run in ``exp_dir`` was trained with ``overrides`` (``--a.b value`` pairs).
+
+    Raises:
+        RuntimeError: ``exp_dir/config.yaml`` is missing or a value differs (naming the key); a
+            finished run with other settings is never read as this setting's.
+    """
+    path = exp_dir / "config.yaml"
+    if not path.is_file():
+        raise RuntimeError(f"{path}: not found; cannot tell which settings trained {exp_dir}")
+    saved = yaml.safe_load(path.read_text()) or {}
+    for key, want in zip(overrides[::2], overrides[1::2]):
+        section, name = key.removeprefix("--").split(".", 1)
+        have = (saved.get(section) or {}).get(name)
+        same = str(have).lower() == want.lower()
+        if not same:
+            try:
+                same = float(have) == float(want)
+            except (TypeError, ValueError):
+                pass
+        if not same:
+            raise RuntimeError(f"{path}: {key.removeprefix('--')} is {have!r}, this setting has {want!r}; "
+                               f"move {exp_dir} aside or give --exp-dir")
 
 
 def curve(exp_dir: Path) -> dict:
@@ -94,7 +140,8 @@ def peak_lr(args: list[str], embed_dim: int = 128) -> float | None:
 
 
 def choose(runs: dict[str, dict], tie_db: float = TIE_DB) -> dict[str, str]:
-    """Each model's setting: the lowest ``best_mcd``; within ``tie_db`` dB of it, the fewest ``updates``.
+    """Each model's setting: the lowest ``best_mcd``; within ``tie_db`` dB of it, the fewest ``updates``,
+    then the lowest ``best_mcd``.
 
     Args:
         runs: ``"<model>/<setting>" -> {"best_mcd": dB, "updates": int, ...}``.
@@ -106,7 +153,8 @@ def choose(runs: dict[str, dict], tie_db: float = TIE_DB) -> dict[str, str]:
     for m in dict.fromkeys(s.split("/")[0] for s in runs):
         mine = {s: r for s, r in runs.items() if s.split("/")[0] == m}
         low = min(r["best_mcd"] for r in mine.values())
-        chosen[m] = min((s for s, r in mine.items() if r["best_mcd"] <= low + tie_db), key=lambda s: mine[s]["updates"])
+        tied = (s for s, r in mine.items() if r["best_mcd"] <= low + tie_db)
+        chosen[m] = min(tied, key=lambda s: (mine[s]["updates"], mine[s]["best_mcd"]))
     return chosen
 
 
@@ -136,8 +184,9 @@ def main(argv=None) -> int:
     chosen = choose(runs)
     rows = []
     for s, r in runs.items():
-        lr = f"{r['peak_lr']:.1e}" if r["peak_lr"] else "1e-3 (constant)"
         a = r["args"]
+        lr = f"{r['peak_lr']:.1e}" if r["peak_lr"] else \
+            f"{a[a.index('--trainer.lr') + 1] if '--trainer.lr' in a else '1e-3'} (constant)"
         w = a[a.index("--trainer.warmup_steps") + 1] if "--trainer.warmup_steps" in a else "-"
         m = s.split("/")[0]
         alone = sum(k.split("/")[0] == m for k in runs) == 1  # nothing to choose between
@@ -150,9 +199,11 @@ def main(argv=None) -> int:
         else f"#### Dev MCD at {args.max_epochs} epochs (`{args.name}`)", "",
         f"Speaker `{args.speaker}`, {args.max_epochs} epochs each, validation MCD on `dev` (speechkit "
         "convention) after every epoch; one seed. Streams: data.num_streams (the paper's 32 x 120-frame "
-        "batches, sec. 3.3, or fewer, smaller ones over the same frames). SALAD: Noam with warm-up w "
-        "(a tenth of the updates of a 40-epoch run), the embedding scaled by sqrt(H), dropout 0.1. Chosen: the lowest best dev MCD; within "
-        f"{TIE_DB} dB a tie, won by fewer updates.", "",
+        "batches, sec. 3.3, or fewer, smaller ones over the same frames), then the rate at 4 streams. "
+        "MUSA-RNN: Adam at a constant rate (paper 1e-3). SALAD: Noam with warm-up w (a tenth of the updates "
+        "of a 40-epoch run) and the peak rate given (the paper's: 1.4e-3), the embedding scaled by sqrt(H), "
+        f"dropout 0.1. Chosen: the lowest best dev MCD; within {TIE_DB} dB a tie, won by fewer updates, then "
+        "by the lower MCD.", "",
         "| model / setting | streams | updates | w | peak lr | best dev MCD dB | at epoch | last dev MCD dB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|", *rows])
     write_outputs(args.out, args.name, {"speaker": args.speaker, "max_epochs": args.max_epochs,
