@@ -247,6 +247,18 @@ def test_dev_tuning_choice_rule_by_hand(local_module):
     assert choose(runs, tie_db=0.2)["salad_small"] == "salad_small/s4_p1.4e-3"
 
 
+def test_dev_tuning_chooses_on_the_mean_over_speakers(local_module):
+    """Several speakers: each setting's best dev MCDs averaged, then the same rule."""
+    dt = local_module("dev_tuning")
+    runs = {"a": {"m/s4": {"best_mcd": 9.0, "updates": 100}, "m/s4_lr": {"best_mcd": 8.0, "updates": 100}},
+            "b": {"m/s4": {"best_mcd": 5.0, "updates": 50}, "m/s4_lr": {"best_mcd": 6.4, "updates": 50}}}
+    mean = dt.mean_over_speakers(runs)
+    assert mean == {"m/s4": {"best_mcd": 7.0, "updates": 150}, "m/s4_lr": {"best_mcd": 7.2, "updates": 150}}
+    assert dt.choose(mean) == {"m": "m/s4"}   # better on one speaker is not enough
+    assert dt.peak_lr(dt.GRIDS["msc"]["salad_small/s4_p2.3e-2"]) == pytest.approx(2.26e-2, rel=0.01)
+    assert dt.peak_lr(dt.GRIDS["mini"]["salad_small/s4_p2.3e-2"]) == pytest.approx(2.26e-2, rel=0.01)
+
+
 def test_dev_tuning_reads_a_finished_run_only_with_its_settings(local_module, tmp_path):
     """A finished run is read as a setting's only when its config.yaml holds the setting's values."""
     check_saved = local_module("dev_tuning").check_saved

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Each small model's training settings on the embedded corpus, chosen on dev MCD (issue 36).
+"""Each small model's training settings, chosen on dev MCD (issue 36).
 
   python local/dev_tuning.py --out results/mini/analysis --speaker sp01 [--dump-dir dump]
       [--exp-dir exp/sp01/dev_tuning] [--max-epochs 40] [--jobs 2] [--settings "musa_rnn_small/s32 ..."]
+  python local/dev_tuning.py --out results/msc/analysis --grid msc --speaker "SPK1 SPK2 ..."
 
 Trains every setting of GRID below with ``speechkit-train`` on ``dump/<spk>/train`` for --max-epochs
 epochs (run.sh's ``mini`` budget: the same epochs, so the same frames seen and about the same CPU time),
@@ -20,6 +21,10 @@ first rate (MUSA-RNN: the paper's Adam 1e-3; SALAD: Noam with warm-up w a tenth 
 2: at the 4 streams step 1 chose, the rate: MUSA-RNN's constant Adam rate, SALAD's Noam scale (its
 peak rate scale * H^-0.5 * w^-0.5 in the table; the paper's scale 1 at w = 4000 peaks at 1.4e-3).
 One seed (trainer.seed 0).
+
+``--grid msc`` compares the rates of the tracked real-speech runs (GRID_MSC, 20 epochs) on several
+speakers at once, each in ``exp/<spk>/dev_tuning/``, and chooses each model's setting on the mean over
+the speakers of their best dev MCDs.
 
 Writes OUT/<name>.{json,md} (--name, default dev_tuning; another name for a run at another budget).
 """
@@ -67,6 +72,16 @@ GRID = {
                          ("2.3e-2", 4.096), ("4.5e-2", 8.192))},
 }
 
+# msc (run.sh's tracked real-speech runs, 20 epochs, 4 streams, w 800: about a tenth of the updates):
+# each model at the paper's rate or the earlier runs' SALAD peak, and at the peak mini's dev chose
+GRID_MSC = {
+    "musa_rnn_small/s4": ["--data.num_streams", "4"],
+    "musa_rnn_small/s4_lr4e-3": ["--data.num_streams", "4", "--trainer.lr", "4e-3"],
+    "salad_small/s4_p3.5e-4": salad(4, 800, 0.112),
+    "salad_small/s4_p2.3e-2": salad(4, 800, 7.24),
+}
+GRIDS = {"mini": GRID, "msc": GRID_MSC}
+
 
 def speechkit_train() -> str:
     """``speechkit-train`` beside this interpreter (the toolkit's venv, path.sh not sourced), else on PATH."""
@@ -77,20 +92,25 @@ def speechkit_train() -> str:
     return found
 
 
-def train(setting: str, exp: Path, dump: Path, max_epochs: int) -> Path:
-    """One ``speechkit-train`` run of ``setting``; returns its exp dir. Raises RuntimeError on failure."""
+def train(setting: str, exp: Path, dump: Path, max_epochs: int, grid: dict[str, list[str]] | None = None) -> Path:
+    """One ``speechkit-train`` run of ``setting`` of ``grid`` (default GRID); returns its exp dir.
+
+    Raises:
+        RuntimeError: the training failed, or a finished run in its dir has other settings.
+    """
+    grid = GRID if grid is None else grid
     model, _ = setting.split("/")
     task = model.removesuffix("_small")
     out = exp / setting.replace("/", "_")
     if (out / "checkpoints" / "best.pt").is_file() and (out / "metrics.jsonl").is_file() \
             and curve(out)["epochs"] >= max_epochs:
-        check_saved(out, ["--trainer.max_epochs", str(max_epochs), "--trainer.seed", "0", *GRID[setting]])
+        check_saved(out, ["--trainer.max_epochs", str(max_epochs), "--trainer.seed", "0", *grid[setting]])
         return out  # finished before with these settings: read, not retrained
     out.mkdir(parents=True, exist_ok=True)
     cmd = [speechkit_train(), task, "--config", str(RECIPE / "conf" / f"train_{model}.yaml"), "--exp-dir", str(out),
            "--data.train_dir", str(dump / "train"), "--data.valid_dir", str(dump / "dev"),
            "--trainer.num_threads", "1", "--trainer.max_epochs", str(max_epochs), "--trainer.seed", "0",
-           *GRID[setting]]
+           *grid[setting]]
     with open(out / "dev_tuning.log", "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0:
@@ -158,58 +178,104 @@ def choose(runs: dict[str, dict], tie_db: float = TIE_DB) -> dict[str, str]:
     return chosen
 
 
+def rate_text(args: list[str], peak: float | None) -> str:
+    """The table's rate column: Noam's peak, or the constant Adam rate (the config's 1e-3 unless set)."""
+    if peak:
+        return f"{peak:.1e}"
+    return f"{args[args.index('--trainer.lr') + 1] if '--trainer.lr' in args else '1e-3'} (constant)"
+
+
+def mean_over_speakers(runs: dict[str, dict[str, dict]]) -> dict[str, dict]:
+    """``{speaker: {setting: run}}`` -> ``{setting: {"best_mcd": mean over speakers, "updates": sum}}``."""
+    settings = next(iter(runs.values()))
+    return {s: {"best_mcd": sum(r[s]["best_mcd"] for r in runs.values()) / len(runs),
+                "updates": sum(r[s]["updates"] for r in runs.values())} for s in settings}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="results/<run>/analysis")
-    ap.add_argument("--speaker", required=True)
+    ap.add_argument("--speaker", required=True, help="a speaker, or several (space-separated): chosen on their mean")
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="mini", help="the settings to compare (default: mini)")
     ap.add_argument("--dump-dir", default="dump")
-    ap.add_argument("--exp-dir", default=None, help="default: exp/<speaker>/dev_tuning")
-    ap.add_argument("--max-epochs", type=int, default=40)
+    ap.add_argument("--exp-dir", default=None, help="default: exp/<speaker>/dev_tuning (one speaker only)")
+    ap.add_argument("--max-epochs", type=int, default=None, help="default: 40 (mini), 20 (msc)")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--settings", default=" ".join(GRID), help="settings of the grid to run (default: all)")
+    ap.add_argument("--settings", default=None, help="settings of the grid to run (default: all)")
     ap.add_argument("--name", default="dev_tuning", help="output file name (OUT/<name>.{json,md})")
     args = ap.parse_args(argv)
-    settings = args.settings.split()
-    unknown = [s for s in settings if s not in GRID]
+    grid = GRIDS[args.grid]
+    max_epochs = args.max_epochs or {"mini": 40, "msc": 20}[args.grid]
+    speakers = args.speaker.split()
+    settings = (args.settings or " ".join(grid)).split()
+    unknown = [s for s in settings if s not in grid]
     if unknown:
-        ap.error(f"--settings: unknown {', '.join(unknown)} (known: {', '.join(GRID)})")
-    dump = Path(args.dump_dir) / args.speaker
-    for part in ("train", "dev"):
-        if not (dump / part / "labels.scp").is_file():
-            ap.error(f"{dump / part / 'labels.scp'}: not found (run ./run.sh --stop_stage 4 first)")
-    exp = Path(args.exp_dir or f"exp/{args.speaker}/dev_tuning")
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        dirs = dict(zip(settings, pool.map(lambda s: train(s, exp, dump, args.max_epochs), settings)))
-    runs = {s: {"args": GRID[s], "peak_lr": peak_lr(GRID[s]), **curve(d)} for s, d in dirs.items()}
-    chosen = choose(runs)
-    rows = []
-    for s, r in runs.items():
-        a = r["args"]
-        lr = f"{r['peak_lr']:.1e}" if r["peak_lr"] else \
-            f"{a[a.index('--trainer.lr') + 1] if '--trainer.lr' in a else '1e-3'} (constant)"
-        w = a[a.index("--trainer.warmup_steps") + 1] if "--trainer.warmup_steps" in a else "-"
-        m = s.split("/")[0]
-        alone = sum(k.split("/")[0] == m for k in runs) == 1  # nothing to choose between
-        mark = " **chosen**" if chosen[m] == s and not alone else ""
-        rows.append(f"| {s}{mark} | {a[1]} | {r['updates']} | {w} | {lr} | {r['best_mcd']:.2f} | "
-                    f"{r['best_epoch']} | {r['last_mcd']:.2f} |")
-        print(rows[-1])
-    md = "\n".join([
-        "#### Training settings chosen on dev (`mini`)" if args.name == "dev_tuning"
-        else f"#### Dev MCD at {args.max_epochs} epochs (`{args.name}`)", "",
-        f"Speaker `{args.speaker}`, {args.max_epochs} epochs each, validation MCD on `dev` (speechkit "
-        "convention) after every epoch; one seed. Streams: data.num_streams (the paper's 32 x 120-frame "
-        "batches, sec. 3.3, or fewer, smaller ones over the same frames), then the rate at 4 streams. "
-        "MUSA-RNN: Adam at a constant rate (paper 1e-3). SALAD: Noam with warm-up w (a tenth of the updates "
-        "of a 40-epoch run) and the peak rate given (the paper's: 1.4e-3), the embedding scaled by sqrt(H), "
-        f"dropout 0.1. Chosen: the lowest best dev MCD; within {TIE_DB} dB a tie, won by fewer updates, then "
-        "by the lower MCD.", "",
-        "| model / setting | streams | updates | w | peak lr | best dev MCD dB | at epoch | last dev MCD dB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|", *rows])
-    write_outputs(args.out, args.name, {"speaker": args.speaker, "max_epochs": args.max_epochs,
-                                           "chosen": chosen, "runs": runs}, md)
-    return 0
+        ap.error(f"--settings: unknown {', '.join(unknown)} (known: {', '.join(grid)})")
+    if args.exp_dir and len(speakers) > 1:
+        ap.error("--exp-dir: one speaker only (several use exp/<speaker>/dev_tuning each)")
+    for spk in speakers:
+        for part in ("train", "dev"):
+            if not (Path(args.dump_dir) / spk / part / "labels.scp").is_file():
+                ap.error(f"{Path(args.dump_dir) / spk / part / 'labels.scp'}: not found (run ./run.sh --stop_stage 4 first)")
+    jobs = [(spk, s) for spk in speakers for s in settings]
 
+    def one(job):
+        spk, s = job
+        exp = Path(args.exp_dir or f"exp/{spk}/dev_tuning")
+        return train(s, exp, Path(args.dump_dir) / spk, max_epochs, grid)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        dirs = dict(zip(jobs, pool.map(one, jobs)))
+    runs = {spk: {s: {"args": grid[s], "peak_lr": peak_lr(grid[s]), **curve(dirs[spk, s])} for s in settings}
+            for spk in speakers}
+    chosen = choose(runs[speakers[0]] if len(speakers) == 1 else mean_over_speakers(runs))
+    models = {s.split("/")[0] for s in settings}
+    alone = {m for m in models if sum(s.split("/")[0] == m for s in settings) == 1}  # nothing to choose between
+    rows = []
+    for s in settings:
+        a, first = grid[s], runs[speakers[0]][s]
+        mark = " **chosen**" if chosen[s.split("/")[0]] == s and s.split("/")[0] not in alone else ""
+        w = a[a.index("--trainer.warmup_steps") + 1] if "--trainer.warmup_steps" in a else "-"
+        lr = rate_text(a, first["peak_lr"])
+        if len(speakers) == 1:
+            rows.append(f"| {s}{mark} | {a[1]} | {first['updates']} | {w} | {lr} | {first['best_mcd']:.2f} | "
+                        f"{first['best_epoch']} | {first['last_mcd']:.2f} |")
+        else:
+            cells = " | ".join(f"{runs[spk][s]['best_mcd']:.2f} ({runs[spk][s]['best_epoch']})" for spk in speakers)
+            mean = sum(runs[spk][s]["best_mcd"] for spk in speakers) / len(speakers)
+            rows.append(f"| {s}{mark} | {a[1]} | {w} | {lr} | {cells} | {mean:.2f} |")
+        print(rows[-1])
+    rule = (f"Chosen: the lowest best dev MCD{' (mean over the speakers)' if len(speakers) > 1 else ''}; within "
+            f"{TIE_DB} dB a tie, won by fewer updates, then by the lower MCD.")
+    if args.grid == "mini":
+        title = ("#### Training settings chosen on dev (`mini`)" if args.name == "dev_tuning"
+                 else f"#### Dev MCD at {max_epochs} epochs (`{args.name}`)")
+        text = (f"Speaker `{args.speaker}`, {max_epochs} epochs each, validation MCD on `dev` (speechkit "
+                "convention) after every epoch; one seed. Streams: data.num_streams (the paper's 32 x 120-frame "
+                "batches, sec. 3.3, or fewer, smaller ones over the same frames), then the rate at 4 streams. "
+                "MUSA-RNN: Adam at a constant rate (paper 1e-3). SALAD: Noam with warm-up w (a tenth of the updates "
+                "of a 40-epoch run) and the peak rate given (the paper's: 1.4e-3), the embedding scaled by sqrt(H), "
+                f"dropout 0.1. {rule}")
+    else:
+        title = "#### Rates chosen on dev (`msc`)"
+        text = (f"Speakers {', '.join(f'`{spk[:8]}`' for spk in speakers)}, {max_epochs} epochs each at 4 streams, "
+                "best validation MCD on each speaker's `dev` (speechkit convention; epoch in brackets); one seed. "
+                "Each model at the paper's rate (MUSA-RNN: Adam 1e-3) and at the peak rate `mini`'s dev chose for "
+                "it, or (SALAD) the peak 3.5e-4 of the earlier runs; SALAD: Noam with w about a tenth of the "
+                f"updates, the embedding scaled by sqrt(H), dropout 0.1. {rule}")
+    if len(speakers) == 1:
+        head = ["| model / setting | streams | updates | w | peak lr | best dev MCD dB | at epoch | last dev MCD dB |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    else:
+        head = ["| model / setting | streams | w | peak lr | " + " | ".join(f"`{spk[:8]}` dB" for spk in speakers)
+                + " | mean dB |", "|---|---:|---:|---:|" + "---:|" * (len(speakers) + 1)]
+    md = "\n".join([title, "", text, "", *head, *rows])
+    data = {"speakers": speakers, "grid": args.grid, "max_epochs": max_epochs, "chosen": chosen,
+            "runs": runs if len(speakers) > 1 else runs[speakers[0]]}
+    if len(speakers) == 1:
+        data["speaker"] = speakers[0]
+    write_outputs(args.out, args.name, data, md)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())
