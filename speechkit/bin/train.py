@@ -10,7 +10,8 @@ command-line overrides, in that order) and trains it into EXP:
 Re-running the same command resumes from the latest checkpoint (bitwise the same result as an
 uninterrupted run on CPU) or, when the run already finished, says so and exits 0. A config that
 differs from the saved run outside the trainer section is an error; trainer settings such as
-trainer.max_epochs may be raised to continue. --resume false starts over (the earlier run is
+trainer.max_epochs may be raised to continue; a finished run given other training settings (e.g.
+trainer.lr) is an error, since nothing would be trained with them. --resume false starts over (the earlier run is
 moved to EXP/prev-<time>/). Checked before any work: EXP may not be, or lie inside, a data dir
 or file the config's data section names (data.train_dir, data.valid_dir, data.codes, ...), nor be
 the experiment dir of data.vqvae_dir. EXP may contain them (it is written file by file, never

@@ -4,7 +4,8 @@ A run in ``exp_dir`` resumes from ``checkpoints/latest.pt`` (:func:`find_resume_
 ``resume=False`` an earlier run is moved to ``exp_dir/prev-<time>/`` instead, nothing deleted).
 Before it does, :func:`check_resume_config` compares the saved config with the current one: a
 changed key outside ``trainer.``, or one of :data:`FROZEN_ON_RESUME`, is refused; the trainer keys
-of :data:`SAFE_TO_CHANGE` are logged, any other trainer key is warned about; and
+of :data:`SAFE_TO_CHANGE` are logged, any other trainer key is warned about (and refused when the
+run has finished: :func:`refuse_changes_to_finished_run`); and
 :func:`check_data_fingerprint` refuses data whose content changed since the checkpoint was
 written (:mod:`speechkit.data.fingerprint`). :func:`restore_rng` puts this rank's RNG states back,
 re-seeding ranks > 0 when the number of processes changed.

@@ -45,6 +45,8 @@ RECIPE = Path(__file__).resolve().parents[1]
 TIE_DB = 0.05  # best dev MCDs closer than this are a tie, won by the setting with fewer updates
 # SALAD's mini options besides the schedule (README, deviations: embedding scale, dropout)
 SALAD_MINI = ["--model.scale_embedding", "true", "--model.ff_dropout", "0.1", "--model.position_dropout", "0.1"]
+
+
 def salad(streams: int, w: int, scale: float) -> list[str]:
     """SALAD's overrides: ``streams`` streams, Noam warm-up ``w`` updates, scale factor ``scale``.
 
@@ -215,8 +217,9 @@ def main(argv=None) -> int:
         ap.error("--exp-dir: one speaker only (several use exp/<speaker>/dev_tuning each)")
     for spk in speakers:
         for part in ("train", "dev"):
-            if not (Path(args.dump_dir) / spk / part / "labels.scp").is_file():
-                ap.error(f"{Path(args.dump_dir) / spk / part / 'labels.scp'}: not found (run ./run.sh --stop_stage 4 first)")
+            scp = Path(args.dump_dir) / spk / part / "labels.scp"
+            if not scp.is_file():
+                ap.error(f"{scp}: not found (run ./run.sh --stop_stage 4 first)")
     jobs = [(spk, s) for spk in speakers for s in settings]
 
     def one(job):
