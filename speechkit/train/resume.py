@@ -108,17 +108,9 @@ def check_resume_config(ckpt: dict, path: Path, task_name: str, cfg: Any) -> lis
         not d[0].startswith("trainer.") or d[0][len("trainer."):] in FROZEN_ON_RESUME)]
     if fixed:
         key, old, new = fixed[0]
-        more = f" (and {len(fixed) - 1} more: {', '.join(d[0] for d in fixed[1:4])}{'...' if len(fixed) > 4 else ''})" \
-            if len(fixed) > 1 else ""
         raise naming_parameters(ConfigError(
-            f"key '{key}': differs from the run saved in {path} (saved {show(old)}, now {show(new)}){more}; to start "
-            "over use `resume=false` or a new `exp_dir`"))
-    _log_trainer_changes(diffs, show)
-    return [(key, old, new) for key, old, new in diffs
-            if old is not dataclasses.MISSING and key[len("trainer."):] not in SAFE_TO_CHANGE]
-
-
-def _log_trainer_changes(diffs: list, show) -> None:
+            f"key '{key}': differs from the run saved in {path} (saved {show(old)}, now {show(new)}){_more(fixed)}; "
+            "to start over use `resume=false` or a new `exp_dir`"))
     for key, old, new in diffs:
         name = key[len("trainer."):]
         if old is dataclasses.MISSING:
@@ -128,6 +120,15 @@ def _log_trainer_changes(diffs: list, show) -> None:
         else:
             log.warning("resuming with %s changed: %s -> %s; the rest of the run will differ from one "
                         "trained with either value throughout", key, show(old), show(new))
+    return [(key, old, new) for key, old, new in diffs
+            if old is not dataclasses.MISSING and key[len("trainer."):] not in SAFE_TO_CHANGE]
+
+
+def _more(diffs: list[tuple[str, Any, Any]]) -> str:
+    """`` (and N more: k1, k2, k3...)`` after the first of ``diffs`` (empty for one)."""
+    if len(diffs) < 2:
+        return ""
+    return f" (and {len(diffs) - 1} more: {', '.join(d[0] for d in diffs[1:4])}{'...' if len(diffs) > 4 else ''})"
 
 
 def refuse_changes_to_finished_run(changes: list[tuple[str, Any, Any]], path: Path, reason: str) -> None:
@@ -148,9 +149,8 @@ def refuse_changes_to_finished_run(changes: list[tuple[str, Any, Any]], path: Pa
     if not changes:
         return
     key, old, new = changes[0]
-    more = f" (and {len(changes) - 1} more: {', '.join(d[0] for d in changes[1:4])})" if len(changes) > 1 else ""
     raise naming_parameters(ConfigError(
-        f"key '{key}': the run saved in {path} finished ({reason}) with {old!r}, now {new!r}{more}: nothing would "
+        f"key '{key}': the run saved in {path} finished ({reason}) with {old!r}, now {new!r}{_more(changes)}: nothing would "
         "be trained with it; to train with it use `resume=false` (moves the old run aside) or a new `exp_dir`, "
         "or raise trainer.max_epochs to continue"))
 
